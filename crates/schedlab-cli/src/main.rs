@@ -1,0 +1,200 @@
+//! The `schedlab` command line.
+//!
+//! Exit codes: 0 success; 1 an I/O or internal error; 2 bad input (scenario,
+//! option or value), with a one-line message naming the file, field and fix.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use schedlab::features::FEATURES;
+use schedlab::report::{table, Results};
+use schedlab::scenario::{Scenario, WORKLOAD_KINDS};
+use schedlab::topology::{presets, Topology};
+use schedlab::world;
+
+#[derive(Parser)]
+#[command(name = "schedlab", version, about = "Deterministic simulator of the Linux CPU scheduler")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulate a scenario and print a summary.
+    Run {
+        /// Scenario file (TOML).
+        scenario: PathBuf,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Override any scenario field by dotted path, e.g. workload.0.count=8.
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        sets: Vec<String>,
+        /// Set a kernel feature, e.g. RUN_TO_PARITY=off or NO_PLACE_LAG.
+        #[arg(long = "feature", value_name = "NAME[=on|off]")]
+        features: Vec<String>,
+        /// Use a machine preset or a CPU count instead of the scenario's.
+        #[arg(long)]
+        machine: Option<String>,
+        /// Write the results as JSON to this file ("-" for stdout).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Print nothing but errors.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// List machine presets, workload kinds, kernel features and schedulers.
+    List {
+        /// One of: presets, workloads, features, schedulers (default: all).
+        what: Option<String>,
+    },
+}
+
+enum Failure {
+    Input(String),
+    Io(String),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Run { scenario, seed, sets, features, machine, json, quiet } => run(scenario, seed, sets, features, machine, json, quiet),
+        Cmd::List { what } => list(what.as_deref()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Input(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Io(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<String>, machine: Option<String>, json: Option<PathBuf>, quiet: bool) -> Result<(), Failure> {
+    let file = path.display().to_string();
+    if let Some(s) = seed {
+        sets.push(format!("seed={s}"));
+    }
+    if let Some(m) = machine {
+        if m.parse::<usize>().is_ok() {
+            sets.push(format!("machine.cpus={m}"));
+            sets.push("machine.preset=\"\"".into());
+        } else {
+            sets.push(format!("machine.preset=\"{m}\""));
+        }
+    }
+    for f in &features {
+        let mut probe = schedlab::features::Features::default();
+        probe.apply(f).map_err(|e| Failure::Input(format!("--feature {f}: {e}")))?;
+        let (name, on) = match f.split_once('=') {
+            Some((n, v)) => (n.trim().to_string(), schedlab::features::parse_switch(v.trim()).unwrap_or(true)),
+            None => match f.strip_prefix("NO_") {
+                Some(n) => (n.to_string(), false),
+                None => (f.clone(), true),
+            },
+        };
+        sets.push(format!("features.{name}={on}"));
+    }
+    let scenario = Scenario::load(&path, &sets).map_err(|e| match e {
+        schedlab::scenario::ScenarioError::Io { .. } => Failure::Io(e.to_string()),
+        other => Failure::Input(other.to_string()),
+    })?;
+    let mut scenario = scenario;
+    if scenario.machine.preset.as_deref() == Some("") {
+        scenario.machine.preset = None;
+    }
+    let mut sim = world::build(&scenario, &file).map_err(|e| Failure::Input(e.to_string()))?;
+    let title = scenario.title(&file);
+    if !quiet {
+        eprintln!("schedlab: running {title} for {} simulated, seed {}", schedlab::time::fmt_ns(scenario.duration.0), scenario.seed);
+    }
+    let started = Instant::now();
+    let tty = std::io::stderr().is_terminal() && !quiet;
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    let mut progress = |now: u64, end: u64| {
+        if !tty || started.elapsed().as_secs_f64() < 1.0 {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new(end / 1_000_000);
+            b.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} ms simulated, eta {eta}").expect("valid template"));
+            b
+        });
+        b.set_position(now / 1_000_000);
+    };
+    sim.run_with_progress(&mut progress);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let results = Results::collect(&sim, &title, &scenario.scheduler.kind);
+    if !quiet {
+        eprintln!("schedlab: {} events in {:.2}s wall ({:.2} M events/s)", results.events, wall, results.events as f64 / wall.max(1e-9) / 1e6);
+    }
+    match json.as_deref() {
+        Some(p) if p.as_os_str() == "-" => {
+            std::io::stdout().write_all(results.to_json().as_bytes()).map_err(|e| Failure::Io(e.to_string()))?;
+        }
+        Some(p) => {
+            std::fs::write(p, results.to_json()).map_err(|e| Failure::Io(format!("{}: {e}", p.display())))?;
+            if !quiet {
+                print!("{}", results.summary());
+            }
+        }
+        None => {
+            if !quiet {
+                print!("{}", results.summary());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn list(what: Option<&str>) -> Result<(), Failure> {
+    let all = what.is_none();
+    let want = |k: &str| all || what == Some(k);
+    if !all && !["presets", "workloads", "features", "schedulers"].contains(&what.unwrap_or("")) {
+        return Err(Failure::Input(format!("list: unknown topic {:?}: expected presets, workloads, features or schedulers", what.unwrap_or(""))));
+    }
+    let mut out = String::new();
+    if want("presets") {
+        let mut rows = vec![vec!["preset".to_string(), "machine".to_string()]];
+        for (name, desc) in presets() {
+            let shape = Topology::preset(name).map(|t| t.describe()).unwrap_or_default();
+            rows.push(vec![name.to_string(), format!("{desc} [{shape}]")]);
+        }
+        out.push_str("Machine presets (machine.preset, --machine NAME or --machine N)\n");
+        out.push_str(&table(&rows));
+        out.push('\n');
+    }
+    if want("workloads") {
+        let mut rows = vec![vec!["kind".to_string(), "models".to_string()]];
+        rows.extend(WORKLOAD_KINDS.iter().map(|(k, d)| vec![k.to_string(), d.to_string()]));
+        out.push_str("Workloads ([[workload]] kind = ...)\n");
+        out.push_str(&table(&rows));
+        out.push('\n');
+    }
+    if want("features") {
+        let mut rows = vec![vec!["feature".to_string(), "default".to_string(), "what it does".to_string()]];
+        rows.extend(FEATURES.iter().map(|f| vec![f.name.to_string(), if f.default { "on" } else { "off" }.to_string(), f.why.to_string()]));
+        out.push_str("Kernel features ([features] NAME = true, --feature NAME=off)\n");
+        out.push_str(&table(&rows));
+        out.push('\n');
+    }
+    if want("schedulers") {
+        let mut rows = vec![vec!["scheduler".to_string(), "description".to_string()]];
+        rows.extend(world::SCHEDULERS.iter().map(|(k, d)| vec![k.to_string(), d.to_string()]));
+        out.push_str("Schedulers ([scheduler] kind = ...)\n");
+        out.push_str(&table(&rows));
+    }
+    print!("{out}");
+    Ok(())
+}

@@ -1,0 +1,945 @@
+//! Fixed-size CPU bitmaps: the simulator's counterpart of the kernel's
+//! `struct cpumask`, plus the kernel/taskset "cpulist" text format.
+//!
+//! A [`CpuMask`] always knows how many CPUs the machine has (`nr_bits`), so
+//! that formatting, complement-like operations (`full`) and range checks need
+//! no extra context. Bits at or above `nr_bits` are kept zero at all times;
+//! every operation relies on that invariant (e.g. `weight` is a plain
+//! popcount).
+
+use std::fmt::{self, Write as _};
+use std::iter::FusedIterator;
+
+const WORD_BITS: usize = u64::BITS as usize;
+
+/// Masks of up to this many words are stored inline, so that cloning a mask
+/// on ordinary machines (up to 128 CPUs) never touches the allocator. Larger
+/// machines pay one allocation per clone, which is still O(words).
+const INLINE_WORDS: usize = 2;
+
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+enum Words {
+    // Unused trailing words stay zero so that the derived comparisons agree
+    // with the logical contents.
+    Inline([u64; INLINE_WORDS]),
+    Heap(Box<[u64]>),
+}
+
+/// A set of CPU ids `0..nr_bits`, stored as a bitmap of 64-bit words.
+///
+/// All operations are O(number of words). Binary operations expect both
+/// masks to have the same `nr_bits` (checked with `debug_assert!`); in
+/// release builds a size mismatch is tolerated and never sets bits beyond
+/// `self.nr_bits()`.
+///
+/// Equality, ordering and hashing consider `nr_bits` too, so the empty mask
+/// of an 8-CPU machine differs from the empty mask of a 16-CPU machine. The
+/// ordering is a deterministic total order suitable for `BTreeMap` keys; it
+/// is not a numeric order of the bit patterns.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct CpuMask {
+    nr_bits: usize,
+    words: Words,
+}
+
+/// Why a cpulist string was rejected by [`CpuMask::parse_cpulist`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    /// Two commas in a row, or a leading/trailing comma.
+    #[error("empty item at position {position} in CPU list \"{list}\"")]
+    EmptyItem {
+        /// 1-based position of the empty item among the comma-separated items.
+        position: usize,
+        /// The whole list as given.
+        list: String,
+    },
+    /// Something that should be a CPU number is not a decimal number or `N`.
+    #[error("invalid CPU number \"{text}\" in \"{item}\": expected a decimal number or N")]
+    BadNumber {
+        /// The offending text.
+        text: String,
+        /// The item it appeared in.
+        item: String,
+    },
+    /// A range whose start is above its end, such as `7-3`.
+    #[error("reversed range \"{item}\": {start} is greater than {end}")]
+    ReversedRange {
+        /// The item as given.
+        item: String,
+        /// First CPU of the range.
+        start: usize,
+        /// Last CPU of the range.
+        end: usize,
+    },
+    /// A malformed `:stride` or `:used/group` suffix.
+    #[error("invalid stride in \"{item}\": {reason}")]
+    BadStride {
+        /// The item as given.
+        item: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The list names a CPU the machine does not have.
+    #[error("CPU {cpu} is out of range: {}", machine_size(*nr_cpus))]
+    OutOfRange {
+        /// The highest CPU the offending item selects.
+        cpu: usize,
+        /// Number of CPUs of the machine.
+        nr_cpus: usize,
+    },
+}
+
+fn machine_size(nr_cpus: usize) -> String {
+    match nr_cpus {
+        0 => "the machine has no CPUs".to_string(),
+        1 => "the machine has 1 CPU (0)".to_string(),
+        n => format!("the machine has {n} CPUs (0-{})", n - 1),
+    }
+}
+
+fn words_for(nr_bits: usize) -> usize {
+    nr_bits.div_ceil(WORD_BITS)
+}
+
+fn bit(cpu: usize) -> u64 {
+    1u64 << (cpu % WORD_BITS)
+}
+
+impl CpuMask {
+    /// An empty mask for a machine with `nr_cpus` CPUs.
+    pub fn new(nr_cpus: usize) -> Self {
+        let n = words_for(nr_cpus);
+        let words = if n <= INLINE_WORDS {
+            Words::Inline([0; INLINE_WORDS])
+        } else {
+            Words::Heap(vec![0; n].into_boxed_slice())
+        };
+        CpuMask {
+            nr_bits: nr_cpus,
+            words,
+        }
+    }
+
+    /// A mask with all `nr_cpus` CPUs set.
+    pub fn full(nr_cpus: usize) -> Self {
+        let mut mask = Self::new(nr_cpus);
+        mask.words_mut().fill(!0);
+        mask.clear_tail();
+        mask
+    }
+
+    /// A mask with only `cpu` set (empty if `cpu` is out of range).
+    pub fn single(nr_cpus: usize, cpu: usize) -> Self {
+        let mut mask = Self::new(nr_cpus);
+        mask.set(cpu);
+        mask
+    }
+
+    /// A mask with the given CPUs set; like [`set`](Self::set), CPUs out of
+    /// range trip a `debug_assert!` and are otherwise ignored.
+    pub fn from_cpus(nr_cpus: usize, cpus: impl IntoIterator<Item = usize>) -> Self {
+        let mut mask = Self::new(nr_cpus);
+        for cpu in cpus {
+            mask.set(cpu);
+        }
+        mask
+    }
+
+    /// Number of CPUs this mask can hold (the machine size).
+    pub fn nr_bits(&self) -> usize {
+        self.nr_bits
+    }
+
+    fn words(&self) -> &[u64] {
+        match &self.words {
+            Words::Inline(w) => &w[..words_for(self.nr_bits)],
+            Words::Heap(w) => w,
+        }
+    }
+
+    fn words_mut(&mut self) -> &mut [u64] {
+        let n = words_for(self.nr_bits);
+        match &mut self.words {
+            Words::Inline(w) => &mut w[..n],
+            Words::Heap(w) => w,
+        }
+    }
+
+    /// Restores the "no bits at or above nr_bits" invariant after word-wide
+    /// writes.
+    fn clear_tail(&mut self) {
+        let used = self.nr_bits % WORD_BITS;
+        if used != 0 {
+            if let Some(last) = self.words_mut().last_mut() {
+                *last &= (1u64 << used) - 1;
+            }
+        }
+    }
+
+    /// Adds `cpu`. Out-of-range CPUs are a caller bug: they trip a
+    /// `debug_assert!` and are ignored in release builds.
+    pub fn set(&mut self, cpu: usize) {
+        debug_assert!(
+            cpu < self.nr_bits,
+            "CpuMask::set({cpu}) on a {}-CPU mask",
+            self.nr_bits
+        );
+        if cpu < self.nr_bits {
+            self.words_mut()[cpu / WORD_BITS] |= bit(cpu);
+        }
+    }
+
+    /// Removes `cpu`. Out-of-range CPUs are handled as in [`set`](Self::set).
+    pub fn clear(&mut self, cpu: usize) {
+        debug_assert!(
+            cpu < self.nr_bits,
+            "CpuMask::clear({cpu}) on a {}-CPU mask",
+            self.nr_bits
+        );
+        if cpu < self.nr_bits {
+            self.words_mut()[cpu / WORD_BITS] &= !bit(cpu);
+        }
+    }
+
+    /// Whether `cpu` is in the mask; `false` for out-of-range CPUs.
+    pub fn test(&self, cpu: usize) -> bool {
+        cpu < self.nr_bits && self.words()[cpu / WORD_BITS] & bit(cpu) != 0
+    }
+
+    /// Number of CPUs in the mask (popcount).
+    pub fn weight(&self) -> usize {
+        self.words().iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Whether no CPU is set.
+    pub fn is_empty(&self) -> bool {
+        self.words().iter().all(|&w| w == 0)
+    }
+
+    /// The lowest CPU in the mask.
+    pub fn first(&self) -> Option<usize> {
+        self.next_set(0)
+    }
+
+    /// The lowest CPU in the mask that is `>= from`.
+    pub fn next_set(&self, from: usize) -> Option<usize> {
+        self.scan_from(from, |w| w)
+    }
+
+    /// The lowest CPU id `>= from` (and below `nr_bits`) that is not set.
+    fn next_clear(&self, from: usize) -> Option<usize> {
+        // Inverting turns the zero tail into ones, hence the final bound check.
+        self.scan_from(from, |w| !w)
+            .filter(|&cpu| cpu < self.nr_bits)
+    }
+
+    /// Finds the first set bit `>= from` in the words transformed by `view`.
+    fn scan_from(&self, from: usize, view: impl Fn(u64) -> u64) -> Option<usize> {
+        if from >= self.nr_bits {
+            return None;
+        }
+        let words = self.words();
+        let mut idx = from / WORD_BITS;
+        let mut word = view(words[idx]) & (!0u64 << (from % WORD_BITS));
+        loop {
+            if word != 0 {
+                return Some(idx * WORD_BITS + word.trailing_zeros() as usize);
+            }
+            idx += 1;
+            word = view(*words.get(idx)?);
+        }
+    }
+
+    /// Iterates over the CPUs in the mask in ascending order.
+    pub fn iter(&self) -> Iter<'_> {
+        let words = self.words();
+        Iter {
+            words,
+            idx: 0,
+            current: words.first().copied().unwrap_or(0),
+        }
+    }
+
+    /// Iterates like the kernel's `for_each_cpu_wrap(cpu, mask, start)`: the
+    /// CPUs `>= start` in ascending order, then those below `start`. A
+    /// `start` beyond the mask simply yields every CPU in ascending order.
+    ///
+    /// Load balancing and idle-CPU searches use this so that CPUs starting
+    /// their scan at different points spread out instead of all hitting the
+    /// lowest-numbered CPU.
+    pub fn iter_wrap(&self, start: usize) -> IterWrap<'_> {
+        IterWrap {
+            mask: self,
+            start,
+            pos: start,
+            wrapped: false,
+        }
+    }
+
+    /// The intersection of two masks.
+    pub fn and(&self, other: &CpuMask) -> CpuMask {
+        let mut out = self.clone();
+        out.and_assign(other);
+        out
+    }
+
+    /// The union of two masks.
+    pub fn or(&self, other: &CpuMask) -> CpuMask {
+        let mut out = self.clone();
+        out.or_assign(other);
+        out
+    }
+
+    /// `self &= other`.
+    pub fn and_assign(&mut self, other: &CpuMask) {
+        self.debug_check_size(other);
+        let theirs = other.words();
+        for (i, w) in self.words_mut().iter_mut().enumerate() {
+            *w &= theirs.get(i).copied().unwrap_or(0);
+        }
+    }
+
+    /// `self |= other`.
+    pub fn or_assign(&mut self, other: &CpuMask) {
+        self.debug_check_size(other);
+        for (w, t) in self.words_mut().iter_mut().zip(other.words()) {
+            *w |= t;
+        }
+        // A larger `other` may carry bits beyond our size.
+        self.clear_tail();
+    }
+
+    /// `self &= !other`: removes the CPUs of `other`.
+    pub fn andnot_assign(&mut self, other: &CpuMask) {
+        self.debug_check_size(other);
+        for (w, t) in self.words_mut().iter_mut().zip(other.words()) {
+            *w &= !t;
+        }
+    }
+
+    /// Whether the two masks share at least one CPU.
+    pub fn intersects(&self, other: &CpuMask) -> bool {
+        self.debug_check_size(other);
+        self.words()
+            .iter()
+            .zip(other.words())
+            .any(|(a, b)| a & b != 0)
+    }
+
+    /// Whether every CPU of `self` is also in `other`.
+    pub fn is_subset_of(&self, other: &CpuMask) -> bool {
+        self.debug_check_size(other);
+        let theirs = other.words();
+        self.words()
+            .iter()
+            .enumerate()
+            .all(|(i, w)| w & !theirs.get(i).copied().unwrap_or(0) == 0)
+    }
+
+    /// The lowest CPU present in both masks, without building the
+    /// intersection.
+    pub fn first_and(&self, other: &CpuMask) -> Option<usize> {
+        self.debug_check_size(other);
+        self.words()
+            .iter()
+            .zip(other.words())
+            .enumerate()
+            .find_map(|(i, (a, b))| {
+                let both = a & b;
+                (both != 0).then(|| i * WORD_BITS + both.trailing_zeros() as usize)
+            })
+    }
+
+    fn debug_check_size(&self, other: &CpuMask) {
+        debug_assert_eq!(
+            self.nr_bits, other.nr_bits,
+            "CpuMask operation on masks of different sizes"
+        );
+    }
+
+    /// Parses the kernel / `taskset -c` cpulist syntax for a machine with
+    /// `nr_cpus` CPUs.
+    ///
+    /// Items are separated by commas and may be surrounded by whitespace:
+    /// `N` (single CPU), `A-B` (inclusive range), `A-B:S` (every S-th CPU of
+    /// the range, e.g. `0-15:2` = even CPUs) and the kernel's
+    /// `A-B:U/G` (the first U CPUs of every group of G, e.g. `0-15:2/8` =
+    /// 0,1,8,9). As in the kernel, the letter `N` stands for the last CPU,
+    /// so `2-N` means "CPU 2 and up". A blank string is the empty mask,
+    /// matching what [`to_cpulist`](Self::to_cpulist) prints for it.
+    pub fn parse_cpulist(s: &str, nr_cpus: usize) -> Result<CpuMask, CpuListError> {
+        let mut mask = CpuMask::new(nr_cpus);
+        if s.trim().is_empty() {
+            return Ok(mask);
+        }
+        for (i, raw) in s.split(',').enumerate() {
+            let item = raw.trim();
+            if item.is_empty() {
+                return Err(CpuListError::EmptyItem {
+                    position: i + 1,
+                    list: s.to_string(),
+                });
+            }
+            let region = Region::parse(item, nr_cpus)?;
+            region.check_fits(nr_cpus)?;
+            region.apply(&mut mask);
+        }
+        Ok(mask)
+    }
+
+    /// Formats the mask in canonical cpulist form, e.g. `0-3,8,10-11`: runs
+    /// of two or more consecutive CPUs become ranges. The empty mask gives
+    /// an empty string.
+    pub fn to_cpulist(&self) -> String {
+        let mut out = String::new();
+        let mut from = 0;
+        while let Some(start) = self.next_set(from) {
+            let end = self.next_clear(start).unwrap_or(self.nr_bits) - 1;
+            if !out.is_empty() {
+                out.push(',');
+            }
+            // Writing into a String cannot fail.
+            let _ = if start == end {
+                write!(out, "{start}")
+            } else {
+                write!(out, "{start}-{end}")
+            };
+            from = end + 1;
+        }
+        out
+    }
+}
+
+impl fmt::Display for CpuMask {
+    /// Displays the mask as a cpulist (see [`CpuMask::to_cpulist`]).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_cpulist())
+    }
+}
+
+impl<'a> IntoIterator for &'a CpuMask {
+    type Item = usize;
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+/// One parsed cpulist item: CPUs `start..=end`, taking the first `used` of
+/// every `group` CPUs (a plain range has `used == group == 1`).
+struct Region {
+    start: usize,
+    end: usize,
+    used: usize,
+    group: usize,
+}
+
+impl Region {
+    fn parse(item: &str, nr_cpus: usize) -> Result<Region, CpuListError> {
+        let (range, stride) = match item.split_once(':') {
+            Some((range, stride)) => (range, Some(stride)),
+            None => (item, None),
+        };
+        let number = |text: &str| parse_cpu_number(text.trim(), item, nr_cpus);
+        let (start, end) = match range.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => {
+                let cpu = number(range)?;
+                (cpu, cpu)
+            }
+        };
+        if start > end {
+            return Err(CpuListError::ReversedRange {
+                item: item.to_string(),
+                start,
+                end,
+            });
+        }
+        let (used, group) = match stride {
+            Some(stride) => parse_stride(stride.trim(), item)?,
+            None => (1, 1),
+        };
+        Ok(Region {
+            start,
+            end,
+            used,
+            group,
+        })
+    }
+
+    /// The highest CPU this item actually selects; with a stride that can be
+    /// below `end`, and only selected CPUs should be able to be out of range.
+    fn last_selected(&self) -> usize {
+        let last_group = self.start + (self.end - self.start) / self.group * self.group;
+        self.end.min(last_group + (self.used - 1))
+    }
+
+    fn check_fits(&self, nr_cpus: usize) -> Result<(), CpuListError> {
+        let cpu = self.last_selected();
+        if cpu >= nr_cpus {
+            return Err(CpuListError::OutOfRange { cpu, nr_cpus });
+        }
+        Ok(())
+    }
+
+    fn apply(&self, mask: &mut CpuMask) {
+        let mut group_start = self.start;
+        loop {
+            let group_end = self.end.min(group_start + (self.used - 1));
+            for cpu in group_start..=group_end {
+                mask.set(cpu);
+            }
+            match group_start.checked_add(self.group) {
+                Some(next) if next <= self.end => group_start = next,
+                _ => break,
+            }
+        }
+    }
+}
+
+/// Parses one CPU number. `usize::from_str` would also accept a leading
+/// `+`, which is not cpulist syntax, hence the explicit digit check.
+fn parse_cpu_number(text: &str, item: &str, nr_cpus: usize) -> Result<usize, CpuListError> {
+    let bad = || CpuListError::BadNumber {
+        text: text.to_string(),
+        item: item.to_string(),
+    };
+    if text == "N" {
+        // "N" on a machine without CPUs can only be out of range.
+        return nr_cpus
+            .checked_sub(1)
+            .ok_or(CpuListError::OutOfRange { cpu: 0, nr_cpus });
+    }
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    text.parse().map_err(|_| bad())
+}
+
+/// Parses the part after ':' into (used, group).
+fn parse_stride(text: &str, item: &str) -> Result<(usize, usize), CpuListError> {
+    let bad = |reason: &str| CpuListError::BadStride {
+        item: item.to_string(),
+        reason: reason.to_string(),
+    };
+    let number = |t: &str| -> Result<usize, CpuListError> {
+        let t = t.trim();
+        if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad(
+                "expected \":stride\" or \":used/group\" with decimal numbers",
+            ));
+        }
+        t.parse()
+            .map_err(|_| bad("expected \":stride\" or \":used/group\" with decimal numbers"))
+    };
+    let (used, group) = match text.split_once('/') {
+        Some((u, g)) => (number(u)?, number(g)?),
+        None => (1, number(text)?),
+    };
+    if group == 0 {
+        return Err(bad("the stride (group size) must be at least 1"));
+    }
+    if used == 0 || used > group {
+        return Err(bad("the used count must be between 1 and the group size"));
+    }
+    Ok((used, group))
+}
+
+/// Ascending iterator over the CPUs of a [`CpuMask`].
+#[derive(Clone, Debug)]
+pub struct Iter<'a> {
+    words: &'a [u64],
+    idx: usize,
+    current: u64,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        while self.current == 0 {
+            self.idx += 1;
+            self.current = *self.words.get(self.idx)?;
+        }
+        let cpu = self.idx * WORD_BITS + self.current.trailing_zeros() as usize;
+        // Clears the lowest set bit.
+        self.current &= self.current - 1;
+        Some(cpu)
+    }
+}
+
+impl FusedIterator for Iter<'_> {}
+
+/// Iterator returned by [`CpuMask::iter_wrap`].
+#[derive(Clone, Debug)]
+pub struct IterWrap<'a> {
+    mask: &'a CpuMask,
+    start: usize,
+    pos: usize,
+    wrapped: bool,
+}
+
+impl Iterator for IterWrap<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if !self.wrapped {
+            if let Some(cpu) = self.mask.next_set(self.pos) {
+                self.pos = cpu + 1;
+                return Some(cpu);
+            }
+            self.wrapped = true;
+            self.pos = 0;
+        }
+        let cpu = self.mask.next_set(self.pos).filter(|&c| c < self.start)?;
+        self.pos = cpu + 1;
+        Some(cpu)
+    }
+}
+
+impl FusedIterator for IterWrap<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const SIZES: [usize; 10] = [0, 1, 8, 63, 64, 65, 128, 129, 1024, 5000];
+
+    fn mask(nr: usize, cpus: &[usize]) -> CpuMask {
+        CpuMask::from_cpus(nr, cpus.iter().copied())
+    }
+
+    fn cpus(m: &CpuMask) -> Vec<usize> {
+        m.iter().collect()
+    }
+
+    fn parse(s: &str, nr: usize) -> Vec<usize> {
+        cpus(&CpuMask::parse_cpulist(s, nr).unwrap())
+    }
+
+    #[test]
+    fn constructors_at_word_boundaries() {
+        for nr in SIZES {
+            let empty = CpuMask::new(nr);
+            assert_eq!(empty.nr_bits(), nr);
+            assert!(empty.is_empty());
+            assert_eq!(empty.weight(), 0);
+            assert_eq!(empty.first(), None);
+
+            let full = CpuMask::full(nr);
+            assert_eq!(full.weight(), nr, "full({nr})");
+            assert_eq!(full.first(), (nr > 0).then_some(0));
+            assert_eq!(cpus(&full), (0..nr).collect::<Vec<_>>());
+            assert!(!full.test(nr), "bits past nr_bits must stay clear");
+
+            if nr > 0 {
+                let last = CpuMask::single(nr, nr - 1);
+                assert_eq!(cpus(&last), vec![nr - 1]);
+                assert_eq!(last.weight(), 1);
+            }
+        }
+    }
+
+    #[test]
+    fn set_clear_test() {
+        let mut m = CpuMask::new(130);
+        for cpu in [0, 63, 64, 127, 128, 129] {
+            m.set(cpu);
+            assert!(m.test(cpu));
+        }
+        assert_eq!(m.weight(), 6);
+        m.clear(64);
+        assert!(!m.test(64));
+        assert_eq!(cpus(&m), vec![0, 63, 127, 128, 129]);
+        assert!(!m.test(130));
+        assert!(!m.test(usize::MAX));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "CpuMask::set(8) on a 8-CPU mask")]
+    fn set_out_of_range_is_a_debug_assertion() {
+        CpuMask::new(8).set(8);
+    }
+
+    #[test]
+    fn next_set_across_words() {
+        let m = mask(300, &[5, 64, 200, 299]);
+        assert_eq!(m.next_set(0), Some(5));
+        assert_eq!(m.next_set(5), Some(5));
+        assert_eq!(m.next_set(6), Some(64));
+        assert_eq!(m.next_set(65), Some(200));
+        assert_eq!(m.next_set(201), Some(299));
+        assert_eq!(m.next_set(300), None);
+        assert_eq!(m.next_set(usize::MAX), None);
+        assert_eq!(CpuMask::new(300).next_set(0), None);
+    }
+
+    #[test]
+    fn next_clear_stops_at_machine_size() {
+        let full = CpuMask::full(70);
+        assert_eq!(full.next_clear(0), None);
+        let m = mask(70, &[0, 1, 2, 69]);
+        assert_eq!(m.next_clear(0), Some(3));
+        assert_eq!(m.next_clear(69), None);
+    }
+
+    #[test]
+    fn iter_wrap_matches_for_each_cpu_wrap() {
+        let m = mask(8, &[1, 3, 5, 7]);
+        let wrap = |start| m.iter_wrap(start).collect::<Vec<_>>();
+        assert_eq!(wrap(0), vec![1, 3, 5, 7]);
+        assert_eq!(wrap(4), vec![5, 7, 1, 3]);
+        assert_eq!(wrap(5), vec![5, 7, 1, 3]);
+        assert_eq!(wrap(7), vec![7, 1, 3, 5]);
+        assert_eq!(wrap(8), vec![1, 3, 5, 7]);
+        assert_eq!(wrap(usize::MAX), vec![1, 3, 5, 7]);
+        assert_eq!(CpuMask::new(8).iter_wrap(3).count(), 0);
+
+        let big = mask(1000, &[10, 500, 999]);
+        assert_eq!(big.iter_wrap(600).collect::<Vec<_>>(), vec![999, 10, 500]);
+    }
+
+    #[test]
+    fn iter_wrap_is_fused() {
+        let m = mask(8, &[2, 6]);
+        let mut it = m.iter_wrap(4);
+        assert_eq!(it.by_ref().collect::<Vec<_>>(), vec![6, 2]);
+        assert_eq!(it.next(), None);
+        assert_eq!(it.next(), None);
+    }
+
+    #[test]
+    fn set_operations() {
+        let a = mask(200, &[1, 2, 3, 100, 150]);
+        let b = mask(200, &[3, 4, 150, 199]);
+        assert_eq!(cpus(&a.and(&b)), vec![3, 150]);
+        assert_eq!(cpus(&a.or(&b)), vec![1, 2, 3, 4, 100, 150, 199]);
+
+        let mut c = a.clone();
+        c.and_assign(&b);
+        assert_eq!(c, a.and(&b));
+        let mut d = a.clone();
+        d.or_assign(&b);
+        assert_eq!(d, a.or(&b));
+        let mut e = a.clone();
+        e.andnot_assign(&b);
+        assert_eq!(cpus(&e), vec![1, 2, 100]);
+
+        assert!(a.intersects(&b));
+        assert!(!e.intersects(&b));
+        assert_eq!(a.first_and(&b), Some(3));
+        assert_eq!(e.first_and(&b), None);
+        assert!(c.is_subset_of(&a) && c.is_subset_of(&b));
+        assert!(!a.is_subset_of(&b));
+        assert!(CpuMask::new(200).is_subset_of(&b));
+    }
+
+    #[test]
+    #[cfg(not(debug_assertions))]
+    fn mismatched_sizes_never_leak_bits() {
+        let small = CpuMask::full(10);
+        let mut m = CpuMask::new(10);
+        m.or_assign(&CpuMask::full(300));
+        assert_eq!(m, small);
+    }
+
+    #[test]
+    fn inline_and_heap_storage_behave_alike() {
+        let small = mask(128, &[0, 127]);
+        let large = mask(129, &[0, 127]);
+        assert_eq!(cpus(&small), cpus(&large));
+        assert_eq!(small.clone(), small);
+        assert_ne!(small, large, "different machine sizes are different masks");
+    }
+
+    #[test]
+    fn usable_as_ordered_map_key() {
+        let mut map = BTreeMap::new();
+        map.insert(mask(8, &[0, 1]), "a");
+        map.insert(mask(8, &[2]), "b");
+        map.insert(mask(8, &[0, 1]), "c");
+        assert_eq!(map.len(), 2);
+        assert_eq!(map[&mask(8, &[0, 1])], "c");
+    }
+
+    /// Compares against a Vec<bool> model with a fixed pseudo-random
+    /// sequence, so the test is deterministic.
+    #[test]
+    fn agrees_with_a_bool_vector_model() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        for nr in [1, 64, 65, 190, 1100] {
+            let mut m = CpuMask::new(nr);
+            let mut model = vec![false; nr];
+            for _ in 0..2000 {
+                let cpu = rand(nr);
+                if rand(3) == 0 {
+                    m.clear(cpu);
+                    model[cpu] = false;
+                } else {
+                    m.set(cpu);
+                    model[cpu] = true;
+                }
+            }
+            let expected: Vec<usize> = (0..nr).filter(|&c| model[c]).collect();
+            assert_eq!(cpus(&m), expected);
+            assert_eq!(m.weight(), expected.len());
+            let from = rand(nr);
+            assert_eq!(
+                m.next_set(from),
+                expected.iter().copied().find(|&c| c >= from)
+            );
+            let round_trip = CpuMask::parse_cpulist(&m.to_cpulist(), nr).unwrap();
+            assert_eq!(round_trip, m);
+        }
+    }
+
+    #[test]
+    fn parse_basic_forms() {
+        assert_eq!(parse("0", 8), vec![0]);
+        assert_eq!(parse("0-3", 8), vec![0, 1, 2, 3]);
+        assert_eq!(parse("0,2,4-7", 8), vec![0, 2, 4, 5, 6, 7]);
+        assert_eq!(parse(" 1 , 3 - 4 ,\t6 ", 8), vec![1, 3, 4, 6]);
+        assert_eq!(parse("5,1,5,0-1", 8), vec![0, 1, 5]);
+        assert_eq!(parse("", 8), Vec::<usize>::new());
+        assert_eq!(parse("  ", 8), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn parse_strides_and_n() {
+        assert_eq!(parse("0-15:2", 16), vec![0, 2, 4, 6, 8, 10, 12, 14]);
+        assert_eq!(parse("1-9:4", 16), vec![1, 5, 9]);
+        assert_eq!(parse("0-15:2/8", 16), vec![0, 1, 8, 9]);
+        assert_eq!(parse("0-9:3/4", 16), vec![0, 1, 2, 4, 5, 6, 8, 9]);
+        assert_eq!(parse("3:2", 16), vec![3]);
+        assert_eq!(parse("6-N", 8), vec![6, 7]);
+        assert_eq!(parse("N", 8), vec![7]);
+        // Only CPUs actually selected need to exist.
+        assert_eq!(parse("0-9:2", 9), vec![0, 2, 4, 6, 8]);
+    }
+
+    #[test]
+    fn parse_scales_past_1024_cpus() {
+        let m = CpuMask::parse_cpulist("0-4095:2,4095", 4096).unwrap();
+        assert_eq!(m.weight(), 2049);
+        assert_eq!(m.next_set(4000), Some(4000));
+        assert_eq!(m.next_set(4093), Some(4094));
+        assert_eq!(m.next_set(4095), Some(4095));
+    }
+
+    #[test]
+    fn parse_errors() {
+        let err = |s: &str, nr| CpuMask::parse_cpulist(s, nr).unwrap_err();
+        assert_eq!(
+            err("0,,3", 8),
+            CpuListError::EmptyItem {
+                position: 2,
+                list: "0,,3".into()
+            }
+        );
+        assert!(matches!(
+            err("1,", 8),
+            CpuListError::EmptyItem { position: 2, .. }
+        ));
+        assert!(matches!(err("x", 8), CpuListError::BadNumber { .. }));
+        assert!(matches!(err("+3", 8), CpuListError::BadNumber { .. }));
+        assert!(matches!(err("-3", 8), CpuListError::BadNumber { .. }));
+        assert!(matches!(err("1-2-3", 8), CpuListError::BadNumber { .. }));
+        assert!(matches!(
+            err("99999999999999999999999", 8),
+            CpuListError::BadNumber { .. }
+        ));
+        assert!(matches!(
+            err("5-3", 8),
+            CpuListError::ReversedRange {
+                start: 5,
+                end: 3,
+                ..
+            }
+        ));
+        assert!(matches!(err("0-7:0", 8), CpuListError::BadStride { .. }));
+        assert!(matches!(err("0-7:3/2", 8), CpuListError::BadStride { .. }));
+        assert!(matches!(err("0-7:0/2", 8), CpuListError::BadStride { .. }));
+        assert!(matches!(err("0-7:x", 8), CpuListError::BadStride { .. }));
+        assert_eq!(err("9", 8), CpuListError::OutOfRange { cpu: 9, nr_cpus: 8 });
+        assert_eq!(
+            err("0-4000000000", 8),
+            CpuListError::OutOfRange {
+                cpu: 4_000_000_000,
+                nr_cpus: 8
+            }
+        );
+        assert_eq!(err("N", 0), CpuListError::OutOfRange { cpu: 0, nr_cpus: 0 });
+    }
+
+    #[test]
+    fn error_messages_name_the_problem() {
+        let msg = |s: &str, nr| CpuMask::parse_cpulist(s, nr).unwrap_err().to_string();
+        assert_eq!(
+            msg("9", 8),
+            "CPU 9 is out of range: the machine has 8 CPUs (0-7)"
+        );
+        assert_eq!(
+            msg("1", 1),
+            "CPU 1 is out of range: the machine has 1 CPU (0)"
+        );
+        assert_eq!(
+            msg("0", 0),
+            "CPU 0 is out of range: the machine has no CPUs"
+        );
+        assert_eq!(
+            msg("2-x", 8),
+            "invalid CPU number \"x\" in \"2-x\": expected a decimal number or N"
+        );
+        assert_eq!(msg("5-3", 8), "reversed range \"5-3\": 5 is greater than 3");
+        assert_eq!(
+            msg("0,,1", 8),
+            "empty item at position 2 in CPU list \"0,,1\""
+        );
+        assert!(msg("0-7:0", 8).starts_with("invalid stride in \"0-7:0\""));
+    }
+
+    #[test]
+    fn region_parsing_details() {
+        let r = Region::parse("2-10:3/4", 16).unwrap();
+        assert_eq!((r.start, r.end, r.used, r.group), (2, 10, 3, 4));
+        assert_eq!(r.last_selected(), 10);
+        let r = Region::parse("0-9:2", 16).unwrap();
+        assert_eq!(r.last_selected(), 8);
+    }
+
+    #[test]
+    fn cpulist_formatting() {
+        assert_eq!(
+            mask(16, &[0, 1, 2, 3, 8, 10, 11]).to_cpulist(),
+            "0-3,8,10-11"
+        );
+        assert_eq!(CpuMask::new(16).to_cpulist(), "");
+        assert_eq!(CpuMask::full(1).to_cpulist(), "0");
+        assert_eq!(CpuMask::full(192).to_cpulist(), "0-191");
+        assert_eq!(
+            mask(200, &[63, 64, 127, 128, 199]).to_cpulist(),
+            "63-64,127-128,199"
+        );
+        assert_eq!(mask(16, &[1, 3, 5]).to_string(), "1,3,5");
+        assert_eq!(format!("{}", mask(8, &[7])), "7");
+    }
+
+    #[test]
+    fn into_iterator_for_reference() {
+        let m = mask(8, &[1, 4]);
+        let mut seen = Vec::new();
+        for cpu in &m {
+            seen.push(cpu);
+        }
+        assert_eq!(seen, vec![1, 4]);
+    }
+}

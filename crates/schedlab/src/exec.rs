@@ -1,0 +1,314 @@
+//! Behaviour programs: what a task does while it is on a CPU. Instant steps
+//! run back to back at the moment the task makes progress; `Run` consumes CPU
+//! time; blocking steps take the task off the CPU through schedule().
+
+use crate::engine::{Cpu, Event, TaskId};
+use crate::sched::wf;
+use crate::sim::Sim;
+use crate::task::{Dist, Op, TaskState};
+use crate::time::Ns;
+
+/// Upper bound on instant steps in a row; a program that loops without ever
+/// running, sleeping or blocking would otherwise spin the engine forever.
+const MAX_INSTANT_STEPS: u32 = 100_000;
+
+/// A pause-loop-exit vCPU's lock handoff latency when the holder releases.
+const LOCK_HANDOFF_NS: Ns = 100;
+
+impl Sim {
+    fn draw(&mut self, p: TaskId, d: &Dist) -> Ns {
+        let rng = &mut self.task_rngs[p as usize];
+        match *d {
+            Dist::Const(v) => v,
+            Dist::Uniform(a, b) => rng.range_inclusive(a, b),
+            Dist::Exp(mean) => rng.exponential(mean),
+        }
+    }
+
+    /// The running task on `cpu` finished its step (or became able to make progress).
+    pub fn on_step_done(&mut self, cpu: Cpu) {
+        self.commit_progress(cpu);
+        let Some(p) = self.rq(cpu).curr else { return };
+        if self.task(p).spinning.is_some() {
+            self.on_spin_timeout(cpu, p);
+            return;
+        }
+        if self.task(p).refill_left > 0 {
+            self.arm_step(cpu);
+            return;
+        }
+        self.run_program(cpu, p);
+    }
+
+    /// Interprets `p`'s program until it runs, blocks or exits.
+    fn run_program(&mut self, cpu: Cpu, p: TaskId) {
+        for _ in 0..MAX_INSTANT_STEPS {
+            let pc = self.task(p).pc as usize;
+            let prog = self.task(p).prog as usize;
+            let Some(op) = self.programs[prog].ops.get(pc).cloned() else {
+                self.task_exit(cpu, p);
+                return;
+            };
+            match op {
+                Op::Run(d) => match self.task(p).run_left {
+                    None => {
+                        let ns = self.draw(p, &d);
+                        self.task_mut(p).run_left = Some(ns);
+                        if ns > 0 {
+                            self.arm_step(cpu);
+                            return;
+                        }
+                    }
+                    Some(0) => {
+                        let t = self.task_mut(p);
+                        t.run_left = None;
+                        t.pc += 1;
+                    }
+                    Some(_) => {
+                        self.arm_step(cpu);
+                        return;
+                    }
+                },
+                Op::Sleep(d) => {
+                    let ns = self.draw(p, &d);
+                    self.task_mut(p).pc += 1;
+                    let until = self.now() + ns;
+                    self.sleep_until(cpu, p, until);
+                    return;
+                }
+                Op::SleepPeriodic { period } => {
+                    let now = self.now();
+                    if self.task(p).measure_on_run {
+                        let lat = now.saturating_sub(self.task(p).next_wake);
+                        let w = self.task(p).workload as usize;
+                        self.metrics[w].record_latency(lat);
+                        let t = self.task_mut(p);
+                        t.measure_on_run = false;
+                        t.pc += 1;
+                        continue;
+                    }
+                    let t = self.task_mut(p);
+                    t.next_wake += period;
+                    let target = t.next_wake;
+                    t.measure_on_run = true;
+                    if target <= now {
+                        // Overrun: clock_nanosleep on a past time returns at once.
+                        continue;
+                    }
+                    self.sleep_until(cpu, p, target);
+                    return;
+                }
+                Op::Wait { obj } => {
+                    let o = &mut self.objs[obj as usize];
+                    if o.tokens == 0 {
+                        o.readers.push_back(p);
+                        self.block(cpu, p);
+                        return;
+                    }
+                    let was_full = o.tokens >= o.capacity;
+                    o.tokens -= 1;
+                    self.task_mut(p).pc += 1;
+                    if was_full {
+                        if let Some(w) = self.objs[obj as usize].writers.pop_front() {
+                            self.try_to_wake_up(w, wf::SYNC);
+                        }
+                    }
+                }
+                Op::Post { obj, sync } => {
+                    let o = &mut self.objs[obj as usize];
+                    if o.tokens >= o.capacity {
+                        o.writers.push_back(p);
+                        self.block(cpu, p);
+                        return;
+                    }
+                    o.tokens += 1;
+                    self.task_mut(p).pc += 1;
+                    if let Some(r) = self.objs[obj as usize].readers.pop_front() {
+                        self.try_to_wake_up(r, if sync { wf::SYNC } else { 0 });
+                    }
+                }
+                Op::Yield => {
+                    self.task_mut(p).pc += 1;
+                    let cls = crate::sched::class_of(self.task(p).class);
+                    cls.yield_task(self, cpu);
+                    self.resched_curr(cpu);
+                    return;
+                }
+                Op::YieldTo { slot } => {
+                    self.task_mut(p).pc += 1;
+                    if let Some(&target) = self.task(p).peers.get(slot as usize) {
+                        if self.yield_to(cpu, target) {
+                            self.resched_curr(cpu);
+                            return;
+                        }
+                    }
+                }
+                Op::Lock { lock, ple_ns } => {
+                    if self.try_lock(cpu, p, lock, ple_ns) {
+                        continue;
+                    }
+                    return;
+                }
+                Op::Unlock { lock } => {
+                    self.task_mut(p).pc += 1;
+                    self.unlock(lock);
+                }
+                Op::Fork { prog } => {
+                    self.task_mut(p).pc += 1;
+                    self.fork_task(p, prog);
+                }
+                Op::Exit => {
+                    self.task_exit(cpu, p);
+                    return;
+                }
+                Op::Loop { to, count, slot } => {
+                    let t = self.task_mut(p);
+                    let c = &mut t.loop_counts[slot as usize];
+                    *c += 1;
+                    if count.is_none_or(|n| *c < n) {
+                        t.pc = to;
+                    } else {
+                        *c = 0;
+                        t.pc += 1;
+                    }
+                }
+                Op::Work => {
+                    self.task_mut(p).stats.work += 1;
+                    let w = self.task(p).workload as usize;
+                    self.metrics[w].work += 1;
+                    self.task_mut(p).pc += 1;
+                }
+            }
+        }
+        panic!("task {p} ran {MAX_INSTANT_STEPS} instant steps without running or blocking: its program has a loop with no Run, Sleep or blocking step");
+    }
+
+    /// The task blocks (TASK_INTERRUPTIBLE) and the CPU reschedules.
+    fn block(&mut self, cpu: Cpu, p: TaskId) {
+        self.task_mut(p).state = TaskState::Blocked;
+        self.resched_curr(cpu);
+    }
+
+    /// hrtimer sleep: SCHED_OTHER gets timer slack (the timer may fire
+    /// anywhere in [until, until + slack], and fires early when a tick on a
+    /// busy CPU falls in that window); RT tasks get none.
+    fn sleep_until(&mut self, cpu: Cpu, p: TaskId, until: Ns) {
+        let slack = if self.task(p).policy.is_rt() { 0 } else { self.costs.timer_slack_ns };
+        let mut fire = until + slack;
+        if slack > 0 && self.rq(cpu).tick_armed {
+            let tick = self.costs.tick_ns();
+            let next_tick = until.div_ceil(tick) * tick;
+            if next_tick <= fire {
+                fire = next_tick;
+            }
+        }
+        let t = self.task_mut(p);
+        t.timer_gen = t.timer_gen.wrapping_add(1);
+        let gen = t.timer_gen;
+        self.engine.schedule(fire, Event::Timer { task: p, gen });
+        self.block(cpu, p);
+    }
+
+    fn task_exit(&mut self, cpu: Cpu, p: TaskId) {
+        let now = self.now();
+        let t = self.task_mut(p);
+        t.state = TaskState::Dead;
+        t.exited_at = Some(now);
+        let w = t.workload as usize;
+        let m = &mut self.metrics[w];
+        m.exited += 1;
+        m.last_exit_ns = m.last_exit_ns.max(now);
+        self.resched_curr(cpu);
+    }
+
+    fn fork_task(&mut self, parent: TaskId, prog: u32) {
+        let mut child = self.task(parent).clone();
+        child.prog = prog;
+        child.pc = 0;
+        child.run_left = None;
+        child.stats = Default::default();
+        child.parent = Some(parent);
+        child.state = TaskState::New;
+        child.on_rq = false;
+        child.se = Default::default();
+        child.rt = Default::default();
+        child.spinning = None;
+        child.measure_on_run = false;
+        child.wait_start = None;
+        child.refill_left = 0;
+        child.exited_at = None;
+        child.name = format!("{}-child", self.task(parent).name);
+        let id = self.add_task(child);
+        let w = self.task(id).workload as usize;
+        self.metrics[w].nr_tasks += 1;
+        self.wake_up_new_task(id);
+    }
+
+    /// Tries to take `lock`; on contention the task spins on its CPU.
+    fn try_lock(&mut self, cpu: Cpu, p: TaskId, lock: u32, ple_ns: Option<Ns>) -> bool {
+        let now = self.now();
+        let l = &mut self.locks[lock as usize];
+        if l.holder.is_none() {
+            l.holder = Some(p);
+            l.acquisitions += 1;
+            l.spinners.retain(|&s| s != p);
+            let t = self.task_mut(p);
+            if t.spinning.take().is_some() {
+                self.locks[lock as usize].spin_ns += now - self.task(p).spin_start;
+            }
+            let t = self.task_mut(p);
+            t.ple_deadline = None;
+            t.pc += 1;
+            return true;
+        }
+        if !l.spinners.contains(&p) {
+            l.spinners.push(p);
+        }
+        let t = self.task_mut(p);
+        if t.spinning.is_none() {
+            t.spinning = Some(lock);
+            t.spin_start = now;
+        }
+        t.ple_deadline = ple_ns.map(|d| now + d);
+        self.arm_step(cpu);
+        false
+    }
+
+    /// Releases `lock`, handing it to a spinner that is on a CPU right now.
+    fn unlock(&mut self, lock: u32) {
+        let now = self.now();
+        self.locks[lock as usize].holder = None;
+        let spinners = self.locks[lock as usize].spinners.clone();
+        for s in spinners {
+            let cpu = self.task(s).cpu;
+            if self.rq(cpu).curr == Some(s) && self.task(s).spinning == Some(lock) {
+                // The spinner sees the release and retries its Lock step.
+                let t = self.task_mut(s);
+                t.spinning = None;
+                t.ple_deadline = None;
+                self.locks[lock as usize].spin_ns += now - self.task(s).spin_start;
+                self.rq_mut(cpu).progress_from = now + LOCK_HANDOFF_NS;
+                self.arm_step(cpu);
+                return;
+            }
+        }
+    }
+
+    /// A spinning vCPU hit its pause-loop-exit window: yield to the lock holder.
+    fn on_spin_timeout(&mut self, cpu: Cpu, p: TaskId) {
+        let Some(lock) = self.task(p).spinning else { return };
+        let now = self.now();
+        let t = self.task_mut(p);
+        t.spinning = None;
+        t.ple_deadline = None;
+        self.locks[lock as usize].spin_ns += now - self.task(p).spin_start;
+        if let Some(holder) = self.locks[lock as usize].holder {
+            if self.yield_to(cpu, holder) {
+                self.resched_curr(cpu);
+                return;
+            }
+        }
+        // Nothing to yield to: go back to spinning (re-run the Lock step).
+        self.run_program(cpu, p);
+    }
+}

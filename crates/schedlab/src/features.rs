@@ -1,0 +1,169 @@
+//! Kernel feature switches, one line each, in the manner of
+//! kernel/sched/features.h: the kernel's own name, its default, and why it
+//! exists. Scenarios (`[features]`) and the CLI (`--feature NAME=on`) set them
+//! by name.
+
+macro_rules! sched_features {
+    ($($name:ident = $default:expr, $why:expr;)*) => {
+        /// One switchable scheduler feature.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Feature { $($name),* }
+
+        /// Name, default and purpose of every feature, in table order.
+        pub const FEATURES: &[FeatureInfo] = &[
+            $(FeatureInfo { feature: Feature::$name, name: stringify!($name), default: $default, why: $why }),*
+        ];
+    };
+}
+
+/// A row of the feature table.
+#[derive(Debug)]
+pub struct FeatureInfo {
+    pub feature: Feature,
+    pub name: &'static str,
+    pub default: bool,
+    pub why: &'static str,
+}
+
+sched_features! {
+    // EEVDF (kernel/sched/fair.c)
+    PLACE_LAG = true, "a woken task keeps the lag it had when it slept, scaled for the queue it joins";
+    PLACE_DEADLINE_INITIAL = true, "a new task starts with half a slice so it does not preempt its parent at once";
+    PLACE_REL_DEADLINE = true, "a task moved between queues keeps its deadline relative to its vruntime";
+    RUN_TO_PARITY = true, "protect the current task's slice (up to the shortest queued slice) from wakeup and tick preemption";
+    PREEMPT_SHORT = true, "a waking task with a shorter slice may cancel the current task's protection";
+    NEXT_BUDDY = false, "a waking task is nominated as the next pick";
+    PICK_BUDDY = true, "an eligible nominated buddy (yield_to, NEXT_BUDDY) is picked before pick_eevdf";
+    CACHE_HOT_BUDDY = true, "the nominated buddy counts as cache hot for migration decisions";
+    DELAY_DEQUEUE = true, "a sleeping task that is not eligible stays queued until its lag is burnt off";
+    DELAY_ZERO = true, "a delayed task that is requeued or dequeued has positive lag clipped to zero";
+    WAKEUP_PREEMPTION = true, "a waking task may preempt the current one if it is the better EEVDF pick";
+    YIELD_TO_LAG_CREDIT = false, "yield_to() credits the target with lag so it is eligible, and forces a local resched at most every 6 ms (seed 003)";
+    // Placement and balancing
+    TTWU_QUEUE = true, "a wakeup to an idle CPU or another LLC is queued to the target by IPI";
+    WA_IDLE = true, "wake_affine prefers an idle waker or previous CPU";
+    WA_WEIGHT = true, "wake_affine compares the load of the waker and previous CPUs";
+    WA_BIAS = true, "wake_affine's load comparison is biased by the domain's imbalance_pct";
+    SIS_UTIL = true, "select_idle_cpu limits how many CPUs it scans by LLC utilisation";
+    LB_BIAS = true, "periodic balancing prefers moving tasks that have not run recently";
+    // RT (kernel/sched/rt.c)
+    RT_PUSH_IPI = true, "an RT pull asks the overloaded CPU by IPI to push, instead of locking it";
+    RT_RUNTIME_SHARE = false, "RT bandwidth is borrowed between CPUs (legacy throttling only)";
+}
+
+impl Feature {
+    pub fn info(self) -> &'static FeatureInfo {
+        &FEATURES[self as usize]
+    }
+
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// Looks a feature up by its kernel name (case-insensitive, `NO_` prefix not accepted here).
+    pub fn from_name(name: &str) -> Option<Feature> {
+        FEATURES.iter().find(|f| f.name.eq_ignore_ascii_case(name)).map(|f| f.feature)
+    }
+}
+
+/// The set of enabled features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Features {
+    bits: u64,
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        let mut f = Features { bits: 0 };
+        for info in FEATURES {
+            f.set(info.feature, info.default);
+        }
+        f
+    }
+}
+
+impl Features {
+    #[inline]
+    pub fn on(&self, f: Feature) -> bool {
+        self.bits & (1 << f as u8) != 0
+    }
+
+    pub fn set(&mut self, f: Feature, on: bool) {
+        if on {
+            self.bits |= 1 << f as u8;
+        } else {
+            self.bits &= !(1 << f as u8);
+        }
+    }
+
+    /// Applies "NAME", "NO_NAME", "NAME=on|off|true|false|1|0" as the
+    /// kernel's debugfs `sched/features` file and our CLI accept them.
+    pub fn apply(&mut self, spec: &str) -> Result<(), String> {
+        let spec = spec.trim();
+        let (name, value) = match spec.split_once('=') {
+            Some((n, v)) => (n.trim(), Some(parse_switch(v.trim()).ok_or_else(|| {
+                format!("feature {n:?}: value {v:?} is not a switch: expected on/off, true/false or 1/0")
+            })?)),
+            None => (spec, None),
+        };
+        let (name, on) = match (name.strip_prefix("NO_"), value) {
+            (Some(base), None) if Feature::from_name(base).is_some() => (base, false),
+            (_, v) => (name, v.unwrap_or(true)),
+        };
+        let f = Feature::from_name(name).ok_or_else(|| unknown_feature(name))?;
+        self.set(f, on);
+        Ok(())
+    }
+
+    /// Features that differ from their defaults, as "NAME" / "NO_NAME".
+    pub fn changed(&self) -> Vec<String> {
+        FEATURES
+            .iter()
+            .filter(|i| self.on(i.feature) != i.default)
+            .map(|i| if self.on(i.feature) { i.name.to_string() } else { format!("NO_{}", i.name) })
+            .collect()
+    }
+}
+
+pub fn parse_switch(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Some(true),
+        "off" | "false" | "0" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+pub fn unknown_feature(name: &str) -> String {
+    let known: Vec<&str> = FEATURES.iter().map(|f| f.name).collect();
+    format!("unknown feature {name:?}: known features are {}", known.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_order_matches_enum() {
+        for (i, info) in FEATURES.iter().enumerate() {
+            assert_eq!(info.feature as usize, i);
+        }
+        assert!(FEATURES.len() <= 64);
+    }
+
+    #[test]
+    fn apply_forms() {
+        let mut f = Features::default();
+        assert!(f.on(Feature::RUN_TO_PARITY));
+        f.apply("NO_RUN_TO_PARITY").unwrap();
+        assert!(!f.on(Feature::RUN_TO_PARITY));
+        f.apply("RUN_TO_PARITY=on").unwrap();
+        assert!(f.on(Feature::RUN_TO_PARITY));
+        f.apply("next_buddy").unwrap();
+        assert!(f.on(Feature::NEXT_BUDDY));
+        assert_eq!(f.changed(), vec!["NEXT_BUDDY".to_string()]);
+        assert!(f.apply("BOGUS").unwrap_err().contains("known features"));
+        assert!(f.apply("PLACE_LAG=maybe").is_err());
+    }
+}

@@ -1,0 +1,18 @@
+//! schedlab: a deterministic discrete-event simulator of the Linux CPU
+//! scheduler (EEVDF and RT classes, sched_ext to follow) on a modelled machine.
+
+pub mod cost;
+pub mod cpumask;
+pub mod engine;
+pub mod exec;
+pub mod features;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+pub mod sched;
+pub mod sim;
+pub mod task;
+pub mod time;
+pub mod topology;
+pub mod workload;
+pub mod world;

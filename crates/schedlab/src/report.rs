@@ -1,0 +1,250 @@
+//! Results: the machine-readable JSON document and the human summary.
+
+use serde::Serialize;
+
+use crate::sim::Sim;
+use crate::time::{fmt_ns, Ns};
+
+#[derive(Debug, Serialize)]
+pub struct LatencyStats {
+    pub count: u64,
+    pub min_ns: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ThresholdCount {
+    pub above_ns: u64,
+    pub count: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WorkloadResult {
+    pub name: String,
+    pub kind: String,
+    pub tasks: u32,
+    pub latency: Option<LatencyStats>,
+    pub thresholds: Vec<ThresholdCount>,
+    /// Start to last exit, for workloads whose tasks all finish (hackbench).
+    pub makespan_ns: Option<u64>,
+    pub finished: bool,
+    pub work: u64,
+    pub runtime_ns: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TaskResult {
+    pub id: u32,
+    pub name: String,
+    pub workload: String,
+    pub policy: &'static str,
+    pub nice: i32,
+    pub prio: i32,
+    pub runtime_ns: u64,
+    pub wait_ns: u64,
+    pub switches: u64,
+    pub voluntary_switches: u64,
+    pub migrations: u64,
+    pub wakeups: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CpuResult {
+    pub cpu: u32,
+    pub busy_ns: u64,
+    /// Busy fraction in parts per million (integer, so JSON is byte-stable).
+    pub util_ppm: u64,
+    pub switches: u64,
+    pub ipis: u64,
+    pub migrations_in: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Results {
+    pub scenario: String,
+    pub seed: u64,
+    pub machine: String,
+    pub nr_cpus: usize,
+    pub scheduler: String,
+    pub features_changed: Vec<String>,
+    pub sim_time_ns: u64,
+    pub events: u64,
+    pub event_hash: String,
+    pub workloads: Vec<WorkloadResult>,
+    pub tasks: Vec<TaskResult>,
+    pub cpus: Vec<CpuResult>,
+}
+
+impl Results {
+    pub fn collect(sim: &Sim, scenario: &str, scheduler: &str) -> Results {
+        let now = sim.now();
+        let workloads = sim
+            .metrics
+            .iter()
+            .enumerate()
+            .map(|(w, m)| {
+                let h = &m.latency;
+                let latency = (!h.is_empty()).then(|| LatencyStats {
+                    count: h.len(),
+                    min_ns: h.min(),
+                    mean_ns: h.mean() as u64,
+                    p50_ns: h.value_at_quantile(0.50),
+                    p90_ns: h.value_at_quantile(0.90),
+                    p99_ns: h.value_at_quantile(0.99),
+                    p999_ns: h.value_at_quantile(0.999),
+                    max_ns: h.max(),
+                });
+                let finished = m.finite && m.exited == m.nr_tasks;
+                let runtime_ns = sim.tasks.iter().filter(|t| t.workload as usize == w).map(|t| t.stats.runtime_ns).sum();
+                WorkloadResult {
+                    name: m.name.clone(),
+                    kind: m.kind.clone(),
+                    tasks: m.nr_tasks,
+                    latency,
+                    thresholds: m.thresholds.iter().map(|t| ThresholdCount { above_ns: t.above_ns, count: t.count }).collect(),
+                    makespan_ns: finished.then(|| m.last_exit_ns - m.start_ns),
+                    finished,
+                    work: m.work,
+                    runtime_ns,
+                }
+            })
+            .collect();
+        let tasks = sim
+            .tasks
+            .iter()
+            .map(|t| TaskResult {
+                id: t.id,
+                name: t.name.clone(),
+                workload: sim.metrics[t.workload as usize].name.clone(),
+                policy: t.policy.kernel_name(),
+                nice: t.nice,
+                prio: t.prio,
+                runtime_ns: t.stats.runtime_ns,
+                wait_ns: t.stats.wait_ns,
+                switches: t.stats.switches,
+                voluntary_switches: t.stats.voluntary_switches,
+                migrations: t.stats.migrations,
+                wakeups: t.stats.wakeups,
+            })
+            .collect();
+        let cpus = sim
+            .rqs
+            .iter()
+            .map(|rq| CpuResult {
+                cpu: rq.cpu,
+                busy_ns: rq.stats.busy_ns,
+                util_ppm: if now == 0 { 0 } else { (rq.stats.busy_ns as u128 * 1_000_000 / now as u128) as u64 },
+                switches: rq.stats.switches,
+                ipis: rq.stats.ipis,
+                migrations_in: rq.stats.migrations_in,
+            })
+            .collect();
+        Results {
+            scenario: scenario.to_string(),
+            seed: sim.seed,
+            machine: sim.topo.name.clone(),
+            nr_cpus: sim.nr_cpus(),
+            scheduler: scheduler.to_string(),
+            features_changed: sim.features.changed(),
+            sim_time_ns: now,
+            events: sim.engine.events_processed(),
+            event_hash: format!("{:016x}", sim.engine.hash()),
+            workloads,
+            tasks,
+            cpus,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("results serialize") + "\n"
+    }
+
+    /// The human summary: a header and one table per kind of result.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        out.push_str(&format!(
+            "schedlab: {} on {} ({} CPUs), scheduler {}{}, seed {}\n",
+            self.scenario,
+            self.machine,
+            self.nr_cpus,
+            self.scheduler,
+            if self.features_changed.is_empty() { String::new() } else { format!(" [{}]", self.features_changed.join(" ")) },
+            self.seed
+        ));
+        out.push_str(&format!("simulated {}, {} events, hash {}\n\n", fmt_ns(self.sim_time_ns), self.events, self.event_hash));
+        let lat: Vec<&WorkloadResult> = self.workloads.iter().filter(|w| w.latency.is_some()).collect();
+        if !lat.is_empty() {
+            let mut rows = vec![vec!["workload".into(), "samples".into(), "min".into(), "p50".into(), "p90".into(), "p99".into(), "p99.9".into(), "max".into(), "over".into()]];
+            for w in lat {
+                let l = w.latency.as_ref().unwrap();
+                let over = w.thresholds.iter().map(|t| format!(">{}: {}", fmt_ns(t.above_ns), t.count)).collect::<Vec<_>>().join(", ");
+                rows.push(vec![w.name.clone(), l.count.to_string(), fmt_ns(l.min_ns), fmt_ns(l.p50_ns), fmt_ns(l.p90_ns), fmt_ns(l.p99_ns), fmt_ns(l.p999_ns), fmt_ns(l.max_ns), over]);
+            }
+            out.push_str("wakeup latency (actual - intended wake time)\n");
+            out.push_str(&table(&rows));
+            out.push('\n');
+        }
+        let mut rows = vec![vec!["workload".into(), "kind".into(), "tasks".into(), "cpu time".into(), "work".into(), "makespan".into()]];
+        for w in &self.workloads {
+            let makespan = match (w.kind.as_str(), w.makespan_ns) {
+                (_, Some(m)) => fmt_ns(m),
+                ("hackbench", None) => "unfinished".into(),
+                _ => "-".into(),
+            };
+            rows.push(vec![w.name.clone(), w.kind.clone(), w.tasks.to_string(), fmt_ns(w.runtime_ns), w.work.to_string(), makespan]);
+        }
+        out.push_str(&table(&rows));
+        out.push('\n');
+        if self.tasks.len() <= 16 {
+            let mut rows = vec![vec!["task".into(), "policy".into(), "nice".into(), "runtime".into(), "share".into(), "wait".into(), "switches".into(), "migrations".into()]];
+            let total: u64 = self.tasks.iter().map(|t| t.runtime_ns).sum::<u64>().max(1);
+            for t in &self.tasks {
+                rows.push(vec![
+                    t.name.clone(),
+                    t.policy.to_string(),
+                    t.nice.to_string(),
+                    fmt_ns(t.runtime_ns),
+                    format!("{:.1}%", t.runtime_ns as f64 * 100.0 / total as f64),
+                    fmt_ns(t.wait_ns),
+                    t.switches.to_string(),
+                    t.migrations.to_string(),
+                ]);
+            }
+            out.push_str(&table(&rows));
+            out.push('\n');
+        }
+        let util: Vec<String> = self.cpus.iter().map(|c| format!("{}", (c.util_ppm + 5_000) / 10_000)).collect();
+        out.push_str(&format!("cpu utilisation %: {}\n", util.join(" ")));
+        out
+    }
+}
+
+/// Left-aligned first column, right-aligned numbers.
+pub fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+        if i == 0 {
+            out.push_str(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+pub fn fmt_opt(v: Option<Ns>) -> String {
+    v.map_or("-".into(), fmt_ns)
+}

@@ -1,0 +1,418 @@
+//! Scenario files: TOML with a seed, a duration, a machine, a scheduler,
+//! feature switches and a list of workloads. `--set a.b.c=value` overrides any
+//! field by dotted path before the file is interpreted.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+
+use crate::task::{Dist, Policy};
+use crate::time::{parse_duration, Ns};
+
+/// A scenario error: where it is, what is wrong and what is expected.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{file}: cannot read: {source}")]
+    Io { file: String, source: std::io::Error },
+    #[error("{file}{line}: {msg}")]
+    Invalid { file: String, line: String, msg: String },
+}
+
+impl ScenarioError {
+    pub fn invalid(file: &str, line: Option<usize>, msg: impl Into<String>) -> Self {
+        ScenarioError::Invalid {
+            file: file.to_string(),
+            line: line.map(|l| format!(":{l}")).unwrap_or_default(),
+            msg: msg.into(),
+        }
+    }
+}
+
+/// A duration written as "10s" / "200us" / an integer number of nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Duration(pub Ns);
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d).map_err(|_| de::Error::custom("expected a duration such as \"10s\", \"200us\" or an integer number of ns"))? {
+            Raw::Int(v) => Ok(Duration(v)),
+            Raw::Str(s) => parse_duration(&s).map(Duration).map_err(de::Error::custom),
+        }
+    }
+}
+
+/// A duration distribution: "5ms", "exp:5ms", "uniform:1ms..3ms".
+#[derive(Clone, Debug, PartialEq)]
+pub struct DistSpec(pub Dist);
+
+impl<'de> Deserialize<'de> for DistSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_dist(&s).map(DistSpec).map_err(de::Error::custom)
+    }
+}
+
+pub fn parse_dist(s: &str) -> Result<Dist, String> {
+    let expected = "expected \"5ms\", \"exp:5ms\" or \"uniform:1ms..3ms\"";
+    if let Some(rest) = s.strip_prefix("exp:") {
+        return parse_duration(rest).map(Dist::Exp).map_err(|e| format!("{e}; {expected}"));
+    }
+    if let Some(rest) = s.strip_prefix("uniform:") {
+        let (a, b) = rest.split_once("..").ok_or_else(|| format!("{s:?}: {expected}"))?;
+        let (a, b) = (parse_duration(a)?, parse_duration(b)?);
+        if a > b {
+            return Err(format!("{s:?}: the lower bound is above the upper bound"));
+        }
+        return Ok(Dist::Uniform(a, b));
+    }
+    parse_duration(s).map(Dist::Const).map_err(|e| format!("{e}; {expected}"))
+}
+
+/// One value or one per task.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    pub fn get(&self, i: usize) -> T {
+        match self {
+            OneOrMany::One(v) => v.clone(),
+            OneOrMany::Many(v) => v[i.min(v.len() - 1)].clone(),
+        }
+    }
+    pub fn len(&self) -> Option<usize> {
+        match self {
+            OneOrMany::One(_) => None,
+            OneOrMany::Many(v) => Some(v.len()),
+        }
+    }
+}
+
+/// A CPU list ("0-3,8") or a single CPU number.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuList(pub String);
+
+impl<'de> Deserialize<'de> for CpuList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d).map_err(|_| de::Error::custom("expected a CPU list such as \"0-3,8\" or a CPU number"))? {
+            Raw::Int(v) => Ok(CpuList(v.to_string())),
+            Raw::Str(s) => Ok(CpuList(s)),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    pub duration: Duration,
+    #[serde(default)]
+    pub machine: MachineSpec,
+    #[serde(default)]
+    pub scheduler: SchedulerSpec,
+    #[serde(default)]
+    pub features: BTreeMap<String, toml::Value>,
+    #[serde(default, rename = "workload")]
+    pub workloads: Vec<WorkloadSpec>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MachineSpec {
+    pub preset: Option<String>,
+    pub cpus: Option<usize>,
+    /// Import a real machine's layout: a copy of /sys/devices/system/cpu.
+    pub sysfs: Option<PathBuf>,
+    /// Import a real machine's layout: a file holding `lscpu -p` output.
+    pub lscpu: Option<PathBuf>,
+    pub hz: Option<u32>,
+    /// false = C-states disabled (idle=poll).
+    pub cstates: Option<bool>,
+    #[serde(default)]
+    pub costs: CostSpec,
+}
+
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CostSpec {
+    pub context_switch: Option<Duration>,
+    pub ipi: Option<Duration>,
+    pub wakeup: Option<Duration>,
+    pub timer_slack: Option<Duration>,
+    pub scan_cpu: Option<Duration>,
+    pub migrate_task: Option<Duration>,
+    pub mm_switch: Option<Duration>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSpec {
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// "fair_server" (default), "throttle" or "off".
+    pub rt_bandwidth: Option<String>,
+    pub base_slice: Option<Duration>,
+    pub migration_cost: Option<Duration>,
+}
+
+impl Default for SchedulerSpec {
+    fn default() -> Self {
+        SchedulerSpec { kind: default_kind(), rt_bandwidth: None, base_slice: None, migration_cost: None }
+    }
+}
+
+fn default_kind() -> String {
+    "eevdf".to_string()
+}
+
+/// A workload entry; `kind` selects the model.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum WorkloadSpec {
+    Hog(HogSpec),
+    Cyclictest(CyclictestSpec),
+    Hackbench(HackbenchSpec),
+}
+
+impl WorkloadSpec {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkloadSpec::Hog(_) => "hog",
+            WorkloadSpec::Cyclictest(_) => "cyclictest",
+            WorkloadSpec::Hackbench(_) => "hackbench",
+        }
+    }
+}
+
+pub const WORKLOAD_KINDS: &[(&str, &str)] = &[
+    ("hog", "CPU-bound tasks (optionally run/sleep cycles) with nice, policy and affinity"),
+    ("cyclictest", "rt-tests cyclictest: periodic timer wakeups, latency = wake time - intended time"),
+    ("hackbench", "rt-tests hackbench: groups of senders writing to every receiver over pipes or sockets"),
+];
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HogSpec {
+    pub name: Option<String>,
+    #[serde(default = "one")]
+    pub count: u32,
+    pub nice: Option<OneOrMany<i32>>,
+    pub cpus: Option<CpuList>,
+    pub policy: Option<String>,
+    pub priority: Option<u32>,
+    /// Custom slice (sched_attr.sched_runtime), 0.1 ms .. 100 ms.
+    pub slice: Option<Duration>,
+    /// Run length per cycle; default: run forever.
+    pub run: Option<DistSpec>,
+    /// Sleep between runs; without it the task never sleeps.
+    pub sleep: Option<DistSpec>,
+    pub start: Option<Duration>,
+    /// Cache working set in bytes (migration refill penalty).
+    pub working_set: Option<u64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CyclictestSpec {
+    pub name: Option<String>,
+    /// -t: number of threads (default 1).
+    pub threads: Option<u32>,
+    /// -i: base interval (default 1000 us).
+    pub interval: Option<Duration>,
+    /// -d: distance between thread intervals (default 500 us; 0 with --smp).
+    pub distance: Option<Duration>,
+    /// -p: RT priority; 0 = SCHED_OTHER.
+    pub priority: Option<u32>,
+    /// "fifo", "rr" or "other" (default: fifo if priority > 0).
+    pub policy: Option<String>,
+    /// -a: CPUs to pin threads to, round robin.
+    pub affinity: Option<CpuList>,
+    /// -S / --smp: one thread per CPU, each pinned, distance 0.
+    #[serde(default)]
+    pub smp: bool,
+    pub nice: Option<i32>,
+    /// Count latencies above these thresholds (e.g. ["100us"]).
+    pub spikes_above: Option<Vec<Duration>>,
+    pub start: Option<Duration>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HackbenchSpec {
+    pub name: Option<String>,
+    /// -g: groups (default 10).
+    pub groups: Option<u32>,
+    /// -f: file descriptors (senders and receivers) per group (default 20).
+    pub fds: Option<u32>,
+    /// -l: messages each sender sends to each receiver (default 100).
+    pub loops: Option<u32>,
+    /// "threads" (-T) or "process" (-P, default).
+    pub mode: Option<String>,
+    /// "pipe" (-p) or "socket" (default).
+    pub ipc: Option<String>,
+    /// -s: message size in bytes (default 100).
+    pub datasize: Option<u64>,
+    pub cpus: Option<CpuList>,
+    pub nice: Option<i32>,
+    /// CPU cost of one write / one read (defaults depend on ipc).
+    pub write_cost: Option<Duration>,
+    pub read_cost: Option<Duration>,
+    pub start: Option<Duration>,
+}
+
+impl Scenario {
+    /// Reads a scenario file, applies `--set` overrides and validates it.
+    pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { file: file.clone(), source })?;
+        Scenario::parse(&text, &file, sets)
+    }
+
+    pub fn parse(text: &str, file: &str, sets: &[String]) -> Result<Scenario, ScenarioError> {
+        let mut value: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e.span().map(|s| text[..s.start].lines().count().max(1));
+            ScenarioError::invalid(file, line, e.message().to_string())
+        })?;
+        for s in sets {
+            apply_set(&mut value, s).map_err(|m| ScenarioError::invalid(file, None, format!("--set {s}: {m}")))?;
+        }
+        let de = toml::Value::Table(value);
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string().replace("workload[", "workload.").replace(']', "");
+            let leaf = e.path().iter().last().map(|s| s.to_string()).unwrap_or_default();
+            let line = find_key_line(text, &leaf);
+            ScenarioError::invalid(file, line, format!("{path}: {}", e.inner().message()))
+        })?;
+        if scenario.duration.0 == 0 {
+            return Err(ScenarioError::invalid(file, find_key_line(text, "duration"), "duration: must be positive, e.g. \"10s\""));
+        }
+        Ok(scenario)
+    }
+
+    pub fn title(&self, file: &str) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+        })
+    }
+}
+
+fn find_key_line(text: &str, key: &str) -> Option<usize> {
+    if key.is_empty() {
+        return None;
+    }
+    text.lines().position(|l| {
+        let l = l.trim_start();
+        l.starts_with(key) && l[key.len()..].trim_start().starts_with('=')
+    }).map(|i| i + 1)
+}
+
+/// Applies "a.b.0.c=value"; the value is parsed as TOML, or taken as a string.
+pub fn apply_set(root: &mut toml::Table, spec: &str) -> Result<(), String> {
+    let (path, raw) = spec.split_once('=').ok_or("expected dotted.path=value")?;
+    let parts: Vec<&str> = path.trim().split('.').collect();
+    let value: toml::Value = format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
+    let mut cur: &mut toml::Value = root.entry(parts[0].to_string()).or_insert_with(|| {
+        toml::Value::Table(Default::default())
+    });
+    // Accept "workload.0" for the [[workload]] array.
+    for (i, part) in parts.iter().enumerate().skip(1) {
+        let last = i == parts.len() - 1;
+        cur = match cur {
+            toml::Value::Table(t) => {
+                if last {
+                    t.insert(part.to_string(), value);
+                    return Ok(());
+                }
+                t.entry(part.to_string()).or_insert_with(|| toml::Value::Table(Default::default()))
+            }
+            toml::Value::Array(a) => {
+                let idx: usize = part.parse().map_err(|_| format!("{part:?} is not an index into {}", parts[..i].join(".")))?;
+                let len = a.len();
+                let slot = a.get_mut(idx).ok_or_else(|| format!("index {idx} out of range: {} has {len} entries", parts[..i].join(".")))?;
+                if last {
+                    *slot = value;
+                    return Ok(());
+                }
+                slot
+            }
+            _ => return Err(format!("{} is not a table", parts[..i].join("."))),
+        };
+    }
+    if parts.len() == 1 {
+        root.insert(parts[0].to_string(), value);
+    }
+    Ok(())
+}
+
+pub fn parse_policy(s: &str) -> Result<Policy, String> {
+    Policy::parse(s).ok_or_else(|| format!("unknown policy {s:?}: expected other, batch, idle, fifo or rr"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "seed = 3\nduration = \"1s\"\n[machine]\npreset = \"4cpu\"\n[[workload]]\nkind = \"hog\"\ncount = 2\n";
+
+    #[test]
+    fn parses_and_overrides() {
+        let s = Scenario::parse(BASE, "t.toml", &["workload.0.count=8".into(), "machine.preset=2cpu".into(), "seed=9".into()]).unwrap();
+        assert_eq!(s.seed, 9);
+        assert_eq!(s.machine.preset.as_deref(), Some("2cpu"));
+        match &s.workloads[0] {
+            WorkloadSpec::Hog(h) => assert_eq!(h.count, 8),
+            _ => panic!(),
+        }
+    }
+
+    #[test]
+    fn errors_name_file_key_and_line() {
+        let e = Scenario::parse(&BASE.replace("count = 2", "count = 2\nbogus = 1"), "t.toml", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:8: workload.0"), "{e}");
+        assert!(e.contains("bogus"), "{e}");
+        let e = Scenario::parse(&BASE.replace("\"1s\"", "\"1xs\""), "t.toml", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:2: duration:") && e.contains("expected"), "{e}");
+    }
+
+    #[test]
+    fn dists() {
+        assert_eq!(parse_dist("5ms"), Ok(Dist::Const(5_000_000)));
+        assert_eq!(parse_dist("exp:1us"), Ok(Dist::Exp(1000)));
+        assert_eq!(parse_dist("uniform:1us..2us"), Ok(Dist::Uniform(1000, 2000)));
+        assert!(parse_dist("uniform:3us..2us").is_err());
+    }
+}

@@ -1,0 +1,776 @@
+//! Fair-class placement and load balancing (kernel/sched/fair.c):
+//! select_task_rq_fair with wake_affine and select_idle_sibling, fork
+//! balancing, and sched_balance_rq at sched-domain granularity, driven
+//! periodically from the tick, when a CPU becomes newly idle, and on behalf
+//! of idle CPUs by the nohz idle balancer.
+
+use crate::cpumask::CpuMask;
+use crate::engine::{Cpu, TaskId};
+use crate::features::Feature;
+use crate::sched::wf;
+use crate::sim::Sim;
+use crate::task::ClassId;
+use crate::time::{Ns, NSEC_PER_MSEC};
+use crate::topology::SchedDomain;
+
+const SCHED_CAPACITY_SCALE: u64 = 1024;
+
+/// Why a balance pass runs (enum cpu_idle_type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdleType {
+    NotIdle,
+    Idle,
+    NewlyIdle,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum GroupType {
+    HasSpare,
+    FullyBusy,
+    Overloaded,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Migration {
+    Load,
+    Util,
+    Task,
+}
+
+#[derive(Clone, Debug, Default)]
+struct GroupStats {
+    load: u64,
+    util: u64,
+    runnable: u64,
+    nr_running: u32,
+    h_nr_running: u32,
+    idle_cpus: u32,
+    weight: u32,
+    cores: u32,
+    capacity: u64,
+    avg_load: u64,
+}
+
+impl GroupStats {
+    fn classify(&self, pct: u64) -> GroupType {
+        let cap = self.capacity;
+        if self.nr_running > self.weight && (cap * 100 < self.util * pct || cap * pct < self.runnable * 100) {
+            return GroupType::Overloaded;
+        }
+        let has_capacity = self.nr_running < self.weight
+            || (cap * pct >= self.runnable * 100 && cap * 100 > self.util * pct);
+        if has_capacity {
+            GroupType::HasSpare
+        } else {
+            GroupType::FullyBusy
+        }
+    }
+}
+
+impl Sim {
+    /// idle_cpu(): nothing running or queued.
+    #[inline]
+    pub fn idle_cpu(&self, cpu: Cpu) -> bool {
+        let rq = self.rq(cpu);
+        rq.curr.is_none() && rq.nr_running == 0
+    }
+
+    pub fn cpu_load(&self, cpu: Cpu) -> u64 {
+        self.rq(cpu).cfs.avg.load_avg
+    }
+
+    pub fn cpu_util(&self, cpu: Cpu) -> u64 {
+        self.rq(cpu).cfs.avg.util_avg.min(SCHED_CAPACITY_SCALE)
+    }
+
+    fn task_h_load(&self, p: TaskId) -> u64 {
+        self.task(p).se.avg.load_avg
+    }
+
+    /// wake_wide(): many-to-many wakeup patterns spread instead of pulling to the waker.
+    fn wake_wide(&self, p: TaskId) -> bool {
+        let Some(waker) = self.rq(self.this_cpu).curr else { return false };
+        let factor = self.topo.llc_size(self.this_cpu as usize) as u32;
+        let (mut master, mut slave) = (self.task(waker).wakee_flips, self.task(p).wakee_flips);
+        if master < slave {
+            std::mem::swap(&mut master, &mut slave);
+        }
+        !(slave < factor || master < slave * factor)
+    }
+
+    fn wake_affine_idle(&self, this_cpu: Cpu, prev: Cpu, sync: bool) -> Option<Cpu> {
+        if self.idle_cpu(this_cpu) && self.topo.cpus_share_cache(this_cpu as usize, prev as usize) {
+            return Some(if self.idle_cpu(prev) { prev } else { this_cpu });
+        }
+        if sync && self.rq(this_cpu).nr_running == 1 {
+            return Some(this_cpu);
+        }
+        if self.idle_cpu(prev) {
+            return Some(prev);
+        }
+        None
+    }
+
+    fn wake_affine_weight(&self, sd: &SchedDomain, p: TaskId, this_cpu: Cpu, prev: Cpu, sync: bool) -> Option<Cpu> {
+        let mut this_eff = self.cpu_load(this_cpu) as i64;
+        if sync {
+            if let Some(cur) = self.rq(this_cpu).curr {
+                let cl = self.task_h_load(cur) as i64;
+                if cl > this_eff {
+                    return Some(this_cpu);
+                }
+                this_eff -= cl;
+            }
+        }
+        let task_load = self.task_h_load(p) as i64;
+        this_eff += task_load;
+        let bias = self.features.on(Feature::WA_BIAS);
+        if bias {
+            this_eff *= 100;
+        }
+        this_eff *= SCHED_CAPACITY_SCALE as i64;
+        let mut prev_eff = self.cpu_load(prev) as i64 - task_load;
+        if bias {
+            prev_eff *= 100 + (sd.imbalance_pct as i64 - 100) / 2;
+        }
+        prev_eff *= SCHED_CAPACITY_SCALE as i64;
+        if sync {
+            prev_eff += 1;
+        }
+        (this_eff < prev_eff).then_some(this_cpu)
+    }
+
+    /// wake_affine(): pull the wakee to the waker's CPU, or leave it at prev.
+    fn wake_affine(&self, sd: &SchedDomain, p: TaskId, this_cpu: Cpu, prev: Cpu, sync: bool) -> Cpu {
+        let mut target = None;
+        if self.features.on(Feature::WA_IDLE) {
+            target = self.wake_affine_idle(this_cpu, prev, sync);
+        }
+        if target.is_none() && self.features.on(Feature::WA_WEIGHT) {
+            target = self.wake_affine_weight(sd, p, this_cpu, prev, sync);
+        }
+        if target == Some(this_cpu) {
+            this_cpu
+        } else {
+            prev
+        }
+    }
+
+    /// select_task_rq_fair().
+    pub fn select_task_rq_fair(&mut self, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
+        let this_cpu = self.this_cpu;
+        if wake_flags & wf::FORK != 0 {
+            return self.find_idlest_cpu(p, this_cpu, prev_cpu);
+        }
+        let sync = wake_flags & wf::SYNC != 0;
+        let allowed_here = self.task(p).cpus_allowed.test(this_cpu as usize);
+        let want_affine = allowed_here && !self.wake_wide(p);
+        let mut new_cpu = prev_cpu;
+        if want_affine {
+            let domains = &self.domains[this_cpu as usize];
+            if let Some(sd) = domains.iter().find(|sd| sd.flags.wake_affine && sd.span.test(prev_cpu as usize)) {
+                if this_cpu != prev_cpu {
+                    new_cpu = self.wake_affine(sd, p, this_cpu, prev_cpu, sync);
+                }
+            }
+        }
+        self.select_idle_sibling(p, prev_cpu, new_cpu)
+    }
+
+    fn allowed_idle(&self, p: TaskId, cpu: Cpu) -> bool {
+        self.task(p).cpus_allowed.test(cpu as usize) && self.idle_cpu(cpu)
+    }
+
+    /// select_idle_sibling(): an idle CPU sharing the LLC with `target`, else target.
+    fn select_idle_sibling(&mut self, p: TaskId, prev: Cpu, target: Cpu) -> Cpu {
+        if self.allowed_idle(p, target) {
+            return target;
+        }
+        let share = |a: Cpu, b: Cpu, s: &Sim| s.topo.cpus_share_cache(a as usize, b as usize);
+        if prev != target && share(prev, target, self) && self.allowed_idle(p, prev) {
+            return prev;
+        }
+        let recent = self.task(p).recent_used_cpu;
+        self.task_mut(p).recent_used_cpu = prev;
+        if recent != prev && recent != target && share(recent, target, self) && self.allowed_idle(p, recent) {
+            return recent;
+        }
+        let llc = self.topo.llc_of(target as usize);
+        let smt = self.topo.smt_siblings(target as usize).weight() > 1;
+        let mut has_idle_core = false;
+        if smt {
+            has_idle_core = self.llc_has_idle_cores[llc];
+            if !has_idle_core && share(prev, target, self) {
+                if let Some(c) = self.select_idle_smt(p, prev) {
+                    return c;
+                }
+            }
+        }
+        if let Some(c) = self.select_idle_cpu(p, target, has_idle_core) {
+            return c;
+        }
+        target
+    }
+
+    fn select_idle_smt(&self, p: TaskId, prev: Cpu) -> Option<Cpu> {
+        self.topo
+            .smt_siblings(prev as usize)
+            .iter()
+            .map(|c| c as Cpu)
+            .find(|&c| c != prev && self.allowed_idle(p, c))
+    }
+
+    /// SIS_UTIL: the number of CPUs worth scanning drops quadratically with
+    /// LLC utilisation and reaches zero around 85% (1 / imbalance_pct).
+    fn sis_util_nr_scan(&self, llc_span: &CpuMask, pct: u64) -> u32 {
+        let weight = llc_span.weight() as u64;
+        let sum_util: u64 = llc_span.iter().map(|c| self.cpu_util(c as Cpu)).sum();
+        let x = sum_util / weight.max(1);
+        let t = x * pct / 100;
+        let y = SCHED_CAPACITY_SCALE.saturating_sub(t * t / SCHED_CAPACITY_SCALE);
+        (weight * y / SCHED_CAPACITY_SCALE) as u32
+    }
+
+    /// select_idle_cpu(): scan the LLC from target+1 for an idle core or CPU.
+    fn select_idle_cpu(&mut self, p: TaskId, target: Cpu, has_idle_core: bool) -> Option<Cpu> {
+        let llc = self.topo.llc_of(target as usize);
+        let span = self.topo.llc_span[llc].and(&self.task(p).cpus_allowed);
+        let mut nr = u32::MAX;
+        if !has_idle_core && self.features.on(Feature::SIS_UTIL) {
+            let pct = self.domains[target as usize]
+                .iter()
+                .find(|d| d.level == crate::topology::DomainLevel::Mc)
+                .map_or(117, |d| d.imbalance_pct as u64);
+            nr = self.sis_util_nr_scan(&self.topo.llc_span[llc].clone(), pct);
+            if nr == 0 {
+                return None;
+            }
+        }
+        let start = (target as usize + 1) % self.nr_cpus();
+        let mut scanned = 0u64;
+        let mut idle_cpu = None;
+        let mut seen_cores = CpuMask::new(self.nr_cpus());
+        let mut found = None;
+        for c in span.iter_wrap(start) {
+            scanned += 1;
+            if has_idle_core {
+                if seen_cores.test(c) {
+                    continue;
+                }
+                let sib = self.topo.smt_siblings(c);
+                seen_cores.or_assign(sib);
+                let mut all_idle = true;
+                for s in sib.iter() {
+                    if self.idle_cpu(s as Cpu) {
+                        if idle_cpu.is_none() && span.test(s) {
+                            idle_cpu = Some(s as Cpu);
+                        }
+                    } else {
+                        all_idle = false;
+                    }
+                }
+                if all_idle {
+                    found = Some(c as Cpu);
+                    break;
+                }
+            } else {
+                nr -= 1;
+                if self.idle_cpu(c as Cpu) {
+                    found = Some(c as Cpu);
+                    break;
+                }
+                if nr == 0 {
+                    break;
+                }
+            }
+        }
+        self.rq_mut(target).stats.idle_scans += scanned;
+        let cost = scanned * self.costs.scan_cpu_ns;
+        self.charge_irq(self.this_cpu, cost);
+        if has_idle_core && found.is_none() {
+            self.llc_has_idle_cores[llc] = false;
+        }
+        found.or(idle_cpu)
+    }
+
+    /// Fork balancing (sched_balance_find_dst_cpu): walk down from the
+    /// widest domain, at each level into the idlest group, then its idlest CPU.
+    fn find_idlest_cpu(&self, p: TaskId, this_cpu: Cpu, prev: Cpu) -> Cpu {
+        let allowed = &self.task(p).cpus_allowed;
+        let mut cpu = this_cpu;
+        let mut level = self.domains[cpu as usize].len();
+        if level == 0 || !self.domains[cpu as usize][level - 1].span.intersects(allowed) {
+            return prev;
+        }
+        while level > 0 {
+            let sd = &self.domains[cpu as usize][level - 1];
+            level -= 1;
+            if !sd.flags.balance_fork {
+                continue;
+            }
+            let Some(group) = self.find_idlest_group(sd, p, cpu) else { continue };
+            let new_cpu = self.find_idlest_group_cpu(&group, p, cpu);
+            if new_cpu == cpu {
+                continue;
+            }
+            let weight = sd.span.weight();
+            cpu = new_cpu;
+            level = self.domains[cpu as usize].iter().take_while(|d| d.span.weight() < weight).count();
+        }
+        cpu
+    }
+
+    fn group_stats(&self, group: &CpuMask) -> GroupStats {
+        let mut s = GroupStats::default();
+        for c in group.iter() {
+            let rq = self.rq(c as Cpu);
+            s.load += rq.cfs.avg.load_avg;
+            s.util += self.cpu_util(c as Cpu);
+            s.runnable += rq.cfs.avg.runnable_avg;
+            s.nr_running += rq.nr_running;
+            s.h_nr_running += rq.cfs.h_nr_runnable;
+            if self.idle_cpu(c as Cpu) {
+                s.idle_cpus += 1;
+            }
+            s.weight += 1;
+            if self.topo.smt_siblings(c).first() == Some(c) {
+                s.cores += 1;
+            }
+        }
+        s.capacity = s.weight as u64 * SCHED_CAPACITY_SCALE;
+        s.avg_load = s.load * SCHED_CAPACITY_SCALE / s.capacity.max(1);
+        s
+    }
+
+    fn find_idlest_group(&self, sd: &SchedDomain, p: TaskId, this_cpu: Cpu) -> Option<CpuMask> {
+        let allowed = &self.task(p).cpus_allowed;
+        let pct = sd.imbalance_pct as u64;
+        let mut local: Option<(GroupType, GroupStats)> = None;
+        let mut idlest: Option<(GroupType, GroupStats, &CpuMask)> = None;
+        for g in &sd.groups {
+            if !g.intersects(allowed) {
+                continue;
+            }
+            let s = self.group_stats(g);
+            let ty = s.classify(pct);
+            if g.test(this_cpu as usize) {
+                local = Some((ty, s));
+                continue;
+            }
+            let better = match &idlest {
+                None => true,
+                Some((ity, is, _)) => {
+                    ty < *ity
+                        || (ty == *ity
+                            && match ty {
+                                GroupType::HasSpare => (s.idle_cpus, std::cmp::Reverse(s.nr_running)) > (is.idle_cpus, std::cmp::Reverse(is.nr_running)),
+                                _ => s.avg_load < is.avg_load,
+                            })
+                }
+            };
+            if better {
+                idlest = Some((ty, s, g));
+            }
+        }
+        let (ity, is, g) = idlest?;
+        let Some((lty, ls)) = local else { return Some(g.clone()) };
+        if lty < ity {
+            return None;
+        }
+        if lty > ity {
+            return Some(g.clone());
+        }
+        match lty {
+            GroupType::HasSpare => {
+                // Stay local unless the other group has clearly more idle CPUs.
+                if ls.idle_cpus >= is.idle_cpus || (is.idle_cpus - ls.idle_cpus) <= 1 && ls.nr_running <= is.nr_running + 1 && ls.idle_cpus > 0 {
+                    None
+                } else {
+                    Some(g.clone())
+                }
+            }
+            _ => {
+                if 100 * ls.avg_load <= pct * is.avg_load {
+                    None
+                } else {
+                    Some(g.clone())
+                }
+            }
+        }
+    }
+
+    fn find_idlest_group_cpu(&self, group: &CpuMask, p: TaskId, this_cpu: Cpu) -> Cpu {
+        let allowed = &self.task(p).cpus_allowed;
+        let now = self.now();
+        let mut best_idle: Option<(Ns, std::cmp::Reverse<Ns>, Cpu)> = None;
+        let mut least: Option<(u64, u32, Cpu)> = None;
+        for c in group.and(allowed).iter() {
+            let c = c as Cpu;
+            if self.idle_cpu(c) {
+                let since = self.rq(c).idle_since.unwrap_or(now);
+                let exit = self.costs.idle_exit_ns(now - since);
+                // Shallowest idle state first, then the most recently idled.
+                let key = (exit, std::cmp::Reverse(since), c);
+                if best_idle.is_none_or(|b| key < b) {
+                    best_idle = Some(key);
+                }
+            } else {
+                let key = (self.cpu_load(c), self.rq(c).nr_running, c);
+                if least.is_none_or(|l| key < l) {
+                    least = Some(key);
+                }
+            }
+        }
+        best_idle.map(|b| b.2).or(least.map(|l| l.2)).unwrap_or(this_cpu)
+    }
+
+    /// Periodic balancing from the tick (trigger_load_balance).
+    pub fn trigger_load_balance(&mut self, cpu: Cpu) {
+        if self.now() >= self.rq(cpu).next_balance {
+            let idle = if self.idle_cpu(cpu) { IdleType::Idle } else { IdleType::NotIdle };
+            self.rebalance_domains(cpu, idle);
+        }
+        self.nohz_balancer_kick(cpu);
+    }
+
+    /// sched_balance_domains(): balance each level whose interval has passed.
+    pub fn rebalance_domains(&mut self, cpu: Cpu, mut idle: IdleType) {
+        let now = self.now();
+        let mut next = now + 60 * 1000 * NSEC_PER_MSEC;
+        for level in 0..self.domains[cpu as usize].len() {
+            let (busy_factor, max_interval) = {
+                let sd = &self.domains[cpu as usize][level];
+                (sd.busy_factor as u64, sd.max_interval_ms)
+            };
+            let st = &self.rq(cpu).domains[level];
+            let mut interval_ms = st.balance_interval_ms;
+            if idle == IdleType::NotIdle {
+                interval_ms *= busy_factor;
+            }
+            let interval = interval_ms.clamp(1, max_interval.max(1) * busy_factor) * NSEC_PER_MSEC;
+            if now >= st.last_balance + interval {
+                if self.sched_balance_rq(cpu, level, idle) > 0 {
+                    // The CPU now has work: further levels balance as busy.
+                    idle = IdleType::NotIdle;
+                }
+                self.rq_mut(cpu).domains[level].last_balance = now;
+            }
+            let st = &self.rq(cpu).domains[level];
+            next = next.min(st.last_balance + interval);
+        }
+        self.rq_mut(cpu).next_balance = next;
+    }
+
+    /// Newly idle balancing (sched_balance_newidle); true if a task was pulled.
+    pub fn sched_balance_newidle(&mut self, cpu: Cpu) -> bool {
+        if self.rq(cpu).avg_idle < self.tunables.migration_cost_ns / 2 {
+            return false;
+        }
+        for level in 0..self.domains[cpu as usize].len() {
+            if !self.domains[cpu as usize][level].flags.balance_newidle {
+                continue;
+            }
+            if self.sched_balance_rq(cpu, level, IdleType::NewlyIdle) > 0 {
+                return true;
+            }
+            if self.rq(cpu).nr_running > 0 {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A busy CPU kicks an idle one to balance for all idle CPUs (nohz_balancer_kick).
+    fn nohz_balancer_kick(&mut self, cpu: Cpu) {
+        let now = self.now();
+        if now < self.nohz_next_balance || self.rq(cpu).nr_running < 2 {
+            return;
+        }
+        let Some(ilb) = self.nohz_idle.iter().find(|&c| c as Cpu != cpu && self.idle_cpu(c as Cpu)) else {
+            return;
+        };
+        self.nohz_next_balance = now + self.costs.tick_ns();
+        let ilb = ilb as Cpu;
+        self.rq_mut(ilb).nohz_kick = true;
+        self.send_ipi(ilb);
+    }
+
+    /// The kicked idle CPU balances on behalf of every idle CPU due (nohz_idle_balance).
+    pub fn nohz_idle_balance(&mut self, ilb: Cpu) {
+        if !std::mem::take(&mut self.rq_mut(ilb).nohz_kick) {
+            return;
+        }
+        let now = self.now();
+        let mut next = now + 60 * 1000 * NSEC_PER_MSEC;
+        let idle: Vec<usize> = self.nohz_idle.iter().filter(|&c| c as Cpu != ilb).chain(std::iter::once(ilb as usize)).collect();
+        for c in idle {
+            let c = c as Cpu;
+            if !self.idle_cpu(c) {
+                continue;
+            }
+            if now >= self.rq(c).next_balance {
+                self.rebalance_domains(c, IdleType::Idle);
+                if self.rq(c).nr_running > 0 {
+                    self.resched_curr(c);
+                }
+            }
+            next = next.min(self.rq(c).next_balance);
+        }
+        self.nohz_next_balance = next.max(now + self.costs.tick_ns());
+    }
+
+    /// should_we_balance(): one CPU per group does the work.
+    fn should_we_balance(&self, cpu: Cpu, sd: &SchedDomain, idle: IdleType) -> bool {
+        if idle == IdleType::NewlyIdle {
+            return self.rq(cpu).nr_running == 0;
+        }
+        let local = &sd.groups[0];
+        match local.iter().find(|&c| self.idle_cpu(c as Cpu)) {
+            Some(first_idle) => first_idle == cpu as usize,
+            None => local.first() == Some(cpu as usize),
+        }
+    }
+
+    /// One balance pass of `cpu` at domain `level` (sched_balance_rq); returns tasks moved.
+    pub fn sched_balance_rq(&mut self, cpu: Cpu, level: usize, idle: IdleType) -> u32 {
+        let sd = self.domains[cpu as usize][level].clone();
+        self.rq_mut(cpu).stats.balance_runs += 1;
+        let cost = sd.span.weight() as u64 * self.costs.scan_cpu_ns;
+        if idle == IdleType::NewlyIdle {
+            self.charge_irq(cpu, cost);
+        }
+        if !self.should_we_balance(cpu, &sd, idle) {
+            return 0;
+        }
+        let Some((busiest_rq, migration, imbalance)) = self.find_busiest(cpu, level, &sd, idle) else {
+            let st = &mut self.rq_mut(cpu).domains[level];
+            st.nr_balance_failed = 0;
+            if st.balance_interval_ms < sd.max_interval_ms {
+                st.balance_interval_ms *= 2;
+            }
+            return 0;
+        };
+        let moved = self.detach_attach_tasks(cpu, busiest_rq, &sd, level, idle, migration, imbalance);
+        let st = &mut self.rq_mut(cpu).domains[level];
+        if moved > 0 {
+            st.nr_balance_failed = 0;
+            st.balance_interval_ms = sd.min_interval_ms;
+            self.resched_curr(cpu);
+            return moved;
+        }
+        if idle != IdleType::NewlyIdle {
+            st.nr_balance_failed += 1;
+        }
+        if st.nr_balance_failed > sd.cache_nice_tries + 2 {
+            st.nr_balance_failed = sd.cache_nice_tries + 1;
+            if self.active_balance(busiest_rq, cpu) {
+                self.rq_mut(cpu).domains[level].balance_interval_ms = sd.min_interval_ms;
+                return 1;
+            }
+        }
+        let st = &mut self.rq_mut(cpu).domains[level];
+        if st.balance_interval_ms < sd.max_interval_ms {
+            st.balance_interval_ms *= 2;
+        }
+        0
+    }
+
+    /// find_busiest_group() + calculate_imbalance() + find_busiest_queue().
+    fn find_busiest(&self, cpu: Cpu, level: usize, sd: &SchedDomain, idle: IdleType) -> Option<(Cpu, Migration, i64)> {
+        let pct = sd.imbalance_pct as u64;
+        let mut local = GroupStats::default();
+        let mut busiest: Option<(GroupType, GroupStats, &CpuMask)> = None;
+        let (mut total_load, mut total_cap) = (0u64, 0u64);
+        for g in &sd.groups {
+            let s = self.group_stats(g);
+            total_load += s.load;
+            total_cap += s.capacity;
+            if g.test(cpu as usize) {
+                local = s;
+                continue;
+            }
+            if s.h_nr_running == 0 {
+                continue;
+            }
+            let ty = s.classify(pct);
+            let pick = match &busiest {
+                None => true,
+                Some((bty, bs, _)) => {
+                    ty > *bty
+                        || (ty == *bty
+                            && match ty {
+                                GroupType::Overloaded | GroupType::FullyBusy => s.avg_load > bs.avg_load,
+                                GroupType::HasSpare => s.idle_cpus < bs.idle_cpus || (s.idle_cpus == bs.idle_cpus && s.nr_running > bs.nr_running),
+                            })
+                }
+            };
+            if pick {
+                busiest = Some((ty, s, g));
+            }
+        }
+        let (bty, bs, bgroup) = busiest?;
+        let lty = local.classify(pct);
+        if lty > bty {
+            return None;
+        }
+        let sds_avg_load = total_load * SCHED_CAPACITY_SCALE / total_cap.max(1);
+        if lty == GroupType::Overloaded {
+            if local.avg_load >= bs.avg_load || local.avg_load >= sds_avg_load || 100 * bs.avg_load <= pct * local.avg_load {
+                return None;
+            }
+        }
+        let prefer_sibling = level > 0 && !self.domains[cpu as usize][level - 1].flags.numa;
+        let sibling_imb = self.sibling_imbalance(idle, &bs, &local);
+        let forced = prefer_sibling && lty == GroupType::HasSpare && sibling_imb > 1;
+        if !forced && bty != GroupType::Overloaded {
+            if idle == IdleType::NotIdle {
+                return None;
+            }
+            if bs.weight > 1 && local.idle_cpus <= bs.idle_cpus + 1 {
+                return None;
+            }
+            if bs.h_nr_running == 1 {
+                return None;
+            }
+        }
+        // calculate_imbalance()
+        let (migration, imbalance): (Migration, i64) = if lty == GroupType::HasSpare {
+            if bty > GroupType::FullyBusy && !sd.flags.share_llc {
+                let imb = local.capacity.max(local.util) as i64 - local.util as i64;
+                if idle != IdleType::NotIdle && imb == 0 {
+                    (Migration::Task, 1)
+                } else {
+                    (Migration::Util, imb)
+                }
+            } else {
+                let mut imb = if bs.weight == 1 || prefer_sibling {
+                    sibling_imb
+                } else {
+                    (local.idle_cpus as i64 - bs.idle_cpus as i64).max(0)
+                };
+                if sd.flags.numa && imb <= 2 && local.nr_running < (sd.span.weight() as u32 / 4).max(1) {
+                    // adjust_numa_imbalance(): tolerate a small imbalance between nodes.
+                    imb = 0;
+                }
+                (Migration::Task, imb >> 1)
+            }
+        } else {
+            if lty < GroupType::Overloaded && (local.avg_load >= bs.avg_load || local.avg_load >= sds_avg_load) {
+                return None;
+            }
+            let a = (bs.avg_load as i64 - sds_avg_load as i64) * bs.capacity as i64;
+            let b = (sds_avg_load as i64 - local.avg_load as i64) * local.capacity as i64;
+            (Migration::Load, a.min(b) / SCHED_CAPACITY_SCALE as i64)
+        };
+        if imbalance <= 0 {
+            return None;
+        }
+        // find_busiest_queue()
+        let busiest_rq = bgroup
+            .iter()
+            .map(|c| c as Cpu)
+            .filter(|&c| self.rq(c).cfs.h_nr_runnable > 0)
+            .max_by_key(|&c| {
+                let rq = self.rq(c);
+                match migration {
+                    Migration::Load => (self.cpu_load(c), rq.cfs.h_nr_runnable as u64, std::cmp::Reverse(c)),
+                    Migration::Util => (self.cpu_util(c), rq.cfs.h_nr_runnable as u64, std::cmp::Reverse(c)),
+                    Migration::Task => (rq.cfs.h_nr_runnable as u64, self.cpu_load(c), std::cmp::Reverse(c)),
+                }
+            })?;
+        Some((busiest_rq, migration, imbalance))
+    }
+
+    fn sibling_imbalance(&self, idle: IdleType, busiest: &GroupStats, local: &GroupStats) -> i64 {
+        if idle == IdleType::NotIdle || busiest.nr_running == 0 {
+            return 0;
+        }
+        let (nb, nl) = (busiest.cores.max(1) as i64, local.cores.max(1) as i64);
+        if nb == nl {
+            return (busiest.nr_running as i64 - local.nr_running as i64).max(0);
+        }
+        let mut imb = (nl * busiest.nr_running as i64 - nb * local.nr_running as i64).max(0);
+        imb = (2 * imb + nl + nb) / (nl + nb);
+        if imb <= 1 && local.nr_running == 0 && busiest.nr_running > 1 {
+            imb = 2;
+        }
+        imb
+    }
+
+    /// detach_tasks() + attach_tasks(): move queued fair tasks from `src` to `dst`.
+    #[allow(clippy::too_many_arguments)]
+    fn detach_attach_tasks(&mut self, dst: Cpu, src: Cpu, sd: &SchedDomain, level: usize, idle: IdleType, migration: Migration, mut imbalance: i64) -> u32 {
+        if self.rq(src).nr_running <= 1 {
+            return 0;
+        }
+        let now = self.now();
+        // Least recently run first, like walking cfs_tasks from its tail.
+        let mut candidates: Vec<TaskId> = self.rq(src).cfs.timeline.iter().map(|&(_, p)| p).collect();
+        candidates.sort_by_key(|&p| (self.task(p).last_ran, p));
+        let failed = self.rq(dst).domains[level].nr_balance_failed;
+        let loop_max = self.tunables.nr_migrate.min(self.rq(src).nr_running) as usize;
+        let mut moved = 0;
+        for p in candidates.into_iter().take(loop_max) {
+            if idle != IdleType::NotIdle && self.rq(src).nr_running <= 1 {
+                break;
+            }
+            let t = self.task(p);
+            if t.class != ClassId::Fair || t.se.sched_delayed || !t.cpus_allowed.test(dst as usize) {
+                continue;
+            }
+            let hot = now.saturating_sub(t.se.exec_start) < self.tunables.migration_cost_ns && t.se.exec_start != 0;
+            if hot && failed <= sd.cache_nice_tries {
+                continue;
+            }
+            match migration {
+                Migration::Load => {
+                    let load = self.task_h_load(p).max(1) as i64;
+                    if (load >> failed.min(63)) > imbalance {
+                        continue;
+                    }
+                    imbalance -= load;
+                }
+                Migration::Util => {
+                    let util = self.task(p).se.avg.util_avg as i64;
+                    if util > imbalance {
+                        continue;
+                    }
+                    imbalance -= util;
+                }
+                Migration::Task => imbalance -= 1,
+            }
+            self.move_queued_task(p, dst);
+            self.charge_irq(dst, self.costs.migrate_task_ns);
+            moved += 1;
+            if idle == IdleType::NewlyIdle || imbalance <= 0 {
+                break;
+            }
+        }
+        moved
+    }
+
+    /// Active balancing: the stopper on `src` pushes its running task to `dst`.
+    fn active_balance(&mut self, src: Cpu, dst: Cpu) -> bool {
+        let Some(p) = self.rq(src).curr else { return false };
+        if self.rq(src).nr_running != 1 || self.task(p).class != ClassId::Fair || !self.task(p).cpus_allowed.test(dst as usize) || !self.idle_cpu(dst) {
+            return false;
+        }
+        self.preempt_and_migrate(src, p, dst);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_groups() {
+        let g = GroupStats { nr_running: 3, weight: 2, util: 2048, runnable: 3000, capacity: 2048, ..Default::default() };
+        assert_eq!(g.classify(117), GroupType::Overloaded);
+        let g = GroupStats { nr_running: 1, weight: 2, util: 1024, runnable: 1024, capacity: 2048, ..Default::default() };
+        assert_eq!(g.classify(117), GroupType::HasSpare);
+        let g = GroupStats { nr_running: 2, weight: 2, util: 2048, runnable: 2048, capacity: 2048, ..Default::default() };
+        assert_eq!(g.classify(117), GroupType::FullyBusy);
+    }
+}

@@ -1,0 +1,533 @@
+//! The scheduler core (kernel/sched/core.c): enqueue/dequeue, wakeups,
+//! rescheduling, __schedule, the tick, and the CPU time model that turns
+//! scheduling decisions into elapsed time.
+
+use crate::engine::{Cpu, Event, TaskId};
+use crate::sched::{class_of, classes, deq, enq, fair, wf};
+use crate::sim::Sim;
+use crate::task::{ClassId, TaskState};
+use crate::time::Ns;
+
+impl Sim {
+    /// Puts `p` on `cpu`'s runqueue (activate_task / enqueue_task).
+    pub fn activate_task(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
+        debug_assert_eq!(self.task(p).cpu, cpu);
+        let cls = class_of(self.task(p).class);
+        if flags & enq::DELAYED == 0 {
+            self.rq_mut(cpu).nr_running += 1;
+        }
+        cls.enqueue_task(self, cpu, p, flags);
+        let t = self.task_mut(p);
+        t.on_rq = true;
+    }
+
+    /// Takes `p` off its runqueue (deactivate_task / dequeue_task). Returns
+    /// false when the class keeps it queued as a delayed dequeue.
+    pub fn deactivate_task(&mut self, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+        let cls = class_of(self.task(p).class);
+        if !cls.dequeue_task(self, cpu, p, flags) {
+            return false;
+        }
+        self.finish_dequeue(cpu, p);
+        true
+    }
+
+    /// Book-keeping once a task has really left its runqueue.
+    pub fn finish_dequeue(&mut self, cpu: Cpu, p: TaskId) {
+        self.rq_mut(cpu).nr_running -= 1;
+        self.task_mut(p).on_rq = false;
+    }
+
+    /// Moves a non-running, non-queued task to `new_cpu` (set_task_cpu).
+    pub fn set_task_cpu(&mut self, p: TaskId, new_cpu: Cpu) {
+        let old = self.task(p).cpu;
+        if old == new_cpu {
+            return;
+        }
+        class_of(self.task(p).class).migrate_task_rq(self, p, new_cpu);
+        let same_llc = self.topo.cpus_share_cache(old as usize, new_cpu as usize);
+        let ws = self.task(p).working_set;
+        let refill = self.costs.refill_ns(ws, same_llc);
+        let t = self.task_mut(p);
+        t.cpu = new_cpu;
+        t.stats.migrations += 1;
+        t.refill_left = t.refill_left.max(refill);
+        t.se.exec_start = 0;
+        self.rq_mut(new_cpu).stats.migrations_in += 1;
+    }
+
+    /// Moves a queued, not running task between runqueues (move_queued_task /
+    /// detach_task + attach_task).
+    pub fn move_queued_task(&mut self, p: TaskId, dst: Cpu) {
+        let src = self.task(p).cpu;
+        debug_assert!(self.rq(src).curr != Some(p));
+        self.deactivate_task(src, p, deq::MOVE | deq::SAVE);
+        self.set_task_cpu(p, dst);
+        self.activate_task(dst, p, enq::MOVE | enq::RESTORE | enq::MIGRATED);
+        if let Some(ws) = self.task(p).wait_start {
+            // Queue wait continues on the new CPU.
+            let _ = ws;
+        }
+        self.wakeup_preempt(dst, p, 0);
+    }
+
+    /// Asks `cpu` to reschedule (resched_curr). Locally this happens on return
+    /// from the current event; a remote CPU is sent an IPI, which also pays
+    /// the idle-state exit latency if the CPU was idle.
+    pub fn resched_curr(&mut self, cpu: Cpu) {
+        let rq = self.rq_mut(cpu);
+        if rq.need_resched {
+            return;
+        }
+        rq.need_resched = true;
+        if cpu != self.this_cpu {
+            self.send_ipi(cpu);
+        }
+    }
+
+    /// Sends an IPI to `cpu`; arrival includes delivery and idle exit.
+    pub fn send_ipi(&mut self, cpu: Cpu) {
+        let now = self.now();
+        let exit = match self.rq(cpu).idle_since {
+            Some(since) => self.costs.idle_exit_ns(now - since),
+            None => 0,
+        };
+        let polling = self.rq(cpu).idle_since.is_some() && exit == 0;
+        let rq = self.rq_mut(cpu);
+        if rq.ipi_pending {
+            return;
+        }
+        rq.ipi_pending = true;
+        // A polling idle CPU sees TIF_NEED_RESCHED without an interrupt.
+        let delay = if polling { 100 } else { self.costs.ipi_ns + exit };
+        self.engine.schedule(now + delay, Event::Ipi { cpu });
+    }
+
+    fn on_ipi_common(&mut self, cpu: Cpu) {
+        let rq = self.rq_mut(cpu);
+        rq.ipi_pending = false;
+        rq.stats.ipis += 1;
+    }
+
+    /// An IPI arrives: the nohz idle-balance kick and/or a reschedule.
+    pub fn on_ipi(&mut self, cpu: Cpu) {
+        self.on_ipi_common(cpu);
+        if self.rq(cpu).curr.is_none() {
+            self.nohz_idle_balance(cpu);
+            if self.rq(cpu).nr_running > 0 {
+                self.rq_mut(cpu).need_resched = true;
+            }
+        }
+    }
+
+    /// Checks whether the newly queued `p` should preempt `cpu`'s current task
+    /// (wakeup_preempt).
+    pub fn wakeup_preempt(&mut self, cpu: Cpu, p: TaskId, wake_flags: u32) {
+        let Some(curr) = self.rq(cpu).curr else {
+            self.resched_curr(cpu);
+            return;
+        };
+        let pc = self.task(p).class;
+        let cc = self.task(curr).class;
+        if pc == cc {
+            class_of(pc).wakeup_preempt(self, cpu, p, wake_flags);
+        } else if pc < cc {
+            self.resched_curr(cpu);
+        }
+    }
+
+    /// try_to_wake_up(): make a blocked task runnable.
+    pub fn try_to_wake_up(&mut self, p: TaskId, wake_flags: u32) {
+        let t = self.task(p);
+        if matches!(t.state, TaskState::Runnable | TaskState::Dead | TaskState::New) {
+            return;
+        }
+        let now = self.now();
+        self.task_mut(p).stats.wakeups += 1;
+        self.task_mut(p).state = TaskState::Runnable;
+        if self.task(p).on_rq {
+            // ttwu_runnable(): still queued (a delayed dequeue); requeue in place.
+            let cpu = self.task(p).cpu;
+            if self.task(p).se.sched_delayed {
+                self.activate_task(cpu, p, enq::DELAYED | enq::WAKEUP);
+            }
+            if self.rq(cpu).curr != Some(p) {
+                self.task_mut(p).wait_start = Some(now);
+                self.wakeup_preempt(cpu, p, wake_flags);
+            }
+            return;
+        }
+        let prev_cpu = self.task(p).cpu;
+        let cls = class_of(self.task(p).class);
+        let mut cpu = cls.select_task_rq(self, p, prev_cpu, wake_flags | wf::TTWU);
+        if !self.task(p).cpus_allowed.test(cpu as usize) {
+            cpu = self.select_fallback_rq(p, prev_cpu);
+        }
+        let mut flags = enq::WAKEUP;
+        let mut wflags = wake_flags | wf::TTWU;
+        if cpu != prev_cpu {
+            flags |= enq::MIGRATED;
+            wflags |= wf::MIGRATED;
+            self.set_task_cpu(p, cpu);
+        }
+        self.activate_task(cpu, p, flags);
+        self.task_mut(p).wait_start = Some(now);
+        self.wakeup_preempt(cpu, p, wflags);
+        class_of(self.task(p).class).task_woken(self, cpu, p);
+        // wake_wide() bookkeeping on the waker (record_wakee).
+        if let Some(waker) = self.rq(self.this_cpu).curr {
+            self.record_wakee(waker, p);
+        }
+    }
+
+    fn record_wakee(&mut self, waker: TaskId, wakee: TaskId) {
+        let now = self.now();
+        let t = self.task_mut(waker);
+        if now > t.wakee_flip_decay_ts + 1_000_000_000 {
+            t.wakee_flips >>= 1;
+            t.wakee_flip_decay_ts = now;
+        }
+        if t.last_wakee != Some(wakee) {
+            t.last_wakee = Some(wakee);
+            t.wakee_flips += 1;
+        }
+    }
+
+    /// select_fallback_rq(): the first allowed CPU, preferring the task's node.
+    pub fn select_fallback_rq(&self, p: TaskId, prev: Cpu) -> Cpu {
+        let t = self.task(p);
+        let node = self.topo.node_of(prev as usize);
+        t.cpus_allowed
+            .iter()
+            .find(|&c| self.topo.node_of(c) == node)
+            .or_else(|| t.cpus_allowed.first())
+            .unwrap_or(0) as Cpu
+    }
+
+    /// wake_up_new_task(): place a new task with fork balancing and enqueue it.
+    pub fn wake_up_new_task(&mut self, p: TaskId) {
+        let now = self.now();
+        let parent_cpu = self.this_cpu;
+        {
+            let t = self.task_mut(p);
+            t.state = TaskState::Runnable;
+            t.cpu = parent_cpu;
+            t.created_at = now;
+            t.recent_used_cpu = parent_cpu;
+        }
+        let cls = class_of(self.task(p).class);
+        cls.task_fork(self, p);
+        let mut cpu = cls.select_task_rq(self, p, parent_cpu, wf::FORK);
+        if !self.task(p).cpus_allowed.test(cpu as usize) {
+            cpu = self.select_fallback_rq(p, parent_cpu);
+        }
+        self.task_mut(p).cpu = cpu;
+        self.activate_task(cpu, p, enq::INITIAL);
+        self.task_mut(p).wait_start = Some(now);
+        self.wakeup_preempt(cpu, p, wf::FORK);
+        class_of(self.task(p).class).task_woken(self, cpu, p);
+    }
+
+    /// Account the running task's progress up to now.
+    pub fn commit_progress(&mut self, cpu: Cpu) {
+        let now = self.now();
+        let Some(p) = self.rq(cpu).curr else { return };
+        let from = self.rq(cpu).progress_from;
+        if now <= from {
+            return;
+        }
+        let mut elapsed = now - from;
+        self.rq_mut(cpu).progress_from = now;
+        let t = self.task_mut(p);
+        if t.spinning.is_some() {
+            return;
+        }
+        let refill = elapsed.min(t.refill_left);
+        t.refill_left -= refill;
+        elapsed -= refill;
+        if let Some(left) = t.run_left.as_mut() {
+            *left = left.saturating_sub(elapsed);
+        }
+    }
+
+    /// (Re)arms the event at which the running task's current step completes.
+    pub fn arm_step(&mut self, cpu: Cpu) {
+        let rq = self.rq_mut(cpu);
+        rq.step_gen = rq.step_gen.wrapping_add(1);
+        let gen = rq.step_gen;
+        let from = rq.progress_from;
+        let Some(p) = rq.curr else { return };
+        let t = &self.tasks[p as usize];
+        let at = match t.spinning {
+            Some(_) => match t.ple_deadline {
+                Some(d) => d.max(from),
+                None => return,
+            },
+            None => from + t.refill_left + t.run_left.unwrap_or(0),
+        };
+        self.engine.schedule(at, Event::StepDone { cpu, gen });
+    }
+
+    /// Charges `ns` of interrupt work to `cpu`: the running task makes no
+    /// progress meanwhile, and a switch made on return starts after it.
+    pub fn charge_irq(&mut self, cpu: Cpu, ns: Ns) {
+        if ns == 0 {
+            return;
+        }
+        let now = self.now();
+        self.commit_progress(cpu);
+        let rq = self.rq_mut(cpu);
+        rq.progress_from = rq.progress_from.max(now) + ns;
+        rq.irq_until = rq.irq_until.max(now) + ns;
+        if rq.curr.is_some() {
+            self.arm_step(cpu);
+        }
+    }
+
+    /// __schedule(): put the current task away, pick the next and switch.
+    pub fn schedule(&mut self, cpu: Cpu) {
+        let now = self.now();
+        self.rq_mut(cpu).need_resched = false;
+        let prev = self.rq(cpu).curr;
+        if let Some(p) = prev {
+            self.commit_progress(cpu);
+            class_of(self.task(p).class).update_curr(self, cpu);
+            let state = self.task(p).state;
+            if state != TaskState::Runnable && self.task(p).on_rq {
+                let flags = if state == TaskState::Dead { deq::SLEEP | deq::SPECIAL } else { deq::SLEEP };
+                self.deactivate_task(cpu, p, flags);
+            }
+        }
+        let next = self.pick_next_task(cpu, prev);
+        if next == prev {
+            if prev.is_some() {
+                self.arm_step(cpu);
+            }
+            return;
+        }
+        if let Some(p) = prev {
+            class_of(self.task(p).class).put_prev_task(self, cpu, p);
+            let t = self.task_mut(p);
+            t.last_ran = now;
+            t.stats.switches += 1;
+            if t.state == TaskState::Runnable {
+                t.wait_start = Some(now);
+            } else {
+                t.stats.voluntary_switches += 1;
+            }
+        }
+        self.rq_mut(cpu).stats.switches += 1;
+        self.engine.mix(((cpu as u64) << 32) | next.map_or(u32::MAX, |n| n) as u64);
+        match next {
+            Some(n) => self.switch_in(cpu, n, prev.is_none()),
+            None => self.switch_to_idle(cpu),
+        }
+    }
+
+    fn switch_in(&mut self, cpu: Cpu, n: TaskId, from_idle: bool) {
+        let now = self.now();
+        class_of(self.task(n).class).set_next_task(self, cpu, n, true);
+        let start = now.max(self.rq(cpu).irq_until);
+        let mut switch_cost = self.costs.context_switch_ns;
+        if self.rq(cpu).last_tgid != Some(self.task(n).tgid) {
+            switch_cost += self.costs.mm_switch_ns;
+        }
+        let tgid = self.task(n).tgid;
+        self.rq_mut(cpu).last_tgid = Some(tgid);
+        {
+            let rq = self.rq_mut(cpu);
+            rq.curr = Some(n);
+            rq.progress_from = start + switch_cost;
+            if from_idle {
+                rq.idle_since = None;
+                rq.busy_since = now;
+            }
+        }
+        if from_idle {
+            self.nohz_idle.clear(cpu as usize);
+            self.update_idle_core(cpu, false);
+        }
+        let t = self.task_mut(n);
+        if let Some(ws) = t.wait_start.take() {
+            t.stats.wait_ns += now - ws;
+        }
+        self.arm_step(cpu);
+        if !self.rq(cpu).tick_armed {
+            let tick = self.costs.tick_ns();
+            let next_tick = (now / tick + 1) * tick;
+            self.rq_mut(cpu).tick_armed = true;
+            self.engine.schedule(next_tick, Event::Tick { cpu });
+        }
+    }
+
+    fn switch_to_idle(&mut self, cpu: Cpu) {
+        let now = self.now();
+        {
+            let rq = self.rq_mut(cpu);
+            rq.curr = None;
+            rq.step_gen = rq.step_gen.wrapping_add(1);
+            rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
+            rq.idle_since = Some(now);
+        }
+        self.nohz_idle.set(cpu as usize);
+        self.update_idle_core(cpu, true);
+    }
+
+    /// Keeps the LLC's has_idle_cores hint (set when a whole core goes idle).
+    fn update_idle_core(&mut self, cpu: Cpu, idle: bool) {
+        if !idle {
+            return;
+        }
+        let core_idle = self.topo.smt_siblings(cpu as usize).iter().all(|c| self.rqs[c].curr.is_none());
+        if core_idle {
+            let llc = self.topo.llc_of(cpu as usize);
+            self.llc_has_idle_cores[llc] = true;
+        }
+    }
+
+    /// pick_next_task(): classes in priority order, newidle balance before idling.
+    fn pick_next_task(&mut self, cpu: Cpu, prev: Option<TaskId>) -> Option<TaskId> {
+        self.balance_rt(cpu, prev);
+        for _attempt in 0..3 {
+            if self.rq(cpu).fair_server_active {
+                if let Some(p) = self.pick_task_fair(cpu) {
+                    return Some(p);
+                }
+            }
+            for cls in classes() {
+                if let Some(p) = cls.pick_task(self, cpu) {
+                    return Some(p);
+                }
+            }
+            // Nothing runnable: newly idle balance may pull work.
+            if !self.sched_balance_newidle(cpu) {
+                break;
+            }
+        }
+        None
+    }
+
+    /// The scheduler tick on a busy CPU (sched_tick).
+    pub fn on_tick(&mut self, cpu: Cpu) {
+        let now = self.now();
+        let Some(curr) = self.rq(cpu).curr else {
+            // nohz: an idle CPU's tick stops.
+            self.rq_mut(cpu).tick_armed = false;
+            return;
+        };
+        self.commit_progress(cpu);
+        class_of(self.task(curr).class).task_tick(self, cpu, curr);
+        self.rt_bandwidth_tick(cpu);
+        self.trigger_load_balance(cpu);
+        self.arm_step(cpu);
+        let tick = self.costs.tick_ns();
+        self.engine.schedule(now + tick, Event::Tick { cpu });
+    }
+
+    /// A sleep timer fires on the CPU the task slept on.
+    pub fn on_timer(&mut self, p: TaskId) {
+        let cpu = self.task(p).cpu;
+        self.this_cpu = cpu;
+        let now = self.now();
+        // An idle CPU first leaves its idle state; the handler runs after.
+        if let Some(since) = self.rq(cpu).idle_since {
+            let exit = self.costs.idle_exit_ns(now - since);
+            if exit > 0 && self.rq(cpu).irq_until < now {
+                self.rq_mut(cpu).idle_since = Some(now);
+                self.rq_mut(cpu).irq_until = now + exit;
+                let gen = self.task(p).timer_gen;
+                self.engine.schedule(now + exit, Event::Timer { task: p, gen });
+                return;
+            }
+        }
+        let cost = self.costs.wakeup_ns;
+        self.charge_irq(cpu, cost);
+        self.try_to_wake_up(p, 0);
+    }
+
+    /// yield_to(): core part (same class, target not running); returns true if yielded.
+    pub fn yield_to(&mut self, cpu: Cpu, target: TaskId) -> bool {
+        let curr = match self.rq(cpu).curr {
+            Some(c) => c,
+            None => return false,
+        };
+        let t = self.task(target);
+        if t.state != TaskState::Runnable || !t.on_rq || t.class != self.task(curr).class {
+            return false;
+        }
+        let tcpu = t.cpu;
+        if self.rq(tcpu).curr == Some(target) {
+            return false;
+        }
+        let cls = class_of(self.task(curr).class);
+        let yielded = cls.yield_to_task(self, cpu, target);
+        if yielded && tcpu != cpu {
+            self.resched_curr(tcpu);
+        }
+        yielded
+    }
+
+    /// Preempts `p` running on `src` and moves it to `dst` (the migration
+    /// stopper used by active balancing).
+    pub fn preempt_and_migrate(&mut self, src: Cpu, p: TaskId, dst: Cpu) {
+        let now = self.now();
+        self.commit_progress(src);
+        class_of(self.task(p).class).update_curr(self, src);
+        class_of(self.task(p).class).put_prev_task(self, src, p);
+        {
+            let rq = self.rq_mut(src);
+            rq.curr = None;
+            rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
+            rq.busy_since = now;
+        }
+        let t = self.task_mut(p);
+        t.last_ran = now;
+        t.stats.switches += 1;
+        t.wait_start = Some(now);
+        self.move_queued_task(p, dst);
+        // src now has no current task: let it pick (or idle) right away.
+        let rq = self.rq_mut(src);
+        rq.idle_since = None;
+        rq.step_gen = rq.step_gen.wrapping_add(1);
+        let saved = self.this_cpu;
+        self.this_cpu = src;
+        self.schedule_from_none(src);
+        self.this_cpu = saved;
+        self.resched_curr(dst);
+    }
+
+    /// schedule() on a CPU whose current task was taken away.
+    fn schedule_from_none(&mut self, cpu: Cpu) {
+        self.rq_mut(cpu).need_resched = false;
+        match self.pick_next_task(cpu, None) {
+            Some(n) => {
+                self.rq_mut(cpu).stats.switches += 1;
+                self.switch_in(cpu, n, false);
+            }
+            None => self.switch_to_idle(cpu),
+        }
+    }
+
+    /// Runs every check the engine promises after an event (debug builds).
+    pub fn assert_invariants(&self) {
+        for (c, rq) in self.rqs.iter().enumerate() {
+            let queued = self.tasks.iter().filter(|t| t.on_rq && t.cpu as usize == c).count() as u32;
+            assert_eq!(rq.nr_running, queued, "cpu{c}: nr_running disagrees with queued tasks");
+            if let Some(p) = rq.curr {
+                let t = self.task(p);
+                assert_eq!(t.cpu as usize, c, "running task {p} not on its rq");
+                assert!(t.cpus_allowed.test(c), "task {p} runs on cpu{c} outside its affinity");
+                assert!(t.on_rq, "running task {p} is not queued");
+            }
+            if rq.cfs.curr.is_some() || rq.cfs.nr_queued > 0 {
+                fair::assert_cfs_invariants(self, c as Cpu);
+            }
+        }
+        for t in &self.tasks {
+            if t.on_rq {
+                assert!(t.cpus_allowed.test(t.cpu as usize), "task {} queued outside its affinity", t.id);
+                assert!(t.class != ClassId::Idle);
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The scheduler: the core (kernel/sched/core.c) and the classes, each in its
+//! own module as in kernel/sched/{rt,fair,idle}.c.
+
+pub mod balance;
+pub mod core;
+pub mod fair;
+pub mod pelt;
+pub mod rq;
+pub mod rt;
+
+use crate::engine::{Cpu, TaskId};
+use crate::sim::Sim;
+use crate::task::ClassId;
+
+/// Enqueue flags (ENQUEUE_* in kernel/sched/sched.h).
+pub mod enq {
+    pub const WAKEUP: u32 = 0x01;
+    pub const RESTORE: u32 = 0x02;
+    pub const MOVE: u32 = 0x04;
+    pub const HEAD: u32 = 0x10;
+    pub const MIGRATED: u32 = 0x40;
+    pub const INITIAL: u32 = 0x80;
+    pub const DELAYED: u32 = 0x200;
+}
+
+/// Dequeue flags (DEQUEUE_*).
+pub mod deq {
+    pub const SLEEP: u32 = 0x01;
+    pub const SAVE: u32 = 0x02;
+    pub const MOVE: u32 = 0x04;
+    pub const SPECIAL: u32 = 0x10;
+    pub const DELAYED: u32 = 0x200;
+}
+
+/// Wake flags (WF_*).
+pub mod wf {
+    pub const EXEC: u32 = 0x02;
+    pub const FORK: u32 = 0x04;
+    pub const TTWU: u32 = 0x08;
+    pub const SYNC: u32 = 0x10;
+    pub const MIGRATED: u32 = 0x20;
+}
+
+/// A scheduling class, shaped like `struct sched_class` (kernel/sched/sched.h).
+///
+/// Classes hold no state of their own: per-CPU state lives in the runqueue
+/// (`rq.cfs`, `rq.rt`) and per-task state in the task, as in the kernel, so
+/// the class objects are plain statics walked in priority order.
+pub trait SchedClass: Sync {
+    fn id(&self) -> ClassId;
+
+    /// Put `p` on `cpu`'s queue of this class (enqueue_task). The core has
+    /// already set `p.cpu`.
+    fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32);
+
+    /// Take `p` off the queue (dequeue_task). Returns false when the class
+    /// keeps the task queued anyway (fair's DELAY_DEQUEUE).
+    fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool;
+
+    /// sched_yield() by the current task.
+    fn yield_task(&self, sim: &mut Sim, cpu: Cpu);
+
+    /// yield_to(): nominate `p` (same class, not running) to run next.
+    fn yield_to_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) -> bool {
+        let _ = (sim, cpu, p);
+        false
+    }
+
+    /// `p` of this class became runnable on `cpu` while another task of this
+    /// class runs there: decide whether to preempt (wakeup_preempt).
+    fn wakeup_preempt(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, wake_flags: u32);
+
+    /// Pick the next task of this class, or None (pick_task). Must not change
+    /// what is running; set_next_task does that.
+    fn pick_task(&self, sim: &mut Sim, cpu: Cpu) -> Option<TaskId>;
+
+    /// `prev` stops running on `cpu` (put_prev_task); it may still be queued.
+    fn put_prev_task(&self, sim: &mut Sim, cpu: Cpu, prev: TaskId);
+
+    /// `p` becomes the running task of `cpu` (set_next_task).
+    fn set_next_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, first: bool);
+
+    /// Choose a CPU for a waking or new task (select_task_rq).
+    fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu;
+
+    /// The periodic tick while `p` runs (task_tick).
+    fn task_tick(&self, sim: &mut Sim, cpu: Cpu, p: TaskId);
+
+    /// Account the current task's runtime up to now (update_curr).
+    fn update_curr(&self, sim: &mut Sim, cpu: Cpu);
+
+    /// `p` is about to move to `new_cpu` while not queued (migrate_task_rq).
+    fn migrate_task_rq(&self, sim: &mut Sim, p: TaskId, new_cpu: Cpu) {
+        let _ = (sim, p, new_cpu);
+    }
+
+    /// `p` was woken and enqueued on `cpu` but is not running (task_woken).
+    fn task_woken(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
+        let _ = (sim, cpu, p);
+    }
+
+    /// Before picking: pull work if this CPU is about to run something of
+    /// lower priority or go idle (balance). Returns true if it has work of this class or above.
+    fn balance(&self, sim: &mut Sim, cpu: Cpu, prev: Option<TaskId>) -> bool {
+        let _ = (sim, cpu, prev);
+        false
+    }
+
+    /// A new task is set up by fork (task_fork).
+    fn task_fork(&self, sim: &mut Sim, p: TaskId) {
+        let _ = (sim, p);
+    }
+}
+
+/// The classes in priority order, highest first (stop and deadline are not modelled).
+pub fn classes() -> [&'static dyn SchedClass; 2] {
+    [&rt::RT_CLASS, &fair::FAIR_CLASS]
+}
+
+pub fn class_of(id: ClassId) -> &'static dyn SchedClass {
+    match id {
+        ClassId::Rt => &rt::RT_CLASS,
+        ClassId::Fair | ClassId::Idle => &fair::FAIR_CLASS,
+    }
+}

@@ -1,0 +1,155 @@
+//! Per-CPU runqueue state (`struct rq`, `struct cfs_rq`, `struct rt_rq`).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::engine::{Cpu, TaskId};
+use crate::sched::pelt::SchedAvg;
+use crate::time::Ns;
+
+/// The fair-class queue of one CPU (flat: no task-group hierarchy).
+#[derive(Debug, Default)]
+pub struct CfsRq {
+    /// Queued entities other than `curr`, ordered by (deadline, task id).
+    pub timeline: BTreeSet<(u64, TaskId)>,
+    /// The running fair entity, if the CPU runs a fair task. It stays queued
+    /// (`on_rq`) but lives outside the timeline and the sums below.
+    pub curr: Option<TaskId>,
+    /// Nominated buddy (yield_to, NEXT_BUDDY).
+    pub next: Option<TaskId>,
+    /// Queued entities including curr and delayed ones (cfs_rq->nr_queued).
+    pub nr_queued: u32,
+    /// Queued entities that are not delayed (h_nr_runnable).
+    pub h_nr_runnable: u32,
+    /// Sum of queued weights, curr and delayed included (cfs_rq->load.weight).
+    pub load_weight: u64,
+    /// Σ (v_i - zero_vruntime) * w_i over the timeline (cfs_rq->avg_vruntime).
+    pub sum_w_vruntime: i128,
+    /// Σ w_i over the timeline (cfs_rq->avg_load).
+    pub sum_weight: u64,
+    /// The reference point keys are taken against; follows the average.
+    pub zero_vruntime: u64,
+    /// Slices of the timeline's entities, for the minimum slice (cfs_rq_min_slice).
+    pub slices: BTreeMap<Ns, u32>,
+    /// Runqueue-level load average.
+    pub avg: SchedAvg,
+}
+
+/// The RT-class queue of one CPU: one FIFO list per priority.
+#[derive(Debug)]
+pub struct RtRq {
+    pub queues: Vec<VecDeque<TaskId>>,
+    pub bitmap: [u64; 2],
+    pub rt_nr_running: u32,
+    /// Queued RT tasks that could run elsewhere and are not running, by (prio, id).
+    pub pushable: BTreeSet<(i32, TaskId)>,
+    /// RT time consumed in the current bandwidth period.
+    pub rt_time: Ns,
+    pub throttled: bool,
+}
+
+impl Default for RtRq {
+    fn default() -> Self {
+        RtRq {
+            queues: (0..100).map(|_| VecDeque::new()).collect(),
+            bitmap: [0; 2],
+            rt_nr_running: 0,
+            pushable: BTreeSet::new(),
+            rt_time: 0,
+            throttled: false,
+        }
+    }
+}
+
+impl RtRq {
+    /// Highest (numerically lowest) queued priority, or 100 (MAX_RT_PRIO) if none.
+    pub fn highest_prio(&self) -> i32 {
+        if self.bitmap[0] != 0 {
+            self.bitmap[0].trailing_zeros() as i32
+        } else if self.bitmap[1] != 0 {
+            64 + self.bitmap[1].trailing_zeros() as i32
+        } else {
+            100
+        }
+    }
+
+    pub fn mark(&mut self, prio: i32) {
+        let p = prio as usize;
+        if self.queues[p].is_empty() {
+            self.bitmap[p / 64] &= !(1 << (p % 64));
+        } else {
+            self.bitmap[p / 64] |= 1 << (p % 64);
+        }
+    }
+
+    pub fn overloaded(&self) -> bool {
+        self.rt_nr_running > 1 && !self.pushable.is_empty()
+    }
+}
+
+/// Load-balancing state of one CPU at one sched-domain level.
+#[derive(Debug, Clone, Default)]
+pub struct DomainState {
+    pub last_balance: Ns,
+    pub balance_interval_ms: u64,
+    pub nr_balance_failed: u32,
+}
+
+/// Per-CPU statistics.
+#[derive(Debug, Clone, Default)]
+pub struct CpuStats {
+    pub busy_ns: Ns,
+    pub switches: u64,
+    pub ipis: u64,
+    pub migrations_in: u64,
+    pub balance_runs: u64,
+    pub idle_scans: u64,
+}
+
+/// One CPU's runqueue.
+#[derive(Debug, Default)]
+pub struct Rq {
+    pub cpu: Cpu,
+    pub curr: Option<TaskId>,
+    /// All queued tasks of all classes, the running one included (rq->nr_running).
+    pub nr_running: u32,
+    pub cfs: CfsRq,
+    pub rt: RtRq,
+    pub need_resched: bool,
+    /// An IPI to this CPU is in flight.
+    pub ipi_pending: bool,
+    /// Interrupt work on this CPU is being paid for until this time.
+    pub irq_until: Ns,
+    /// The nohz idle balancer kicked this CPU.
+    pub nohz_kick: bool,
+    /// Process of the last task that ran here (lazy TLB: idle keeps the old mm).
+    pub last_tgid: Option<u32>,
+    /// Generation of the running task's step event.
+    pub step_gen: u32,
+    /// When the running task starts (or resumed) making progress; later than
+    /// now while a context switch or an interrupt is being paid for.
+    pub progress_from: Ns,
+    /// Idle since this time (None while running a task).
+    pub idle_since: Option<Ns>,
+    pub busy_since: Ns,
+    pub tick_armed: bool,
+    pub next_balance: Ns,
+    pub domains: Vec<DomainState>,
+    /// Last time the yield_to() lag-credit path forced a local resched (seed 003).
+    pub yield_to_resched_last: Option<Ns>,
+    /// Start of the current RT-bandwidth / fair-server period.
+    pub bw_period_start: Ns,
+    /// Fair runtime received in the current period (fair server).
+    pub fair_time: Ns,
+    /// The fair server is active: fair tasks run above RT until its budget is used.
+    pub fair_server_active: bool,
+    pub bw_timer_armed: bool,
+    /// Average idle duration (rq->avg_idle), for newidle balance cut-off.
+    pub avg_idle: Ns,
+    pub stats: CpuStats,
+}
+
+impl Rq {
+    pub fn is_idle(&self) -> bool {
+        self.curr.is_none()
+    }
+}

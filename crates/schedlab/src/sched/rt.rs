@@ -1,0 +1,365 @@
+//! The RT class (kernel/sched/rt.c): SCHED_FIFO and SCHED_RR over 100
+//! priority lists, immediate preemption of lower priorities, push/pull
+//! between CPUs, and RT bandwidth (legacy throttling or the fair server).
+
+use crate::engine::{Cpu, Event, TaskId};
+use crate::sched::{enq, SchedClass};
+use crate::sim::{RtBandwidth, Sim};
+use crate::task::{ClassId, Policy};
+
+pub struct RtClass;
+pub static RT_CLASS: RtClass = RtClass;
+
+impl Sim {
+    fn rr_ticks(&self) -> u32 {
+        (self.tunables.rr_timeslice_ns / self.costs.tick_ns()).max(1) as u32
+    }
+
+    /// Priority of what `cpu` runs, as cpupri sees it: RT prio, 100 for fair, 101 for idle.
+    fn cpu_prio(&self, cpu: Cpu) -> i32 {
+        let rq = self.rq(cpu);
+        let running = rq.curr.map(|c| if self.task(c).class == ClassId::Rt { self.task(c).prio } else { 100 }).unwrap_or(101);
+        running.min(rq.rt.highest_prio())
+    }
+
+    fn update_pushable(&mut self, cpu: Cpu, p: TaskId) {
+        let t = self.task(p);
+        let key = (t.prio, p);
+        let pushable = t.rt.on_rq && self.rq(cpu).curr != Some(p) && t.nr_cpus_allowed > 1;
+        let rt = &mut self.rq_mut(cpu).rt;
+        if pushable {
+            rt.pushable.insert(key);
+        } else {
+            rt.pushable.remove(&key);
+        }
+    }
+
+    /// find_lowest_rq(): the CPU running the least important work that `p`
+    /// could preempt, preferring its previous CPU, then the closest by domain.
+    fn find_lowest_rq(&self, p: TaskId) -> Option<Cpu> {
+        let t = self.task(p);
+        let mut lowest = t.prio;
+        let mut candidates = Vec::new();
+        for c in t.cpus_allowed.iter() {
+            let prio = self.cpu_prio(c as Cpu);
+            if prio > lowest {
+                lowest = prio;
+                candidates.clear();
+            }
+            if prio == lowest && prio > t.prio {
+                candidates.push(c as Cpu);
+            }
+        }
+        if candidates.is_empty() {
+            return None;
+        }
+        let prev = t.cpu;
+        if candidates.contains(&prev) {
+            return Some(prev);
+        }
+        for sd in &self.domains[prev as usize] {
+            if let Some(&c) = candidates.iter().find(|&&c| sd.span.test(c as usize)) {
+                return Some(c);
+            }
+        }
+        candidates.first().copied()
+    }
+
+    /// push_rt_task(): move the highest pushable task to a CPU running lower priority work.
+    fn push_rt_task(&mut self, cpu: Cpu) -> bool {
+        let Some(&(prio, p)) = self.rq(cpu).rt.pushable.iter().next() else { return false };
+        if let Some(curr) = self.rq(cpu).curr {
+            if self.task(curr).class != ClassId::Rt || prio < self.task(curr).prio {
+                self.resched_curr(cpu);
+                return false;
+            }
+        }
+        let Some(target) = self.find_lowest_rq(p) else { return false };
+        if target == cpu {
+            return false;
+        }
+        self.move_queued_task(p, target);
+        true
+    }
+
+    fn push_rt_tasks(&mut self, cpu: Cpu) {
+        for _ in 0..self.nr_cpus() {
+            if !self.push_rt_task(cpu) {
+                break;
+            }
+        }
+    }
+
+    /// pull_rt_task(): take a waiting higher-priority RT task from an overloaded CPU.
+    fn pull_rt_task(&mut self, cpu: Cpu) {
+        let overloaded: Vec<Cpu> = (0..self.nr_cpus() as Cpu).filter(|&c| c != cpu && self.rq(c).rt.overloaded()).collect();
+        for src in overloaded {
+            let this_prio = self.rq(cpu).rt.highest_prio();
+            let candidate = self.rq(src).rt.pushable.iter().find(|&&(_, p)| self.task(p).cpus_allowed.test(cpu as usize)).copied();
+            let Some((prio, p)) = candidate else { continue };
+            if prio >= this_prio {
+                continue;
+            }
+            // Do not pull a task that is about to run where it is.
+            if let Some(sc) = self.rq(src).curr {
+                if self.task(sc).class == ClassId::Rt && self.task(sc).prio > prio {
+                    continue;
+                }
+            }
+            self.move_queued_task(p, cpu);
+        }
+    }
+
+    /// RT runtime accounting of the running RT task (update_curr_rt).
+    fn update_curr_rt(&mut self, cpu: Cpu) {
+        let now = self.now();
+        let Some(p) = self.rq(cpu).curr else { return };
+        if self.task(p).class != ClassId::Rt {
+            return;
+        }
+        let t = &mut self.tasks[p as usize];
+        if now <= t.se.exec_start {
+            return;
+        }
+        let delta = now - t.se.exec_start;
+        t.se.exec_start = now;
+        t.se.sum_exec_runtime += delta;
+        t.stats.runtime_ns += delta;
+        self.rq_mut(cpu).rt.rt_time += delta;
+    }
+
+    /// Per-tick RT bandwidth bookkeeping: arms the period timer on first use.
+    pub fn rt_bandwidth_tick(&mut self, cpu: Cpu) {
+        if self.tunables.rt_bandwidth == RtBandwidth::Off {
+            return;
+        }
+        let rq = self.rq(cpu);
+        if rq.rt.rt_nr_running == 0 || rq.bw_timer_armed {
+            return;
+        }
+        let now = self.now();
+        let rq = self.rq_mut(cpu);
+        rq.bw_timer_armed = true;
+        rq.bw_period_start = now;
+        rq.rt.rt_time = 0;
+        rq.fair_time = 0;
+        self.arm_bandwidth_timer(cpu);
+    }
+
+    fn arm_bandwidth_timer(&mut self, cpu: Cpu) {
+        let now = self.now();
+        let rq = self.rq(cpu);
+        let period_end = rq.bw_period_start + self.tunables.rt_period_ns;
+        let at = match self.tunables.rt_bandwidth {
+            RtBandwidth::FairServer if !rq.fair_server_active => {
+                // Deferred server: it activates when the fair class could only
+                // just get its runtime before the period ends (zero laxity).
+                let left = self.tunables.fair_server_runtime_ns.saturating_sub(rq.fair_time);
+                period_end.saturating_sub(left).max(now)
+            }
+            RtBandwidth::Throttle if !rq.rt.throttled => {
+                let left = self.tunables.rt_runtime_ns.saturating_sub(rq.rt.rt_time);
+                (now + left).min(period_end)
+            }
+            _ => period_end,
+        };
+        self.engine.schedule(at, Event::RtBandwidth { cpu });
+    }
+
+    /// The RT bandwidth / fair-server timer.
+    pub fn on_rt_bandwidth(&mut self, cpu: Cpu) {
+        let now = self.now();
+        self.update_curr_rt(cpu);
+        if let Some(c) = self.rq(cpu).curr {
+            if self.task(c).class == ClassId::Fair {
+                self.update_curr_fair(cpu);
+            }
+        }
+        let period_end = self.rq(cpu).bw_period_start + self.tunables.rt_period_ns;
+        if now >= period_end {
+            let rq = self.rq_mut(cpu);
+            rq.bw_period_start = now;
+            rq.rt.rt_time = 0;
+            rq.fair_time = 0;
+            rq.rt.throttled = false;
+            rq.fair_server_active = false;
+            if rq.rt.rt_nr_running == 0 {
+                rq.bw_timer_armed = false;
+                self.resched_curr(cpu);
+                return;
+            }
+            self.resched_curr(cpu);
+        } else {
+            match self.tunables.rt_bandwidth {
+                RtBandwidth::FairServer => {
+                    let starved = self.rq(cpu).cfs.h_nr_runnable > 0;
+                    let left = self.tunables.fair_server_runtime_ns.saturating_sub(self.rq(cpu).fair_time);
+                    if self.rq(cpu).fair_server_active {
+                        self.rq_mut(cpu).fair_server_active = false;
+                        self.resched_curr(cpu);
+                    } else if starved && left > 0 {
+                        self.rq_mut(cpu).fair_server_active = true;
+                        self.resched_curr(cpu);
+                        self.engine.schedule(now + left, Event::RtBandwidth { cpu });
+                        return;
+                    }
+                }
+                RtBandwidth::Throttle => {
+                    if self.rq(cpu).rt.rt_time >= self.tunables.rt_runtime_ns {
+                        self.rq_mut(cpu).rt.throttled = true;
+                        self.resched_curr(cpu);
+                    }
+                }
+                RtBandwidth::Off => {}
+            }
+        }
+        self.arm_bandwidth_timer(cpu);
+    }
+
+    /// Pull before picking when this CPU's RT priority is about to drop (balance_rt).
+    pub fn balance_rt(&mut self, cpu: Cpu, prev: Option<TaskId>) {
+        let Some(p) = prev else {
+            return;
+        };
+        if self.task(p).class != ClassId::Rt {
+            return;
+        }
+        // need_pull_rt_task(): prev leaves and nothing queued here beats it.
+        if self.rq(cpu).rt.highest_prio() > self.task(p).prio || !self.task(p).rt.on_rq {
+            self.pull_rt_task(cpu);
+        }
+    }
+}
+
+impl SchedClass for RtClass {
+    fn id(&self) -> ClassId {
+        ClassId::Rt
+    }
+
+    fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
+        let prio = sim.task(p).prio;
+        {
+            let ticks = sim.rr_ticks();
+            let t = sim.task_mut(p);
+            t.rt.on_rq = true;
+            if t.rt.time_slice == 0 {
+                t.rt.time_slice = ticks;
+            }
+        }
+        let rt = &mut sim.rq_mut(cpu).rt;
+        if flags & enq::HEAD != 0 {
+            rt.queues[prio as usize].push_front(p);
+        } else {
+            rt.queues[prio as usize].push_back(p);
+        }
+        rt.mark(prio);
+        rt.rt_nr_running += 1;
+        sim.update_pushable(cpu, p);
+    }
+
+    fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, _flags: u32) -> bool {
+        sim.update_curr_rt(cpu);
+        let prio = sim.task(p).prio;
+        let rt = &mut sim.rq_mut(cpu).rt;
+        if let Some(i) = rt.queues[prio as usize].iter().position(|&x| x == p) {
+            rt.queues[prio as usize].remove(i);
+        }
+        rt.mark(prio);
+        rt.rt_nr_running -= 1;
+        rt.pushable.remove(&(prio, p));
+        sim.task_mut(p).rt.on_rq = false;
+        true
+    }
+
+    fn yield_task(&self, sim: &mut Sim, cpu: Cpu) {
+        // requeue_task_rt(): to the tail of its priority list.
+        let Some(p) = sim.rq(cpu).curr else { return };
+        let prio = sim.task(p).prio as usize;
+        let q = &mut sim.rq_mut(cpu).rt.queues[prio];
+        if let Some(i) = q.iter().position(|&x| x == p) {
+            q.remove(i);
+            q.push_back(p);
+        }
+    }
+
+    fn wakeup_preempt(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, _wake_flags: u32) {
+        let Some(curr) = sim.rq(cpu).curr else { return };
+        if sim.task(p).prio < sim.task(curr).prio {
+            sim.resched_curr(cpu);
+        }
+    }
+
+    fn pick_task(&self, sim: &mut Sim, cpu: Cpu) -> Option<TaskId> {
+        let rt = &sim.rq(cpu).rt;
+        if rt.throttled || rt.rt_nr_running == 0 {
+            return None;
+        }
+        let prio = rt.highest_prio();
+        rt.queues.get(prio as usize)?.front().copied()
+    }
+
+    fn put_prev_task(&self, sim: &mut Sim, cpu: Cpu, prev: TaskId) {
+        sim.update_curr_rt(cpu);
+        if sim.task(prev).rt.on_rq {
+            sim.update_pushable(cpu, prev);
+        }
+    }
+
+    fn set_next_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, _first: bool) {
+        let now = sim.now();
+        sim.task_mut(p).se.exec_start = now;
+        sim.rq_mut(cpu).curr = Some(p);
+        sim.update_pushable(cpu, p);
+    }
+
+    fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, _wake_flags: u32) -> Cpu {
+        // If prev runs RT work at least as important, look for a lower-priority CPU.
+        let Some(curr) = sim.rq(prev_cpu).curr else { return prev_cpu };
+        let c = sim.task(curr);
+        let test = c.class == ClassId::Rt && (c.nr_cpus_allowed < 2 || c.prio <= sim.task(p).prio);
+        if test && sim.task(p).nr_cpus_allowed > 1 {
+            if let Some(target) = sim.find_lowest_rq(p) {
+                if sim.task(p).prio < sim.cpu_prio(target) {
+                    return target;
+                }
+            }
+        }
+        prev_cpu
+    }
+
+    fn task_tick(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
+        sim.update_curr_rt(cpu);
+        if sim.task(p).policy != Policy::Rr {
+            return;
+        }
+        let ticks = sim.rr_ticks();
+        let t = sim.task_mut(p);
+        t.rt.time_slice = t.rt.time_slice.saturating_sub(1);
+        if t.rt.time_slice > 0 {
+            return;
+        }
+        t.rt.time_slice = ticks;
+        let prio = sim.task(p).prio as usize;
+        // Requeue to the tail only if another task shares the priority.
+        if sim.rq(cpu).rt.queues[prio].len() > 1 {
+            self.yield_task(sim, cpu);
+            sim.resched_curr(cpu);
+        }
+    }
+
+    fn update_curr(&self, sim: &mut Sim, cpu: Cpu) {
+        sim.update_curr_rt(cpu);
+    }
+
+    fn task_woken(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
+        // task_woken_rt(): push if it cannot preempt here.
+        let Some(curr) = sim.rq(cpu).curr else { return };
+        if curr == p || sim.rq(cpu).need_resched || sim.task(p).nr_cpus_allowed < 2 {
+            return;
+        }
+        let c = sim.task(curr);
+        if c.class == ClassId::Rt && (c.nr_cpus_allowed < 2 || c.prio <= sim.task(p).prio) {
+            sim.push_rt_tasks(cpu);
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! The simulator: machine, runqueues, tasks and the event loop. Scheduling
+//! logic lives in `sched`; behaviour programs are interpreted in `exec`.
+
+use std::collections::VecDeque;
+
+use hdrhistogram::Histogram;
+
+use crate::cost::CostModel;
+use crate::cpumask::CpuMask;
+use crate::engine::{Cpu, Engine, Event, TaskId};
+use crate::features::Features;
+use crate::rng::{Rng, Stream};
+use crate::sched::rq::{DomainState, Rq};
+use crate::task::{Program, Task};
+use crate::time::{Ns, NSEC_PER_MSEC};
+use crate::topology::{SchedDomain, Topology};
+
+/// Scheduler tunables (sysctls and debugfs knobs), with kernel defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tunables {
+    /// normalized_sysctl_sched_base_slice before CPU-count scaling (0.7 ms).
+    pub base_slice_normalized_ns: Ns,
+    /// sysctl_sched_migration_cost: a task that ran this recently is cache hot.
+    pub migration_cost_ns: Ns,
+    /// sysctl_sched_nr_migrate: tasks moved per balance pass at most.
+    pub nr_migrate: u32,
+    /// RR quantum (RR_TIMESLICE, 100 ms).
+    pub rr_timeslice_ns: Ns,
+    /// RT bandwidth period and runtime (sched_rt_period_us / sched_rt_runtime_us).
+    pub rt_period_ns: Ns,
+    pub rt_runtime_ns: Ns,
+    pub rt_bandwidth: RtBandwidth,
+    /// Fair deadline server runtime per period (50 ms per 1 s).
+    pub fair_server_runtime_ns: Ns,
+}
+
+/// How RT tasks are kept from starving the fair class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtBandwidth {
+    /// 6.12+: a deferred deadline server runs fair tasks for 50 ms per second when RT starves them.
+    FairServer,
+    /// Legacy RT throttling: RT may use 950 ms per second on each CPU.
+    Throttle,
+    /// No protection (sched_rt_runtime_us = -1).
+    Off,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Tunables {
+            base_slice_normalized_ns: 700_000,
+            migration_cost_ns: 500_000,
+            nr_migrate: 32,
+            rr_timeslice_ns: 100 * NSEC_PER_MSEC,
+            rt_period_ns: 1_000 * NSEC_PER_MSEC,
+            rt_runtime_ns: 950 * NSEC_PER_MSEC,
+            rt_bandwidth: RtBandwidth::FairServer,
+            fair_server_runtime_ns: 50 * NSEC_PER_MSEC,
+        }
+    }
+}
+
+/// A wait object: a bounded token counter with FIFO wait lists, modelling a
+/// pipe or socket buffer (messages), a futex-backed semaphore, or a barrier.
+#[derive(Clone, Debug, Default)]
+pub struct WaitObj {
+    pub tokens: u64,
+    pub capacity: u64,
+    /// Tasks blocked waiting for a token.
+    pub readers: VecDeque<TaskId>,
+    /// Tasks blocked waiting for room.
+    pub writers: VecDeque<TaskId>,
+}
+
+/// A spinlock; waiters busy-wait on their CPUs.
+#[derive(Clone, Debug, Default)]
+pub struct SpinLock {
+    pub holder: Option<TaskId>,
+    pub spinners: Vec<TaskId>,
+    pub acquisitions: u64,
+    pub spin_ns: Ns,
+}
+
+/// A threshold a workload counts latencies above.
+#[derive(Clone, Debug)]
+pub struct Threshold {
+    pub label: String,
+    pub above_ns: Ns,
+    pub count: u64,
+}
+
+/// What a workload measured.
+#[derive(Clone, Debug)]
+pub struct WorkloadMetrics {
+    pub name: String,
+    pub kind: String,
+    pub latency: Histogram<u64>,
+    pub thresholds: Vec<Threshold>,
+    pub start_ns: Ns,
+    pub nr_tasks: u32,
+    pub exited: u32,
+    pub last_exit_ns: Ns,
+    pub work: u64,
+    /// Whether the workload's result is a makespan (all its tasks exit).
+    pub finite: bool,
+}
+
+impl WorkloadMetrics {
+    pub fn new(name: &str, kind: &str) -> Self {
+        WorkloadMetrics {
+            name: name.to_string(),
+            kind: kind.to_string(),
+            latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
+            thresholds: Vec::new(),
+            start_ns: 0,
+            nr_tasks: 0,
+            exited: 0,
+            last_exit_ns: 0,
+            work: 0,
+            finite: false,
+        }
+    }
+
+    pub fn record_latency(&mut self, ns: Ns) {
+        self.latency.saturating_record(ns.max(1));
+        for t in &mut self.thresholds {
+            if ns > t.above_ns {
+                t.count += 1;
+            }
+        }
+    }
+}
+
+/// The simulated system.
+pub struct Sim {
+    pub engine: Engine,
+    pub topo: Topology,
+    /// Sched domains per CPU, lowest level first.
+    pub domains: Vec<Vec<SchedDomain>>,
+    pub costs: CostModel,
+    pub features: Features,
+    pub tunables: Tunables,
+    /// sysctl_sched_base_slice after scaling by CPU count.
+    pub base_slice_ns: Ns,
+    pub tasks: Vec<Task>,
+    pub programs: Vec<Program>,
+    pub objs: Vec<WaitObj>,
+    pub locks: Vec<SpinLock>,
+    pub rqs: Vec<Rq>,
+    pub metrics: Vec<WorkloadMetrics>,
+    /// Tasks each workload creates when it starts.
+    pub workload_tasks: Vec<Vec<TaskId>>,
+    pub task_rngs: Vec<Rng>,
+    pub seed: u64,
+    pub end_ns: Ns,
+    /// The CPU whose event is being handled (smp_processor_id()).
+    pub this_cpu: Cpu,
+    /// Per-LLC "has idle cores" hint (sd_llc_shared->has_idle_cores).
+    pub llc_has_idle_cores: Vec<bool>,
+    /// CPUs whose tick is stopped because they are idle (nohz.idle_cpus_mask).
+    pub nohz_idle: CpuMask,
+    pub nohz_next_balance: Ns,
+    pub finished: bool,
+    /// Run invariant checks after every event (debug builds, tests).
+    pub check_invariants: bool,
+}
+
+impl Sim {
+    /// A machine with idle runqueues; tasks and workloads are added by the builder.
+    pub fn new(topo: Topology, costs: CostModel, features: Features, tunables: Tunables, seed: u64, end_ns: Ns) -> Self {
+        let n = topo.nr_cpus();
+        let domains: Vec<Vec<SchedDomain>> = (0..n).map(|c| topo.sched_domains(c)).collect();
+        let factor = 1 + (n.clamp(1, 8) as u64).ilog2() as u64;
+        let base_slice_ns = tunables.base_slice_normalized_ns * factor;
+        let rqs = (0..n)
+            .map(|c| Rq {
+                cpu: c as Cpu,
+                idle_since: Some(0),
+                domains: domains[c]
+                    .iter()
+                    .map(|d| DomainState { last_balance: 0, balance_interval_ms: d.min_interval_ms, nr_balance_failed: 0 })
+                    .collect(),
+                avg_idle: 2 * tunables.migration_cost_ns,
+                ..Default::default()
+            })
+            .collect();
+        let nr_llcs = topo.nr_llcs();
+        Sim {
+            engine: Engine::new(),
+            nohz_idle: CpuMask::full(n),
+            topo,
+            domains,
+            costs,
+            features,
+            tunables,
+            base_slice_ns,
+            tasks: Vec::new(),
+            programs: Vec::new(),
+            objs: Vec::new(),
+            locks: Vec::new(),
+            rqs,
+            metrics: Vec::new(),
+            workload_tasks: Vec::new(),
+            task_rngs: Vec::new(),
+            seed,
+            end_ns,
+            this_cpu: 0,
+            llc_has_idle_cores: vec![true; nr_llcs],
+            nohz_next_balance: 0,
+            finished: false,
+            check_invariants: cfg!(debug_assertions),
+        }
+    }
+
+    #[inline]
+    pub fn now(&self) -> Ns {
+        self.engine.now()
+    }
+
+    pub fn nr_cpus(&self) -> usize {
+        self.rqs.len()
+    }
+
+    #[inline]
+    pub fn task(&self, p: TaskId) -> &Task {
+        &self.tasks[p as usize]
+    }
+
+    #[inline]
+    pub fn task_mut(&mut self, p: TaskId) -> &mut Task {
+        &mut self.tasks[p as usize]
+    }
+
+    #[inline]
+    pub fn rq(&self, cpu: Cpu) -> &Rq {
+        &self.rqs[cpu as usize]
+    }
+
+    #[inline]
+    pub fn rq_mut(&mut self, cpu: Cpu) -> &mut Rq {
+        &mut self.rqs[cpu as usize]
+    }
+
+    /// Adds a task in state New; it starts when its workload starts (or when forked).
+    pub fn add_task(&mut self, mut t: Task) -> TaskId {
+        let id = self.tasks.len() as TaskId;
+        t.id = id;
+        t.set_sched_params();
+        t.loop_counts = vec![0; self.programs[t.prog as usize].loop_slots as usize];
+        self.task_rngs.push(Rng::new(self.seed, Stream::Task(id)));
+        self.tasks.push(t);
+        id
+    }
+
+    /// Runs the simulation to its end time.
+    pub fn run(&mut self) {
+        self.run_with_progress(&mut |_, _| {});
+    }
+
+    /// Runs the simulation, calling `progress(now, end)` every few thousand events.
+    pub fn run_with_progress(&mut self, progress: &mut dyn FnMut(Ns, Ns)) {
+        for w in 0..self.workload_tasks.len() {
+            let at = self.metrics[w].start_ns;
+            self.engine.schedule(at, Event::WorkloadStart { workload: w as u32 });
+        }
+        self.engine.schedule(self.end_ns, Event::End);
+        let mut n: u64 = 0;
+        while let Some((t, ev)) = self.engine.pop() {
+            if !self.dispatch(t, ev) {
+                continue;
+            }
+            if self.finished {
+                break;
+            }
+            n += 1;
+            if n % 65_536 == 0 {
+                progress(t, self.end_ns);
+            }
+        }
+        self.finish_accounting();
+    }
+
+    /// Handles one event; returns false for a stale event that had no effect.
+    fn dispatch(&mut self, t: Ns, ev: Event) -> bool {
+        match ev {
+            Event::End => {
+                self.engine.account(t, &ev);
+                self.finished = true;
+                return true;
+            }
+            Event::StepDone { cpu, gen } => {
+                if self.rq(cpu).step_gen != gen {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.on_step_done(cpu);
+            }
+            Event::Tick { cpu } => {
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.on_tick(cpu);
+            }
+            Event::Timer { task, gen } => {
+                if self.task(task).timer_gen != gen {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.on_timer(task);
+            }
+            Event::Ipi { cpu } => {
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.on_ipi(cpu);
+            }
+            Event::WorkloadStart { workload } => {
+                self.engine.account(t, &ev);
+                self.start_workload(workload);
+            }
+            Event::RtBandwidth { cpu } => {
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.on_rt_bandwidth(cpu);
+            }
+        }
+        self.finish_event();
+        true
+    }
+
+    /// Return-from-interrupt on the local CPU: reschedule if asked to.
+    fn finish_event(&mut self) {
+        let cpu = self.this_cpu;
+        if self.rq(cpu).need_resched {
+            self.schedule(cpu);
+        }
+        if self.check_invariants {
+            self.assert_invariants();
+        }
+    }
+
+    fn start_workload(&mut self, w: u32) {
+        let tasks = self.workload_tasks[w as usize].clone();
+        for (i, p) in tasks.into_iter().enumerate() {
+            // Spread creation over the CPUs the way a launcher's fork+wake would
+            // land: the parent runs on CPU 0 unless the task is pinned elsewhere.
+            let parent_cpu = self.task(p).cpus_allowed.first().unwrap_or(0) as Cpu;
+            let _ = i;
+            self.this_cpu = parent_cpu;
+            self.wake_up_new_task(p);
+            self.finish_event();
+        }
+    }
+
+    fn finish_accounting(&mut self) {
+        let now = self.now();
+        for c in 0..self.nr_cpus() {
+            let rq = &mut self.rqs[c];
+            if rq.curr.is_some() {
+                rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
+                rq.busy_since = now;
+            }
+            if let Some(p) = rq.curr {
+                let cls = crate::sched::class_of(self.tasks[p as usize].class);
+                cls.update_curr(self, c as Cpu);
+            }
+        }
+        for t in &mut self.tasks {
+            if let Some(ws) = t.wait_start.take() {
+                t.stats.wait_ns += now.saturating_sub(ws);
+            }
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Workload models: each turns a scenario entry into tasks and behaviour
+//! programs, mirroring the flags of the tool it models.
+
+use crate::cpumask::CpuMask;
+use crate::engine::TaskId;
+use crate::scenario::{parse_policy, CpuList, CyclictestSpec, HackbenchSpec, HogSpec, WorkloadSpec};
+use crate::sim::{Sim, Threshold, WaitObj, WorkloadMetrics};
+use crate::task::{Dist, Op, Policy, Program, RtEntity, SchedEntity, Task, TaskState, TaskStats};
+use crate::time::{Ns, NSEC_PER_MSEC, NSEC_PER_USEC};
+
+/// A workload could not be built; the message names the field.
+pub type BuildError = String;
+
+fn cpus(sim: &Sim, list: &Option<CpuList>, field: &str) -> Result<CpuMask, BuildError> {
+    match list {
+        None => Ok(CpuMask::full(sim.nr_cpus())),
+        Some(CpuList(s)) => CpuMask::parse_cpulist(s, sim.nr_cpus()).map_err(|e| format!("{field}: {e}")).and_then(|m| {
+            if m.is_empty() {
+                Err(format!("{field}: the CPU list is empty"))
+            } else {
+                Ok(m)
+            }
+        }),
+    }
+}
+
+/// A task template with the scheduler-visible attributes filled in.
+fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i32, rt_priority: u32, allowed: CpuMask, prog: u32) -> Task {
+    Task {
+        id: 0,
+        name,
+        workload,
+        tgid,
+        cgroup: "/".into(),
+        policy,
+        nice,
+        rt_priority,
+        static_prio: 0,
+        prio: 0,
+        class: crate::task::ClassId::Fair,
+        nr_cpus_allowed: allowed.weight() as u32,
+        cpus_allowed: allowed,
+        state: TaskState::New,
+        cpu: 0,
+        on_rq: false,
+        se: SchedEntity::default(),
+        rt: RtEntity::default(),
+        working_set: 0,
+        prog,
+        pc: 0,
+        loop_counts: Vec::new(),
+        run_left: None,
+        ple_deadline: None,
+        next_wake: 0,
+        measure_on_run: false,
+        timer_gen: 0,
+        wait_start: None,
+        refill_left: 0,
+        spinning: None,
+        spin_start: 0,
+        peers: Vec::new(),
+        parent: None,
+        wakee_flips: 0,
+        wakee_flip_decay_ts: 0,
+        last_wakee: None,
+        recent_used_cpu: 0,
+        last_ran: 0,
+        created_at: 0,
+        exited_at: None,
+        stats: TaskStats::default(),
+    }
+}
+
+fn check_rt(policy: Policy, prio: u32, field: &str) -> Result<(), BuildError> {
+    if policy.is_rt() && !(1..=99).contains(&prio) {
+        return Err(format!("{field}: SCHED_FIFO/SCHED_RR need priority 1..99, got {prio}"));
+    }
+    Ok(())
+}
+
+/// Adds the workload `spec` (index `w`) to the simulator.
+pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildError> {
+    let next_tgid = sim.tasks.iter().map(|t| t.tgid + 1).max().unwrap_or(1);
+    let prefix = format!("workload.{w}");
+    let (name, start) = match spec {
+        WorkloadSpec::Hog(h) => (h.name.clone(), h.start),
+        WorkloadSpec::Cyclictest(c) => (c.name.clone(), c.start),
+        WorkloadSpec::Hackbench(h) => (h.name.clone(), h.start),
+    };
+    let mut m = WorkloadMetrics::new(&name.unwrap_or_else(|| format!("{}{w}", spec.kind())), spec.kind());
+    m.start_ns = start.map_or(0, |d| d.0);
+    sim.metrics.push(m);
+    sim.workload_tasks.push(Vec::new());
+    let tasks = match spec {
+        WorkloadSpec::Hog(h) => build_hog(sim, w, next_tgid, h, &prefix)?,
+        WorkloadSpec::Cyclictest(c) => build_cyclictest(sim, w, next_tgid, c, &prefix)?,
+        WorkloadSpec::Hackbench(h) => build_hackbench(sim, w, next_tgid, h, &prefix)?,
+    };
+    sim.metrics[w as usize].nr_tasks = tasks.len() as u32;
+    sim.workload_tasks[w as usize] = tasks;
+    Ok(())
+}
+
+fn add_program(sim: &mut Sim, ops: Vec<Op>) -> u32 {
+    let loop_slots = ops.iter().filter_map(|o| if let Op::Loop { slot, .. } = o { Some(slot + 1) } else { None }).max().unwrap_or(0);
+    sim.programs.push(Program { ops, loop_slots });
+    (sim.programs.len() - 1) as u32
+}
+
+fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
+    if h.count == 0 {
+        return Err(format!("{prefix}.count: must be at least 1"));
+    }
+    if let Some(n) = h.nice.as_ref().and_then(|n| n.len()) {
+        if n != h.count as usize {
+            return Err(format!("{prefix}.nice: {n} values for {} tasks: give one value or one per task", h.count));
+        }
+    }
+    let policy = match &h.policy {
+        Some(p) => parse_policy(p).map_err(|e| format!("{prefix}.policy: {e}"))?,
+        None if h.priority.unwrap_or(0) > 0 => Policy::Fifo,
+        None => Policy::Other,
+    };
+    check_rt(policy, h.priority.unwrap_or(0), &format!("{prefix}.priority"))?;
+    let allowed = cpus(sim, &h.cpus, &format!("{prefix}.cpus"))?;
+    let run = h.run.as_ref().map(|d| d.0.clone()).unwrap_or(Dist::Const(100 * NSEC_PER_MSEC));
+    let mut ops = vec![Op::Run(run), Op::Work];
+    if let Some(s) = &h.sleep {
+        ops.push(Op::Sleep(s.0.clone()));
+    }
+    ops.push(Op::Loop { to: 0, count: None, slot: 0 });
+    let prog = add_program(sim, ops);
+    let mut ids = Vec::new();
+    for i in 0..h.count {
+        let nice = h.nice.as_ref().map_or(0, |n| n.get(i as usize));
+        if !(-20..=19).contains(&nice) {
+            return Err(format!("{prefix}.nice: {nice} is outside -20..19"));
+        }
+        let mut t = new_task(format!("{}-{i}", sim.metrics[w as usize].name), w, tgid + i, policy, nice, h.priority.unwrap_or(0), allowed.clone(), prog);
+        if let Some(s) = h.slice {
+            if !(100 * NSEC_PER_USEC..=100 * NSEC_PER_MSEC).contains(&s.0) {
+                return Err(format!("{prefix}.slice: {} is outside 0.1ms..100ms", crate::time::fmt_ns(s.0)));
+            }
+            t.se.slice = s.0;
+            t.se.custom_slice = true;
+        }
+        t.working_set = h.working_set.unwrap_or(0);
+        ids.push(sim.add_task(t));
+    }
+    Ok(ids)
+}
+
+fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
+    let prio = c.priority.unwrap_or(0);
+    let policy = match &c.policy {
+        Some(p) => parse_policy(p).map_err(|e| format!("{prefix}.policy: {e}"))?,
+        None if prio > 0 => Policy::Fifo,
+        None => Policy::Other,
+    };
+    check_rt(policy, prio, &format!("{prefix}.priority"))?;
+    let interval = c.interval.map_or(1000 * NSEC_PER_USEC, |d| d.0);
+    if interval == 0 {
+        return Err(format!("{prefix}.interval: must be positive"));
+    }
+    let (threads, distance, pin): (u32, Ns, Vec<CpuMask>) = if c.smp {
+        let n = sim.nr_cpus();
+        (n as u32, 0, (0..n).map(|cpu| CpuMask::single(n, cpu)).collect())
+    } else {
+        let threads = c.threads.unwrap_or(1);
+        if threads == 0 {
+            return Err(format!("{prefix}.threads: must be at least 1"));
+        }
+        let distance = c.distance.map_or(500 * NSEC_PER_USEC, |d| d.0);
+        let pin = match &c.affinity {
+            Some(_) => {
+                let mask = cpus(sim, &c.affinity, &format!("{prefix}.affinity"))?;
+                let list: Vec<usize> = mask.iter().collect();
+                (0..threads as usize).map(|i| CpuMask::single(sim.nr_cpus(), list[i % list.len()])).collect()
+            }
+            None => vec![CpuMask::full(sim.nr_cpus()); threads as usize],
+        };
+        (threads, distance, pin)
+    };
+    let m = &mut sim.metrics[w as usize];
+    for t in c.spikes_above.clone().unwrap_or_default() {
+        m.thresholds.push(Threshold { label: format!(">{}", crate::time::fmt_ns(t.0)), above_ns: t.0, count: 0 });
+    }
+    let start = m.start_ns;
+    let mut ids = Vec::new();
+    for i in 0..threads {
+        let period = interval + i as Ns * distance;
+        // cyclictest's loop body: clock_nanosleep, clock_gettime, histogram update (~1 us).
+        let prog = add_program(sim, vec![Op::SleepPeriodic { period }, Op::Run(Dist::Const(NSEC_PER_USEC)), Op::Loop { to: 0, count: None, slot: 0 }]);
+        let mut t = new_task(format!("cyclictest-{i}"), w, tgid, policy, c.nice.unwrap_or(0), prio, pin[i as usize].clone(), prog);
+        t.next_wake = start;
+        ids.push(sim.add_task(t));
+    }
+    Ok(ids)
+}
+
+fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
+    let groups = h.groups.unwrap_or(10);
+    let fds = h.fds.unwrap_or(20);
+    let loops = h.loops.unwrap_or(100);
+    if groups == 0 || fds == 0 || loops == 0 {
+        return Err(format!("{prefix}: groups, fds and loops must be at least 1"));
+    }
+    let threads = match h.mode.as_deref().unwrap_or("process") {
+        "threads" | "thread" => true,
+        "process" => false,
+        other => return Err(format!("{prefix}.mode: {other:?} is not a mode: expected \"threads\" or \"process\"")),
+    };
+    let pipe = match h.ipc.as_deref().unwrap_or("socket") {
+        "pipe" => true,
+        "socket" => false,
+        other => return Err(format!("{prefix}.ipc: {other:?} is not an ipc kind: expected \"pipe\" or \"socket\"")),
+    };
+    let datasize = h.datasize.unwrap_or(100).max(1);
+    // Buffer room in messages: a pipe holds 16 pages; a unix stream socket's
+    // send buffer (wmem_default, 212992 bytes) is charged per skb truesize
+    // (~datasize + 576 bytes of overhead for small messages).
+    let capacity = if pipe { (65536 / datasize).max(1) } else { (212_992 / (datasize + 576)).max(1) };
+    let (wdef, rdef) = if pipe { (1_500, 1_500) } else { (2_500, 2_500) };
+    let write_cost = h.write_cost.map_or(wdef, |d| d.0);
+    let read_cost = h.read_cost.map_or(rdef, |d| d.0);
+    let allowed = cpus(sim, &h.cpus, &format!("{prefix}.cpus"))?;
+    sim.metrics[w as usize].finite = true;
+    let mut ids = Vec::new();
+    let mut pid = tgid;
+    for g in 0..groups {
+        let first_obj = sim.objs.len() as u32;
+        for _ in 0..fds {
+            sim.objs.push(WaitObj { tokens: 0, capacity, ..Default::default() });
+        }
+        // Receivers: read fds * loops messages from their own fd.
+        for r in 0..fds {
+            let prog = add_program(sim, vec![Op::Wait { obj: first_obj + r }, Op::Run(Dist::Const(read_cost)), Op::Loop { to: 0, count: Some(fds * loops), slot: 0 }, Op::Exit]);
+            let t = new_task(format!("hb-g{g}-r{r}"), w, if threads { tgid } else { pid }, Policy::Other, h.nice.unwrap_or(0), 0, allowed.clone(), prog);
+            pid += 1;
+            ids.push(sim.add_task(t));
+        }
+        // Senders: write one message to every receiver, `loops` times.
+        let mut ops = Vec::new();
+        for r in 0..fds {
+            ops.push(Op::Run(Dist::Const(write_cost)));
+            ops.push(Op::Post { obj: first_obj + r, sync: true });
+        }
+        ops.push(Op::Loop { to: 0, count: Some(loops), slot: 0 });
+        ops.push(Op::Exit);
+        let prog = add_program(sim, ops);
+        for s in 0..fds {
+            let t = new_task(format!("hb-g{g}-s{s}"), w, if threads { tgid } else { pid }, Policy::Other, h.nice.unwrap_or(0), 0, allowed.clone(), prog);
+            pid += 1;
+            ids.push(sim.add_task(t));
+        }
+    }
+    Ok(ids)
+}
