@@ -107,11 +107,16 @@ impl Sim {
                     }
                     let was_full = o.tokens >= o.capacity;
                     o.tokens -= 1;
+                    // Like pipe_read(): a reader that leaves data behind wakes
+                    // the next reader; one that made room in a full buffer wakes a writer.
+                    let next_reader = if o.tokens > 0 { o.readers.pop_front() } else { None };
+                    let writer = if was_full { o.writers.pop_front() } else { None };
                     self.task_mut(p).pc += 1;
-                    if was_full {
-                        if let Some(w) = self.objs[obj as usize].writers.pop_front() {
-                            self.try_to_wake_up(w, wf::SYNC);
-                        }
+                    if let Some(r) = next_reader {
+                        self.try_to_wake_up(r, 0);
+                    }
+                    if let Some(w) = writer {
+                        self.try_to_wake_up(w, wf::SYNC);
                     }
                 }
                 Op::Post { obj, sync } => {
@@ -122,9 +127,16 @@ impl Sim {
                         return;
                     }
                     o.tokens += 1;
+                    // Like pipe_write(): wake a reader, and pass the turn to the
+                    // next blocked writer while room remains.
+                    let reader = o.readers.pop_front();
+                    let next_writer = if o.tokens < o.capacity { o.writers.pop_front() } else { None };
                     self.task_mut(p).pc += 1;
-                    if let Some(r) = self.objs[obj as usize].readers.pop_front() {
+                    if let Some(r) = reader {
                         self.try_to_wake_up(r, if sync { wf::SYNC } else { 0 });
+                    }
+                    if let Some(w) = next_writer {
+                        self.try_to_wake_up(w, 0);
                     }
                 }
                 Op::Yield => {

@@ -192,8 +192,12 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
         // cyclictest's loop body: clock_nanosleep, clock_gettime, histogram update (~1 us).
         let prog = add_program(sim, vec![Op::SleepPeriodic { period }, Op::Run(Dist::Const(NSEC_PER_USEC)), Op::Loop { to: 0, count: None, slot: 0 }]);
         let mut t = new_task(format!("cyclictest-{i}"), w, tgid, policy, c.nice.unwrap_or(0), prio, pin[i as usize].clone(), prog);
-        t.next_wake = start;
-        ids.push(sim.add_task(t));
+        let id = sim.add_task(t);
+        // cyclictest starts each thread's clock at its own creation time, so
+        // its wakeups have an arbitrary phase against the tick.
+        let phase = sim.task_rngs[id as usize].below(period);
+        sim.task_mut(id).next_wake = start + phase;
+        ids.push(id);
     }
     Ok(ids)
 }

@@ -393,13 +393,13 @@ impl Sim {
         }
         self.update_load_avg(cpu, Some(p));
         self.update_entity_lag(cpu, p);
+        if self.rq(cpu).cfs.curr != Some(p) {
+            self.dequeue_timeline(cpu, p);
+        }
         if self.features.on(Feature::PLACE_REL_DEADLINE) && !sleep {
             let se = &mut self.task_mut(p).se;
             se.deadline = se.deadline.wrapping_sub(se.vruntime);
             se.rel_deadline = true;
-        }
-        if self.rq(cpu).cfs.curr != Some(p) {
-            self.dequeue_timeline(cpu, p);
         }
         let (w, delayed) = {
             let se = &mut self.task_mut(p).se;
