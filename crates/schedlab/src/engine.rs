@@ -126,6 +126,11 @@ impl Engine {
         self.hash.mix(word);
     }
 
+    /// Time of the next pending event.
+    pub fn peek_time(&self) -> Option<Ns> {
+        self.heap.peek().map(|e| e.time)
+    }
+
     pub fn events_processed(&self) -> u64 {
         self.processed
     }

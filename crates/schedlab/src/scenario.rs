@@ -308,10 +308,18 @@ impl Scenario {
         }
         let de = toml::Value::Table(value);
         let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string().replace("workload[", "workload.").replace(']', "");
-            let leaf = e.path().iter().last().map(|s| s.to_string()).unwrap_or_default();
+            let mut path = e.path().to_string().replace("workload[", "workload.").replace(']', "");
+            let msg = e.inner().message().to_string();
+            let mut leaf = e.path().iter().last().map(|s| s.to_string()).unwrap_or_default();
+            // An unknown key is reported at its parent; name the key itself.
+            if let Some(rest) = msg.strip_prefix("unknown field `") {
+                if let Some(key) = rest.split('`').next() {
+                    leaf = key.to_string();
+                    path = if path == "." || path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+                }
+            }
             let line = find_key_line(text, &leaf);
-            ScenarioError::invalid(file, line, format!("{path}: {}", e.inner().message()))
+            ScenarioError::invalid(file, line, format!("{path}: {msg}"))
         })?;
         if scenario.duration.0 == 0 {
             return Err(ScenarioError::invalid(file, find_key_line(text, "duration"), "duration: must be positive, e.g. \"10s\""));
@@ -402,7 +410,7 @@ mod tests {
     #[test]
     fn errors_name_file_key_and_line() {
         let e = Scenario::parse(&BASE.replace("count = 2", "count = 2\nbogus = 1"), "t.toml", &[]).unwrap_err().to_string();
-        assert!(e.starts_with("t.toml:8: workload.0"), "{e}");
+        assert!(e.starts_with("t.toml:8: workload.0.bogus: unknown field"), "{e}");
         assert!(e.contains("bogus"), "{e}");
         let e = Scenario::parse(&BASE.replace("\"1s\"", "\"1xs\""), "t.toml", &[]).unwrap_err().to_string();
         assert!(e.starts_with("t.toml:2: duration:") && e.contains("expected"), "{e}");

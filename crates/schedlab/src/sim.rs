@@ -161,6 +161,7 @@ pub struct Sim {
     pub nohz_idle: CpuMask,
     pub nohz_next_balance: Ns,
     pub finished: bool,
+    started: bool,
     /// Run invariant checks after every event (debug builds, tests).
     pub check_invariants: bool,
 }
@@ -208,6 +209,7 @@ impl Sim {
             llc_has_idle_cores: vec![true; nr_llcs],
             nohz_next_balance: 0,
             finished: false,
+            started: false,
             check_invariants: cfg!(debug_assertions),
         }
     }
@@ -257,13 +259,32 @@ impl Sim {
         self.run_with_progress(&mut |_, _| {});
     }
 
-    /// Runs the simulation, calling `progress(now, end)` every few thousand events.
-    pub fn run_with_progress(&mut self, progress: &mut dyn FnMut(Ns, Ns)) {
+    /// Schedules the workload starts and the end (once).
+    fn start(&mut self) {
+        if self.started {
+            return;
+        }
+        self.started = true;
         for w in 0..self.workload_tasks.len() {
             let at = self.metrics[w].start_ns;
             self.engine.schedule(at, Event::WorkloadStart { workload: w as u32 });
         }
         self.engine.schedule(self.end_ns, Event::End);
+    }
+
+    /// Processes every event up to and including time `limit`, then pauses;
+    /// `run` resumes from there. For tests that intervene mid-run.
+    pub fn run_until(&mut self, limit: Ns) {
+        self.start();
+        while !self.finished && self.engine.peek_time().is_some_and(|t| t <= limit) {
+            let (t, ev) = self.engine.pop().expect("peeked");
+            self.dispatch(t, ev);
+        }
+    }
+
+    /// Runs the simulation, calling `progress(now, end)` every few thousand events.
+    pub fn run_with_progress(&mut self, progress: &mut dyn FnMut(Ns, Ns)) {
+        self.start();
         let mut n: u64 = 0;
         while let Some((t, ev)) = self.engine.pop() {
             if !self.dispatch(t, ev) {

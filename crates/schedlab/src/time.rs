@@ -107,7 +107,7 @@ mod tests {
     #[test]
     fn formats_by_magnitude() {
         assert_eq!(fmt_ns(850), "850ns");
-        assert_eq!(fmt_ns(12_345), "12.35us");
+        assert_eq!(fmt_ns(12_345), "12.3us");
         assert_eq!(fmt_ns(123_456), "123us");
         assert_eq!(fmt_ns(4_560_000), "4.56ms");
         assert_eq!(fmt_ns(2_000_000_000), "2.00s");

@@ -1,0 +1,93 @@
+use crate::{run, runtime_of, sim};
+
+fn share_ratio(nices: &str, count: u32) -> Vec<u64> {
+    let (s, _) = run(&format!(
+        "duration = \"10s\"\n[machine]\npreset = \"2cpu\"\n[[workload]]\nkind = \"hog\"\nname = \"h\"\ncount = {count}\nnice = {nices}\ncpus = \"0\"\n"
+    ));
+    (0..count).map(|i| runtime_of(&s, &format!("h-{i}"))).collect()
+}
+
+fn weight(nice: i32) -> f64 {
+    schedlab::task::PRIO_TO_WEIGHT[(nice + 20) as usize] as f64
+}
+
+#[test]
+fn nice0_vs_nice5_share_follows_weights() {
+    let r = share_ratio("[0, 5]", 2);
+    let ratio = r[0] as f64 / r[1] as f64;
+    let expect = weight(0) / weight(5); // 1024 / 335
+    assert!((ratio / expect - 1.0).abs() < 0.01, "ratio {ratio:.4}, expected {expect:.4}");
+    let total: u64 = r.iter().sum();
+    assert!(total > 9_900_000_000, "the CPU should be busy all the time: {total}");
+}
+
+#[test]
+fn three_tasks_0_0_10_share_follows_weights() {
+    let r = share_ratio("[0, 0, 10]", 3);
+    let total: f64 = r.iter().sum::<u64>() as f64;
+    let w = [weight(0), weight(0), weight(10)];
+    let wsum: f64 = w.iter().sum();
+    for i in 0..3 {
+        let share = r[i] as f64 / total;
+        let expect = w[i] / wsum;
+        assert!((share / expect - 1.0).abs() < 0.01, "task {i}: share {share:.4}, expected {expect:.4}");
+    }
+}
+
+#[test]
+fn eevdf_invariants_hold_under_mixed_load() {
+    // Sleepers with lag, several nice levels, a custom short slice and yields:
+    // the simulator checks lag sums, timeline keys and the pick after every event.
+    let mut s = sim(r#"
+duration = "1s"
+seed = 5
+[machine]
+preset = "2cpu"
+[[workload]]
+kind = "hog"
+name = "sleepy"
+count = 4
+nice = [-5, 0, 3, 10]
+run = "exp:2ms"
+sleep = "exp:3ms"
+[[workload]]
+kind = "hog"
+name = "short"
+count = 2
+slice = "200us"
+run = "exp:300us"
+sleep = "exp:500us"
+[[workload]]
+kind = "hog"
+name = "hog"
+count = 2
+nice = [0, 19]
+"#);
+    s.run();
+    assert!(s.engine.events_processed() > 1000);
+}
+
+#[test]
+fn features_change_the_schedule() {
+    let base = "duration = \"500ms\"\n[machine]\npreset = \"1cpu\"\n[[workload]]\nkind = \"hog\"\ncount = 3\nrun = \"exp:2ms\"\nsleep = \"exp:2ms\"\n";
+    let (_, a) = run(base);
+    let (_, b) = run(&format!("{base}[features]\nPLACE_LAG = false\nRUN_TO_PARITY = false\n"));
+    assert_ne!(a.event_hash, b.event_hash);
+    assert_eq!(b.features_changed, vec!["NO_PLACE_LAG", "NO_RUN_TO_PARITY"]);
+}
+
+#[test]
+fn short_slice_task_gets_lower_latency() {
+    // PREEMPT_SHORT: a periodic task with a 0.1 ms custom slice preempts
+    // long-slice hogs sooner than one with the default slice.
+    let mk = |slice: &str| {
+        format!(
+            "duration = \"2s\"\n[machine]\npreset = \"1cpu\"\n[[workload]]\nkind = \"hog\"\nname = \"bg\"\ncount = 3\n\
+             [[workload]]\nkind = \"hog\"\nname = \"p\"\nrun = \"100us\"\nsleep = \"2ms\"\n{slice}\n"
+        )
+    };
+    let (s1, _) = run(&mk("slice = \"100us\""));
+    let (s2, _) = run(&mk(""));
+    let wait = |s: &schedlab::sim::Sim| s.tasks.iter().find(|t| t.name == "p-0").unwrap().stats.wait_ns;
+    assert!(wait(&s1) < wait(&s2), "short slice wait {} vs default {}", wait(&s1), wait(&s2));
+}
