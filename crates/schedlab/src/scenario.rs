@@ -25,7 +25,8 @@ impl ScenarioError {
         ScenarioError::Invalid {
             file: file.to_string(),
             line: line.map(|l| format!(":{l}")).unwrap_or_default(),
-            msg: msg.into(),
+            // One line per error, whatever the parser said.
+            msg: msg.into().trim().replace('\n', "; "),
         }
     }
 }

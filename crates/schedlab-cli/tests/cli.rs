@@ -1,0 +1,128 @@
+//! The command line: real runs, and bad input that must fail cleanly.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn schedlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_schedlab")).args(args).output().expect("run schedlab")
+}
+
+fn scenario_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+}
+
+fn write_tmp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("schedlab-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const GOOD: &str = "seed = 1\nduration = \"100ms\"\n[machine]\npreset = \"4cpu\"\n[[workload]]\nkind = \"hog\"\ncount = 2\ncpus = \"0\"\n";
+
+/// A bad scenario must exit 2 with one line on stderr naming file and key, and never panic.
+fn assert_bad(name: &str, text: &str, must_contain: &[&str]) {
+    let p = write_tmp(name, text);
+    let out = schedlab(&["run", p.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "expected one line: {err}");
+    assert!(err.contains(name), "error must name the file: {err}");
+    for m in must_contain {
+        assert!(err.contains(m), "error must mention {m:?}: {err}");
+    }
+}
+
+#[test]
+fn unknown_key() {
+    assert_bad("unknown-key.toml", &GOOD.replace("count = 2", "count = 2\ncuont = 3"), &["workload.0.cuont", "unknown field", ":8:"]);
+}
+
+#[test]
+fn bad_duration() {
+    assert_bad("bad-duration.toml", &GOOD.replace("\"100ms\"", "\"100 parsecs\""), &["duration", "expected", ":2:"]);
+}
+
+#[test]
+fn cpu_out_of_range() {
+    assert_bad("cpu-range.toml", &GOOD.replace("cpus = \"0\"", "cpus = \"0-9\""), &["workload.0.cpus", "out of range", "4 CPUs"]);
+}
+
+#[test]
+fn unknown_preset() {
+    assert_bad("preset.toml", &GOOD.replace("\"4cpu\"", "\"cray-1\""), &["machine.preset", "cray-1", "ryzen-3900x"]);
+}
+
+#[test]
+fn unknown_feature() {
+    assert_bad("feature.toml", &format!("{GOOD}[features]\nRUN_TO_PARTY = true\n"), &["features.RUN_TO_PARTY", "RUN_TO_PARITY"]);
+}
+
+#[test]
+fn syntax_error_has_a_line() {
+    assert_bad("syntax.toml", &GOOD.replace("count = 2", "count = = 2"), &[":7:"]);
+}
+
+#[test]
+fn missing_file_is_an_io_error() {
+    let out = schedlab(&["run", "/nonexistent/x.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn shipped_scenario_runs_and_json_is_deterministic() {
+    let s = scenario_dir().join("nice-hogs.toml");
+    let a = schedlab(&["run", s.to_str().unwrap(), "--json", "-", "--quiet"]);
+    let b = schedlab(&["run", s.to_str().unwrap(), "--json", "-", "--quiet"]);
+    assert!(a.status.success());
+    assert_eq!(a.stdout, b.stdout);
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert_eq!(v["seed"], 42);
+    assert_eq!(v["sim_time_ns"], 10_000_000_000u64);
+    assert!(v["events"].as_u64().unwrap() > 1000);
+    assert_eq!(v["event_hash"].as_str().unwrap().len(), 16);
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 2);
+    assert_eq!(v["cpus"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn set_and_seed_overrides() {
+    let s = scenario_dir().join("nice-hogs.toml");
+    let out = schedlab(&["run", s.to_str().unwrap(), "--set", "workload.0.count=1", "--set", "workload.0.nice=0", "--seed", "7", "--set", "duration=\"1s\"", "--json", "-", "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["seed"], 7);
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn feature_flag_from_cli() {
+    let s = scenario_dir().join("nice-hogs.toml");
+    let out = schedlab(&["run", s.to_str().unwrap(), "--feature", "RUN_TO_PARITY=off", "--json", "-", "-q"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["features_changed"][0], "NO_RUN_TO_PARITY");
+    let bad = schedlab(&["run", s.to_str().unwrap(), "--feature", "NOPE"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn every_shipped_scenario_runs() {
+    for entry in std::fs::read_dir(scenario_dir()).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "toml") {
+            let out = schedlab(&["run", p.to_str().unwrap(), "--set", "duration=\"200ms\"", "-q"]);
+            assert!(out.status.success(), "{}: {}", p.display(), String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+#[test]
+fn list_shows_everything() {
+    let out = schedlab(&["list"]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    for want in ["epyc-2s-192", "cyclictest", "RUN_TO_PARITY", "YIELD_TO_LAG_CREDIT", "eevdf"] {
+        assert!(s.contains(want), "list lacks {want}");
+    }
+}
