@@ -1,1 +1,73 @@
-fn main(){}
+//! Events per second of the whole simulator on two machines.
+//!
+//! `cargo bench -p schedlab` prints time per run and, through Throughput,
+//! events per second ("elem/s").
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use schedlab::scenario::Scenario;
+use schedlab::sim::Sim;
+
+const MIXED_4CPU: &str = r#"
+seed = 1
+duration = "1s"
+[machine]
+preset = "4cpu"
+[[workload]]
+kind = "hog"
+count = 6
+nice = [0, 0, 5, 5, -5, 10]
+run = "exp:2ms"
+sleep = "exp:1ms"
+[[workload]]
+kind = "cyclictest"
+threads = 2
+interval = "500us"
+priority = 80
+[[workload]]
+kind = "hackbench"
+groups = 1
+fds = 4
+loops = 1000
+ipc = "pipe"
+mode = "threads"
+"#;
+
+const EPYC_20K: &str = r#"
+seed = 1
+duration = "100ms"
+[machine]
+preset = "epyc-2s-192"
+[[workload]]
+kind = "hog"
+count = 20000
+run = "exp:2ms"
+sleep = "exp:4ms"
+"#;
+
+fn build(text: &str) -> Sim {
+    let s = Scenario::parse(text, "bench.toml", &[]).expect("bench scenario parses");
+    let mut sim = schedlab::world::build(&s, "bench.toml").expect("bench scenario builds");
+    sim.check_invariants = false;
+    sim
+}
+
+fn events(text: &str) -> u64 {
+    let mut sim = build(text);
+    sim.run();
+    sim.engine.events_processed()
+}
+
+fn bench(c: &mut Criterion) {
+    for (name, text) in [("mixed-4cpu-1s", MIXED_4CPU), ("epyc-2s-192-20k-tasks-100ms", EPYC_20K)] {
+        let mut g = c.benchmark_group("simulate");
+        g.sample_size(10);
+        g.throughput(Throughput::Elements(events(text)));
+        g.bench_function(name, |b| {
+            b.iter_batched(|| build(text), |mut sim| { sim.run(); sim.engine.events_processed() }, criterion::BatchSize::PerIteration)
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

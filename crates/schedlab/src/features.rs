@@ -36,21 +36,15 @@ sched_features! {
     PREEMPT_SHORT = true, "a waking task with a shorter slice may cancel the current task's protection";
     NEXT_BUDDY = false, "a waking task is nominated as the next pick";
     PICK_BUDDY = true, "an eligible nominated buddy (yield_to, NEXT_BUDDY) is picked before pick_eevdf";
-    CACHE_HOT_BUDDY = true, "the nominated buddy counts as cache hot for migration decisions";
     DELAY_DEQUEUE = true, "a sleeping task that is not eligible stays queued until its lag is burnt off";
     DELAY_ZERO = true, "a delayed task that is requeued or dequeued has positive lag clipped to zero";
     WAKEUP_PREEMPTION = true, "a waking task may preempt the current one if it is the better EEVDF pick";
     YIELD_TO_LAG_CREDIT = false, "yield_to() credits the target with lag so it is eligible, and forces a local resched at most every 6 ms (seed 003)";
     // Placement and balancing
-    TTWU_QUEUE = true, "a wakeup to an idle CPU or another LLC is queued to the target by IPI";
     WA_IDLE = true, "wake_affine prefers an idle waker or previous CPU";
     WA_WEIGHT = true, "wake_affine compares the load of the waker and previous CPUs";
     WA_BIAS = true, "wake_affine's load comparison is biased by the domain's imbalance_pct";
     SIS_UTIL = true, "select_idle_cpu limits how many CPUs it scans by LLC utilisation";
-    LB_BIAS = true, "periodic balancing prefers moving tasks that have not run recently";
-    // RT (kernel/sched/rt.c)
-    RT_PUSH_IPI = true, "an RT pull asks the overloaded CPU by IPI to push, instead of locking it";
-    RT_RUNTIME_SHARE = false, "RT bandwidth is borrowed between CPUs (legacy throttling only)";
 }
 
 impl Feature {

@@ -224,7 +224,7 @@ impl Results {
     }
 }
 
-/// Left-aligned first column, right-aligned numbers.
+/// An aligned text table; the first row is the header.
 pub fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
@@ -233,7 +233,11 @@ pub fn table(rows: &[Vec<String>]) -> String {
         let line: Vec<String> = r
             .iter()
             .enumerate()
-            .map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) })
+            .map(|(c, s)| {
+                // Numbers right-aligned, text left-aligned.
+                let numeric = c > 0 && s.chars().next().is_some_and(|ch| ch.is_ascii_digit() || ch == '>' || ch == '-');
+                if numeric { format!("{s:>w$}", w = widths[c]) } else { format!("{s:<w$}", w = widths[c]) }
+            })
             .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
