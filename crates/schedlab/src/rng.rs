@@ -127,7 +127,7 @@ fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
         }
     }
     // log2(x) = lz + frac; -log2(x/2^bits) = bits - lz - frac
-    (int_part << 32).saturating_sub(frac as u64)
+    (int_part << 32).saturating_sub(frac)
 }
 
 #[cfg(test)]

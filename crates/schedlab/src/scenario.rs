@@ -92,7 +92,8 @@ impl<T: Clone> OneOrMany<T> {
             OneOrMany::Many(v) => v[i.min(v.len() - 1)].clone(),
         }
     }
-    pub fn len(&self) -> Option<usize> {
+    /// Number of values given, or None for a single value applied to all.
+    pub fn count(&self) -> Option<usize> {
         match self {
             OneOrMany::One(_) => None,
             OneOrMany::Many(v) => Some(v.len()),
@@ -311,7 +312,7 @@ impl Scenario {
         let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let mut path = e.path().to_string().replace("workload[", "workload.").replace(']', "");
             let msg = e.inner().message().to_string();
-            let mut leaf = e.path().iter().last().map(|s| s.to_string()).unwrap_or_default();
+            let mut leaf = e.path().iter().next_back().map(|s| s.to_string()).unwrap_or_default();
             // An unknown key is reported at its parent; name the key itself.
             if let Some(rest) = msg.strip_prefix("unknown field `") {
                 if let Some(key) = rest.split('`').next() {

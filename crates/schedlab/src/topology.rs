@@ -1259,7 +1259,7 @@ mod sysfs {
                 continue;
             }
             let level: u32 = read_number(&dir.join("level"))?;
-            if best.as_ref().map_or(true, |(l, _)| level > *l) {
+            if best.as_ref().is_none_or(|(l, _)| level > *l) {
                 best = Some((level, dir.join("shared_cpu_list")));
             }
         }

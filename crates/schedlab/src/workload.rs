@@ -25,6 +25,7 @@ fn cpus(sim: &Sim, list: &Option<CpuList>, field: &str) -> Result<CpuMask, Build
 }
 
 /// A task template with the scheduler-visible attributes filled in.
+#[allow(clippy::too_many_arguments)]
 fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i32, rt_priority: u32, allowed: CpuMask, prog: u32) -> Task {
     Task {
         id: 0,
@@ -111,7 +112,7 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
     if h.count == 0 {
         return Err(format!("{prefix}.count: must be at least 1"));
     }
-    if let Some(n) = h.nice.as_ref().and_then(|n| n.len()) {
+    if let Some(n) = h.nice.as_ref().and_then(|n| n.count()) {
         if n != h.count as usize {
             return Err(format!("{prefix}.nice: {n} values for {} tasks: give one value or one per task", h.count));
         }
@@ -191,7 +192,7 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
         let period = interval + i as Ns * distance;
         // cyclictest's loop body: clock_nanosleep, clock_gettime, histogram update (~1 us).
         let prog = add_program(sim, vec![Op::SleepPeriodic { period }, Op::Run(Dist::Const(NSEC_PER_USEC)), Op::Loop { to: 0, count: None, slot: 0 }]);
-        let mut t = new_task(format!("cyclictest-{i}"), w, tgid, policy, c.nice.unwrap_or(0), prio, pin[i as usize].clone(), prog);
+        let t = new_task(format!("cyclictest-{i}"), w, tgid, policy, c.nice.unwrap_or(0), prio, pin[i as usize].clone(), prog);
         let id = sim.add_task(t);
         // cyclictest starts each thread's clock at its own creation time, so
         // its wakeups have an arbitrary phase against the tick.

@@ -614,11 +614,10 @@ impl Sim {
             return None;
         }
         let sds_avg_load = total_load * SCHED_CAPACITY_SCALE / total_cap.max(1);
-        if lty == GroupType::Overloaded {
-            if local.avg_load >= bs.avg_load || local.avg_load >= sds_avg_load || 100 * bs.avg_load <= pct * local.avg_load {
+        if lty == GroupType::Overloaded
+            && (local.avg_load >= bs.avg_load || local.avg_load >= sds_avg_load || 100 * bs.avg_load <= pct * local.avg_load) {
                 return None;
             }
-        }
         let prefer_sibling = level > 0 && !self.domains[cpu as usize][level - 1].flags.numa;
         let sibling_imb = self.sibling_imbalance(idle, &bs, &local);
         let forced = prefer_sibling && lty == GroupType::HasSpare && sibling_imb > 1;

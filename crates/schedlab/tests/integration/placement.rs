@@ -38,8 +38,8 @@ fn idle_cpus_pull_work() {
     }
     let busy_before: Vec<u64> = s.rqs.iter().map(|rq| rq.stats.busy_ns).collect();
     s.run();
-    for c in 1..4 {
-        let busy = s.rqs[c].stats.busy_ns - busy_before[c];
+    for (c, before) in busy_before.iter().enumerate().skip(1) {
+        let busy = s.rqs[c].stats.busy_ns - before;
         assert!(busy > 2_800_000_000, "cpu{c} stayed idle: busy {busy}");
     }
     assert!(s.tasks.iter().all(|t| t.state == TaskState::Runnable));
