@@ -313,6 +313,7 @@ impl Sim {
                 if self.rq(cpu).step_gen != gen {
                     return false;
                 }
+                self.rq_mut(cpu).step_at = None;
                 self.engine.account(t, &ev);
                 self.this_cpu = cpu;
                 self.on_step_done(cpu);

@@ -704,12 +704,16 @@ impl Sim {
         }
         let now = self.now();
         // Least recently run first, like walking cfs_tasks from its tail.
-        let mut candidates: Vec<TaskId> = self.rq(src).cfs.timeline.iter().map(|&(_, p)| p).collect();
-        candidates.sort_by_key(|&p| (self.task(p).last_ran, p));
-        let failed = self.rq(dst).domains[level].nr_balance_failed;
         let loop_max = self.tunables.nr_migrate.min(self.rq(src).nr_running) as usize;
+        let mut candidates: Vec<(u64, TaskId)> = self.rq(src).cfs.timeline.iter().map(|&(_, p)| (self.task(p).last_ran, p)).collect();
+        if candidates.len() > loop_max && loop_max > 0 {
+            candidates.select_nth_unstable(loop_max - 1);
+            candidates.truncate(loop_max);
+        }
+        candidates.sort_unstable();
+        let failed = self.rq(dst).domains[level].nr_balance_failed;
         let mut moved = 0;
-        for p in candidates.into_iter().take(loop_max) {
+        for (_, p) in candidates.into_iter().take(loop_max) {
             if idle != IdleType::NotIdle && self.rq(src).nr_running <= 1 {
                 break;
             }

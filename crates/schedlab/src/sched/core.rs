@@ -251,21 +251,35 @@ impl Sim {
     }
 
     /// (Re)arms the event at which the running task's current step completes.
+    /// An event already pending for the same instant is kept: it acts on
+    /// whatever runs on the CPU when it fires.
     pub fn arm_step(&mut self, cpu: Cpu) {
+        let rq = &self.rqs[cpu as usize];
+        let from = rq.progress_from;
+        let at = rq.curr.and_then(|p| {
+            let t = &self.tasks[p as usize];
+            match t.spinning {
+                Some(_) => t.ple_deadline.map(|d| d.max(from)),
+                None => Some(from + t.refill_left + t.run_left.unwrap_or(0)),
+            }
+        });
+        if at.is_some() && at == rq.step_at {
+            return;
+        }
         let rq = self.rq_mut(cpu);
         rq.step_gen = rq.step_gen.wrapping_add(1);
+        rq.step_at = at;
         let gen = rq.step_gen;
-        let from = rq.progress_from;
-        let Some(p) = rq.curr else { return };
-        let t = &self.tasks[p as usize];
-        let at = match t.spinning {
-            Some(_) => match t.ple_deadline {
-                Some(d) => d.max(from),
-                None => return,
-            },
-            None => from + t.refill_left + t.run_left.unwrap_or(0),
-        };
-        self.engine.schedule(at, Event::StepDone { cpu, gen });
+        if let Some(at) = at {
+            self.engine.schedule(at, Event::StepDone { cpu, gen });
+        }
+    }
+
+    /// Cancels the pending step event of `cpu`.
+    pub fn cancel_step(&mut self, cpu: Cpu) {
+        let rq = self.rq_mut(cpu);
+        rq.step_gen = rq.step_gen.wrapping_add(1);
+        rq.step_at = None;
     }
 
     /// Charges `ns` of interrupt work to `cpu`: the running task makes no
@@ -365,6 +379,7 @@ impl Sim {
         {
             let rq = self.rq_mut(cpu);
             rq.curr = None;
+            rq.step_at = None;
             rq.step_gen = rq.step_gen.wrapping_add(1);
             rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
             rq.idle_since = Some(now);
@@ -489,6 +504,7 @@ impl Sim {
         let rq = self.rq_mut(src);
         rq.idle_since = None;
         rq.step_gen = rq.step_gen.wrapping_add(1);
+        rq.step_at = None;
         let saved = self.this_cpu;
         self.this_cpu = src;
         self.schedule_from_none(src);

@@ -125,6 +125,8 @@ pub struct Rq {
     pub last_tgid: Option<u32>,
     /// Generation of the running task's step event.
     pub step_gen: u32,
+    /// When the pending step event fires, if one is pending.
+    pub step_at: Option<Ns>,
     /// When the running task starts (or resumed) making progress; later than
     /// now while a context switch or an interrupt is being paid for.
     pub progress_from: Ns,
