@@ -108,6 +108,8 @@ pub struct SchedEntity {
     /// Queued in the cfs_rq (includes the running entity and delayed entities).
     pub on_rq: bool,
     pub exec_start: Ns,
+    /// When the entity was last picked to run: its place in `cfs.lru`.
+    pub lru_stamp: Ns,
     pub sum_exec_runtime: Ns,
     pub prev_sum_exec_runtime: Ns,
     pub avg: SchedAvg,

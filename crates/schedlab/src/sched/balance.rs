@@ -705,15 +705,12 @@ impl Sim {
         let now = self.now();
         // Least recently run first, like walking cfs_tasks from its tail.
         let loop_max = self.tunables.nr_migrate.min(self.rq(src).nr_running) as usize;
-        let mut candidates: Vec<(u64, TaskId)> = self.rq(src).cfs.timeline.iter().map(|&(_, p)| (self.task(p).last_ran, p)).collect();
-        if candidates.len() > loop_max && loop_max > 0 {
-            candidates.select_nth_unstable(loop_max - 1);
-            candidates.truncate(loop_max);
-        }
-        candidates.sort_unstable();
+        // Coldest first, at most loop_max of them (the running task is skipped below).
+        let running = self.rq(src).curr;
+        let candidates: Vec<TaskId> = self.rq(src).cfs.lru.iter().map(|&(_, p)| p).filter(|&p| Some(p) != running).take(loop_max).collect();
         let failed = self.rq(dst).domains[level].nr_balance_failed;
         let mut moved = 0;
-        for (_, p) in candidates.into_iter().take(loop_max) {
+        for p in candidates {
             if idle != IdleType::NotIdle && self.rq(src).nr_running <= 1 {
                 break;
             }

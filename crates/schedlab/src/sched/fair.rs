@@ -350,6 +350,8 @@ impl Sim {
         if !is_curr {
             self.enqueue_timeline(cpu, p);
         }
+        let stamp = self.task(p).se.lru_stamp;
+        self.rq_mut(cpu).cfs.lru.insert((stamp, p));
         self.task_mut(p).se.on_rq = true;
         self.update_zero_vruntime(cpu);
     }
@@ -401,12 +403,13 @@ impl Sim {
             se.deadline = se.deadline.wrapping_sub(se.vruntime);
             se.rel_deadline = true;
         }
-        let (w, delayed) = {
+        let (w, delayed, stamp) = {
             let se = &mut self.task_mut(p).se;
             se.on_rq = false;
-            (se.load.weight, se.sched_delayed)
+            (se.load.weight, se.sched_delayed, se.lru_stamp)
         };
         let cfs = &mut self.rq_mut(cpu).cfs;
+        cfs.lru.remove(&(stamp, p));
         cfs.load_weight -= w;
         cfs.nr_queued -= 1;
         if !delayed {
@@ -596,6 +599,10 @@ impl Sim {
             sum_w += se.load.weight;
             sum_key += self.entity_key(cpu, p) as i128 * se.load.weight as i128;
         }
+        let queued = cfs.timeline.len() + cfs.curr.filter(|&c| self.task(c).se.on_rq).map_or(0, |_| 1);
+        if cfs.lru.len() != queued || cfs.nr_queued as usize != queued {
+            return Err(format!("cpu{cpu}: {} on the LRU list, {} queued, nr_queued {}", cfs.lru.len(), queued, cfs.nr_queued));
+        }
         if sum_w != cfs.sum_weight || sum_key != cfs.sum_w_vruntime {
             return Err(format!("cpu{cpu}: avg sums drifted ({sum_w} vs {}, {sum_key} vs {})", cfs.sum_weight, cfs.sum_w_vruntime));
         }
@@ -704,7 +711,14 @@ impl SchedClass for FairClass {
         }
         sim.rq_mut(cpu).cfs.curr = Some(p);
         let now = sim.now();
+        let old = sim.task(p).se.lru_stamp;
+        if sim.task(p).se.on_rq {
+            let lru = &mut sim.rq_mut(cpu).cfs.lru;
+            lru.remove(&(old, p));
+            lru.insert((now, p));
+        }
         let se = &mut sim.task_mut(p).se;
+        se.lru_stamp = now;
         se.exec_start = now;
         se.prev_sum_exec_runtime = se.sum_exec_runtime;
     }

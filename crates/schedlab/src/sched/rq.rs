@@ -30,6 +30,9 @@ pub struct CfsRq {
     pub zero_vruntime: u64,
     /// Slices of the timeline's entities, for the minimum slice (cfs_rq_min_slice).
     pub slices: BTreeMap<Ns, u32>,
+    /// Queued tasks by the time they were last picked (rq->cfs_tasks, whose
+    /// tail holds the cache-coldest tasks that load balancing tries first).
+    pub lru: BTreeSet<(Ns, TaskId)>,
     /// Runqueue-level load average.
     pub avg: SchedAvg,
 }
