@@ -30,7 +30,7 @@ impl Sim {
         self.commit_progress(cpu);
         let Some(p) = self.rq(cpu).curr else { return };
         if self.task(p).spinning.is_some() {
-            self.on_spin_timeout(cpu, p);
+            self.on_spin_event(cpu, p);
             return;
         }
         if self.task(p).refill_left > 0 {
@@ -265,10 +265,8 @@ impl Sim {
             l.acquisitions += 1;
             l.spinners.retain(|&s| s != p);
             let t = self.task_mut(p);
-            if t.spinning.take().is_some() {
-                self.locks[lock as usize].spin_ns += now - self.task(p).spin_start;
-            }
-            let t = self.task_mut(p);
+            t.spinning = None;
+            t.spin_retry = false;
             t.ple_deadline = None;
             t.pc += 1;
             return true;
@@ -277,11 +275,14 @@ impl Sim {
             l.spinners.push(p);
         }
         let t = self.task_mut(p);
+        t.spin_retry = false;
         if t.spinning.is_none() {
             t.spinning = Some(lock);
             t.spin_start = now;
         }
-        t.ple_deadline = ple_ns.map(|d| now + d);
+        if t.ple_deadline.is_none() {
+            t.ple_deadline = ple_ns.map(|d| now + d);
+        }
         self.arm_step(cpu);
         false
     }
@@ -294,11 +295,10 @@ impl Sim {
         for s in spinners {
             let cpu = self.task(s).cpu;
             if self.rq(cpu).curr == Some(s) && self.task(s).spinning == Some(lock) {
-                // The spinner sees the release and retries its Lock step.
-                let t = self.task_mut(s);
-                t.spinning = None;
-                t.ple_deadline = None;
-                self.locks[lock as usize].spin_ns += now - self.task(s).spin_start;
+                // The spinner sees the release (after the cache line moves)
+                // and retries its Lock step.
+                self.commit_progress(cpu);
+                self.task_mut(s).spin_retry = true;
                 self.rq_mut(cpu).progress_from = now + LOCK_HANDOFF_NS;
                 self.arm_step(cpu);
                 return;
@@ -306,21 +306,29 @@ impl Sim {
         }
     }
 
-    /// A spinning vCPU hit its pause-loop-exit window: yield to the lock holder.
-    fn on_spin_timeout(&mut self, cpu: Cpu, p: TaskId) {
+    /// A spinning task's step event: it was switched back in or handed the
+    /// lock (retry), or its pause-loop-exit window ran out (yield to the holder).
+    fn on_spin_event(&mut self, cpu: Cpu, p: TaskId) {
         let Some(lock) = self.task(p).spinning else { return };
         let now = self.now();
+        let ple_due = !self.task(p).spin_retry && self.task(p).ple_deadline.is_some_and(|d| now >= d);
+        if !ple_due {
+            // Re-run the Lock step: take the lock or keep spinning.
+            self.run_program(cpu, p);
+            return;
+        }
+        // Pause-loop exit: stop spinning and yield to the lock holder.
         let t = self.task_mut(p);
         t.spinning = None;
         t.ple_deadline = None;
-        self.locks[lock as usize].spin_ns += now - self.task(p).spin_start;
+        self.locks[lock as usize].spinners.retain(|&s| s != p);
         if let Some(holder) = self.locks[lock as usize].holder {
             if self.yield_to(cpu, holder) {
                 self.resched_curr(cpu);
                 return;
             }
         }
-        // Nothing to yield to: go back to spinning (re-run the Lock step).
+        // Nothing to yield to: go back to the Lock step.
         self.run_program(cpu, p);
     }
 }

@@ -237,6 +237,11 @@ pub struct HogSpec {
     pub start: Option<Duration>,
     /// Cache working set in bytes (migration refill penalty).
     pub working_set: Option<u64>,
+    /// Call sched_yield() after every run.
+    #[serde(default, rename = "yield")]
+    pub yield_after_run: bool,
+    /// The cgroup the tasks belong to (recorded; group scheduling is not modelled yet).
+    pub cgroup: Option<String>,
 }
 
 fn one() -> u32 {

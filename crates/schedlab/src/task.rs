@@ -276,6 +276,8 @@ pub struct Task {
     /// Spinning on this lock (while on CPU) since `spin_start`.
     pub spinning: Option<LockId>,
     pub spin_start: Ns,
+    /// The spinner was switched back in and must re-check the lock.
+    pub spin_retry: bool,
     /// Peer tasks for YieldTo (e.g. the vCPUs of the same VM).
     pub peers: Vec<TaskId>,
     pub parent: Option<TaskId>,

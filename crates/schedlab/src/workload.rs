@@ -24,9 +24,9 @@ fn cpus(sim: &Sim, list: &Option<CpuList>, field: &str) -> Result<CpuMask, Build
     }
 }
 
-/// A task template with the scheduler-visible attributes filled in.
+/// A task with the scheduler-visible attributes filled in, state New.
 #[allow(clippy::too_many_arguments)]
-fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i32, rt_priority: u32, allowed: CpuMask, prog: u32) -> Task {
+pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i32, rt_priority: u32, allowed: CpuMask, prog: u32) -> Task {
     Task {
         id: 0,
         name,
@@ -59,6 +59,7 @@ fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i32, r
         refill_left: 0,
         spinning: None,
         spin_start: 0,
+        spin_retry: false,
         peers: Vec::new(),
         parent: None,
         wakee_flips: 0,
@@ -102,10 +103,28 @@ pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildErro
     Ok(())
 }
 
-fn add_program(sim: &mut Sim, ops: Vec<Op>) -> u32 {
+/// Registers a behaviour program and returns its id.
+pub fn add_program(sim: &mut Sim, ops: Vec<Op>) -> u32 {
     let loop_slots = ops.iter().filter_map(|o| if let Op::Loop { slot, .. } = o { Some(slot + 1) } else { None }).max().unwrap_or(0);
     sim.programs.push(Program { ops, loop_slots });
     (sim.programs.len() - 1) as u32
+}
+
+/// Adds an empty workload (for tasks built by hand) and returns its index.
+pub fn add_workload(sim: &mut Sim, name: &str, kind: &str, finite: bool) -> u32 {
+    let mut m = WorkloadMetrics::new(name, kind);
+    m.finite = finite;
+    sim.metrics.push(m);
+    sim.workload_tasks.push(Vec::new());
+    (sim.metrics.len() - 1) as u32
+}
+
+/// Adds a task that starts with workload `w`.
+pub fn spawn(sim: &mut Sim, w: u32, t: Task) -> TaskId {
+    let id = sim.add_task(t);
+    sim.workload_tasks[w as usize].push(id);
+    sim.metrics[w as usize].nr_tasks += 1;
+    id
 }
 
 fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
@@ -126,6 +145,9 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
     let allowed = cpus(sim, &h.cpus, &format!("{prefix}.cpus"))?;
     let run = h.run.as_ref().map(|d| d.0.clone()).unwrap_or(Dist::Const(100 * NSEC_PER_MSEC));
     let mut ops = vec![Op::Run(run), Op::Work];
+    if h.yield_after_run {
+        ops.push(Op::Yield);
+    }
     if let Some(s) = &h.sleep {
         ops.push(Op::Sleep(s.0.clone()));
     }
@@ -146,6 +168,12 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
             t.se.custom_slice = true;
         }
         t.working_set = h.working_set.unwrap_or(0);
+        if let Some(cg) = &h.cgroup {
+            if !cg.starts_with('/') {
+                return Err(format!("{prefix}.cgroup: {cg:?} must be an absolute path such as \"/workload/a\""));
+            }
+            t.cgroup = cg.clone();
+        }
         ids.push(sim.add_task(t));
     }
     Ok(ids)

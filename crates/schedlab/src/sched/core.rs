@@ -238,8 +238,10 @@ impl Sim {
         }
         let mut elapsed = now - from;
         self.rq_mut(cpu).progress_from = now;
-        let t = self.task_mut(p);
-        if t.spinning.is_some() {
+        let t = &mut self.tasks[p as usize];
+        if let Some(l) = t.spinning {
+            // Spinning burns CPU without progress.
+            self.locks[l as usize].spin_ns += elapsed;
             return;
         }
         let refill = elapsed.min(t.refill_left);
@@ -259,6 +261,7 @@ impl Sim {
         let at = rq.curr.and_then(|p| {
             let t = &self.tasks[p as usize];
             match t.spinning {
+                Some(_) if t.spin_retry => Some(from),
                 Some(_) => t.ple_deadline.map(|d| d.max(from)),
                 None => Some(from + t.refill_left + t.run_left.unwrap_or(0)),
             }
@@ -362,6 +365,8 @@ impl Sim {
             self.update_idle_core(cpu, false);
         }
         let t = self.task_mut(n);
+        // A spinner coming back on a CPU looks at the lock again first.
+        t.spin_retry = t.spinning.is_some();
         if let Some(ws) = t.wait_start.take() {
             t.stats.wait_ns += now - ws;
         }

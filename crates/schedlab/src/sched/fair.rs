@@ -621,6 +621,20 @@ impl Sim {
             if sum_lag.abs() > load {
                 return Err(format!("cpu{cpu}: Σ weighted lag = {sum_lag}, load {load}"));
             }
+            // EEVDF bounds each lag by the largest request plus the scheduling
+            // quantum (here the tick, since preemption happens at ticks and
+            // events): -(r_max + q) < lag_i < r_max + q, in real time. Allow
+            // twice that for placement inflation and delayed entities.
+            let entities: Vec<TaskId> = cfs.timeline.iter().map(|&(_, p)| p).chain(cfs.curr.filter(|&c| self.task(c).se.on_rq)).collect();
+            let r_max = entities.iter().map(|&p| self.task(p).se.slice).max().unwrap_or(0);
+            let bound = 2 * (r_max + self.costs.tick_ns()) as i128;
+            for &p in &entities {
+                let se = &self.task(p).se;
+                let lag_real = vdiff(v, se.vruntime) as i128 * se.load.weight as i128 / NICE_0_LOAD as i128;
+                if lag_real.abs() > bound {
+                    return Err(format!("cpu{cpu}: task {p} lag {lag_real} ns exceeds ±{bound} ns"));
+                }
+            }
         }
         // The pick is the earliest eligible deadline (without slice protection and buddies).
         if let Some(pick) = self.pick_eevdf(cpu, false) {

@@ -3,6 +3,7 @@
 mod determinism;
 mod fair;
 mod placement;
+mod programs;
 mod rt;
 mod workloads;
 

@@ -1,0 +1,92 @@
+//! Behaviour-program steps built by hand: fork and exit, spinlocks with
+//! pause-loop exits and yield_to, sched_yield.
+
+use crate::sim;
+use schedlab::cpumask::CpuMask;
+use schedlab::sim::SpinLock;
+use schedlab::task::{Dist, Op, Policy, TaskState};
+use schedlab::workload::{add_program, add_workload, new_task, spawn};
+
+const EMPTY_1CPU: &str = "duration = \"1s\"\n[machine]\npreset = \"1cpu\"\ncstates = false\n";
+const EMPTY_2CPU: &str = "duration = \"1s\"\n[machine]\npreset = \"2cpu\"\ncstates = false\n";
+
+#[test]
+fn fork_creates_children_that_run_and_exit() {
+    let mut s = sim(EMPTY_2CPU);
+    let w = add_workload(&mut s, "forker", "test", true);
+    let child = add_program(&mut s, vec![Op::Run(Dist::Const(100_000)), Op::Exit]);
+    let parent = add_program(&mut s, vec![Op::Fork { prog: child }, Op::Sleep(Dist::Const(1_000_000)), Op::Loop { to: 0, count: Some(5), slot: 0 }, Op::Exit]);
+    let n = s.nr_cpus();
+    spawn(&mut s, w, new_task("parent".into(), w, 1, Policy::Other, 0, 0, CpuMask::full(n), parent));
+    s.run();
+    assert_eq!(s.tasks.len(), 6);
+    for t in &s.tasks {
+        assert_eq!(t.state, TaskState::Dead, "{} did not exit", t.name);
+    }
+    for t in s.tasks.iter().skip(1) {
+        assert_eq!(t.parent, Some(0));
+        assert!(t.stats.runtime_ns >= 100_000, "child ran {}", t.stats.runtime_ns);
+    }
+    assert_eq!(s.metrics[w as usize].exited, 6);
+}
+
+fn lock_pair(ple: Option<u64>, lag_credit: bool) -> (u64, u64) {
+    let mut s = sim(&format!("{EMPTY_1CPU}[features]\nYIELD_TO_LAG_CREDIT = {lag_credit}\n"));
+    s.locks.push(SpinLock::default());
+    let w = add_workload(&mut s, "vcpus", "test", false);
+    // The holder keeps the lock for 2 ms at a time, then works unlocked.
+    let holder = add_program(&mut s, vec![
+        Op::Lock { lock: 0, ple_ns: ple },
+        Op::Run(Dist::Const(2_000_000)),
+        Op::Unlock { lock: 0 },
+        Op::Work,
+        Op::Run(Dist::Const(1_000_000)),
+        Op::Loop { to: 0, count: None, slot: 0 },
+    ]);
+    let mut a = new_task("a".into(), w, 1, Policy::Other, 0, 0, CpuMask::full(1), holder);
+    let mut b = a.clone();
+    b.name = "b".into();
+    a.peers = vec![1];
+    b.peers = vec![0];
+    spawn(&mut s, w, a);
+    spawn(&mut s, w, b);
+    s.run();
+    let l = &s.locks[0];
+    assert!(l.acquisitions > 10);
+    (s.metrics[w as usize].work, l.spin_ns)
+}
+
+#[test]
+fn spinners_burn_cpu_until_the_holder_runs() {
+    // Two tasks on one CPU contend for a lock: whoever is preempted while
+    // holding it makes the other spin until the tick preempts the spinner.
+    let (work, spin) = lock_pair(None, false);
+    assert!(spin > 100_000_000, "spin time {spin}");
+    // With pause-loop exits the spinner yields to the holder after 50 us.
+    let (work_ple, spin_ple) = lock_pair(Some(50_000), false);
+    assert!(spin_ple < spin / 4, "PLE spin {spin_ple} vs {spin}");
+    assert!(work_ple > work, "PLE work {work_ple} vs {work}");
+}
+
+#[test]
+fn yield_to_lag_credit_changes_the_schedule() {
+    let (_, spin_plain) = lock_pair(Some(50_000), false);
+    let (work_credit, spin_credit) = lock_pair(Some(50_000), true);
+    assert!(work_credit > 0);
+    assert_ne!(spin_plain, spin_credit);
+}
+
+#[test]
+fn sched_yield_alternates_equal_tasks() {
+    let mut s = sim(EMPTY_1CPU);
+    let w = add_workload(&mut s, "yielders", "test", false);
+    let prog = add_program(&mut s, vec![Op::Run(Dist::Const(50_000)), Op::Work, Op::Yield, Op::Loop { to: 0, count: None, slot: 0 }]);
+    for i in 0..2 {
+        spawn(&mut s, w, new_task(format!("y{i}"), w, 1, Policy::Other, 0, 0, CpuMask::full(1), prog));
+    }
+    s.run();
+    let (a, b) = (&s.tasks[0].stats, &s.tasks[1].stats);
+    // Each yield hands the CPU over: about one switch per 50 us run.
+    assert!(a.switches > 5_000 && b.switches > 5_000, "{} {}", a.switches, b.switches);
+    assert!(a.work.abs_diff(b.work) <= 2, "{} vs {}", a.work, b.work);
+}
