@@ -13,9 +13,9 @@ use std::iter::FusedIterator;
 const WORD_BITS: usize = u64::BITS as usize;
 
 /// Masks of up to this many words are stored inline, so that cloning a mask
-/// on ordinary machines (up to 128 CPUs) never touches the allocator. Larger
+/// on ordinary machines (up to 256 CPUs) never touches the allocator. Larger
 /// machines pay one allocation per clone, which is still O(words).
-const INLINE_WORDS: usize = 2;
+const INLINE_WORDS: usize = 4;
 
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 enum Words {

@@ -160,6 +160,8 @@ pub struct Sim {
     /// CPUs whose tick is stopped because they are idle (nohz.idle_cpus_mask).
     pub nohz_idle: CpuMask,
     pub nohz_next_balance: Ns,
+    /// CPUs with more than one queued task (rd->overloaded, as a count).
+    pub nr_overloaded: u32,
     pub finished: bool,
     started: bool,
     /// Run invariant checks after every event (debug builds, tests).
@@ -208,6 +210,7 @@ impl Sim {
             this_cpu: 0,
             llc_has_idle_cores: vec![true; nr_llcs],
             nohz_next_balance: 0,
+            nr_overloaded: 0,
             finished: false,
             started: false,
             check_invariants: cfg!(debug_assertions),

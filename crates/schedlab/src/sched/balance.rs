@@ -463,7 +463,9 @@ impl Sim {
 
     /// Newly idle balancing (sched_balance_newidle); true if a task was pulled.
     pub fn sched_balance_newidle(&mut self, cpu: Cpu) -> bool {
-        if self.rq(cpu).avg_idle < self.tunables.migration_cost_ns / 2 {
+        // Not worth it when this CPU's idle periods are short, or when no CPU
+        // has anything queued to give.
+        if self.rq(cpu).avg_idle < self.tunables.migration_cost_ns || self.nr_overloaded == 0 {
             return false;
         }
         for level in 0..self.domains[cpu as usize].len() {

@@ -14,7 +14,11 @@ impl Sim {
         debug_assert_eq!(self.task(p).cpu, cpu);
         let cls = class_of(self.task(p).class);
         if flags & enq::DELAYED == 0 {
-            self.rq_mut(cpu).nr_running += 1;
+            let rq = self.rq_mut(cpu);
+            rq.nr_running += 1;
+            if rq.nr_running == 2 {
+                self.nr_overloaded += 1;
+            }
         }
         cls.enqueue_task(self, cpu, p, flags);
         let t = self.task_mut(p);
@@ -34,7 +38,11 @@ impl Sim {
 
     /// Book-keeping once a task has really left its runqueue.
     pub fn finish_dequeue(&mut self, cpu: Cpu, p: TaskId) {
-        self.rq_mut(cpu).nr_running -= 1;
+        let rq = self.rq_mut(cpu);
+        rq.nr_running -= 1;
+        if rq.nr_running == 1 {
+            self.nr_overloaded -= 1;
+        }
         self.task_mut(p).on_rq = false;
     }
 
@@ -345,6 +353,7 @@ impl Sim {
         let now = self.now();
         class_of(self.task(n).class).set_next_task(self, cpu, n, true);
         let start = now.max(self.rq(cpu).irq_until);
+        let migration_cost = self.tunables.migration_cost_ns;
         let mut switch_cost = self.costs.context_switch_ns;
         if self.rq(cpu).last_tgid != Some(self.task(n).tgid) {
             switch_cost += self.costs.mm_switch_ns;
@@ -356,7 +365,13 @@ impl Sim {
             rq.curr = Some(n);
             rq.progress_from = start + switch_cost;
             if from_idle {
-                rq.idle_since = None;
+                // rq->avg_idle: a running average (1/8 weight) of idle periods,
+                // capped at twice the migration cost.
+                if let Some(since) = rq.idle_since.take() {
+                    let delta = (now - since) as i64;
+                    let avg = rq.avg_idle as i64;
+                    rq.avg_idle = ((avg + (delta - avg) / 8).max(0) as Ns).min(2 * migration_cost);
+                }
                 rq.busy_since = now;
             }
         }
@@ -531,6 +546,8 @@ impl Sim {
 
     /// Runs every check the engine promises after an event (debug builds).
     pub fn assert_invariants(&self) {
+        let overloaded = self.rqs.iter().filter(|rq| rq.nr_running > 1).count() as u32;
+        assert_eq!(self.nr_overloaded, overloaded, "overloaded-CPU count drifted");
         for (c, rq) in self.rqs.iter().enumerate() {
             let queued = self.tasks.iter().filter(|t| t.on_rq && t.cpu as usize == c).count() as u32;
             assert_eq!(rq.nr_running, queued, "cpu{c}: nr_running disagrees with queued tasks");

@@ -224,8 +224,9 @@ impl Sim {
         if self.task(p).class != ClassId::Rt {
             return;
         }
-        // need_pull_rt_task(): prev leaves and nothing queued here beats it.
-        if self.rq(cpu).rt.highest_prio() > self.task(p).prio || !self.task(p).rt.on_rq {
+        // need_pull_rt_task(): prev left the RT queue and nothing queued
+        // here is as important.
+        if !self.task(p).rt.on_rq && self.rq(cpu).rt.highest_prio() > self.task(p).prio {
             self.pull_rt_task(cpu);
         }
     }
@@ -310,6 +311,10 @@ impl SchedClass for RtClass {
         sim.task_mut(p).se.exec_start = now;
         sim.rq_mut(cpu).curr = Some(p);
         sim.update_pushable(cpu, p);
+        // A preempted RT task left behind may run elsewhere (rt_queue_push_tasks).
+        if !sim.rq(cpu).rt.pushable.is_empty() {
+            sim.push_rt_tasks(cpu);
+        }
     }
 
     fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, _wake_flags: u32) -> Cpu {
