@@ -28,8 +28,8 @@ enum Cmd {
     Run {
         /// Scenario file (TOML).
         scenario: PathBuf,
-        /// Override the scenario's seed.
-        #[arg(long)]
+        /// Override the scenario's seed (0 ..= 2^63-1, as TOML integers are signed).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(0..=i64::MAX as u64))]
         seed: Option<u64>,
         /// Override any scenario field by dotted path, e.g. workload.0.count=8.
         #[arg(long = "set", value_name = "PATH=VALUE")]
@@ -37,7 +37,8 @@ enum Cmd {
         /// Set a kernel feature, e.g. RUN_TO_PARITY=off or NO_PLACE_LAG.
         #[arg(long = "feature", value_name = "NAME[=on|off]")]
         features: Vec<String>,
-        /// Use a machine preset or a CPU count instead of the scenario's.
+        /// Use a machine preset, a CPU count, a copy of /sys/devices/system/cpu
+        /// or a file of `lscpu -p` output instead of the scenario's machine.
         #[arg(long)]
         machine: Option<String>,
         /// Write the results as JSON to this file ("-" for stdout).
@@ -83,14 +84,6 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
     if let Some(s) = seed {
         sets.push(format!("seed={s}"));
     }
-    if let Some(m) = machine {
-        if m.parse::<usize>().is_ok() {
-            sets.push(format!("machine.cpus={m}"));
-            sets.push("machine.preset=\"\"".into());
-        } else {
-            sets.push(format!("machine.preset=\"{m}\""));
-        }
-    }
     for f in &features {
         let mut probe = schedlab::features::Features::default();
         probe.apply(f).map_err(|e| Failure::Input(format!("--feature {f}: {e}")))?;
@@ -108,8 +101,27 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
         other => Failure::Input(other.to_string()),
     })?;
     let mut scenario = scenario;
-    if scenario.machine.preset.as_deref() == Some("") {
-        scenario.machine.preset = None;
+    if let Some(m) = machine {
+        // --machine replaces the scenario's machine choice entirely.
+        let spec = &mut scenario.machine;
+        spec.preset = None;
+        spec.cpus = None;
+        spec.sysfs = None;
+        spec.lscpu = None;
+        let as_path = std::path::Path::new(&m);
+        if as_path.exists() {
+            // A copy of /sys/devices/system/cpu, or a file of `lscpu -p` output.
+            let abs = as_path.canonicalize().map_err(|e| Failure::Io(format!("--machine {m}: {e}")))?;
+            if abs.is_dir() {
+                spec.sysfs = Some(abs);
+            } else {
+                spec.lscpu = Some(abs);
+            }
+        } else if let Ok(n) = m.parse::<usize>() {
+            spec.cpus = Some(n);
+        } else {
+            spec.preset = Some(m);
+        }
     }
     let mut sim = world::build(&scenario, &file).map_err(|e| Failure::Input(e.to_string()))?;
     let title = scenario.title(&file);

@@ -126,3 +126,34 @@ fn list_shows_everything() {
         assert!(s.contains(want), "list lacks {want}");
     }
 }
+
+#[test]
+fn machine_from_lscpu_and_sysfs() {
+    // A 2-socket, 4-core, SMT2 machine as `lscpu -p` prints it.
+    let mut lscpu = String::from("# CPU,Core,Socket,Node,,L1d,L1i,L2,L3\n");
+    for cpu in 0..8 {
+        let core = cpu % 4;
+        let socket = core / 2;
+        lscpu.push_str(&format!("{cpu},{core},{socket},{socket},,{core},{core},{core},{socket}\n"));
+    }
+    let lp = write_tmp("lscpu.txt", &lscpu);
+    let scen = write_tmp("imported.toml", &format!("duration = \"50ms\"\n[machine]\nlscpu = \"{}\"\n[[workload]]\nkind = \"hog\"\ncount = 8\n", lp.display()));
+    let out = schedlab(&["run", scen.to_str().unwrap(), "--json", "-", "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["nr_cpus"], 8);
+    // --machine with a path overrides the scenario's preset.
+    let s = scenario_dir().join("nice-hogs.toml");
+    let out = schedlab(&["run", s.to_str().unwrap(), "--machine", lp.to_str().unwrap(), "--set", "duration=\"50ms\"", "--json", "-", "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["nr_cpus"], 8);
+    // This host's own layout, when sysfs is there.
+    if std::path::Path::new("/sys/devices/system/cpu/online").exists() {
+        let out = schedlab(&["run", s.to_str().unwrap(), "--machine", "/sys/devices/system/cpu", "--set", "duration=\"50ms\"", "-q"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = schedlab(&["run", s.to_str().unwrap(), "--machine", "12", "--set", "duration=\"50ms\"", "--json", "-", "-q"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["nr_cpus"], 12);
+}

@@ -34,7 +34,7 @@ mode = "threads"
 
 const EPYC_20K: &str = r#"
 seed = 1
-duration = "100ms"
+duration = "1s"
 [machine]
 preset = "epyc-2s-192"
 [[workload]]
@@ -58,7 +58,7 @@ fn events(text: &str) -> u64 {
 }
 
 fn bench(c: &mut Criterion) {
-    for (name, text) in [("mixed-4cpu-1s", MIXED_4CPU), ("epyc-2s-192-20k-tasks-100ms", EPYC_20K)] {
+    for (name, text) in [("mixed-4cpu-1s", MIXED_4CPU), ("epyc-2s-192-20k-tasks-1s", EPYC_20K)] {
         let mut g = c.benchmark_group("simulate");
         g.sample_size(10);
         g.throughput(Throughput::Elements(events(text)));

@@ -394,7 +394,11 @@ pub fn apply_set(root: &mut toml::Table, spec: &str) -> Result<(), String> {
 }
 
 pub fn parse_policy(s: &str) -> Result<Policy, String> {
-    Policy::parse(s).ok_or_else(|| format!("unknown policy {s:?}: expected other, batch, idle, fifo or rr"))
+    match Policy::parse(s) {
+        Some(Policy::Ext) => Err("policy \"ext\" needs a sched_ext scheduler, which this build does not have yet: use other, batch, idle, fifo or rr".into()),
+        Some(p) => Ok(p),
+        None => Err(format!("unknown policy {s:?}: expected other, batch, idle, fifo or rr")),
+    }
 }
 
 #[cfg(test)]

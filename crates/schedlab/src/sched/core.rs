@@ -548,9 +548,12 @@ impl Sim {
     pub fn assert_invariants(&self) {
         let overloaded = self.rqs.iter().filter(|rq| rq.nr_running > 1).count() as u32;
         assert_eq!(self.nr_overloaded, overloaded, "overloaded-CPU count drifted");
+        let mut queued = vec![0u32; self.rqs.len()];
+        for t in self.tasks.iter().filter(|t| t.on_rq) {
+            queued[t.cpu as usize] += 1;
+        }
         for (c, rq) in self.rqs.iter().enumerate() {
-            let queued = self.tasks.iter().filter(|t| t.on_rq && t.cpu as usize == c).count() as u32;
-            assert_eq!(rq.nr_running, queued, "cpu{c}: nr_running disagrees with queued tasks");
+            assert_eq!(rq.nr_running, queued[c], "cpu{c}: nr_running disagrees with queued tasks");
             if let Some(p) = rq.curr {
                 let t = self.task(p);
                 assert_eq!(t.cpu as usize, c, "running task {p} not on its rq");

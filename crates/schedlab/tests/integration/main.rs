@@ -4,6 +4,7 @@ mod determinism;
 mod fair;
 mod placement;
 mod programs;
+mod properties;
 mod rt;
 mod workloads;
 

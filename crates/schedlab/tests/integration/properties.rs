@@ -1,0 +1,43 @@
+//! Properties over random small scenarios: the engine's invariants hold
+//! after every event, and time is conserved.
+
+use proptest::prelude::*;
+
+use crate::sim;
+
+fn scenario(cpus: usize, tasks: &[(i32, u8, u16, u16)], seed: u64) -> String {
+    let mut s = format!("seed = {seed}\nduration = \"200ms\"\n[machine]\ncpus = {cpus}\n");
+    for (i, &(nice, mask, run_us, sleep_us)) in tasks.iter().enumerate() {
+        let allowed: Vec<String> = (0..cpus).filter(|c| mask & (1 << c) != 0).map(|c| c.to_string()).collect();
+        let cpus_line = if allowed.is_empty() { String::new() } else { format!("cpus = \"{}\"\n", allowed.join(",")) };
+        let sleep = if sleep_us == 0 { String::new() } else { format!("sleep = \"exp:{sleep_us}us\"\n") };
+        s.push_str(&format!("[[workload]]\nkind = \"hog\"\nname = \"t{i}\"\nnice = {nice}\nrun = \"exp:{}us\"\n{sleep}{cpus_line}", run_us.max(1)));
+    }
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold_and_time_is_conserved(
+        cpus in 1usize..=4,
+        tasks in prop::collection::vec((-20i32..=19, any::<u8>(), 1u16..3000, 0u16..3000), 1..8),
+        seed in 0u64..(i64::MAX as u64),
+    ) {
+        let mut s = sim(&scenario(cpus, &tasks, seed));
+        s.check_invariants = true;
+        s.run();
+        let end = s.now();
+        let mut total_runtime = 0;
+        for t in &s.tasks {
+            // Runnable time splits into running and waiting; neither exceeds the run.
+            prop_assert!(t.stats.runtime_ns + t.stats.wait_ns <= end, "{}: {} + {} > {}", t.name, t.stats.runtime_ns, t.stats.wait_ns, end);
+            prop_assert!(t.cpus_allowed.test(t.cpu as usize));
+            total_runtime += t.stats.runtime_ns;
+        }
+        let busy: u64 = s.rqs.iter().map(|rq| rq.stats.busy_ns).sum();
+        prop_assert!(total_runtime <= busy, "tasks ran {} ns on {} ns of busy CPU", total_runtime, busy);
+        prop_assert!(busy <= end * cpus as u64);
+    }
+}
