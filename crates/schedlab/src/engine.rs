@@ -47,16 +47,23 @@ impl Event {
     }
 }
 
-#[derive(Debug)]
+/// A pending event; `key` packs (time, seq) so that one comparison orders them.
+#[derive(Clone, Copy, Debug)]
 struct Entry {
-    time: Ns,
-    seq: u64,
+    key: u128,
     event: Event,
+}
+
+impl Entry {
+    #[inline]
+    fn time(&self) -> Ns {
+        (self.key >> 64) as Ns
+    }
 }
 
 impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
-        self.time == other.time && self.seq == other.seq
+        self.key == other.key
     }
 }
 impl Eq for Entry {}
@@ -68,7 +75,7 @@ impl PartialOrd for Entry {
 impl Ord for Entry {
     // BinaryHeap is a max-heap: invert so that the earliest (time, seq) pops first.
     fn cmp(&self, other: &Self) -> Ordering {
-        (other.time, other.seq).cmp(&(self.time, self.seq))
+        other.key.cmp(&self.key)
     }
 }
 
@@ -98,16 +105,17 @@ impl Engine {
     pub fn schedule(&mut self, at: Ns, event: Event) {
         let time = at.max(self.now);
         self.seq += 1;
-        self.heap.push(Entry { time, seq: self.seq, event });
+        self.heap.push(Entry { key: ((time as u128) << 64) | self.seq as u128, event });
     }
 
     /// Pops the next event, advancing the clock to it.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ns, Event)> {
         let e = self.heap.pop()?;
-        debug_assert!(e.time >= self.now, "time went backwards");
-        self.now = e.time;
-        Some((e.time, e.event))
+        let time = e.time();
+        debug_assert!(time >= self.now, "time went backwards");
+        self.now = time;
+        Some((time, e.event))
     }
 
     /// Records that an event had an effect; stale (superseded) events are not counted.
@@ -128,7 +136,7 @@ impl Engine {
 
     /// Time of the next pending event.
     pub fn peek_time(&self) -> Option<Ns> {
-        self.heap.peek().map(|e| e.time)
+        self.heap.peek().map(|e| e.time())
     }
 
     pub fn events_processed(&self) -> u64 {
@@ -192,6 +200,26 @@ mod tests {
                 (10, Event::Tick { cpu: 3 })
             ]
         );
+    }
+
+    #[test]
+    fn heap_pops_in_key_order() {
+        let mut e = Engine::new();
+        let mut r = crate::rng::Rng::new(3, crate::rng::Stream::Scheduler);
+        let mut times: Vec<u64> = (0..5000).map(|_| r.below(1000)).collect();
+        for (i, &t) in times.iter().enumerate() {
+            e.schedule(t, Event::Tick { cpu: i as Cpu });
+        }
+        let mut popped = Vec::new();
+        let mut last = (0, 0);
+        while let Some((t, Event::Tick { cpu })) = e.pop() {
+            // Same time: in scheduling order.
+            assert!((t, cpu) > last || popped.is_empty(), "{:?} after {:?}", (t, cpu), last);
+            last = (t, cpu);
+            popped.push(t);
+        }
+        times.sort();
+        assert_eq!(popped, times);
     }
 
     #[test]
