@@ -42,6 +42,11 @@ pub struct TaskResult {
     pub id: u32,
     pub name: String,
     pub workload: String,
+    /// Process id (mm) and cgroup of the task.
+    pub tgid: u32,
+    pub cgroup: String,
+    /// CPU the task was last on.
+    pub cpu: u32,
     pub policy: &'static str,
     pub nice: i32,
     pub prio: i32,
@@ -66,6 +71,7 @@ pub struct CpuResult {
 
 #[derive(Debug, Serialize)]
 pub struct Results {
+    pub schedlab_version: &'static str,
     pub scenario: String,
     pub seed: u64,
     pub machine: String,
@@ -121,6 +127,9 @@ impl Results {
                 id: t.id,
                 name: t.name.clone(),
                 workload: sim.metrics[t.workload as usize].name.clone(),
+                tgid: t.tgid,
+                cgroup: t.cgroup.clone(),
+                cpu: t.cpu,
                 policy: t.policy.kernel_name(),
                 nice: t.nice,
                 prio: t.prio,
@@ -145,6 +154,7 @@ impl Results {
             })
             .collect();
         Results {
+            schedlab_version: env!("CARGO_PKG_VERSION"),
             scenario: scenario.to_string(),
             seed: sim.seed,
             machine: sim.topo.name.clone(),
