@@ -17,12 +17,7 @@ const LOCK_HANDOFF_NS: Ns = 100;
 
 impl Sim {
     fn draw(&mut self, p: TaskId, d: &Dist) -> Ns {
-        let rng = &mut self.task_rngs[p as usize];
-        match *d {
-            Dist::Const(v) => v,
-            Dist::Uniform(a, b) => rng.range_inclusive(a, b),
-            Dist::Exp(mean) => rng.exponential(mean),
-        }
+        crate::sim::draw_dist(&mut self.task_rngs[p as usize], d)
     }
 
     /// The running task on `cpu` finished its step (or became able to make progress).

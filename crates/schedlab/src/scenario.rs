@@ -158,6 +158,18 @@ pub struct MachineSpec {
     pub cstates: Option<bool>,
     #[serde(default)]
     pub costs: CostSpec,
+    /// Windows during which CPUs run with interrupts disabled.
+    pub irqoff: Option<IrqOffSpec>,
+}
+
+/// IRQ-disabled windows: on each CPU, windows of `length` separated by gaps
+/// of `every`, during which timer interrupts and IPIs wait.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IrqOffSpec {
+    pub every: DistSpec,
+    pub length: DistSpec,
+    pub cpus: Option<CpuList>,
 }
 
 #[derive(Clone, Debug, Deserialize, Default)]

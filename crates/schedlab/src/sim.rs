@@ -11,7 +11,7 @@ use crate::engine::{Cpu, Engine, Event, TaskId};
 use crate::features::Features;
 use crate::rng::{Rng, Stream};
 use crate::sched::rq::{DomainState, Rq};
-use crate::task::{Program, Task};
+use crate::task::{Dist, Program, Task};
 use crate::time::{Ns, NSEC_PER_MSEC};
 use crate::topology::{SchedDomain, Topology};
 
@@ -79,6 +79,63 @@ pub struct SpinLock {
     pub spinners: Vec<TaskId>,
     pub acquisitions: u64,
     pub spin_ns: Ns,
+}
+
+/// Per-CPU interrupt-disabled windows (long irqsave sections, softirq
+/// storms): interrupts that arrive inside one are delivered at its end.
+#[derive(Clone, Debug)]
+pub struct IrqOffModel {
+    pub every: Dist,
+    pub length: Dist,
+    pub cpus: CpuMask,
+    /// Current or next window per CPU, as [start, end).
+    windows: Vec<(Ns, Ns)>,
+    rngs: Vec<Rng>,
+    /// Interrupts deferred, per CPU.
+    pub deferred: Vec<u64>,
+}
+
+impl IrqOffModel {
+    pub fn new(every: Dist, length: Dist, cpus: CpuMask, seed: u64) -> Self {
+        let n = cpus.nr_bits();
+        IrqOffModel {
+            every,
+            length,
+            cpus,
+            windows: vec![(0, 0); n],
+            rngs: (0..n).map(|c| Rng::new(seed, Stream::Machine(c as u32))).collect(),
+            deferred: vec![0; n],
+        }
+    }
+
+    /// If `cpu` has interrupts disabled at `t`, when they are enabled again.
+    /// Calls must come in non-decreasing `t` per CPU (the event order).
+    pub fn disabled_until(&mut self, cpu: Cpu, t: Ns) -> Option<Ns> {
+        let c = cpu as usize;
+        if !self.cpus.test(c) {
+            return None;
+        }
+        while self.windows[c].1 <= t {
+            let end = self.windows[c].1;
+            let gap = draw_dist(&mut self.rngs[c], &self.every).max(1);
+            let len = draw_dist(&mut self.rngs[c], &self.length);
+            self.windows[c] = (end + gap, end + gap + len);
+        }
+        let (start, end) = self.windows[c];
+        (start <= t).then(|| {
+            self.deferred[c] += 1;
+            end
+        })
+    }
+}
+
+/// Draws a duration from a distribution.
+pub fn draw_dist(rng: &mut Rng, d: &Dist) -> Ns {
+    match *d {
+        Dist::Const(v) => v,
+        Dist::Uniform(a, b) => rng.range_inclusive(a, b),
+        Dist::Exp(mean) => rng.exponential(mean),
+    }
 }
 
 /// A threshold a workload counts latencies above.
@@ -166,6 +223,7 @@ pub struct Sim {
     started: bool,
     /// Run invariant checks after every event (debug builds, tests).
     pub check_invariants: bool,
+    pub irqoff: Option<IrqOffModel>,
 }
 
 impl Sim {
@@ -214,6 +272,7 @@ impl Sim {
             finished: false,
             started: false,
             check_invariants: cfg!(debug_assertions),
+            irqoff: None,
         }
     }
 
@@ -322,18 +381,24 @@ impl Sim {
                 self.on_step_done(cpu);
             }
             Event::Tick { cpu } => {
+                if self.irq_deferred(cpu, t, ev) {
+                    return false;
+                }
                 self.engine.account(t, &ev);
                 self.this_cpu = cpu;
                 self.on_tick(cpu);
             }
             Event::Timer { task, gen } => {
-                if self.task(task).timer_gen != gen {
+                if self.task(task).timer_gen != gen || self.irq_deferred(self.task(task).cpu, t, ev) {
                     return false;
                 }
                 self.engine.account(t, &ev);
                 self.on_timer(task);
             }
             Event::Ipi { cpu } => {
+                if self.irq_deferred(cpu, t, ev) {
+                    return false;
+                }
                 self.engine.account(t, &ev);
                 self.this_cpu = cpu;
                 self.on_ipi(cpu);
@@ -350,6 +415,18 @@ impl Sim {
         }
         self.finish_event();
         true
+    }
+
+    /// Defers an interrupt that arrives while `cpu` has interrupts disabled.
+    fn irq_deferred(&mut self, cpu: Cpu, t: Ns, ev: Event) -> bool {
+        let Some(model) = self.irqoff.as_mut() else { return false };
+        match model.disabled_until(cpu, t) {
+            Some(end) => {
+                self.engine.schedule(end, ev);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Return-from-interrupt on the local CPU: reschedule if asked to.

@@ -105,6 +105,17 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
         features.set(f, on);
     }
     let mut sim = Sim::new(topo, costs, features, tunables, s.seed, s.duration.0);
+    if let Some(irq) = &s.machine.irqoff {
+        let n = sim.nr_cpus();
+        let cpus = match &irq.cpus {
+            Some(crate::scenario::CpuList(l)) => crate::cpumask::CpuMask::parse_cpulist(l, n).map_err(|e| bad(format!("machine.irqoff.cpus: {e}")))?,
+            None => crate::cpumask::CpuMask::full(n),
+        };
+        if irq.every.0.mean() == 0 {
+            return Err(bad("machine.irqoff.every: the gap between windows must be positive".into()));
+        }
+        sim.irqoff = Some(crate::sim::IrqOffModel::new(irq.every.0.clone(), irq.length.0.clone(), cpus, s.seed));
+    }
     for (i, w) in s.workloads.iter().enumerate() {
         crate::workload::build(&mut sim, i as u32, w).map_err(bad)?;
     }

@@ -455,8 +455,10 @@ impl Sim {
         self.rt_bandwidth_tick(cpu);
         self.trigger_load_balance(cpu);
         self.arm_step(cpu);
+        // The tick hrtimer is forwarded to the next period boundary, so a
+        // late (IRQ-deferred) tick does not shift the ones after it.
         let tick = self.costs.tick_ns();
-        self.engine.schedule(now + tick, Event::Tick { cpu });
+        self.engine.schedule((now / tick + 1) * tick, Event::Tick { cpu });
     }
 
     /// A sleep timer fires on the CPU the task slept on.

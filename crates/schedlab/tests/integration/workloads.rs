@@ -33,3 +33,20 @@ fn sched_other_cyclictest_pays_timer_slack() {
     let l = r.workloads[0].latency.as_ref().unwrap();
     assert!(l.p50_ns >= 50_000 && l.p50_ns < 60_000, "{}", l.p50_ns);
 }
+
+#[test]
+fn irq_off_windows_delay_wakeups() {
+    let base = "duration = \"2s\"\n[machine]\npreset = \"1cpu\"\ncstates = false\n";
+    let ct = "[[workload]]\nkind = \"cyclictest\"\npriority = 99\ninterval = \"1ms\"\nspikes_above = [\"10us\"]\n";
+    let (_, quiet) = run(&format!("{base}{ct}"));
+    let (s, noisy) = run(&format!("{base}[machine.irqoff]\nevery = \"exp:500us\"\nlength = \"30us\"\n{ct}"));
+    let q = quiet.workloads[0].latency.as_ref().unwrap();
+    let n = noisy.workloads[0].latency.as_ref().unwrap();
+    assert!(q.max_ns < 5_000);
+    // A timer that fires inside a window waits for its end: up to 30 us more.
+    assert!(n.max_ns > 20_000 && n.max_ns <= 35_000, "max {}", n.max_ns);
+    let spikes = noisy.workloads[0].thresholds[0].count;
+    // Windows cover ~30/530 of the time: some percent of wakeups are hit.
+    assert!(spikes > 20 && spikes < 300, "spikes {spikes}");
+    assert!(s.irqoff.as_ref().unwrap().deferred[0] >= spikes);
+}
