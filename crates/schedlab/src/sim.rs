@@ -242,6 +242,7 @@ impl Sim {
                     .map(|d| DomainState { last_balance: 0, balance_interval_ms: d.min_interval_ms, nr_balance_failed: 0 })
                     .collect(),
                 avg_idle: 2 * tunables.migration_cost_ns,
+                cfs: crate::sched::rq::CfsRq { zero_vruntime: crate::sched::fair::VRUNTIME_BASE, ..Default::default() },
                 ..Default::default()
             })
             .collect();

@@ -32,6 +32,12 @@ use crate::sim::Sim;
 use crate::task::{ClassId, LoadWeight, Policy, NICE_0_LOAD};
 use crate::time::{Ns, NSEC_PER_MSEC};
 
+/// Where virtual time starts. The timeline is a BTreeSet ordered by the raw
+/// u64 deadline, whereas the kernel compares with signed differences; starting
+/// far from zero keeps every vruntime and deadline clear of the wrap, so the
+/// two orders agree (2^62 ns of virtual time is decades even at nice 19).
+pub const VRUNTIME_BASE: u64 = 1 << 62;
+
 pub struct FairClass;
 pub static FAIR_CLASS: FairClass = FairClass;
 
@@ -621,13 +627,17 @@ impl Sim {
             if sum_lag.abs() > load {
                 return Err(format!("cpu{cpu}: Σ weighted lag = {sum_lag}, load {load}"));
             }
-            // EEVDF bounds each lag by the largest request plus the scheduling
-            // quantum (here the tick, since preemption happens at ticks and
-            // events): -(r_max + q) < lag_i < r_max + q, in real time. Allow
-            // twice that for placement inflation and delayed entities.
+            // Lag bound in service time. An entity is placed with at most the
+            // dequeue clamp, 2 r (r = its request), and a protected current
+            // entity may then run up to one more request plus a tick (q)
+            // before it is preempted, so |lag| < 3 r_max + 2 q with margin.
+            // Placing an entity with lag shifts the others' lags, and since
+            // Σ w_i vlag_i = 0 one entity can carry the others' share: at
+            // most (n - 1) of those bounds.
             let entities: Vec<TaskId> = cfs.timeline.iter().map(|&(_, p)| p).chain(cfs.curr.filter(|&c| self.task(c).se.on_rq)).collect();
             let r_max = entities.iter().map(|&p| self.task(p).se.slice).max().unwrap_or(0);
-            let bound = 2 * (r_max + self.costs.tick_ns()) as i128;
+            let n = entities.len().max(2) as i128 - 1;
+            let bound = n * (3 * r_max + 2 * self.costs.tick_ns()) as i128;
             for &p in &entities {
                 let se = &self.task(p).se;
                 let lag_real = vdiff(v, se.vruntime) as i128 * se.load.weight as i128 / NICE_0_LOAD as i128;

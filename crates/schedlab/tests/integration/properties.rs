@@ -5,27 +5,33 @@ use proptest::prelude::*;
 
 use crate::sim;
 
-fn scenario(cpus: usize, tasks: &[(i32, u8, u16, u16)], seed: u64) -> String {
-    let mut s = format!("seed = {seed}\nduration = \"200ms\"\n[machine]\ncpus = {cpus}\n");
-    for (i, &(nice, mask, run_us, sleep_us)) in tasks.iter().enumerate() {
+const POLICIES: [&str; 6] = ["other", "other", "batch", "idle", "fifo", "rr"];
+
+fn scenario(cpus: usize, tasks: &[(i32, u8, u16, u16, usize)], seed: u64) -> String {
+    let mut s = format!("seed = {seed}\nduration = \"200ms\"\n[machine]\ncpus = {cpus}\n[scheduler]\nrt_bandwidth = \"throttle\"\n");
+    for (i, &(nice, mask, run_us, sleep_us, policy)) in tasks.iter().enumerate() {
         let allowed: Vec<String> = (0..cpus).filter(|c| mask & (1 << c) != 0).map(|c| c.to_string()).collect();
         let cpus_line = if allowed.is_empty() { String::new() } else { format!("cpus = \"{}\"\n", allowed.join(",")) };
         let sleep = if sleep_us == 0 { String::new() } else { format!("sleep = \"exp:{sleep_us}us\"\n") };
-        s.push_str(&format!("[[workload]]\nkind = \"hog\"\nname = \"t{i}\"\nnice = {nice}\nrun = \"exp:{}us\"\n{sleep}{cpus_line}", run_us.max(1)));
+        let policy = POLICIES[policy % POLICIES.len()];
+        let prio = if policy == "fifo" || policy == "rr" { format!("priority = {}\n", 1 + (nice + 20) * 2) } else { String::new() };
+        s.push_str(&format!("[[workload]]\nkind = \"hog\"\nname = \"t{i}\"\nnice = {nice}\npolicy = \"{policy}\"\n{prio}run = \"exp:{}us\"\n{sleep}{cpus_line}", run_us.max(1)));
     }
     s
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     #[test]
     fn invariants_hold_and_time_is_conserved(
-        cpus in 1usize..=4,
-        tasks in prop::collection::vec((-20i32..=19, any::<u8>(), 1u16..3000, 0u16..3000), 1..8),
+        cpus in 1usize..=6,
+        tasks in prop::collection::vec((-20i32..=19, any::<u8>(), 1u16..3000, 0u16..3000, 0usize..6), 1..10),
         seed in 0u64..(i64::MAX as u64),
     ) {
-        let mut s = sim(&scenario(cpus, &tasks, seed));
+        let text = scenario(cpus, &tasks, seed);
+        if std::env::var_os("SCHEDLAB_PRINT").is_some() { eprintln!("=====\n{text}"); }
+        let mut s = sim(&text);
         s.check_invariants = true;
         s.run();
         let end = s.now();
