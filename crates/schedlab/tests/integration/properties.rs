@@ -47,3 +47,41 @@ proptest! {
         prop_assert!(busy <= end * cpus as u64);
     }
 }
+
+const PRESETS: [&str; 4] = ["2cpu", "ryzen-3900x", "guest-16", "amd-16c"];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Whole workloads on real topologies: every task finishes or keeps
+    /// running, invariants hold, and the run is reproducible.
+    #[test]
+    fn mixed_workloads_on_real_topologies(
+        preset in 0usize..PRESETS.len(),
+        hogs in 0u32..40,
+        groups in 1u32..3,
+        fds in 1u32..6,
+        rt_threads in 0u32..4,
+        seed in 0u64..1_000_000,
+        features in any::<u8>(),
+    ) {
+        let mut text = format!(
+            "seed = {seed}\nduration = \"150ms\"\n[machine]\npreset = \"{}\"\n[features]\nRUN_TO_PARITY = {}\nPLACE_LAG = {}\nDELAY_DEQUEUE = {}\nNEXT_BUDDY = {}\nPREEMPT_SHORT = {}\nSIS_UTIL = {}\n",
+            PRESETS[preset], features & 1 != 0, features & 2 != 0, features & 4 != 0, features & 8 != 0, features & 16 != 0, features & 32 != 0,
+        );
+        if hogs > 0 {
+            text.push_str(&format!("[[workload]]\nkind = \"hog\"\ncount = {hogs}\nrun = \"exp:1ms\"\nsleep = \"exp:700us\"\nnice = {}\n", (seed % 10) as i32 - 5));
+        }
+        text.push_str(&format!("[[workload]]\nkind = \"hackbench\"\ngroups = {groups}\nfds = {fds}\nloops = 30\nmode = \"{}\"\n", if seed % 2 == 0 { "threads" } else { "process" }));
+        if rt_threads > 0 {
+            text.push_str(&format!("[[workload]]\nkind = \"cyclictest\"\nthreads = {rt_threads}\npriority = 90\ninterval = \"300us\"\n"));
+        }
+        let mut a = sim(&text);
+        a.run();
+        let mut b = sim(&text);
+        b.run();
+        prop_assert_eq!(a.engine.hash(), b.engine.hash());
+        let hb = a.metrics.iter().find(|m| m.kind == "hackbench").unwrap();
+        prop_assert_eq!(hb.exited, hb.nr_tasks, "hackbench did not finish in 150 ms");
+    }
+}
