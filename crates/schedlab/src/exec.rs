@@ -164,6 +164,21 @@ impl Sim {
                     self.task_mut(p).pc += 1;
                     self.fork_task(p, prog);
                 }
+                Op::SetSched { policy, nice, rt_priority } => {
+                    self.task_mut(p).pc += 1;
+                    self.sched_setattr(p, policy, nice, rt_priority);
+                    if self.rq(cpu).need_resched {
+                        // The change takes effect on return from the syscall.
+                        return;
+                    }
+                }
+                Op::SetAffinity { cpus } => {
+                    self.task_mut(p).pc += 1;
+                    self.set_cpus_allowed(p, cpus);
+                    if self.rq(cpu).curr != Some(p) || self.rq(cpu).need_resched {
+                        return;
+                    }
+                }
                 Op::Exit => {
                     self.task_exit(cpu, p);
                     return;

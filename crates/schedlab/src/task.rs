@@ -203,6 +203,10 @@ pub enum Op {
     Unlock { lock: LockId },
     /// Create a child task running `prog`, with the parent's attributes.
     Fork { prog: ProgId },
+    /// sched_setattr() on itself: policy, nice and RT priority.
+    SetSched { policy: Policy, nice: i32, rt_priority: u32 },
+    /// sched_setaffinity() on itself.
+    SetAffinity { cpus: CpuMask },
     /// Exit.
     Exit,
     /// Jump back to `to` until `count` iterations are done (`None` = forever).

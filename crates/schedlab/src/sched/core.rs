@@ -567,6 +567,9 @@ impl Sim {
             }
         }
         for t in &self.tasks {
+            if let Err(e) = fair::check_saved_lag(self, t.id) {
+                panic!("EEVDF invariant violated at t={}: {e}", self.now());
+            }
             if t.on_rq {
                 assert!(t.cpus_allowed.test(t.cpu as usize), "task {} queued outside its affinity", t.id);
                 assert!(t.class != ClassId::Idle);

@@ -589,6 +589,30 @@ impl Sim {
         }
     }
 
+    /// A dequeued entity changes weight (reweight_entity with !on_rq): vlag
+    /// is kept as V - v, while the lag that must be preserved is w (V - v),
+    /// so vlag scales by old/new weight; so does a relative deadline.
+    pub(crate) fn reweight_dequeued_fair(&mut self, p: TaskId, new: LoadWeight) {
+        let se = &mut self.task_mut(p).se;
+        debug_assert!(!se.on_rq);
+        let (old_w, new_w) = (se.load.weight as i128, new.weight.max(1) as i128);
+        se.vlag = (se.vlag as i128 * old_w / new_w) as i64;
+        if se.rel_deadline {
+            se.deadline = (se.deadline as i64 as i128 * old_w / new_w) as i64 as u64;
+        }
+        se.load = new;
+    }
+
+    /// Finishes a pending delayed dequeue, as the kernel does before changing
+    /// a task's scheduling parameters or affinity.
+    pub(crate) fn finish_delayed_dequeue(&mut self, p: TaskId) {
+        if self.task(p).se.sched_delayed && self.task(p).on_rq {
+            let cpu = self.task(p).cpu;
+            self.dequeue_entity(cpu, p, deq::SLEEP | deq::DELAYED);
+            self.finish_dequeue(cpu, p);
+        }
+    }
+
     /// Debug checks of the EEVDF state of one CPU.
     pub fn check_cfs(&self, cpu: Cpu) -> Result<(), String> {
         let cfs = &self.rq(cpu).cfs;
@@ -627,17 +651,18 @@ impl Sim {
             if sum_lag.abs() > load {
                 return Err(format!("cpu{cpu}: Σ weighted lag = {sum_lag}, load {load}"));
             }
-            // Lag bound in service time. An entity is placed with at most the
-            // dequeue clamp, 2 r (r = its request), and a protected current
-            // entity may then run up to one more request plus a tick (q)
-            // before it is preempted, so |lag| < 3 r_max + 2 q with margin.
-            // Placing an entity with lag shifts the others' lags, and since
-            // Σ w_i vlag_i = 0 one entity can carry the others' share: at
-            // most (n - 1) of those bounds.
+            // A sanity bound on live lags, in service time. Ideal EEVDF keeps
+            // |lag| below one request plus the quantum (r_max + q; q is the
+            // tick here). Linux departs from the ideal: an entity is placed
+            // with up to its dequeue clamp (2 r), a protected entity overruns
+            // by r + q, and placing or reweighting a heavy entity shifts the
+            // others' lags (Σ w_i vlag_i = 0 lets one entity carry the rest).
+            // 4 n (r_max + q) covers all of that; what it catches is runaway
+            // virtual time.
             let entities: Vec<TaskId> = cfs.timeline.iter().map(|&(_, p)| p).chain(cfs.curr.filter(|&c| self.task(c).se.on_rq)).collect();
             let r_max = entities.iter().map(|&p| self.task(p).se.slice).max().unwrap_or(0);
-            let n = entities.len().max(2) as i128 - 1;
-            let bound = n * (3 * r_max + 2 * self.costs.tick_ns()) as i128;
+            let n = entities.len() as i128;
+            let bound = 4 * n * (r_max + self.costs.tick_ns()) as i128;
             for &p in &entities {
                 let se = &self.task(p).se;
                 let lag_real = vdiff(v, se.vruntime) as i128 * se.load.weight as i128 / NICE_0_LOAD as i128;
@@ -663,6 +688,22 @@ impl Sim {
         }
         Ok(())
     }
+}
+
+/// The kernel's own lag bound: a dequeued entity's saved lag is clamped to
+/// max(2 slices, a tick) of service (entity_lag), whatever happened before.
+pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), String> {
+    let t = sim.task(p);
+    if t.se.on_rq || t.class != ClassId::Fair || t.se.rel_deadline {
+        return Ok(());
+    }
+    let limit = calc_delta_fair((2 * t.se.slice).max(sim.costs.tick_ns()), &t.se.load) as i64;
+    // A reweight while dequeued rescales vlag by old/new weight, which maps
+    // the old clamp onto the new one up to fixed-point rounding.
+    if t.se.vlag.abs() > limit + limit / 1000 + 2 {
+        return Err(format!("task {p}: saved vlag {} beyond the clamp {limit}", t.se.vlag));
+    }
+    Ok(())
 }
 
 pub fn assert_cfs_invariants(sim: &Sim, cpu: Cpu) {

@@ -7,6 +7,7 @@ pub mod fair;
 pub mod pelt;
 pub mod rq;
 pub mod rt;
+pub mod syscalls;
 
 use crate::engine::{Cpu, TaskId};
 use crate::sim::Sim;

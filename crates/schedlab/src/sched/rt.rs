@@ -216,6 +216,11 @@ impl Sim {
         self.arm_bandwidth_timer(cpu);
     }
 
+    /// switched_from_rt(): the last RT task left this CPU's RT queue.
+    pub(crate) fn balance_rt_after_switch(&mut self, cpu: Cpu) {
+        self.pull_rt_task(cpu);
+    }
+
     /// Pull before picking when this CPU's RT priority is about to drop (balance_rt).
     pub fn balance_rt(&mut self, cpu: Cpu, prev: Option<TaskId>) {
         let Some(p) = prev else {

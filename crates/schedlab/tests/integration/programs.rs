@@ -90,3 +90,45 @@ fn sched_yield_alternates_equal_tasks() {
     assert!(a.switches > 5_000 && b.switches > 5_000, "{} {}", a.switches, b.switches);
     assert!(a.work.abs_diff(b.work) <= 2, "{} vs {}", a.work, b.work);
 }
+
+fn two_hogs_with_change(change: Op, machine: &str) -> schedlab::sim::Sim {
+    let mut s = sim(&format!("duration = \"10s\"\n[machine]\npreset = \"{machine}\"\ncstates = false\n"));
+    let w = add_workload(&mut s, "hogs", "test", false);
+    let n = s.nr_cpus();
+    let plain = add_program(&mut s, vec![Op::Run(Dist::Const(100_000_000)), Op::Loop { to: 0, count: None, slot: 0 }]);
+    let changer = add_program(&mut s, vec![Op::Run(Dist::Const(2_500_000_000)), change, Op::Run(Dist::Const(100_000_000)), Op::Loop { to: 2, count: None, slot: 0 }]);
+    spawn(&mut s, w, new_task("a".into(), w, 1, Policy::Other, 0, 0, CpuMask::single(n, 0), plain));
+    spawn(&mut s, w, new_task("b".into(), w, 2, Policy::Other, 0, 0, CpuMask::single(n, 0), changer));
+    s.run();
+    s
+}
+
+#[test]
+fn renice_while_running_changes_the_share_from_then_on() {
+    let s = two_hogs_with_change(Op::SetSched { policy: Policy::Other, nice: 5, rt_priority: 0 }, "1cpu");
+    let (a, b) = (s.tasks[0].stats.runtime_ns as f64, s.tasks[1].stats.runtime_ns as f64);
+    // 5 s at 1:1, then 5 s at 1024:335.
+    let expect_b = 2.5e9 + 5e9 * 335.0 / 1359.0;
+    assert!((b / expect_b - 1.0).abs() < 0.02, "b ran {b}, expected {expect_b}");
+    assert!((a + b - 10e9).abs() < 1e7);
+}
+
+#[test]
+fn becoming_fifo_takes_the_cpu_except_for_the_fair_server() {
+    let s = two_hogs_with_change(Op::SetSched { policy: Policy::Fifo, nice: 0, rt_priority: 10 }, "1cpu");
+    let a = s.tasks[0].stats.runtime_ns;
+    assert_eq!(s.tasks[1].prio, 89);
+    // 2.5 s before the change, then 50 ms per second from the fair server.
+    assert!((2_650_000_000..=2_800_000_000).contains(&a), "fair task ran {a}");
+}
+
+#[test]
+fn setaffinity_moves_a_running_task_at_once() {
+    let s = two_hogs_with_change(Op::SetAffinity { cpus: CpuMask::single(2, 1) }, "2cpu");
+    let b = &s.tasks[1];
+    assert_eq!(b.cpu, 1);
+    assert_eq!(b.stats.migrations, 1);
+    // Shared CPU 0 until it had 2.5 s (at 5 s), then alone on CPU 1.
+    assert!((7_400_000_000..=7_600_000_000).contains(&b.stats.runtime_ns), "{}", b.stats.runtime_ns);
+    assert!((7_400_000_000..=7_600_000_000).contains(&s.tasks[0].stats.runtime_ns));
+}
