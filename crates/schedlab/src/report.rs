@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::sim::Sim;
-use crate::time::{fmt_ns, Ns};
+use crate::time::fmt_ns;
 
 #[derive(Debug, Serialize)]
 pub struct LatencyStats {
@@ -257,8 +257,4 @@ pub fn table(rows: &[Vec<String>]) -> String {
         }
     }
     out
-}
-
-pub fn fmt_opt(v: Option<Ns>) -> String {
-    v.map_or("-".into(), fmt_ns)
 }

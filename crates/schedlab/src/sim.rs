@@ -443,11 +443,10 @@ impl Sim {
 
     fn start_workload(&mut self, w: u32) {
         let tasks = self.workload_tasks[w as usize].clone();
-        for (i, p) in tasks.into_iter().enumerate() {
-            // Spread creation over the CPUs the way a launcher's fork+wake would
-            // land: the parent runs on CPU 0 unless the task is pinned elsewhere.
+        for p in tasks {
+            // The launcher runs on CPU 0, or on the task's first allowed CPU if
+            // it is pinned elsewhere; fork balancing then places the task.
             let parent_cpu = self.task(p).cpus_allowed.first().unwrap_or(0) as Cpu;
-            let _ = i;
             self.this_cpu = parent_cpu;
             self.wake_up_new_task(p);
             self.finish_event();

@@ -72,10 +72,7 @@ impl Sim {
         self.deactivate_task(src, p, deq::MOVE | deq::SAVE);
         self.set_task_cpu(p, dst);
         self.activate_task(dst, p, enq::MOVE | enq::RESTORE | enq::MIGRATED);
-        if let Some(ws) = self.task(p).wait_start {
-            // Queue wait continues on the new CPU.
-            let _ = ws;
-        }
+        // The task's queue wait (wait_start) simply continues on the new CPU.
         self.wakeup_preempt(dst, p, 0);
     }
 
