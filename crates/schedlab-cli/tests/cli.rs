@@ -112,7 +112,7 @@ fn every_shipped_scenario_runs() {
     for entry in std::fs::read_dir(scenario_dir()).unwrap() {
         let p = entry.unwrap().path();
         if p.extension().is_some_and(|e| e == "toml") {
-            let out = schedlab(&["run", p.to_str().unwrap(), "--set", "duration=\"200ms\"", "-q"]);
+            let out = schedlab(&["run", p.to_str().unwrap(), "--set", "duration=\"50ms\"", "-q"]);
             assert!(out.status.success(), "{}: {}", p.display(), String::from_utf8_lossy(&out.stderr));
         }
     }

@@ -260,6 +260,8 @@ impl Sim {
         child.refill_left = 0;
         child.exited_at = None;
         child.name = format!("{}-child", self.task(parent).name);
+        // fork() makes a new process (and mm).
+        child.tgid = self.next_tgid;
         let id = self.add_task(child);
         let w = self.task(id).workload as usize;
         self.metrics[w].nr_tasks += 1;

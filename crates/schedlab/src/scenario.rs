@@ -212,6 +212,7 @@ pub enum WorkloadSpec {
     Hog(HogSpec),
     Cyclictest(CyclictestSpec),
     Hackbench(HackbenchSpec),
+    Stress(StressSpec),
 }
 
 impl WorkloadSpec {
@@ -220,6 +221,7 @@ impl WorkloadSpec {
             WorkloadSpec::Hog(_) => "hog",
             WorkloadSpec::Cyclictest(_) => "cyclictest",
             WorkloadSpec::Hackbench(_) => "hackbench",
+            WorkloadSpec::Stress(_) => "stress",
         }
     }
 }
@@ -228,7 +230,31 @@ pub const WORKLOAD_KINDS: &[(&str, &str)] = &[
     ("hog", "CPU-bound tasks (optionally run/sleep cycles) with nice, policy and affinity"),
     ("cyclictest", "rt-tests cyclictest: periodic timer wakeups, latency = wake time - intended time"),
     ("hackbench", "rt-tests hackbench: groups of senders writing to every receiver over pipes or sockets"),
+    ("stress", "stress-ng stressors: cpu, yield, switch (pipe ping-pong pairs), fork (fork + wait storms); reports bogo ops"),
 ];
+
+/// stress-ng: one stressor with N workers (`--cpu N`, `--yield N`, `--switch N`, `--fork N`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StressSpec {
+    pub name: Option<String>,
+    /// "cpu", "yield", "switch" or "fork".
+    pub stressor: String,
+    /// Number of workers; 0 or absent = one per CPU (stress-ng's N = 0).
+    pub workers: Option<u32>,
+    /// CPU time per bogo op (cpu: the work between checks; others: the syscall cost).
+    pub op_cost: Option<Duration>,
+    /// fork: CPU time of each child before it exits.
+    pub child_run: Option<Duration>,
+    /// fork: pause between fork bursts, and forks per burst (a fork storm).
+    pub pause: Option<DistSpec>,
+    pub burst: Option<u32>,
+    pub cpus: Option<CpuList>,
+    pub nice: Option<i32>,
+    pub policy: Option<String>,
+    pub priority: Option<u32>,
+    pub start: Option<Duration>,
+}
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

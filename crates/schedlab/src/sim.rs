@@ -219,6 +219,8 @@ pub struct Sim {
     pub nohz_next_balance: Ns,
     /// CPUs with more than one queued task (rd->overloaded, as a count).
     pub nr_overloaded: u32,
+    /// The next free process id, for fork().
+    pub next_tgid: u32,
     pub finished: bool,
     started: bool,
     /// Run invariant checks after every event (debug builds, tests).
@@ -270,6 +272,7 @@ impl Sim {
             llc_has_idle_cores: vec![true; nr_llcs],
             nohz_next_balance: 0,
             nr_overloaded: 0,
+            next_tgid: 1,
             finished: false,
             started: false,
             check_invariants: cfg!(debug_assertions),
@@ -312,6 +315,7 @@ impl Sim {
         t.id = id;
         t.set_sched_params();
         t.loop_counts = vec![0; self.programs[t.prog as usize].loop_slots as usize];
+        self.next_tgid = self.next_tgid.max(t.tgid + 1);
         self.task_rngs.push(Rng::new(self.seed, Stream::Task(id)));
         self.tasks.push(t);
         id

@@ -3,7 +3,7 @@
 
 use crate::cpumask::CpuMask;
 use crate::engine::TaskId;
-use crate::scenario::{parse_policy, CpuList, CyclictestSpec, HackbenchSpec, HogSpec, WorkloadSpec};
+use crate::scenario::{parse_policy, CpuList, CyclictestSpec, HackbenchSpec, HogSpec, StressSpec, WorkloadSpec};
 use crate::sim::{Sim, Threshold, WaitObj, WorkloadMetrics};
 use crate::task::{Dist, Op, Policy, Program, RtEntity, SchedEntity, Task, TaskState, TaskStats};
 use crate::time::{Ns, NSEC_PER_MSEC, NSEC_PER_USEC};
@@ -82,12 +82,13 @@ fn check_rt(policy: Policy, prio: u32, field: &str) -> Result<(), BuildError> {
 
 /// Adds the workload `spec` (index `w`) to the simulator.
 pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildError> {
-    let next_tgid = sim.tasks.iter().map(|t| t.tgid + 1).max().unwrap_or(1);
+    let next_tgid = sim.next_tgid;
     let prefix = format!("workload.{w}");
     let (name, start) = match spec {
         WorkloadSpec::Hog(h) => (h.name.clone(), h.start),
         WorkloadSpec::Cyclictest(c) => (c.name.clone(), c.start),
         WorkloadSpec::Hackbench(h) => (h.name.clone(), h.start),
+        WorkloadSpec::Stress(s) => (s.name.clone(), s.start),
     };
     let mut m = WorkloadMetrics::new(&name.unwrap_or_else(|| format!("{}{w}", spec.kind())), spec.kind());
     m.start_ns = start.map_or(0, |d| d.0);
@@ -97,6 +98,7 @@ pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildErro
         WorkloadSpec::Hog(h) => build_hog(sim, w, next_tgid, h, &prefix)?,
         WorkloadSpec::Cyclictest(c) => build_cyclictest(sim, w, next_tgid, c, &prefix)?,
         WorkloadSpec::Hackbench(h) => build_hackbench(sim, w, next_tgid, h, &prefix)?,
+        WorkloadSpec::Stress(s) => build_stress(sim, w, next_tgid, s, &prefix)?,
     };
     sim.metrics[w as usize].nr_tasks = tasks.len() as u32;
     sim.workload_tasks[w as usize] = tasks;
@@ -286,6 +288,97 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
             pid += 1;
             ids.push(sim.add_task(t));
         }
+    }
+    Ok(ids)
+}
+
+fn policy_of(policy: &Option<String>, prio: u32, prefix: &str) -> Result<Policy, BuildError> {
+    let policy = match policy {
+        Some(p) => parse_policy(p).map_err(|e| format!("{prefix}.policy: {e}"))?,
+        None if prio > 0 => Policy::Fifo,
+        None => Policy::Other,
+    };
+    check_rt(policy, prio, &format!("{prefix}.priority"))?;
+    Ok(policy)
+}
+
+fn build_stress(sim: &mut Sim, w: u32, tgid: u32, s: &StressSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
+    let n = sim.nr_cpus();
+    let prio = s.priority.unwrap_or(0);
+    let policy = policy_of(&s.policy, prio, prefix)?;
+    let nice = s.nice.unwrap_or(0);
+    if !(-20..=19).contains(&nice) {
+        return Err(format!("{prefix}.nice: {nice} is outside -20..19"));
+    }
+    let allowed = cpus(sim, &s.cpus, &format!("{prefix}.cpus"))?;
+    let workers = match s.workers {
+        None | Some(0) => allowed.weight() as u32,
+        Some(k) => k,
+    };
+    let name = sim.metrics[w as usize].name.clone();
+    let mut ids = Vec::new();
+    let mut add = |sim: &mut Sim, label: String, pid: u32, mask: CpuMask, prog: u32| {
+        ids.push(sim.add_task(new_task(label, w, pid, policy, nice, prio, mask, prog)));
+    };
+    match s.stressor.as_str() {
+        "cpu" => {
+            // A CPU-bound loop; a bogo op is one unit of computation.
+            let cost = s.op_cost.map_or(NSEC_PER_MSEC, |d| d.0.max(1));
+            let prog = add_program(sim, vec![Op::Run(Dist::Const(cost)), Op::Work, Op::Loop { to: 0, count: None, slot: 0 }]);
+            for i in 0..workers {
+                add(sim, format!("{name}-cpu-{i}"), tgid + i, allowed.clone(), prog);
+            }
+        }
+        "yield" => {
+            // sched_yield() in a loop; a bogo op is one yield.
+            let cost = s.op_cost.map_or(NSEC_PER_USEC, |d| d.0.max(1));
+            let prog = add_program(sim, vec![Op::Run(Dist::Const(cost)), Op::Yield, Op::Work, Op::Loop { to: 0, count: None, slot: 0 }]);
+            for i in 0..workers {
+                add(sim, format!("{name}-yield-{i}"), tgid + i, allowed.clone(), prog);
+            }
+        }
+        "switch" => {
+            // A parent and a child exchange one-byte messages over two pipes,
+            // pinned to the same CPU, so every message is a context switch.
+            let cost = s.op_cost.map_or(NSEC_PER_USEC, |d| d.0.max(1));
+            let cpus: Vec<usize> = allowed.iter().collect();
+            for i in 0..workers {
+                let ping = sim.objs.len() as u32;
+                sim.objs.push(WaitObj { tokens: 0, capacity: 1, ..Default::default() });
+                sim.objs.push(WaitObj { tokens: 0, capacity: 1, ..Default::default() });
+                let pong = ping + 1;
+                let parent = add_program(sim, vec![Op::Run(Dist::Const(cost)), Op::Post { obj: ping, sync: true }, Op::Wait { obj: pong }, Op::Work, Op::Loop { to: 0, count: None, slot: 0 }]);
+                let child = add_program(sim, vec![Op::Wait { obj: ping }, Op::Run(Dist::Const(cost)), Op::Post { obj: pong, sync: true }, Op::Loop { to: 0, count: None, slot: 0 }]);
+                let mask = CpuMask::single(n, cpus[i as usize % cpus.len()]);
+                add(sim, format!("{name}-switch-{i}"), tgid + 2 * i, mask.clone(), parent);
+                add(sim, format!("{name}-switch-{i}-child"), tgid + 2 * i + 1, mask, child);
+            }
+        }
+        "fork" => {
+            // fork(); the child runs briefly and exits; the parent waits for it.
+            let cost = s.op_cost.map_or(20 * NSEC_PER_USEC, |d| d.0.max(1));
+            let child_run = s.child_run.map_or(50 * NSEC_PER_USEC, |d| d.0);
+            let burst = s.burst.unwrap_or(1).max(1);
+            for i in 0..workers {
+                let done = sim.objs.len() as u32;
+                sim.objs.push(WaitObj { tokens: 0, capacity: u64::MAX, ..Default::default() });
+                let child = add_program(sim, vec![Op::Run(Dist::Const(child_run)), Op::Post { obj: done, sync: false }, Op::Exit]);
+                let mut ops = vec![
+                    Op::Run(Dist::Const(cost)),
+                    Op::Fork { prog: child },
+                    Op::Wait { obj: done },
+                    Op::Work,
+                    Op::Loop { to: 0, count: Some(burst), slot: 0 },
+                ];
+                if let Some(p) = &s.pause {
+                    ops.push(Op::Sleep(p.0.clone()));
+                }
+                ops.push(Op::Loop { to: 0, count: None, slot: 1 });
+                let prog = add_program(sim, ops);
+                add(sim, format!("{name}-fork-{i}"), tgid + i, allowed.clone(), prog);
+            }
+        }
+        other => return Err(format!("{prefix}.stressor: {other:?} is not a stressor: expected \"cpu\", \"yield\", \"switch\" or \"fork\"")),
     }
     Ok(ids)
 }

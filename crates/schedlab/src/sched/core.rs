@@ -545,14 +545,25 @@ impl Sim {
 
     /// Runs every check the engine promises after an event (debug builds).
     pub fn assert_invariants(&self) {
+        // Cost is O(queued tasks), not O(all tasks ever created): it runs after
+        // every event. Saved lags of dequeued tasks are checked at dequeue.
         let overloaded = self.rqs.iter().filter(|rq| rq.nr_running > 1).count() as u32;
         assert_eq!(self.nr_overloaded, overloaded, "overloaded-CPU count drifted");
-        let mut queued = vec![0u32; self.rqs.len()];
-        for t in self.tasks.iter().filter(|t| t.on_rq) {
-            queued[t.cpu as usize] += 1;
-        }
         for (c, rq) in self.rqs.iter().enumerate() {
-            assert_eq!(rq.nr_running, queued[c], "cpu{c}: nr_running disagrees with queued tasks");
+            assert_eq!(
+                rq.nr_running,
+                rq.cfs.nr_queued + rq.rt.rt_nr_running,
+                "cpu{c}: nr_running disagrees with the class queues"
+            );
+            let fair = rq.cfs.timeline.iter().map(|&(_, p)| p).chain(rq.cfs.curr.filter(|&p| self.task(p).se.on_rq));
+            let rt_lists = if rq.rt.rt_nr_running > 0 { &rq.rt.queues[..] } else { &[] };
+            let rt = rt_lists.iter().flatten().copied();
+            for p in fair.chain(rt) {
+                let t = self.task(p);
+                assert!(t.on_rq && t.cpu as usize == c, "task {p} queued on cpu{c} but not marked so");
+                assert!(t.cpus_allowed.test(c), "task {p} queued on cpu{c} outside its affinity");
+                assert!(t.class != ClassId::Idle);
+            }
             if let Some(p) = rq.curr {
                 let t = self.task(p);
                 assert_eq!(t.cpu as usize, c, "running task {p} not on its rq");
@@ -561,15 +572,6 @@ impl Sim {
             }
             if rq.cfs.curr.is_some() || rq.cfs.nr_queued > 0 {
                 fair::assert_cfs_invariants(self, c as Cpu);
-            }
-        }
-        for t in &self.tasks {
-            if let Err(e) = fair::check_saved_lag(self, t.id) {
-                panic!("EEVDF invariant violated at t={}: {e}", self.now());
-            }
-            if t.on_rq {
-                assert!(t.cpus_allowed.test(t.cpu as usize), "task {} queued outside its affinity", t.id);
-                assert!(t.class != ClassId::Idle);
             }
         }
     }

@@ -421,6 +421,11 @@ impl Sim {
         if !delayed {
             cfs.h_nr_runnable -= 1;
         }
+        if self.check_invariants {
+            if let Err(e) = check_saved_lag(self, p) {
+                panic!("EEVDF invariant violated at t={}: {e}", self.now());
+            }
+        }
         if flags & deq::DELAYED != 0 || delayed {
             // finish_delayed_dequeue_entity()
             let zero = self.features.on(Feature::DELAY_ZERO);
@@ -601,6 +606,11 @@ impl Sim {
             se.deadline = (se.deadline as i64 as i128 * old_w / new_w) as i64 as u64;
         }
         se.load = new;
+        if self.check_invariants {
+            if let Err(e) = check_saved_lag(self, p) {
+                panic!("EEVDF invariant violated at t={}: {e}", self.now());
+            }
+        }
     }
 
     /// Finishes a pending delayed dequeue, as the kernel does before changing

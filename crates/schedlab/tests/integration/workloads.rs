@@ -50,3 +50,48 @@ fn irq_off_windows_delay_wakeups() {
     assert!(spikes > 20 && spikes < 300, "spikes {spikes}");
     assert!(s.irqoff.as_ref().unwrap().deferred[0] >= spikes);
 }
+
+#[test]
+fn stress_cpu_counts_bogo_ops_on_every_cpu() {
+    let (_, r) = run("duration = \"1s\"\n[machine]\npreset = \"4cpu\"\n[[workload]]\nkind = \"stress\"\nstressor = \"cpu\"\n");
+    let w = &r.workloads[0];
+    assert_eq!(w.tasks, 4);
+    // 4 workers x 1000 ms / 1 ms per op, less switch overheads.
+    assert!((3_950..=4_000).contains(&w.work), "{}", w.work);
+    assert!(r.cpus.iter().all(|c| c.util_ppm > 990_000));
+}
+
+#[test]
+fn stress_yield_alternates_yielders() {
+    let (s, r) = run("duration = \"100ms\"\n[machine]\npreset = \"1cpu\"\n[[workload]]\nkind = \"stress\"\nstressor = \"yield\"\nworkers = 2\n");
+    let w = &r.workloads[0];
+    // Each yield hands the CPU to the other worker: a switch per op.
+    let switches: u64 = s.tasks.iter().map(|t| t.stats.switches).sum();
+    assert!(w.work > 10_000, "{}", w.work);
+    assert!(switches + 2 >= w.work, "{switches} switches for {} yields", w.work);
+    assert!(s.tasks[0].stats.work.abs_diff(s.tasks[1].stats.work) <= 2);
+}
+
+#[test]
+fn stress_switch_ping_pongs_on_one_cpu() {
+    let (s, r) = run("duration = \"100ms\"\n[machine]\npreset = \"2cpu\"\ncstates = false\n[[workload]]\nkind = \"stress\"\nstressor = \"switch\"\nworkers = 1\n");
+    let w = &r.workloads[0];
+    // One round trip: two 1 us ops and two switches of 2.5 us (different mm).
+    let per_round = 2 * 1_000 + 2 * 2_500;
+    let expect = 100_000_000 / per_round;
+    assert!(w.work.abs_diff(expect) < expect / 20, "{} rounds, expected ~{expect}", w.work);
+    assert!(s.tasks.iter().all(|t| t.cpu == 0 && t.stats.migrations == 0));
+}
+
+#[test]
+fn stress_fork_storms_create_and_reap_children() {
+    let (s, r) = run("duration = \"200ms\"\n[machine]\npreset = \"2cpu\"\n[[workload]]\nkind = \"stress\"\nstressor = \"fork\"\nworkers = 2\nburst = 10\npause = \"10ms\"\n");
+    let w = &r.workloads[0];
+    let children = s.tasks.iter().filter(|t| t.parent.is_some()).count() as u64;
+    assert!(w.work >= 100, "{}", w.work);
+    // Every reaped child exited; at most one per worker is still in flight.
+    let exited = s.tasks.iter().filter(|t| t.parent.is_some() && t.exited_at.is_some()).count() as u64;
+    assert!(children - exited <= 2 && exited >= w.work, "{children} children, {exited} exited, {} reaped", w.work);
+    let parents: Vec<u32> = s.tasks.iter().filter(|t| t.parent.is_none()).map(|t| t.tgid).collect();
+    assert!(s.tasks.iter().filter(|t| t.parent.is_some()).all(|t| !parents.contains(&t.tgid)), "children need their own process ids");
+}
