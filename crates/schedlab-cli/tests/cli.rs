@@ -157,3 +157,12 @@ fn machine_from_lscpu_and_sysfs() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["nr_cpus"], 12);
 }
+
+#[test]
+fn nonsense_values_are_rejected_not_defaulted() {
+    assert_bad("spin.toml", &GOOD.replace("count = 2", "count = 2\nrun = \"0ns\""), &["workload.0.run", "spin forever"]);
+    assert_bad("nice.toml", &GOOD.replace("count = 2", "count = 2\nnice = 25"), &["workload.0.nice", "-20..19"]);
+    assert_bad("prio.toml", &GOOD.replace("count = 2", "count = 2\npolicy = \"fifo\""), &["workload.0.priority", "1..99"]);
+    assert_bad("slice.toml", &format!("{GOOD}[scheduler]\nbase_slice = \"0ns\"\n"), &["scheduler.base_slice"]);
+    assert_bad("hz.toml", &GOOD.replace("preset = \"4cpu\"", "preset = \"4cpu\"\nhz = 7"), &["machine.hz"]);
+}

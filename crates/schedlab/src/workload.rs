@@ -73,6 +73,14 @@ pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i3
     }
 }
 
+fn check_nice(nice: i32, prefix: &str) -> Result<i32, BuildError> {
+    if (-20..=19).contains(&nice) {
+        Ok(nice)
+    } else {
+        Err(format!("{prefix}.nice: {nice} is outside -20..19"))
+    }
+}
+
 fn check_rt(policy: Policy, prio: u32, field: &str) -> Result<(), BuildError> {
     if policy.is_rt() && !(1..=99).contains(&prio) {
         return Err(format!("{field}: SCHED_FIFO/SCHED_RR need priority 1..99, got {prio}"));
@@ -138,14 +146,13 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
             return Err(format!("{prefix}.nice: {n} values for {} tasks: give one value or one per task", h.count));
         }
     }
-    let policy = match &h.policy {
-        Some(p) => parse_policy(p).map_err(|e| format!("{prefix}.policy: {e}"))?,
-        None if h.priority.unwrap_or(0) > 0 => Policy::Fifo,
-        None => Policy::Other,
-    };
-    check_rt(policy, h.priority.unwrap_or(0), &format!("{prefix}.priority"))?;
+    let policy = policy_of(&h.policy, h.priority.unwrap_or(0), prefix)?;
     let allowed = cpus(sim, &h.cpus, &format!("{prefix}.cpus"))?;
     let run = h.run.as_ref().map(|d| d.0.clone()).unwrap_or(Dist::Const(100 * NSEC_PER_MSEC));
+    let never_waits = h.sleep.as_ref().is_none_or(|s| s.0.mean() == 0);
+    if run.mean() == 0 && never_waits {
+        return Err(format!("{prefix}.run: a task that neither runs nor sleeps would spin forever: give run a positive duration"));
+    }
     let mut ops = vec![Op::Run(run), Op::Work];
     if h.yield_after_run {
         ops.push(Op::Yield);
@@ -157,10 +164,7 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
     let prog = add_program(sim, ops);
     let mut ids = Vec::new();
     for i in 0..h.count {
-        let nice = h.nice.as_ref().map_or(0, |n| n.get(i as usize));
-        if !(-20..=19).contains(&nice) {
-            return Err(format!("{prefix}.nice: {nice} is outside -20..19"));
-        }
+        let nice = check_nice(h.nice.as_ref().map_or(0, |n| n.get(i as usize)), prefix)?;
         let mut t = new_task(format!("{}-{i}", sim.metrics[w as usize].name), w, tgid + i, policy, nice, h.priority.unwrap_or(0), allowed.clone(), prog);
         if let Some(s) = h.slice {
             if !(100 * NSEC_PER_USEC..=100 * NSEC_PER_MSEC).contains(&s.0) {
@@ -183,12 +187,8 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
 
 fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
     let prio = c.priority.unwrap_or(0);
-    let policy = match &c.policy {
-        Some(p) => parse_policy(p).map_err(|e| format!("{prefix}.policy: {e}"))?,
-        None if prio > 0 => Policy::Fifo,
-        None => Policy::Other,
-    };
-    check_rt(policy, prio, &format!("{prefix}.priority"))?;
+    let policy = policy_of(&c.policy, prio, prefix)?;
+    let nice = check_nice(c.nice.unwrap_or(0), prefix)?;
     let interval = c.interval.map_or(1000 * NSEC_PER_USEC, |d| d.0);
     if interval == 0 {
         return Err(format!("{prefix}.interval: must be positive"));
@@ -222,7 +222,7 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
         let period = interval + i as Ns * distance;
         // cyclictest's loop body: clock_nanosleep, clock_gettime, histogram update (~1 us).
         let prog = add_program(sim, vec![Op::SleepPeriodic { period }, Op::Run(Dist::Const(NSEC_PER_USEC)), Op::Loop { to: 0, count: None, slot: 0 }]);
-        let t = new_task(format!("cyclictest-{i}"), w, tgid, policy, c.nice.unwrap_or(0), prio, pin[i as usize].clone(), prog);
+        let t = new_task(format!("cyclictest-{i}"), w, tgid, policy, nice, prio, pin[i as usize].clone(), prog);
         let id = sim.add_task(t);
         // cyclictest starts each thread's clock at its own creation time, so
         // its wakeups have an arbitrary phase against the tick.
@@ -259,6 +259,7 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
     let write_cost = h.write_cost.map_or(wdef, |d| d.0);
     let read_cost = h.read_cost.map_or(rdef, |d| d.0);
     let allowed = cpus(sim, &h.cpus, &format!("{prefix}.cpus"))?;
+    let nice = check_nice(h.nice.unwrap_or(0), prefix)?;
     sim.metrics[w as usize].finite = true;
     let mut ids = Vec::new();
     let mut pid = tgid;
@@ -270,7 +271,7 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
         // Receivers: read fds * loops messages from their own fd.
         for r in 0..fds {
             let prog = add_program(sim, vec![Op::Wait { obj: first_obj + r }, Op::Run(Dist::Const(read_cost)), Op::Loop { to: 0, count: Some(fds * loops), slot: 0 }, Op::Exit]);
-            let t = new_task(format!("hb-g{g}-r{r}"), w, if threads { tgid } else { pid }, Policy::Other, h.nice.unwrap_or(0), 0, allowed.clone(), prog);
+            let t = new_task(format!("hb-g{g}-r{r}"), w, if threads { tgid } else { pid }, Policy::Other, nice, 0, allowed.clone(), prog);
             pid += 1;
             ids.push(sim.add_task(t));
         }
@@ -284,7 +285,7 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
         ops.push(Op::Exit);
         let prog = add_program(sim, ops);
         for s in 0..fds {
-            let t = new_task(format!("hb-g{g}-s{s}"), w, if threads { tgid } else { pid }, Policy::Other, h.nice.unwrap_or(0), 0, allowed.clone(), prog);
+            let t = new_task(format!("hb-g{g}-s{s}"), w, if threads { tgid } else { pid }, Policy::Other, nice, 0, allowed.clone(), prog);
             pid += 1;
             ids.push(sim.add_task(t));
         }
@@ -292,6 +293,8 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
     Ok(ids)
 }
 
+/// The policy a workload asks for: explicit, or SCHED_FIFO when it gives an
+/// RT priority (as rt-tests do), else SCHED_OTHER.
 fn policy_of(policy: &Option<String>, prio: u32, prefix: &str) -> Result<Policy, BuildError> {
     let policy = match policy {
         Some(p) => parse_policy(p).map_err(|e| format!("{prefix}.policy: {e}"))?,
@@ -306,10 +309,7 @@ fn build_stress(sim: &mut Sim, w: u32, tgid: u32, s: &StressSpec, prefix: &str) 
     let n = sim.nr_cpus();
     let prio = s.priority.unwrap_or(0);
     let policy = policy_of(&s.policy, prio, prefix)?;
-    let nice = s.nice.unwrap_or(0);
-    if !(-20..=19).contains(&nice) {
-        return Err(format!("{prefix}.nice: {nice} is outside -20..19"));
-    }
+    let nice = check_nice(s.nice.unwrap_or(0), prefix)?;
     let allowed = cpus(sim, &s.cpus, &format!("{prefix}.cpus"))?;
     let workers = match s.workers {
         None | Some(0) => allowed.weight() as u32,

@@ -88,7 +88,10 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
         };
     }
     if let Some(d) = s.scheduler.base_slice {
-        tunables.base_slice_normalized_ns = d.0.max(1);
+        if !(100_000..=100_000_000).contains(&d.0) {
+            return Err(bad(format!("scheduler.base_slice: {} is outside 0.1ms..100ms", crate::time::fmt_ns(d.0))));
+        }
+        tunables.base_slice_normalized_ns = d.0;
     }
     if let Some(d) = s.scheduler.migration_cost {
         tunables.migration_cost_ns = d.0;
