@@ -213,6 +213,7 @@ pub enum WorkloadSpec {
     Cyclictest(CyclictestSpec),
     Hackbench(HackbenchSpec),
     Stress(StressSpec),
+    Vm(VmSpec),
 }
 
 impl WorkloadSpec {
@@ -222,6 +223,7 @@ impl WorkloadSpec {
             WorkloadSpec::Cyclictest(_) => "cyclictest",
             WorkloadSpec::Hackbench(_) => "hackbench",
             WorkloadSpec::Stress(_) => "stress",
+            WorkloadSpec::Vm(_) => "vm",
         }
     }
 }
@@ -231,7 +233,32 @@ pub const WORKLOAD_KINDS: &[(&str, &str)] = &[
     ("cyclictest", "rt-tests cyclictest: periodic timer wakeups, latency = wake time - intended time"),
     ("hackbench", "rt-tests hackbench: groups of senders writing to every receiver over pipes or sockets"),
     ("stress", "stress-ng stressors: cpu, yield, switch (pipe ping-pong pairs), fork (fork + wait storms); reports bogo ops"),
+    ("vm", "overcommitted KVM guests: vCPU threads whose guest work takes a guest spinlock; pause-loop exits yield_to the holder"),
 ];
+
+/// Overcommitted virtual machines (seed 003): each VM is a host process with
+/// `vcpus` vCPU threads. Guest work alternates between unlocked work and a
+/// critical section under a VM-wide guest spinlock. A vCPU that spins longer
+/// than the pause-loop-exit window exits to the host, which calls yield_to()
+/// on the lock holder's vCPU (kvm_vcpu_on_spin). Reports completed guest
+/// operations (throughput).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    pub name: Option<String>,
+    /// Number of VMs (default 2).
+    pub vms: Option<u32>,
+    /// vCPUs per VM (default 16).
+    pub vcpus: Option<u32>,
+    /// Guest work outside the lock, per operation (default "exp:200us").
+    pub work: Option<DistSpec>,
+    /// Critical section under the guest lock (default "exp:20us").
+    pub critical: Option<DistSpec>,
+    /// Pause-loop-exit window (default "50us"); "0ns" disables PLE.
+    pub ple_window: Option<Duration>,
+    pub cpus: Option<CpuList>,
+    pub start: Option<Duration>,
+}
 
 /// stress-ng: one stressor with N workers (`--cpu N`, `--yield N`, `--switch N`, `--fork N`).
 #[derive(Clone, Debug, Deserialize)]

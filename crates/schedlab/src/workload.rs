@@ -3,7 +3,7 @@
 
 use crate::cpumask::CpuMask;
 use crate::engine::TaskId;
-use crate::scenario::{parse_policy, CpuList, CyclictestSpec, HackbenchSpec, HogSpec, StressSpec, WorkloadSpec};
+use crate::scenario::{parse_policy, CpuList, CyclictestSpec, HackbenchSpec, HogSpec, StressSpec, VmSpec, WorkloadSpec};
 use crate::sim::{Sim, Threshold, WaitObj, WorkloadMetrics};
 use crate::task::{Dist, Op, Policy, Program, RtEntity, SchedEntity, Task, TaskState, TaskStats};
 use crate::time::{Ns, NSEC_PER_MSEC, NSEC_PER_USEC};
@@ -97,6 +97,7 @@ pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildErro
         WorkloadSpec::Cyclictest(c) => (c.name.clone(), c.start),
         WorkloadSpec::Hackbench(h) => (h.name.clone(), h.start),
         WorkloadSpec::Stress(s) => (s.name.clone(), s.start),
+        WorkloadSpec::Vm(v) => (v.name.clone(), v.start),
     };
     let mut m = WorkloadMetrics::new(&name.unwrap_or_else(|| format!("{}{w}", spec.kind())), spec.kind());
     m.start_ns = start.map_or(0, |d| d.0);
@@ -107,6 +108,7 @@ pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildErro
         WorkloadSpec::Cyclictest(c) => build_cyclictest(sim, w, next_tgid, c, &prefix)?,
         WorkloadSpec::Hackbench(h) => build_hackbench(sim, w, next_tgid, h, &prefix)?,
         WorkloadSpec::Stress(s) => build_stress(sim, w, next_tgid, s, &prefix)?,
+        WorkloadSpec::Vm(v) => build_vm(sim, w, next_tgid, v, &prefix)?,
     };
     sim.metrics[w as usize].nr_tasks = tasks.len() as u32;
     sim.workload_tasks[w as usize] = tasks;
@@ -379,6 +381,48 @@ fn build_stress(sim: &mut Sim, w: u32, tgid: u32, s: &StressSpec, prefix: &str) 
             }
         }
         other => return Err(format!("{prefix}.stressor: {other:?} is not a stressor: expected \"cpu\", \"yield\", \"switch\" or \"fork\"")),
+    }
+    Ok(ids)
+}
+
+fn build_vm(sim: &mut Sim, w: u32, tgid: u32, v: &VmSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
+    let vms = v.vms.unwrap_or(2);
+    let vcpus = v.vcpus.unwrap_or(16);
+    if vms == 0 || vcpus == 0 {
+        return Err(format!("{prefix}: vms and vcpus must be at least 1"));
+    }
+    let work = v.work.as_ref().map_or(Dist::Exp(200 * NSEC_PER_USEC), |d| d.0.clone());
+    let critical = v.critical.as_ref().map_or(Dist::Exp(20 * NSEC_PER_USEC), |d| d.0.clone());
+    if work.mean() == 0 && critical.mean() == 0 {
+        return Err(format!("{prefix}.work: guest work and critical section cannot both be empty"));
+    }
+    let ple = match v.ple_window {
+        None => Some(50 * NSEC_PER_USEC),
+        Some(d) if d.0 == 0 => None,
+        Some(d) => Some(d.0),
+    };
+    let allowed = cpus(sim, &v.cpus, &format!("{prefix}.cpus"))?;
+    let name = sim.metrics[w as usize].name.clone();
+    let mut ids = Vec::new();
+    for vm in 0..vms {
+        let lock = sim.locks.len() as u32;
+        sim.locks.push(crate::sim::SpinLock::default());
+        let prog = add_program(sim, vec![
+            Op::Run(work.clone()),
+            Op::Lock { lock, ple_ns: ple },
+            Op::Run(critical.clone()),
+            Op::Unlock { lock },
+            Op::Work,
+            Op::Loop { to: 0, count: None, slot: 0 },
+        ]);
+        let first = sim.tasks.len() as TaskId;
+        let members: Vec<TaskId> = (0..vcpus).map(|i| first + i).collect();
+        for i in 0..vcpus {
+            let mut t = new_task(format!("{name}-vm{vm}-vcpu{i}"), w, tgid + vm, Policy::Other, 0, 0, allowed.clone(), prog);
+            // yield_to() targets the lock holder; the peers are the VM's vCPUs.
+            t.peers = members.iter().copied().filter(|&m| m != first + i).collect();
+            ids.push(sim.add_task(t));
+        }
     }
     Ok(ids)
 }

@@ -6,6 +6,7 @@ mod placement;
 mod programs;
 mod properties;
 mod rt;
+mod seeds;
 mod workloads;
 
 use schedlab::report::Results;
