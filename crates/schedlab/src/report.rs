@@ -70,6 +70,14 @@ pub struct CpuResult {
 }
 
 #[derive(Debug, Serialize)]
+pub struct LockResult {
+    pub id: u32,
+    pub acquisitions: u64,
+    /// CPU time burnt spinning on the lock.
+    pub spin_ns: u64,
+}
+
+#[derive(Debug, Serialize)]
 pub struct Results {
     pub schedlab_version: &'static str,
     pub scenario: String,
@@ -84,6 +92,7 @@ pub struct Results {
     pub workloads: Vec<WorkloadResult>,
     pub tasks: Vec<TaskResult>,
     pub cpus: Vec<CpuResult>,
+    pub locks: Vec<LockResult>,
 }
 
 impl Results {
@@ -167,6 +176,12 @@ impl Results {
             workloads,
             tasks,
             cpus,
+            locks: sim
+                .locks
+                .iter()
+                .enumerate()
+                .map(|(i, l)| LockResult { id: i as u32, acquisitions: l.acquisitions, spin_ns: l.spin_ns })
+                .collect(),
         }
     }
 
@@ -227,6 +242,17 @@ impl Results {
             }
             out.push_str(&table(&rows));
             out.push('\n');
+        }
+        if !self.locks.is_empty() {
+            let acq: u64 = self.locks.iter().map(|l| l.acquisitions).sum();
+            let spin: u64 = self.locks.iter().map(|l| l.spin_ns).sum();
+            let busy: u64 = self.cpus.iter().map(|c| c.busy_ns).sum::<u64>().max(1);
+            out.push_str(&format!(
+                "spinlocks: {} acquisitions, {} spinning ({:.1}% of busy CPU time)\n",
+                acq,
+                fmt_ns(spin),
+                spin as f64 * 100.0 / busy as f64
+            ));
         }
         let util: Vec<String> = self.cpus.iter().map(|c| format!("{}", (c.util_ppm + 5_000) / 10_000)).collect();
         out.push_str(&format!("cpu utilisation %: {}\n", util.join(" ")));
