@@ -51,6 +51,10 @@ pub struct CostModel {
     /// Extra cost of a switch between tasks of different processes (switch_mm:
     /// CR3 write and the TLB refill that follows; ~0.5-1 us with PCID).
     pub mm_switch_ns: Ns,
+    /// Extra cost of consuming a message (pipe/socket/futex data) written from
+    /// another LLC: the buffer's cache lines move between LLCs (cross-CCX /
+    /// cross-socket line transfers of ~100-200 ns each, a few lines per message).
+    pub xllc_msg_ns: Ns,
 }
 
 impl Default for CostModel {
@@ -72,6 +76,7 @@ impl Default for CostModel {
             scan_cpu_ns: 50,
             migrate_task_ns: 1_000,
             mm_switch_ns: 500,
+            xllc_msg_ns: 600,
         }
     }
 }

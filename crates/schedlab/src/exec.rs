@@ -102,11 +102,18 @@ impl Sim {
                     }
                     let was_full = o.tokens >= o.capacity;
                     o.tokens -= 1;
+                    let from_llc = o.last_post_llc;
                     // Like pipe_read(): a reader that leaves data behind wakes
                     // the next reader; one that made room in a full buffer wakes a writer.
                     let next_reader = if o.tokens > 0 { o.readers.pop_front() } else { None };
                     let writer = if was_full { o.writers.pop_front() } else { None };
                     self.task_mut(p).pc += 1;
+                    let here = self.topo.llc_of(cpu as usize) as u32;
+                    if from_llc.is_some_and(|l| l != here) {
+                        // The data crosses LLCs: paid before the reader goes on.
+                        let cost = self.costs.xllc_msg_ns;
+                        self.task_mut(p).refill_left += cost;
+                    }
                     if let Some(r) = next_reader {
                         self.try_to_wake_up(r, 0);
                     }
@@ -122,6 +129,7 @@ impl Sim {
                         return;
                     }
                     o.tokens += 1;
+                    o.last_post_llc = Some(self.topo.llc_of(cpu as usize) as u32);
                     // Like pipe_write(): wake a reader, and pass the turn to the
                     // next blocked writer while room remains.
                     let reader = o.readers.pop_front();

@@ -39,6 +39,9 @@ sched_features! {
     DELAY_DEQUEUE = true, "a sleeping task that is not eligible stays queued until its lag is burnt off";
     DELAY_ZERO = true, "a delayed task that is requeued or dequeued has positive lag clipped to zero";
     WAKEUP_PREEMPTION = true, "a waking task may preempt the current one if it is the better EEVDF pick";
+    SCHED_CACHE = false, "cache-aware scheduling: processes prefer the LLC holding their cache (llc_balancing/enabled, seed 004)";
+    SC_VISIT = true, "cache-aware scans read only the CPUs the process visited recently (seed 004)";
+    SC_NODE = false, "cache-aware scans read the CPUs of the current node (without SC_VISIT); neither scans every CPU";
     YIELD_TO_LAG_CREDIT = false, "yield_to() credits the target with lag so it is eligible, and forces a local resched at most every 6 ms (seed 003)";
     // Placement and balancing
     WA_IDLE = true, "wake_affine prefers an idle waker or previous CPU";

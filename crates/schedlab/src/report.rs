@@ -69,6 +69,14 @@ pub struct CpuResult {
     pub migrations_in: u64,
 }
 
+/// Cache-aware scheduling's scan work (seed 004), when SCHED_CACHE is on.
+#[derive(Debug, Serialize)]
+pub struct SchedCacheResult {
+    pub scans: u64,
+    pub cpus_scanned: u64,
+    pub preference_changes: u64,
+}
+
 #[derive(Debug, Serialize)]
 pub struct LockResult {
     pub id: u32,
@@ -93,6 +101,7 @@ pub struct Results {
     pub tasks: Vec<TaskResult>,
     pub cpus: Vec<CpuResult>,
     pub locks: Vec<LockResult>,
+    pub sched_cache: Option<SchedCacheResult>,
 }
 
 impl Results {
@@ -182,6 +191,11 @@ impl Results {
                 .enumerate()
                 .map(|(i, l)| LockResult { id: i as u32, acquisitions: l.acquisitions, spin_ns: l.spin_ns })
                 .collect(),
+            sched_cache: sim.features.on(crate::features::Feature::SCHED_CACHE).then_some(SchedCacheResult {
+                scans: sim.cache_stats.scans,
+                cpus_scanned: sim.cache_stats.cpus_scanned,
+                preference_changes: sim.cache_stats.preference_changes,
+            }),
         }
     }
 
@@ -252,6 +266,15 @@ impl Results {
                 acq,
                 fmt_ns(spin),
                 spin as f64 * 100.0 / busy as f64
+            ));
+        }
+        if let Some(c) = &self.sched_cache {
+            out.push_str(&format!(
+                "cache-aware scans: {} scans, {} CPUs read ({:.1} per scan), {} preferred-LLC changes\n",
+                c.scans,
+                c.cpus_scanned,
+                c.cpus_scanned as f64 / c.scans.max(1) as f64,
+                c.preference_changes
             ));
         }
         let util: Vec<String> = self.cpus.iter().map(|c| format!("{}", (c.util_ppm + 5_000) / 10_000)).collect();

@@ -182,6 +182,7 @@ pub struct CostSpec {
     pub scan_cpu: Option<Duration>,
     pub migrate_task: Option<Duration>,
     pub mm_switch: Option<Duration>,
+    pub xllc_msg: Option<Duration>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -307,6 +308,9 @@ pub struct HogSpec {
     pub yield_after_run: bool,
     /// The cgroup the tasks belong to (recorded; group scheduling is not modelled yet).
     pub cgroup: Option<String>,
+    /// The tasks are threads of one process (one mm) instead of separate processes.
+    #[serde(default)]
+    pub threads: bool,
 }
 
 fn one() -> u32 {

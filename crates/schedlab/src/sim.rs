@@ -70,6 +70,9 @@ pub struct WaitObj {
     pub readers: VecDeque<TaskId>,
     /// Tasks blocked waiting for room.
     pub writers: VecDeque<TaskId>,
+    /// LLC of the CPU that last posted: a reader in another LLC pulls the
+    /// data's cache lines across.
+    pub last_post_llc: Option<u32>,
 }
 
 /// A spinlock; waiters busy-wait on their CPUs.
@@ -221,6 +224,10 @@ pub struct Sim {
     pub nr_overloaded: u32,
     /// The next free process id, for fork().
     pub next_tgid: u32,
+    /// Cache-aware scheduling state: per process, per CPU, and totals.
+    pub mm_sched: Vec<Option<crate::sched::cache::MmSched>>,
+    pub cpu_cache: Vec<crate::sched::cache::CpuCache>,
+    pub cache_stats: crate::sched::cache::CacheStats,
     pub finished: bool,
     started: bool,
     /// Run invariant checks after every event (debug builds, tests).
@@ -273,6 +280,9 @@ impl Sim {
             nohz_next_balance: 0,
             nr_overloaded: 0,
             next_tgid: 1,
+            mm_sched: Vec::new(),
+            cpu_cache: vec![Default::default(); n],
+            cache_stats: Default::default(),
             finished: false,
             started: false,
             check_invariants: cfg!(debug_assertions),

@@ -167,7 +167,8 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
     let mut ids = Vec::new();
     for i in 0..h.count {
         let nice = check_nice(h.nice.as_ref().map_or(0, |n| n.get(i as usize)), prefix)?;
-        let mut t = new_task(format!("{}-{i}", sim.metrics[w as usize].name), w, tgid + i, policy, nice, h.priority.unwrap_or(0), allowed.clone(), prog);
+        let pid = if h.threads { tgid } else { tgid + i };
+        let mut t = new_task(format!("{}-{i}", sim.metrics[w as usize].name), w, pid, policy, nice, h.priority.unwrap_or(0), allowed.clone(), prog);
         if let Some(s) = h.slice {
             if !(100 * NSEC_PER_USEC..=100 * NSEC_PER_MSEC).contains(&s.0) {
                 return Err(format!("{prefix}.slice: {} is outside 0.1ms..100ms", crate::time::fmt_ns(s.0)));

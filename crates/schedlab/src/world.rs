@@ -78,6 +78,7 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     set(&mut costs.scan_cpu_ns, &c.scan_cpu);
     set(&mut costs.migrate_task_ns, &c.migrate_task);
     set(&mut costs.mm_switch_ns, &c.mm_switch);
+    set(&mut costs.xllc_msg_ns, &c.xllc_msg);
     let mut tunables = Tunables::default();
     if let Some(b) = &s.scheduler.rt_bandwidth {
         tunables.rt_bandwidth = match b.as_str() {

@@ -162,6 +162,7 @@ impl Sim {
         if wake_flags & wf::FORK != 0 {
             return self.find_idlest_cpu(p, this_cpu, prev_cpu);
         }
+        let prev_cpu = self.select_cache_cpu(p, prev_cpu);
         let sync = wake_flags & wf::SYNC != 0;
         let allowed_here = self.task(p).cpus_allowed.test(this_cpu as usize);
         let want_affine = allowed_here && !self.wake_wide(p);
@@ -720,7 +721,13 @@ impl Sim {
             if t.class != ClassId::Fair || t.se.sched_delayed || !t.cpus_allowed.test(dst as usize) {
                 continue;
             }
-            let hot = now.saturating_sub(t.se.exec_start) < self.tunables.migration_cost_ns && t.se.exec_start != 0;
+            let mut hot = now.saturating_sub(t.se.exec_start) < self.tunables.migration_cost_ns && t.se.exec_start != 0;
+            // llc_balancing: leaving the preferred LLC counts as hot, joining it as cold.
+            match self.migrate_llc_pref(p, src, dst) {
+                d if d < 0 => hot = true,
+                d if d > 0 => hot = false,
+                _ => {}
+            }
             if hot && failed <= sd.cache_nice_tries {
                 continue;
             }

@@ -306,6 +306,7 @@ impl Sim {
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load));
         self.tasks[p as usize].stats.runtime_ns += delta;
         self.rqs[cpu as usize].fair_time += delta;
+        self.account_mm_sched(cpu, p, delta);
         let resched = self.update_deadline(p);
         self.update_zero_vruntime(cpu);
         if self.rq(cpu).cfs.nr_queued <= 1 || self.rq(cpu).curr != Some(p) {
@@ -805,6 +806,7 @@ impl SchedClass for FairClass {
     fn task_tick(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
         sim.update_curr_fair(cpu);
         sim.update_load_avg(cpu, Some(p));
+        sim.task_tick_cache(cpu, p);
     }
 
     fn update_curr(&self, sim: &mut Sim, cpu: Cpu) {

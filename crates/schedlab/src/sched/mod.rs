@@ -2,6 +2,7 @@
 //! own module as in kernel/sched/{rt,fair,idle}.c.
 
 pub mod balance;
+pub mod cache;
 pub mod core;
 pub mod fair;
 pub mod pelt;

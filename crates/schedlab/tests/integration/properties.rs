@@ -66,8 +66,8 @@ proptest! {
         features in any::<u8>(),
     ) {
         let mut text = format!(
-            "seed = {seed}\nduration = \"150ms\"\n[machine]\npreset = \"{}\"\n[features]\nRUN_TO_PARITY = {}\nPLACE_LAG = {}\nDELAY_DEQUEUE = {}\nNEXT_BUDDY = {}\nPREEMPT_SHORT = {}\nSIS_UTIL = {}\n",
-            PRESETS[preset], features & 1 != 0, features & 2 != 0, features & 4 != 0, features & 8 != 0, features & 16 != 0, features & 32 != 0,
+            "seed = {seed}\nduration = \"150ms\"\n[machine]\npreset = \"{}\"\n[features]\nRUN_TO_PARITY = {}\nPLACE_LAG = {}\nDELAY_DEQUEUE = {}\nNEXT_BUDDY = {}\nPREEMPT_SHORT = {}\nSIS_UTIL = {}\nSCHED_CACHE = {}\nSC_VISIT = {}\n",
+            PRESETS[preset], features & 1 != 0, features & 2 != 0, features & 4 != 0, features & 8 != 0, features & 16 != 0, features & 32 != 0, features & 64 != 0, features & 128 != 0,
         );
         if hogs > 0 {
             text.push_str(&format!("[[workload]]\nkind = \"hog\"\ncount = {hogs}\nrun = \"exp:1ms\"\nsleep = \"exp:700us\"\nnice = {}\n", (seed % 10) as i32 - 5));

@@ -25,3 +25,55 @@ fn seed003_yield_to_lag_credit_raises_vm_throughput() {
         assert!(on > off, "{vms} VMs: lag credit {on} ops vs {off} without");
     }
 }
+
+fn cache_run(text: &str, features: &[(&str, bool)]) -> schedlab::sim::Sim {
+    let mut text = text.to_string();
+    text.push_str("[features]\n");
+    if !features.iter().any(|(f, _)| *f == "SCHED_CACHE") {
+        text.push_str("SCHED_CACHE = true\n");
+    }
+    for (f, on) in features {
+        text.push_str(&format!("{f} = {on}\n"));
+    }
+    let s = Scenario::parse(&text, "seed004.toml", &[]).unwrap();
+    let mut sim = schedlab::world::build(&s, "seed004.toml").unwrap();
+    sim.check_invariants = false;
+    sim.run();
+    sim
+}
+
+/// Seed 004: scanning only the CPUs a process visited (SC_VISIT) reads far
+/// fewer CPUs per task_cache_work than scanning its node (SC_NODE) or every
+/// CPU (384 -> 8..16 on the seed's machine).
+#[test]
+fn seed004_visited_scan_reads_few_cpus() {
+    let hb = "duration = \"500ms\"\n[machine]\npreset = \"epyc-2s-192\"\n[[workload]]\nkind = \"hackbench\"\nmode = \"threads\"\nipc = \"pipe\"\ngroups = 1\nfds = 4\nloops = 100000\n";
+    let per_scan = |f: &[(&str, bool)]| {
+        let s = cache_run(hb, f);
+        assert!(s.cache_stats.scans > 10, "{:?}", s.cache_stats);
+        s.cache_stats.cpus_scanned as f64 / s.cache_stats.scans as f64
+    };
+    let all = per_scan(&[("SC_VISIT", false), ("SC_NODE", false)]);
+    let node = per_scan(&[("SC_VISIT", false), ("SC_NODE", true)]);
+    let visit = per_scan(&[("SC_VISIT", true), ("SC_NODE", false)]);
+    eprintln!("seed 004: CPUs read per scan: all {all:.1}, node {node:.1}, visited {visit:.1}");
+    assert_eq!(all, 192.0);
+    assert_eq!(node, 96.0);
+    assert!(visit < node / 4.0, "visited scan reads {visit:.1} CPUs");
+}
+
+/// Cache-aware scheduling gathers a process's threads in its preferred LLC.
+#[test]
+fn sched_cache_gathers_a_process_in_one_llc() {
+    let app = "duration = \"1s\"\n[machine]\npreset = \"ryzen-3900x\"\n[[workload]]\nkind = \"hog\"\ncount = 4\nthreads = true\nrun = \"exp:300us\"\nsleep = \"exp:1ms\"\n";
+    let top_llc_share = |cache: bool| {
+        let s = cache_run(app, &[("SCHED_CACHE", cache)]);
+        let mut per_llc = vec![0u64; s.topo.nr_llcs()];
+        for rq in &s.rqs {
+            per_llc[s.topo.llc_of(rq.cpu as usize)] += rq.stats.busy_ns;
+        }
+        *per_llc.iter().max().unwrap() as f64 / per_llc.iter().sum::<u64>() as f64
+    };
+    let (off, on) = (top_llc_share(false), top_llc_share(true));
+    assert!(on > 0.95 && off < 0.8, "busiest LLC share: {off:.2} without, {on:.2} with");
+}
