@@ -108,15 +108,11 @@ impl Sim {
         self.engine.schedule(now + delay, Event::Ipi { cpu });
     }
 
-    fn on_ipi_common(&mut self, cpu: Cpu) {
+    /// An IPI arrives: the nohz idle-balance kick and/or a reschedule.
+    pub fn on_ipi(&mut self, cpu: Cpu) {
         let rq = self.rq_mut(cpu);
         rq.ipi_pending = false;
         rq.stats.ipis += 1;
-    }
-
-    /// An IPI arrives: the nohz idle-balance kick and/or a reschedule.
-    pub fn on_ipi(&mut self, cpu: Cpu) {
-        self.on_ipi_common(cpu);
         if self.rq(cpu).curr.is_none() {
             self.nohz_idle_balance(cpu);
             if self.rq(cpu).nr_running > 0 {
@@ -393,11 +389,10 @@ impl Sim {
 
     fn switch_to_idle(&mut self, cpu: Cpu) {
         let now = self.now();
+        self.cancel_step(cpu);
         {
             let rq = self.rq_mut(cpu);
             rq.curr = None;
-            rq.step_at = None;
-            rq.step_gen = rq.step_gen.wrapping_add(1);
             rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
             rq.idle_since = Some(now);
         }
@@ -501,6 +496,21 @@ impl Sim {
         yielded
     }
 
+    /// Charges `p`'s execution since its exec_start (update_se): advances
+    /// exec_start and the runtime totals, and returns the delta (0 if none).
+    pub(crate) fn update_se(&mut self, p: TaskId) -> Ns {
+        let now = self.now();
+        let t = &mut self.tasks[p as usize];
+        if now <= t.se.exec_start {
+            return 0;
+        }
+        let delta = now - t.se.exec_start;
+        t.se.exec_start = now;
+        t.se.sum_exec_runtime += delta;
+        t.stats.runtime_ns += delta;
+        delta
+    }
+
     /// Preempts `p` running on `src` and moves it to `dst` (the migration
     /// stopper used by active balancing).
     pub fn preempt_and_migrate(&mut self, src: Cpu, p: TaskId, dst: Cpu) {
@@ -520,10 +530,8 @@ impl Sim {
         t.wait_start = Some(now);
         self.move_queued_task(p, dst);
         // src now has no current task: let it pick (or idle) right away.
-        let rq = self.rq_mut(src);
-        rq.idle_since = None;
-        rq.step_gen = rq.step_gen.wrapping_add(1);
-        rq.step_at = None;
+        self.rq_mut(src).idle_since = None;
+        self.cancel_step(src);
         let saved = self.this_cpu;
         self.this_cpu = src;
         self.schedule_from_none(src);

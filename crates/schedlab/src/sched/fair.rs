@@ -294,17 +294,13 @@ impl Sim {
 
     /// Charges the running fair task's runtime since its exec_start (update_curr).
     pub fn update_curr_fair(&mut self, cpu: Cpu) {
-        let now = self.now();
         let Some(p) = self.rq(cpu).cfs.curr else { return };
-        let se = &mut self.tasks[p as usize].se;
-        if now <= se.exec_start {
+        let delta = self.update_se(p);
+        if delta == 0 {
             return;
         }
-        let delta = now - se.exec_start;
-        se.exec_start = now;
-        se.sum_exec_runtime += delta;
+        let se = &mut self.tasks[p as usize].se;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load));
-        self.tasks[p as usize].stats.runtime_ns += delta;
         self.rqs[cpu as usize].fair_time += delta;
         self.account_mm_sched(cpu, p, delta);
         let resched = self.update_deadline(p);

@@ -112,19 +112,11 @@ impl Sim {
 
     /// RT runtime accounting of the running RT task (update_curr_rt).
     fn update_curr_rt(&mut self, cpu: Cpu) {
-        let now = self.now();
         let Some(p) = self.rq(cpu).curr else { return };
         if self.task(p).class != ClassId::Rt {
             return;
         }
-        let t = &mut self.tasks[p as usize];
-        if now <= t.se.exec_start {
-            return;
-        }
-        let delta = now - t.se.exec_start;
-        t.se.exec_start = now;
-        t.se.sum_exec_runtime += delta;
-        t.stats.runtime_ns += delta;
+        let delta = self.update_se(p);
         self.rq_mut(cpu).rt.rt_time += delta;
     }
 
