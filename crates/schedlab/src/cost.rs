@@ -55,6 +55,17 @@ pub struct CostModel {
     /// another LLC: the buffer's cache lines move between LLCs (cross-CCX /
     /// cross-socket line transfers of ~100-200 ns each, a few lines per message).
     pub xllc_msg_ns: Ns,
+    /// One sched_ext callback: the struct_ops trampoline plus a short BPF
+    /// program (~100-300 ns in perf profiles of scx_simple/scx_qmap).
+    pub scx_op_ns: Ns,
+    /// One kfunc call from a BPF scheduler (a direct call plus argument checks).
+    pub scx_kfunc_ns: Ns,
+    /// Taking and releasing an uncontended DSQ spinlock (a cache line that
+    /// usually lives in another core's cache).
+    pub dsq_lock_ns: Ns,
+    /// Looking at one task while scanning a DSQ for one this CPU can run
+    /// (pointer chasing through the task list: a cache miss per task).
+    pub dsq_scan_task_ns: Ns,
 }
 
 impl Default for CostModel {
@@ -77,6 +88,10 @@ impl Default for CostModel {
             migrate_task_ns: 1_000,
             mm_switch_ns: 500,
             xllc_msg_ns: 600,
+            scx_op_ns: 150,
+            scx_kfunc_ns: 40,
+            dsq_lock_ns: 60,
+            dsq_scan_task_ns: 40,
         }
     }
 }

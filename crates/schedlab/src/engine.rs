@@ -28,6 +28,20 @@ pub enum Event {
     WorkloadStart { workload: u32 },
     /// RT bandwidth or fair-server period boundary / activation on `cpu`.
     RtBandwidth { cpu: Cpu },
+    /// Deferred sched_ext work for `cpu`'s runqueue, as an irq_work on `on`.
+    ScxDeferred { cpu: Cpu, on: Cpu },
+    /// The sched_ext kick irq_work of `cpu` (scx_bpf_kick_cpu).
+    ScxKick { cpu: Cpu },
+    /// A BPF scheduler's timer.
+    ScxTimer { id: u64, gen: u32 },
+    /// The sched_ext watchdog (every timeout / 2).
+    ScxWatchdog,
+    /// The bypass-mode load balancer (every 500 ms while bypassing).
+    ScxBypassLb,
+    /// The disable work starts (after an exit request).
+    ScxDisable,
+    /// The disable work switches the next batch of tasks back to fair.
+    ScxDisableStep,
     /// The end of the simulation.
     End,
 }
@@ -43,6 +57,13 @@ impl Event {
             Event::WorkloadStart { workload } => (5, workload as u64),
             Event::RtBandwidth { cpu } => (6, cpu as u64),
             Event::End => (7, 0),
+            Event::ScxDeferred { cpu, on } => (8, (cpu as u64) << 32 | on as u64),
+            Event::ScxKick { cpu } => (9, cpu as u64),
+            Event::ScxTimer { id, gen } => (10, id.rotate_left(17) ^ gen as u64),
+            Event::ScxWatchdog => (11, 0),
+            Event::ScxBypassLb => (12, 0),
+            Event::ScxDisable => (13, 0),
+            Event::ScxDisableStep => (14, 0),
         }
     }
 }

@@ -233,6 +233,8 @@ pub struct Sim {
     /// Run invariant checks after every event (debug builds, tests).
     pub check_invariants: bool,
     pub irqoff: Option<IrqOffModel>,
+    /// sched_ext: the loaded BPF scheduler and its DSQs (ext.c).
+    pub scx: Box<crate::sched::ext::ScxState>,
 }
 
 impl Sim {
@@ -287,6 +289,7 @@ impl Sim {
             started: false,
             check_invariants: cfg!(debug_assertions),
             irqoff: None,
+            scx: Box::new(crate::sched::ext::ScxState::new(n, 1)),
         }
     }
 
@@ -328,6 +331,7 @@ impl Sim {
         self.next_tgid = self.next_tgid.max(t.tgid + 1);
         self.task_rngs.push(Rng::new(self.seed, Stream::Task(id)));
         self.tasks.push(t);
+        self.scx_task_added(id);
         id
     }
 
@@ -427,6 +431,46 @@ impl Sim {
                 self.this_cpu = cpu;
                 self.on_rt_bandwidth(cpu);
             }
+            Event::ScxDeferred { cpu, on } => {
+                if self.irq_deferred(on, t, ev) {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.on_scx_deferred(cpu, on);
+            }
+            Event::ScxKick { cpu } => {
+                if self.irq_deferred(cpu, t, ev) {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.on_scx_kick(cpu);
+            }
+            Event::ScxTimer { id, gen } => {
+                let cpu = self.scx.timers.get(&id).map(|&(_, c)| c);
+                if let Some(c) = cpu {
+                    if self.irq_deferred(c, t, ev) {
+                        return false;
+                    }
+                }
+                self.engine.account(t, &ev);
+                self.on_scx_timer(id, gen);
+            }
+            Event::ScxWatchdog => {
+                self.engine.account(t, &ev);
+                self.on_scx_watchdog();
+            }
+            Event::ScxBypassLb => {
+                self.engine.account(t, &ev);
+                self.on_scx_bypass_lb();
+            }
+            Event::ScxDisable => {
+                self.engine.account(t, &ev);
+                self.on_scx_disable();
+            }
+            Event::ScxDisableStep => {
+                self.engine.account(t, &ev);
+                self.on_scx_disable_step();
+            }
         }
         self.finish_event();
         true
@@ -450,6 +494,14 @@ impl Sim {
         if self.rq(cpu).need_resched {
             self.schedule(cpu);
         }
+        // Scheduler overhead of sched_ext callbacks, kfuncs and DSQ locks
+        // is CPU time of this CPU; its irq_works run after it.
+        let cost = std::mem::take(&mut self.scx.cost_acc);
+        if cost > 0 {
+            self.scx.stats.overhead_ns += cost;
+            self.charge_irq(cpu, cost);
+        }
+        self.scx_flush_local_irq_work();
         if self.check_invariants {
             self.assert_invariants();
         }

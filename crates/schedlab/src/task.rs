@@ -134,6 +134,8 @@ pub struct RtEntity {
 pub enum ClassId {
     Rt,
     Fair,
+    /// sched_ext: below fair (above idle).
+    Ext,
     Idle,
 }
 

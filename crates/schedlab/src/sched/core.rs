@@ -125,6 +125,9 @@ impl Sim {
     /// (wakeup_preempt).
     pub fn wakeup_preempt(&mut self, cpu: Cpu, p: TaskId, wake_flags: u32) {
         let Some(curr) = self.rq(cpu).curr else {
+            if self.task(p).class != ClassId::Ext {
+                self.scx_higher_class_wakeup(cpu);
+            }
             self.resched_curr(cpu);
             return;
         };
@@ -133,6 +136,9 @@ impl Sim {
         if pc == cc {
             class_of(pc).wakeup_preempt(self, cpu, p, wake_flags);
         } else if pc < cc {
+            if pc != ClassId::Ext {
+                self.scx_higher_class_wakeup(cpu);
+            }
             self.resched_curr(cpu);
         }
     }
@@ -165,6 +171,9 @@ impl Sim {
             cpu = self.select_fallback_rq(p, prev_cpu);
         }
         let mut flags = enq::WAKEUP;
+        if self.task(p).nr_cpus_allowed > 1 {
+            flags |= enq::RQ_SELECTED;
+        }
         let mut wflags = wake_flags | wf::TTWU;
         if cpu != prev_cpu {
             flags |= enq::MIGRATED;
@@ -216,6 +225,7 @@ impl Sim {
             t.created_at = now;
             t.recent_used_cpu = parent_cpu;
         }
+        self.scx_fork(p);
         let cls = class_of(self.task(p).class);
         cls.task_fork(self, p);
         let mut cpu = cls.select_task_rq(self, p, parent_cpu, wf::FORK);
@@ -317,6 +327,9 @@ impl Sim {
             }
         }
         let next = self.pick_next_task(cpu, prev);
+        if let Some(n) = next {
+            self.scx_switch_class(cpu, n);
+        }
         if next == prev {
             if prev.is_some() {
                 self.arm_step(cpu);
@@ -324,7 +337,11 @@ impl Sim {
             return;
         }
         if let Some(p) = prev {
+            self.scx.rqs[cpu as usize].next_idle = next.is_none();
             class_of(self.task(p).class).put_prev_task(self, cpu, p);
+            if self.task(p).state == TaskState::Dead {
+                self.scx_task_dead(p);
+            }
             let t = self.task_mut(p);
             t.last_ran = now;
             t.stats.switches += 1;
@@ -371,6 +388,7 @@ impl Sim {
         if from_idle {
             self.nohz_idle.clear(cpu as usize);
             self.update_idle_core(cpu, false);
+            self.scx_update_idle(cpu, false);
         }
         let t = self.task_mut(n);
         // A spinner coming back on a CPU looks at the lock again first.
@@ -398,6 +416,7 @@ impl Sim {
         }
         self.nohz_idle.set(cpu as usize);
         self.update_idle_core(cpu, true);
+        self.scx_update_idle(cpu, true);
     }
 
     /// Keeps the LLC's has_idle_cores hint (set when a whole core goes idle).
@@ -560,7 +579,7 @@ impl Sim {
         for (c, rq) in self.rqs.iter().enumerate() {
             assert_eq!(
                 rq.nr_running,
-                rq.cfs.nr_queued + rq.rt.rt_nr_running,
+                rq.cfs.nr_queued + rq.rt.rt_nr_running + self.scx.rqs[c].nr_running,
                 "cpu{c}: nr_running disagrees with the class queues"
             );
             let fair = rq.cfs.timeline.iter().map(|&(_, p)| p).chain(rq.cfs.curr.filter(|&p| self.task(p).se.on_rq));

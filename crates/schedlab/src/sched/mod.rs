@@ -4,6 +4,7 @@
 pub mod balance;
 pub mod cache;
 pub mod core;
+pub mod ext;
 pub mod fair;
 pub mod pelt;
 pub mod rq;
@@ -23,6 +24,8 @@ pub mod enq {
     pub const MIGRATED: u32 = 0x40;
     pub const INITIAL: u32 = 0x80;
     pub const DELAYED: u32 = 0x200;
+    /// select_task_rq() chose the CPU (ENQUEUE_RQ_SELECTED).
+    pub const RQ_SELECTED: u32 = 0x1000;
 }
 
 /// Dequeue flags (DEQUEUE_*).
@@ -115,13 +118,14 @@ pub trait SchedClass: Sync {
 }
 
 /// The classes in priority order, highest first (stop and deadline are not modelled).
-pub fn classes() -> [&'static dyn SchedClass; 2] {
-    [&rt::RT_CLASS, &fair::FAIR_CLASS]
+pub fn classes() -> [&'static dyn SchedClass; 3] {
+    [&rt::RT_CLASS, &fair::FAIR_CLASS, &ext::EXT_CLASS]
 }
 
 pub fn class_of(id: ClassId) -> &'static dyn SchedClass {
     match id {
         ClassId::Rt => &rt::RT_CLASS,
         ClassId::Fair | ClassId::Idle => &fair::FAIR_CLASS,
+        ClassId::Ext => &ext::EXT_CLASS,
     }
 }

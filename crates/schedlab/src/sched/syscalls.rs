@@ -54,6 +54,9 @@ impl Sim {
                 t.rt.time_slice = 0;
             }
         }
+        let cls = self.scx_class_for(p);
+        self.task_mut(p).class = cls;
+        self.scx_setattr(p, old_class, cls);
         let new_class = self.task(p).class;
         let new_prio = self.task(p).prio;
         if queued {
@@ -116,6 +119,7 @@ impl Sim {
             t.nr_cpus_allowed = mask.weight() as u32;
             t.cpus_allowed = mask;
         }
+        self.scx_set_cpumask(p);
         if self.task(p).cpus_allowed.test(cpu as usize) {
             if rt_queued && self.rq(cpu).curr != Some(p) && self.task(p).nr_cpus_allowed > 1 {
                 self.rq_mut(cpu).rt.pushable.insert((prio, p));

@@ -1,0 +1,203 @@
+//! The C-visible layout of the objects a hosted BPF scheduler dereferences:
+//! `struct task_struct` (the subset schedulers read), its `struct
+//! sched_ext_entity`, and `struct cpumask`. The shim's vmlinux.h declares the
+//! same layouts; a test compiles a probe against it and compares offsets.
+//!
+//! The ext class keeps the fields BPF may write (`scx.slice`,
+//! `scx.dsq_vtime`) here and nowhere else, so a write from a callback is seen
+//! by the class without copying.
+
+use crate::cpumask::CpuMask;
+
+/// Bits in a C `struct cpumask` (CONFIG_NR_CPUS of the shim).
+pub const NR_CPUS: usize = 1024;
+pub const CPUMASK_WORDS: usize = NR_CPUS / 64;
+
+/// `struct cpumask`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpumaskC {
+    pub bits: [u64; CPUMASK_WORDS],
+}
+
+impl Default for CpumaskC {
+    fn default() -> Self {
+        CpumaskC { bits: [0; CPUMASK_WORDS] }
+    }
+}
+
+impl CpumaskC {
+    pub fn from_mask(m: &CpuMask) -> Self {
+        let mut c = CpumaskC::default();
+        c.assign(m);
+        c
+    }
+
+    pub fn assign(&mut self, m: &CpuMask) {
+        self.bits = [0; CPUMASK_WORDS];
+        for cpu in m.iter().take_while(|&c| c < NR_CPUS) {
+            self.bits[cpu / 64] |= 1 << (cpu % 64);
+        }
+    }
+
+    #[inline]
+    pub fn test(&self, cpu: usize) -> bool {
+        cpu < NR_CPUS && self.bits[cpu / 64] & (1 << (cpu % 64)) != 0
+    }
+
+    pub fn to_mask(&self, nr_cpus: usize) -> CpuMask {
+        let mut m = CpuMask::new(nr_cpus);
+        for c in 0..nr_cpus.min(NR_CPUS) {
+            if self.test(c) {
+                m.set(c);
+            }
+        }
+        m
+    }
+}
+
+/// `struct sched_ext_entity` (include/linux/sched/ext.h), the fields
+/// schedulers use. `dsq` is always NULL here: we expose no DSQ objects.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SchedExtEntityC {
+    pub dsq: u64,
+    pub dsq_seq: u32,
+    pub dsq_flags: u32,
+    pub flags: u32,
+    pub weight: u32,
+    pub sticky_cpu: i32,
+    pub holding_cpu: i32,
+    pub selected_cpu: i32,
+    pub kf_mask: u32,
+    pub ops_state: u64,
+    pub runnable_at: u64,
+    pub core_sched_at: u64,
+    pub ddsp_dsq_id: u64,
+    pub ddsp_enq_flags: u64,
+    /// Remaining slice; BPF may write it.
+    pub slice: u64,
+    /// Vtime for vtime-ordered DSQs; BPF may write it.
+    pub dsq_vtime: u64,
+    pub disallow: u8,
+    pub _pad: [u8; 7],
+}
+
+/// `struct load_weight`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadWeightC {
+    pub weight: u64,
+    pub inv_weight: u32,
+    pub _pad: u32,
+}
+
+/// The fair entity fields BPF schedulers read (`p->se.sum_exec_runtime`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SchedEntityC {
+    pub load: LoadWeightC,
+    pub sum_exec_runtime: u64,
+    pub vruntime: u64,
+    pub prev_sum_exec_runtime: u64,
+    pub nr_migrations: u64,
+}
+
+/// `struct task_struct`, the subset. `schedlab_id` is ours: the simulator's
+/// task index, how the host turns a pointer back into a task.
+#[repr(C)]
+#[derive(Clone, Debug)]
+pub struct TaskStructC {
+    pub schedlab_id: u32,
+    pub __state: u32,
+    pub flags: u32,
+    pub on_cpu: i32,
+    pub cpu: u32,
+    pub recent_used_cpu: i32,
+    pub wake_cpu: i32,
+    pub on_rq: i32,
+    pub prio: i32,
+    pub static_prio: i32,
+    pub normal_prio: i32,
+    pub rt_priority: u32,
+    pub policy: u32,
+    pub nr_cpus_allowed: i32,
+    pub migration_disabled: u16,
+    pub _pad0: u16,
+    pub pid: i32,
+    pub tgid: i32,
+    pub _pad1: i32,
+    pub cpus_ptr: *const CpumaskC,
+    pub cpus_mask: CpumaskC,
+    pub real_parent: *mut TaskStructC,
+    pub group_leader: *mut TaskStructC,
+    /// Non-NULL for user tasks (all simulated tasks); schedulers test it.
+    pub mm: *mut core::ffi::c_void,
+    pub se: SchedEntityC,
+    pub scx: SchedExtEntityC,
+    pub comm: [u8; 16],
+}
+
+/// PF_* task flags (include/linux/sched.h) the shim exposes.
+pub const PF_EXITING: u32 = 0x0000_0004;
+pub const PF_KTHREAD: u32 = 0x0020_0000;
+
+impl TaskStructC {
+    pub fn new(id: u32) -> Box<TaskStructC> {
+        let mut t = Box::new(TaskStructC {
+            schedlab_id: id,
+            __state: 0,
+            flags: 0,
+            on_cpu: 0,
+            cpu: 0,
+            recent_used_cpu: -1,
+            wake_cpu: 0,
+            on_rq: 0,
+            prio: 120,
+            static_prio: 120,
+            normal_prio: 120,
+            rt_priority: 0,
+            policy: 0,
+            nr_cpus_allowed: 0,
+            migration_disabled: 0,
+            _pad0: 0,
+            pid: id as i32 + 1,
+            tgid: id as i32 + 1,
+            _pad1: 0,
+            cpus_ptr: core::ptr::null(),
+            cpus_mask: CpumaskC::default(),
+            real_parent: core::ptr::null_mut(),
+            group_leader: core::ptr::null_mut(),
+            // Any non-NULL value: schedulers only compare it with NULL.
+            mm: core::ptr::NonNull::<u8>::dangling().as_ptr().cast(),
+            se: SchedEntityC::default(),
+            scx: SchedExtEntityC::default(),
+            comm: [0; 16],
+        });
+        // The box never moves, so the self-pointer stays valid.
+        t.cpus_ptr = &t.cpus_mask;
+        t
+    }
+}
+
+/// `struct bpf_iter_scx_dsq`: opaque to BPF (the shim declares it as
+/// `u64 __opaque[12]`), our cursor inside.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DsqIterC {
+    pub dsq_id: u64,
+    /// Position of the last task returned: (key, seq) in the DSQ's order.
+    pub cursor_key: u64,
+    pub cursor_seq: u64,
+    /// Only tasks inserted before the iterator was created (seq < this) are visited.
+    pub max_seq: u64,
+    /// SCX_DSQ_ITER_* flags, plus our internal state bits.
+    pub flags: u64,
+    /// Slice and vtime set by scx_bpf_dsq_move_set_slice/_vtime for the next move.
+    pub slice: u64,
+    pub vtime: u64,
+    pub _reserved: [u64; 5],
+}
+
+/// SCX_DSQ_ITER_REV: iterate from the tail.
+pub const DSQ_ITER_REV: u64 = 1 << 16;

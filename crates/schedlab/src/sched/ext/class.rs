@@ -1,0 +1,308 @@
+//! The sched_ext `SchedClass` hooks (enqueue_task_scx, dequeue_task_scx,
+//! put_prev_task_scx, set_next_task_scx, pick_task_scx, task_tick_scx, ...),
+//! following 7.1. Where 6.12 differs it is noted.
+
+use crate::engine::{Cpu, TaskId};
+use crate::sched::ext::ops::{self, deq_flags, enq_flags, reenq_reason, task_flags, CpuReleaseReason, Op, SLICE_INF};
+use crate::sched::ext::{rq_flags, OpFrame, OpsState};
+use crate::sched::{deq, enq, wf, SchedClass};
+use crate::sim::Sim;
+use crate::task::{ClassId, TaskState};
+
+pub struct ExtClass;
+pub static EXT_CLASS: ExtClass = ExtClass;
+
+/// Core enqueue flags as SCX_ENQ_* (the low 32 bits are shared).
+fn scx_enq_flags(flags: u32) -> u64 {
+    let mut f = 0;
+    if flags & enq::WAKEUP != 0 {
+        f |= enq_flags::WAKEUP;
+    }
+    if flags & enq::HEAD != 0 {
+        f |= enq_flags::HEAD;
+    }
+    if flags & enq::RQ_SELECTED != 0 {
+        f |= enq_flags::CPU_SELECTED;
+    }
+    f
+}
+
+impl Sim {
+    /// Calls one op of the loaded scheduler (SCX_CALL_OP): records the frame
+    /// kfuncs check against, counts the call and charges its cost.
+    pub(crate) fn scx_call<R>(&mut self, op: Op, cpu: Cpu, task: Option<TaskId>, f: impl FnOnce(&dyn ops::ExtOps, &mut Sim) -> R) -> Option<R> {
+        let ops = self.scx.ops.clone()?;
+        self.scx.frames.push(OpFrame { op, cpu, task });
+        self.scx.stats.op_calls[op.index()] += 1;
+        self.scx.cost_acc += self.costs.scx_op_ns;
+        let r = f(&*ops, self);
+        self.scx.frames.pop();
+        Some(r)
+    }
+
+    /// update_curr_scx(): charge runtime and burn the slice.
+    pub(crate) fn update_curr_scx(&mut self, cpu: Cpu) {
+        let Some(p) = self.rq(cpu).curr else { return };
+        if self.task(p).class != ClassId::Ext {
+            return;
+        }
+        let delta = self.update_se(p);
+        let c = &mut self.scx.task_mut(p).c;
+        c.se.sum_exec_runtime += delta;
+        if c.scx.slice != SLICE_INF {
+            c.scx.slice -= c.scx.slice.min(delta);
+        }
+    }
+
+    /// set_task_runnable(): restart the watchdog clock if the task ran since.
+    fn scx_set_runnable(&mut self, p: TaskId) {
+        let now = self.now();
+        let t = self.scx.task_mut(p);
+        if t.runnable_at.is_none() {
+            t.runnable_at = Some(now);
+            t.c.scx.runnable_at = now;
+        }
+    }
+
+    /// The task leaves the BPF scheduler's custody: ops.dequeue() (7.1: on
+    /// every exit from custody; before 7.1 only when the kernel took a
+    /// queued task back).
+    pub(crate) fn scx_leave_custody(&mut self, p: TaskId, flags: u64) {
+        if !self.scx.task(p).has_flag(task_flags::IN_CUSTODY) {
+            return;
+        }
+        self.scx.task_mut(p).set_flag(task_flags::IN_CUSTODY, false);
+        if self.scx.has(Op::Dequeue) {
+            let cpu = self.this_cpu;
+            self.scx_call(Op::Dequeue, cpu, Some(p), |o, s| o.dequeue(s, p, flags));
+        }
+    }
+
+    /// ops_dequeue(): the kernel takes the task back.
+    pub(crate) fn scx_ops_dequeue(&mut self, p: TaskId, flags: u64) {
+        match self.scx.task(p).ops_state {
+            OpsState::Queueing => unreachable!("ops.enqueue cannot be interrupted by a dequeue"),
+            OpsState::None | OpsState::Dispatching | OpsState::Queued { .. } => {}
+        }
+        self.scx.task_mut(p).ops_state = OpsState::None;
+        self.scx_leave_custody(p, flags);
+    }
+
+    /// switch_class(): the CPU is about to run a task of a higher class;
+    /// tell the scheduler it lost the CPU (ops.cpu_release).
+    pub fn scx_switch_class(&mut self, cpu: Cpu, next: TaskId) {
+        if !self.scx.enabled() || self.task(next).class == ClassId::Ext {
+            return;
+        }
+        let r = &mut self.scx.rqs[cpu as usize];
+        if r.flags & rq_flags::CPU_RELEASED != 0 {
+            return;
+        }
+        if self.scx.has(Op::CpuRelease) || self.scx.has(Op::CpuAcquire) {
+            self.scx.rqs[cpu as usize].flags |= rq_flags::CPU_RELEASED;
+            if self.scx.has(Op::CpuRelease) && !self.scx.bypassing {
+                let reason = if self.task(next).class == ClassId::Rt { CpuReleaseReason::Rt } else { CpuReleaseReason::Other };
+                self.scx_call(Op::CpuRelease, cpu, None, |o, s| o.cpu_release(s, cpu, reason, Some(next)));
+            }
+        }
+    }
+
+    /// wakeup_preempt_scx() for a higher class waking on `cpu`: IMMED tasks
+    /// in the local DSQ cannot run now and go back to the scheduler.
+    pub fn scx_higher_class_wakeup(&mut self, cpu: Cpu) {
+        if self.scx.enabled() && self.scx.rqs[cpu as usize].nr_immed > 0 {
+            self.scx_schedule_reenq_local(cpu, 0);
+        }
+    }
+}
+
+impl SchedClass for ExtClass {
+    fn id(&self) -> ClassId {
+        ClassId::Ext
+    }
+
+    fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
+        let mut sticky = sim.scx.task_mut(p).sticky_cpu.take();
+        if flags & enq::RESTORE != 0 && sim.rq(cpu).curr == Some(p) {
+            // The running task put back after a property change stays local.
+            sticky = Some(cpu);
+        }
+        let f = scx_enq_flags(flags) | std::mem::take(&mut sim.scx.extra_enq_flags);
+        let wakeup = flags & enq::WAKEUP != 0;
+        if wakeup {
+            sim.scx.rqs[cpu as usize].flags |= rq_flags::IN_WAKEUP;
+        }
+        sim.scx_set_runnable(p);
+        sim.scx.task_mut(p).set_flag(task_flags::QUEUED, true);
+        sim.scx.rqs[cpu as usize].nr_running += 1;
+        let migrating = flags & enq::MOVE != 0;
+        if sim.scx.has(Op::Runnable) && !migrating {
+            sim.scx_call(Op::Runnable, cpu, Some(p), |o, s| o.runnable(s, p, f));
+        }
+        sim.scx_do_enqueue(cpu, p, f, sticky);
+        sim.scx.rqs[cpu as usize].flags &= !rq_flags::IN_WAKEUP;
+    }
+
+    fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+        if !sim.scx.task(p).queued() {
+            return true;
+        }
+        let mut f = if flags & deq::SLEEP != 0 { deq_flags::SLEEP } else { 0 };
+        if f == 0 {
+            f |= deq_flags::SCHED_CHANGE;
+        }
+        let migrating = flags & deq::MOVE != 0 && flags & deq::SAVE == 0;
+        if migrating {
+            // An internal migration: the task stays out of custody.
+            sim.scx.task_mut(p).ops_state = OpsState::None;
+        } else {
+            sim.scx_ops_dequeue(p, f);
+        }
+        if sim.rq(cpu).curr == Some(p) && sim.scx.has(Op::Stopping) {
+            sim.update_curr_scx(cpu);
+            sim.scx_call(Op::Stopping, cpu, Some(p), |o, s| o.stopping(s, p, false));
+        }
+        if sim.scx.has(Op::Quiescent) && !migrating {
+            sim.scx_call(Op::Quiescent, cpu, Some(p), |o, s| o.quiescent(s, p, f));
+        }
+        let t = sim.scx.task_mut(p);
+        t.set_flag(task_flags::QUEUED, false);
+        t.set_flag(task_flags::DEQD_FOR_SLEEP, flags & deq::SLEEP != 0);
+        t.ddsp = None;
+        sim.scx.rqs[cpu as usize].nr_running -= 1;
+        sim.scx_dispatch_dequeue(p);
+        true
+    }
+
+    fn yield_task(&self, sim: &mut Sim, cpu: Cpu) {
+        let Some(p) = sim.rq(cpu).curr else { return };
+        if sim.scx.has(Op::Yield) && !sim.scx.bypassing {
+            sim.scx_call(Op::Yield, cpu, Some(p), |o, s| o.yield_(s, p, None));
+        } else {
+            sim.scx.task_mut(p).c.scx.slice = 0;
+        }
+    }
+
+    fn yield_to_task(&self, sim: &mut Sim, cpu: Cpu, to: TaskId) -> bool {
+        let Some(p) = sim.rq(cpu).curr else { return false };
+        if sim.scx.has(Op::Yield) && !sim.scx.bypassing {
+            sim.scx_call(Op::Yield, cpu, Some(p), |o, s| o.yield_(s, p, Some(to))).unwrap_or(false)
+        } else {
+            false
+        }
+    }
+
+    /// Preemption within ext is the BPF scheduler's business (kicks and
+    /// SCX_ENQ_PREEMPT); the class hook does nothing for ext wakeups.
+    fn wakeup_preempt(&self, _sim: &mut Sim, _cpu: Cpu, _p: TaskId, _wake_flags: u32) {}
+
+    fn pick_task(&self, sim: &mut Sim, cpu: Cpu) -> Option<TaskId> {
+        if !sim.scx.enabled() {
+            return None;
+        }
+        let prev = sim.rq(cpu).curr;
+        sim.scx.rqs[cpu as usize].pnt_seq += 1;
+        sim.scx_balance_one(cpu, prev);
+        let keep = sim.scx.rqs[cpu as usize].flags & rq_flags::BAL_KEEP != 0;
+        let p = match prev.filter(|_| keep) {
+            Some(prev) if sim.task(prev).class == ClassId::Ext => {
+                sim.scx.stats.keep_prev += 1;
+                prev
+            }
+            _ => {
+                let local = sim.scx.local(cpu);
+                sim.scx.dsqs[local as usize].first()?.1
+            }
+        };
+        if sim.scx.task(p).slice() == 0 {
+            sim.scx_refill_slice_dfl(p);
+        }
+        Some(p)
+    }
+
+    fn put_prev_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
+        sim.scx.rqs[cpu as usize].pnt_seq += 1;
+        sim.scx.task_mut(p).c.on_cpu = 0;
+        sim.update_curr_scx(cpu);
+        let queued = sim.scx.task(p).queued() && sim.task(p).state == TaskState::Runnable;
+        if queued && sim.scx.has(Op::Stopping) {
+            sim.scx_call(Op::Stopping, cpu, Some(p), |o, s| o.stopping(s, p, true));
+        }
+        if !queued {
+            return;
+        }
+        sim.scx_set_runnable(p);
+        let going_idle = sim.scx.rqs[cpu as usize].next_idle;
+        if sim.scx.task(p).slice() > 0 && !sim.scx.bypassing {
+            if sim.scx.task(p).has_flag(task_flags::IMMED) {
+                // An IMMED task that lost the CPU goes back to the scheduler.
+                sim.scx.task_mut(p).c.scx.flags |= reenq_reason::PREEMPTED;
+                sim.scx.stats.reenqueued += 1;
+                sim.scx_do_enqueue(cpu, p, enq_flags::REENQ, None);
+                sim.scx.task_mut(p).c.scx.flags &= !reenq_reason::MASK;
+            } else {
+                // Preempted by a higher class with slice left: first in line again.
+                let local = sim.scx.local(cpu);
+                sim.scx_dispatch_enqueue(local, p, enq_flags::HEAD);
+            }
+            return;
+        }
+        // Going idle (nothing of ext or above runs next): SCX_ENQ_LAST.
+        let f = if going_idle { enq_flags::LAST } else { 0 };
+        sim.scx_do_enqueue(cpu, p, f, None);
+    }
+
+    fn set_next_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, _first: bool) {
+        let now = sim.now();
+        let queued = sim.scx.task(p).queued();
+        if queued {
+            sim.scx_ops_dequeue(p, deq_flags::CORE_SCHED_EXEC);
+            sim.scx_dispatch_dequeue(p);
+        }
+        sim.task_mut(p).se.exec_start = now;
+        if sim.scx.has(Op::Running) && queued {
+            sim.scx_call(Op::Running, cpu, Some(p), |o, s| o.running(s, p));
+        }
+        // clr_task_runnable(p, true): the watchdog clock restarts next time.
+        sim.scx.task_mut(p).runnable_at = None;
+        sim.scx.task_mut(p).c.on_cpu = 1;
+    }
+
+    fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
+        // The core only asks classes about tasks that can run on several
+        // CPUs (select_task_rq in core.c).
+        if sim.task(p).nr_cpus_allowed == 1 {
+            return sim.task(p).cpus_allowed.first().unwrap_or(prev_cpu as usize) as Cpu;
+        }
+        if wake_flags & wf::EXEC != 0 {
+            return prev_cpu;
+        }
+        sim.scx_select_task_rq(p, prev_cpu, wake_flags)
+    }
+
+    fn task_tick(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
+        sim.update_curr_scx(cpu);
+        if sim.scx.bypassing {
+            // Bypass: round-robin at tick granularity.
+            sim.scx.task_mut(p).c.scx.slice = 0;
+        } else if sim.scx.has(Op::Tick) {
+            sim.scx_call(Op::Tick, cpu, Some(p), |o, s| o.tick(s, p));
+        }
+        if sim.rq(cpu).curr == Some(p) && sim.scx.task(p).slice() == 0 {
+            sim.resched_curr(cpu);
+        }
+    }
+
+    fn update_curr(&self, sim: &mut Sim, cpu: Cpu) {
+        sim.update_curr_scx(cpu);
+    }
+
+    fn task_woken(&self, sim: &mut Sim, cpu: Cpu, _p: TaskId) {
+        // The wakeup hook: deferred work of this runqueue runs now.
+        sim.scx_run_deferred(cpu);
+    }
+
+    fn task_fork(&self, sim: &mut Sim, p: TaskId) {
+        sim.scx_post_fork(p);
+    }
+}

@@ -1,0 +1,648 @@
+//! Getting tasks into and out of DSQs: do_enqueue_task(), direct dispatch,
+//! the dispatch buffer, balance_one(), consuming DSQs, moving tasks between
+//! runqueues, SCX_ENQ_IMMED and the deferred work that reenqueues (ext.c,
+//! 7.1).
+
+use crate::engine::{Cpu, Event, TaskId};
+use crate::features::Feature;
+use crate::sched::deq;
+use crate::sched::enq;
+use crate::sched::ext::dsq::{DsqIdx, DsqKind, DsqOrder};
+use crate::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ops_flags, reenq_reason, task_flags, Op, DSP_MAX_LOOPS, REENQ_ANY, REENQ_LOCAL_MAX_REPEAT, SLICE_BYPASS_NS, SLICE_DFL_NS};
+use crate::sched::ext::{rq_flags, DspEntry, OpsState};
+use crate::sim::Sim;
+use crate::task::{ClassId, TaskState};
+
+impl Sim {
+    /// The slice a task gets when the kernel, not the scheduler, picks it
+    /// (sch->slice_dfl: SCX_SLICE_DFL; SCX_SLICE_BYPASS while bypassing, 6.19+).
+    pub(crate) fn scx_slice_dfl(&self) -> u64 {
+        if self.scx.bypassing && self.features.on(Feature::SCX_BYPASS_PERCPU) {
+            SLICE_BYPASS_NS
+        } else {
+            SLICE_DFL_NS
+        }
+    }
+
+    /// refill_task_slice_dfl().
+    pub(crate) fn scx_refill_slice_dfl(&mut self, p: TaskId) {
+        let s = self.scx_slice_dfl();
+        self.scx.task_mut(p).c.scx.slice = s;
+        self.scx.stats.dfl_slice_refills += 1;
+    }
+
+    /// Whether the shared-DSQ loops must stop at once because the scheduler
+    /// is being ejected (6.19+ `scx_aborting`; before, CPUs kept scanning).
+    pub(crate) fn scx_aborting(&self) -> bool {
+        self.scx.exit.is_some() && self.features.on(Feature::SCX_BYPASS_PERCPU)
+    }
+
+    /// do_enqueue_task(): the kernel's fast paths, then ops.enqueue().
+    pub(crate) fn scx_do_enqueue(&mut self, cpu: Cpu, p: TaskId, flags: u64, sticky: Option<Cpu>) {
+        if sticky == Some(cpu) {
+            // Moved here for this CPU's local DSQ; no slice refill.
+            let local = self.scx.local(cpu);
+            self.scx_dispatch_enqueue(local, p, flags);
+            return;
+        }
+        // A fresh enqueue ends IMMED protection.
+        self.scx.task_mut(p).set_flag(task_flags::IMMED, false);
+        if self.scx.bypassing {
+            self.scx.task_mut(p).ddsp = None;
+            self.scx_refill_slice_dfl(p);
+            let dsq = if self.features.on(Feature::SCX_BYPASS_PERCPU) {
+                self.scx.bypass_dsq(cpu)
+            } else {
+                self.scx.global(self.topo.node_of(cpu as usize) as u32)
+            };
+            self.scx_dispatch_enqueue(dsq, p, flags);
+            return;
+        }
+        if self.scx.task(p).ddsp.is_some() {
+            self.scx_direct_dispatch(cpu, p, flags);
+            return;
+        }
+        if !self.scx.has(Op::Enqueue) {
+            self.scx_refill_slice_dfl(p);
+            let g = self.scx.global(self.topo.node_of(cpu as usize) as u32);
+            self.scx_dispatch_enqueue(g, p, flags);
+            return;
+        }
+        self.scx.next_qseq += 1;
+        let qseq = self.scx.next_qseq;
+        self.scx.task_mut(p).ops_state = OpsState::Queueing;
+        self.scx.task_mut(p).c.scx.ops_state = 1 | qseq << 2;
+        self.scx_call(Op::Enqueue, cpu, Some(p), |o, s| o.enqueue(s, p, flags));
+        if self.scx.task(p).ddsp.is_some() {
+            self.scx_direct_dispatch(cpu, p, flags);
+            return;
+        }
+        if self.scx.task(p).ops_state == OpsState::Queueing {
+            // Not inserted directly: the BPF scheduler holds the task now.
+            let t = self.scx.task_mut(p);
+            t.ops_state = OpsState::Queued { qseq };
+            t.c.scx.ops_state = 2 | qseq << 2;
+            t.set_flag(task_flags::IN_CUSTODY, true);
+        }
+    }
+
+    /// direct_dispatch(): carry out the verdict select_cpu/enqueue gave.
+    fn scx_direct_dispatch(&mut self, cpu: Cpu, p: TaskId, flags: u64) {
+        let (id, dflags) = self.scx.task_mut(p).ddsp.take().expect("direct dispatch verdict");
+        self.scx.task_mut(p).ops_state = OpsState::None;
+        self.scx.stats.direct_dispatches += 1;
+        let f = flags | dflags;
+        let dsq = self.scx_find_dsq(cpu, id, p);
+        if let DsqKind::Local(target) = self.scx.dsqs[dsq as usize].kind {
+            if target != cpu {
+                // A remote local DSQ needs the target's lock: park the task
+                // and defer the move (ddsp_deferred_locals).
+                self.scx.task_mut(p).ddsp = Some((dsq_id::LOCAL_ON | target as u64, f));
+                self.scx.rqs[cpu as usize].ddsp_deferred.push(p);
+                self.scx_schedule_deferred(cpu);
+                return;
+            }
+        }
+        self.scx_dispatch_enqueue(dsq, p, f);
+    }
+
+    /// find_dsq_for_dispatch(): resolve a DSQ id as seen from `cpu`.
+    pub(crate) fn scx_find_dsq(&mut self, cpu: Cpu, id: u64, p: TaskId) -> DsqIdx {
+        let node = self.topo.node_of(self.task(p).cpu as usize) as u32;
+        if id == dsq_id::LOCAL {
+            return self.scx.local(cpu);
+        }
+        if id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON {
+            let c = (id & dsq_id::LOCAL_CPU_MASK) as usize;
+            if c < self.nr_cpus() {
+                return self.scx.local(c as Cpu);
+            }
+            self.scx_error(format!("invalid CPU {c} in SCX_DSQ_LOCAL_ON dispatch verdict"));
+            return self.scx.global(node);
+        }
+        if id == dsq_id::GLOBAL {
+            return self.scx.global(node);
+        }
+        if id & dsq_id::BUILTIN == 0 {
+            if let Some(&idx) = self.scx.user_dsqs.get(&id) {
+                return idx;
+            }
+        }
+        self.scx_error(format!("non-existent DSQ 0x{id:x}"));
+        self.scx.global(node)
+    }
+
+    /// "comm[pid]" as ext.c prints tasks.
+    pub(crate) fn task_comm(&self, p: TaskId) -> String {
+        format!("{}[{}]", self.task(p).name, self.scx.task(p).c.pid)
+    }
+
+    /// dispatch_enqueue(): put `p` into `dsq` (FIFO, or by vtime with
+    /// SCX_ENQ_DSQ_PRIQ).
+    pub(crate) fn scx_dispatch_enqueue(&mut self, dsq: DsqIdx, p: TaskId, flags: u64) {
+        let now = self.now();
+        debug_assert!(self.scx.task(p).dsq.is_none(), "task {p} is already in a DSQ");
+        let d = &self.scx.dsqs[dsq as usize];
+        let kind = d.kind;
+        let mut vtime = flags & enq_flags::DSQ_PRIQ != 0;
+        if vtime && d.is_builtin() {
+            self.scx_error("cannot use vtime ordering for built-in DSQs".into());
+            vtime = false;
+        } else if vtime && d.order == DsqOrder::Fifo {
+            self.scx_error(format!("DSQ ID 0x{:016x} already had FIFO-enqueued tasks", d.id));
+            vtime = false;
+        } else if !vtime && d.order == DsqOrder::Vtime {
+            self.scx_error(format!("DSQ ID 0x{:016x} already had PRIQ-enqueued tasks", d.id));
+            vtime = true;
+        }
+        let is_local = matches!(kind, DsqKind::Local(_));
+        if !is_local {
+            self.scx_dsq_lock(dsq, 0);
+        }
+        // Custody: a user DSQ keeps the task in the scheduler's hands; any
+        // built-in DSQ takes it out (ops.dequeue, 7.1).
+        if kind == DsqKind::User {
+            self.scx.task_mut(p).set_flag(task_flags::IN_CUSTODY, true);
+        } else {
+            self.scx_leave_custody(p, 0);
+        }
+        let vt = self.scx.task(p).c.scx.dsq_vtime;
+        let d = &mut self.scx.dsqs[dsq as usize];
+        let head = flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0;
+        let key = if vtime {
+            d.order = DsqOrder::Vtime;
+            d.insert_vtime(p, vt)
+        } else {
+            if d.order == DsqOrder::Unset && d.kind == DsqKind::User {
+                d.order = DsqOrder::Fifo;
+            }
+            d.insert_fifo(p, head)
+        };
+        let seq = d.seq;
+        let nr = d.nr();
+        let t = self.scx.task_mut(p);
+        t.dsq = Some((dsq, key));
+        t.c.scx.dsq_seq = seq as u32;
+        t.c.scx.dsq_flags = vtime as u32;
+        t.ops_state = OpsState::None;
+        t.c.scx.ops_state = 0;
+        if let DsqKind::Local(cpu) = kind {
+            t.local_since = Some(now);
+            // dsq_inc_nr(): IMMED tasks are counted, and one that cannot run
+            // at once is reenqueued.
+            if flags & enq_flags::IMMED != 0 {
+                t.set_flag(task_flags::IMMED, true);
+            }
+            if t.has_flag(task_flags::IMMED) {
+                self.scx.rqs[cpu as usize].nr_immed += 1;
+                if nr > 1 || !self.scx_rq_is_open(cpu, flags) {
+                    self.scx_schedule_reenq_local(cpu, 0);
+                }
+            }
+            self.scx_local_post_enqueue(cpu, p, flags);
+        }
+    }
+
+    /// rq_is_open(): could a task inserted now run on `cpu` right away?
+    fn scx_rq_is_open(&self, cpu: Cpu, flags: u64) -> bool {
+        let Some(curr) = self.rq(cpu).curr else { return true };
+        match self.task(curr).class {
+            ClassId::Rt | ClassId::Fair | ClassId::Idle => false,
+            ClassId::Ext => {
+                self.scx.rqs[cpu as usize].flags & rq_flags::IN_BALANCE != 0
+                    || flags & enq_flags::PREEMPT != 0
+                    || self.task(curr).state != TaskState::Runnable
+            }
+        }
+    }
+
+    /// local_dsq_post_enq(): preempt on SCX_ENQ_PREEMPT, wake an idle CPU.
+    fn scx_local_post_enqueue(&mut self, cpu: Cpu, p: TaskId, flags: u64) {
+        if self.scx.rqs[cpu as usize].flags & rq_flags::IN_BALANCE != 0 {
+            return;
+        }
+        let curr = self.rq(cpu).curr;
+        let mut preempt = false;
+        if flags & enq_flags::PREEMPT != 0 {
+            if let Some(c) = curr.filter(|&c| c != p && self.task(c).class == ClassId::Ext) {
+                self.scx.task_mut(c).c.scx.slice = 0;
+                preempt = true;
+            }
+        }
+        if preempt || curr.is_none() {
+            self.resched_curr(cpu);
+        }
+    }
+
+    /// dispatch_dequeue(): take `p` out of whatever DSQ holds it.
+    pub(crate) fn scx_dispatch_dequeue(&mut self, p: TaskId) {
+        let Some((dsq, key)) = self.scx.task_mut(p).dsq.take() else { return };
+        self.scx.dsqs[dsq as usize].remove(key);
+        if let DsqKind::Local(cpu) = self.scx.dsqs[dsq as usize].kind {
+            if self.scx.task(p).has_flag(task_flags::IMMED) {
+                self.scx.rqs[cpu as usize].nr_immed -= 1;
+            }
+        }
+        if let Some(since) = self.scx.task_mut(p).local_since.take() {
+            let now = self.now();
+            self.scx.stats.local_residence.saturating_record((now - since).max(1));
+        }
+    }
+
+    /// Takes a shared DSQ's lock for one operation that scans `scanned`
+    /// tasks: waiting and holding are CPU time of the calling CPU.
+    pub(crate) fn scx_dsq_lock(&mut self, dsq: DsqIdx, scanned: u64) {
+        let at = self.now() + self.scx.cost_acc;
+        let hold = self.costs.dsq_lock_ns + scanned * self.costs.dsq_scan_task_ns;
+        let wait = self.scx.dsqs[dsq as usize].lock(at, hold);
+        self.scx.cost_acc += wait + hold;
+        self.scx.stats.dsq_lock_wait_ns += wait;
+    }
+
+    /// finish_dispatch(): commit one buffered insert, unless the task was
+    /// dequeued or re-enqueued since (its qseq changed): then drop it quietly.
+    fn scx_finish_dispatch(&mut self, cpu: Cpu, e: DspEntry) {
+        match self.scx.task(e.task).ops_state {
+            OpsState::Queued { qseq } if qseq == e.qseq => {}
+            _ => {
+                self.scx.stats.stale_dispatches += 1;
+                return;
+            }
+        }
+        self.scx.task_mut(e.task).ops_state = OpsState::Dispatching;
+        self.scx.stats.dispatched += 1;
+        let dsq = self.scx_find_dsq(cpu, e.dsq_id, e.task);
+        if let DsqKind::Local(target) = self.scx.dsqs[dsq as usize].kind {
+            self.scx_dispatch_to_local(target, e.task, e.enq_flags);
+        } else {
+            self.scx_dispatch_enqueue(dsq, e.task, e.enq_flags);
+        }
+    }
+
+    /// flush_dispatch_buf().
+    pub(crate) fn scx_flush_dispatch_buf(&mut self, cpu: Cpu) {
+        let mut buf = std::mem::take(&mut self.scx.dsp_buf);
+        for e in buf.iter().copied() {
+            self.scx_finish_dispatch(cpu, e);
+        }
+        buf.clear();
+        if self.scx.dsp_buf.is_empty() {
+            self.scx.dsp_buf = buf;
+        }
+    }
+
+    /// task_can_run_on_remote_rq().
+    pub(crate) fn scx_can_run_on(&mut self, p: TaskId, cpu: Cpu, enforce: bool) -> bool {
+        if !self.task(p).cpus_allowed.test(cpu as usize) {
+            if enforce {
+                let comm = self.task_comm(p);
+                self.scx_error(format!("SCX_DSQ_LOCAL[_ON] target CPU {cpu} not allowed for {comm}"));
+            }
+            return false;
+        }
+        true
+    }
+
+    /// dispatch_to_local_dsq(): put a task the scheduler released into
+    /// `dst`'s local DSQ, moving it between runqueues if needed.
+    pub(crate) fn scx_dispatch_to_local(&mut self, dst: Cpu, p: TaskId, flags: u64) {
+        let src = self.task(p).cpu;
+        if src == dst {
+            let local = self.scx.local(dst);
+            self.scx_dispatch_enqueue(local, p, flags);
+            return;
+        }
+        if !self.scx_can_run_on(p, dst, true) {
+            let g = self.scx.global(self.topo.node_of(src as usize) as u32);
+            self.scx_dispatch_enqueue(g, p, flags | enq_flags::GDSQ_FALLBACK);
+            return;
+        }
+        if self.rq(src).curr == Some(p) {
+            // Still on its CPU (being switched out): it stays on the source.
+            let local = self.scx.local(src);
+            self.scx_dispatch_enqueue(local, p, flags);
+            return;
+        }
+        self.scx_move_remote_to_local(p, dst, flags);
+    }
+
+    /// move_remote_task_to_local_dsq(): deactivate on the source runqueue,
+    /// set_task_cpu(), activate on the destination with a sticky CPU so that
+    /// enqueue puts it straight into the local DSQ. ops.runnable/quiescent
+    /// are not called for this internal migration.
+    pub(crate) fn scx_move_remote_to_local(&mut self, p: TaskId, dst: Cpu, flags: u64) {
+        let src = self.task(p).cpu;
+        self.deactivate_task(src, p, deq::MOVE);
+        self.set_task_cpu(p, dst);
+        self.scx.task_mut(p).c.cpu = dst;
+        self.scx.task_mut(p).sticky_cpu = Some(dst);
+        self.scx.extra_enq_flags = flags & !(enq_flags::HEAD | enq_flags::WAKEUP);
+        let hflags = if flags & enq_flags::HEAD != 0 { enq::HEAD } else { 0 };
+        self.activate_task(dst, p, enq::MOVE | hflags);
+        self.scx.extra_enq_flags = 0;
+        self.scx.cost_acc += self.costs.migrate_task_ns;
+        // Wake the destination if it idles (resched if its class is below ours).
+        if self.rq(dst).curr.is_none() {
+            self.resched_curr(dst);
+        }
+    }
+
+    /// consume_dispatch_q(): move the first task of `dsq` this CPU can run
+    /// into its local DSQ. Tasks it cannot run are skipped, at a cost.
+    pub(crate) fn scx_consume_dsq(&mut self, cpu: Cpu, dsq: DsqIdx) -> bool {
+        if self.scx.dsqs[dsq as usize].nr() == 0 {
+            return false;
+        }
+        let bypass_dsq = matches!(self.scx.dsqs[dsq as usize].kind, DsqKind::Bypass(_));
+        if self.scx_aborting() && !bypass_dsq {
+            return false;
+        }
+        let mut cursor = None;
+        let mut scanned = 0u64;
+        let mut found = None;
+        while let Some((key, p)) = self.scx.dsqs[dsq as usize].next_after(cursor, false, u64::MAX) {
+            scanned += 1;
+            cursor = Some(key);
+            if self.task(p).cpus_allowed.test(cpu as usize) {
+                found = Some(p);
+                break;
+            }
+        }
+        self.scx.stats.dsq_scanned += scanned;
+        self.scx_dsq_lock(dsq, scanned);
+        let Some(p) = found else { return false };
+        self.scx_dispatch_dequeue(p);
+        if self.task(p).cpu == cpu {
+            self.scx.stats.consumed_local += 1;
+            let local = self.scx.local(cpu);
+            self.scx_dispatch_enqueue(local, p, 0);
+        } else {
+            self.scx.stats.consumed_remote += 1;
+            self.scx_move_remote_to_local(p, cpu, 0);
+        }
+        true
+    }
+
+    /// balance_one(): make sure the local DSQ has something to run, or
+    /// decide to keep running the previous task (SCX_RQ_BAL_KEEP).
+    pub(crate) fn scx_balance_one(&mut self, cpu: Cpu, prev: Option<TaskId>) {
+        let c = cpu as usize;
+        self.scx.rqs[c].flags &= !rq_flags::BAL_KEEP;
+        self.scx.rqs[c].flags |= rq_flags::IN_BALANCE;
+        let have = self.scx_balance_inner(cpu, prev);
+        if have == Balance::Keep {
+            self.scx.rqs[c].flags |= rq_flags::BAL_KEEP;
+        }
+        if have != Balance::None {
+            let local = self.scx.local(cpu);
+            if self.scx.dsqs[local as usize].nr() > 1 && self.scx.rqs[c].nr_immed > 0 {
+                self.scx_schedule_reenq_local(cpu, 0);
+            }
+        }
+        self.scx.rqs[c].flags &= !rq_flags::IN_BALANCE;
+        // Work deferred while balancing runs now (the balance callback).
+        self.scx_run_deferred(cpu);
+        let until = self.now() + self.scx.cost_acc;
+        let r = &mut self.scx.rqs[c];
+        r.lock_held_until = r.lock_held_until.max(until);
+    }
+
+    fn scx_balance_inner(&mut self, cpu: Cpu, prev: Option<TaskId>) -> Balance {
+        let c = cpu as usize;
+        if self.scx.rqs[c].flags & rq_flags::CPU_RELEASED != 0 {
+            self.scx.rqs[c].flags &= !rq_flags::CPU_RELEASED;
+            if self.scx.has(Op::CpuAcquire) && !self.scx.bypassing {
+                self.scx_call(Op::CpuAcquire, cpu, None, |o, s| o.cpu_acquire(s, cpu));
+            }
+        }
+        let prev_ext = prev.filter(|&p| self.task(p).class == ClassId::Ext);
+        let prev_queued = prev_ext.filter(|&p| self.scx.task(p).queued() && self.task(p).state == TaskState::Runnable);
+        if let Some(p) = prev_queued {
+            self.update_curr_scx(cpu);
+            if self.scx.task(p).slice() > 0 && !self.scx.bypassing {
+                return Balance::Keep;
+            }
+        }
+        let local = self.scx.local(cpu);
+        if self.scx.dsqs[local as usize].nr() > 0 {
+            return Balance::Tasks;
+        }
+        let g = self.scx.global(self.topo.node_of(c) as u32);
+        if self.scx_consume_dsq(cpu, g) {
+            return Balance::Tasks;
+        }
+        if self.scx.bypassing {
+            if self.features.on(Feature::SCX_BYPASS_PERCPU) && self.scx_consume_dsq(cpu, self.scx.bypass_dsq(cpu)) {
+                return Balance::Tasks;
+            }
+            return if prev_queued.is_some() { Balance::Keep } else { Balance::None };
+        }
+        if self.scx.has(Op::Dispatch) {
+            let mut loops = DSP_MAX_LOOPS;
+            loop {
+                self.scx.dsp_nr_tasks = 0;
+                self.scx_call(Op::Dispatch, cpu, None, |o, s| o.dispatch(s, cpu, prev_ext));
+                self.scx_flush_dispatch_buf(cpu);
+                if self.scx.bypassing {
+                    break;
+                }
+                if let Some(p) = prev_queued {
+                    if self.scx.task(p).slice() > 0 {
+                        return Balance::Keep;
+                    }
+                }
+                if self.scx.dsqs[local as usize].nr() > 0 {
+                    return Balance::Tasks;
+                }
+                if self.scx_consume_dsq(cpu, g) {
+                    return Balance::Tasks;
+                }
+                loops -= 1;
+                if loops == 0 {
+                    // The scheduler keeps dispatching elsewhere: retry later.
+                    self.scx_queue_kick(cpu, 0);
+                    break;
+                }
+                if self.scx.dsp_nr_tasks == 0 {
+                    break;
+                }
+            }
+        }
+        // Nothing else to run: keep prev unless the scheduler asked to see it
+        // (SCX_OPS_ENQ_LAST).
+        if prev_queued.is_some() && (self.scx.ops_flags & ops_flags::ENQ_LAST == 0 || self.scx.bypassing) {
+            return Balance::Keep;
+        }
+        Balance::None
+    }
+
+    /// schedule_reenq_local(): ask for `cpu`'s local DSQ to be reenqueued
+    /// (`flags` = SCX_REENQ_ANY for every task, 0 for the IMMED pass).
+    pub(crate) fn scx_schedule_reenq_local(&mut self, cpu: Cpu, flags: u64) {
+        if self.scx.bypassing {
+            return;
+        }
+        let r = &mut self.scx.rqs[cpu as usize];
+        r.reenq_local = Some(r.reenq_local.unwrap_or(0) | flags);
+        self.scx_schedule_deferred(cpu);
+    }
+
+    /// schedule_deferred_locked() / schedule_deferred(): deferred work of
+    /// `cpu` runs at the end of that CPU's balance or wakeup if one is in
+    /// progress (balance callback, wakeup hook); otherwise through irq_work,
+    /// on the target CPU (7.1, an IPI) or on the calling CPU (before 7.1:
+    /// when it enables interrupts again).
+    pub(crate) fn scx_schedule_deferred(&mut self, cpu: Cpu) {
+        let r = &self.scx.rqs[cpu as usize];
+        if r.flags & (rq_flags::IN_BALANCE | rq_flags::IN_WAKEUP) != 0 || r.deferred_work_queued {
+            return;
+        }
+        self.scx.rqs[cpu as usize].deferred_work_queued = true;
+        self.scx.stats.deferred_irq_works += 1;
+        let this = self.this_cpu;
+        if self.features.on(Feature::SCX_DEFERRED_ON_TARGET) && cpu != this {
+            let at = self.now() + self.scx.cost_acc + self.costs.ipi_ns;
+            self.engine.schedule(at, Event::ScxDeferred { cpu, on: cpu });
+        } else {
+            self.scx.local_irq_work.push(Event::ScxDeferred { cpu, on: this });
+        }
+    }
+
+    /// The deferred irq_work runs on `on` for `cpu`'s runqueue.
+    pub fn on_scx_deferred(&mut self, cpu: Cpu, on: Cpu) {
+        self.this_cpu = on;
+        self.scx.rqs[cpu as usize].deferred_work_queued = false;
+        if !self.scx.enabled() {
+            return;
+        }
+        if on != cpu {
+            // Working on a remote runqueue: its lock and cache lines come over.
+            self.scx.cost_acc += self.costs.xllc_msg_ns;
+        }
+        self.scx_run_deferred(cpu);
+    }
+
+    /// run_deferred(): remote direct dispatches, then a requested reenqueue
+    /// of the local DSQ.
+    pub(crate) fn scx_run_deferred(&mut self, cpu: Cpu) {
+        let c = cpu as usize;
+        if !self.scx.enabled() {
+            return;
+        }
+        while !self.scx.rqs[c].ddsp_deferred.is_empty() {
+            let p = self.scx.rqs[c].ddsp_deferred.remove(0);
+            let Some((id, flags)) = self.scx.task_mut(p).ddsp.take() else { continue };
+            if !self.scx.task(p).queued() || self.task(p).cpu != cpu || self.scx.task(p).dsq.is_some() {
+                continue;
+            }
+            let target = (id & dsq_id::LOCAL_CPU_MASK) as Cpu;
+            self.scx_dispatch_to_local(target, p, flags);
+        }
+        self.scx.rqs[c].reenq_repeat = 0;
+        while let Some(flags) = self.scx.rqs[c].reenq_local.take() {
+            self.scx.rqs[c].reenq_repeat += 1;
+            if self.scx.rqs[c].reenq_repeat > REENQ_LOCAL_MAX_REPEAT {
+                self.scx_error(format!("SCX_ENQ_REENQ on SCX_DSQ_LOCAL repeated {} times", REENQ_LOCAL_MAX_REPEAT));
+                break;
+            }
+            self.scx_reenq_local(cpu, flags);
+        }
+    }
+
+    /// reenq_local(): walk the local DSQ from the head. The first task may
+    /// stay if the CPU can take it now; every other IMMED task goes back to
+    /// ops.enqueue() with SCX_ENQ_REENQ, and with SCX_REENQ_ANY all do.
+    pub(crate) fn scx_reenq_local(&mut self, cpu: Cpu, flags: u64) -> u32 {
+        let local = self.scx.local(cpu);
+        let open = self.scx_rq_is_open(cpu, 0);
+        let tasks: Vec<TaskId> = self.scx.dsqs[local as usize].list.values().copied().collect();
+        let mut picked = Vec::new();
+        for (i, &p) in tasks.iter().enumerate() {
+            let immed = self.scx.task(p).has_flag(task_flags::IMMED);
+            let reason = if flags & REENQ_ANY != 0 {
+                reenq_reason::KFUNC
+            } else if immed && !(i == 0 && open) {
+                reenq_reason::IMMED
+            } else {
+                continue;
+            };
+            picked.push((p, reason));
+        }
+        for &(p, _) in &picked {
+            self.scx_dispatch_dequeue(p);
+        }
+        for &(p, reason) in &picked {
+            self.scx.stats.reenqueued += 1;
+            self.scx.task_mut(p).c.scx.flags |= reason;
+            self.scx_do_enqueue(cpu, p, enq_flags::REENQ, None);
+            self.scx.task_mut(p).c.scx.flags &= !reenq_reason::MASK;
+        }
+        picked.len() as u32
+    }
+
+    /// scx_bpf_kick_cpu(): queue the kick on this CPU's kick irq_work.
+    pub(crate) fn scx_queue_kick(&mut self, target: Cpu, flags: u64) {
+        let this = self.this_cpu;
+        let r = &mut self.scx.rqs[this as usize];
+        r.kicks.push((target, flags));
+        if !r.kick_work_queued {
+            r.kick_work_queued = true;
+            self.scx.local_irq_work.push(Event::ScxKick { cpu: this });
+        }
+    }
+
+    /// Raises the irq_works queued on this CPU during the event just
+    /// handled: they run when it enables interrupts again, after the
+    /// scheduler work it was doing.
+    pub(crate) fn scx_flush_local_irq_work(&mut self) {
+        if self.scx.local_irq_work.is_empty() {
+            return;
+        }
+        let cpu = self.this_cpu;
+        let at = self.now().max(self.rq(cpu).irq_until);
+        for ev in std::mem::take(&mut self.scx.local_irq_work) {
+            self.engine.schedule(at, ev);
+        }
+    }
+
+    /// kick_cpus_irq_workfn(): preempt or wake the CPUs kicked from `cpu`.
+    pub fn on_scx_kick(&mut self, cpu: Cpu) {
+        self.this_cpu = cpu;
+        let kicks = std::mem::take(&mut self.scx.rqs[cpu as usize].kicks);
+        self.scx.rqs[cpu as usize].kick_work_queued = false;
+        if !self.scx.enabled() {
+            return;
+        }
+        for (target, flags) in kicks {
+            self.scx.stats.kicks += 1;
+            let curr = self.rq(target).curr;
+            if flags & kick_flags::IDLE != 0 && curr.is_some() {
+                continue;
+            }
+            if curr.is_some_and(|c| matches!(self.task(c).class, ClassId::Rt)) {
+                continue;
+            }
+            if flags & kick_flags::PREEMPT != 0 {
+                if let Some(c) = curr.filter(|&c| self.task(c).class == ClassId::Ext) {
+                    self.scx.task_mut(c).c.scx.slice = 0;
+                }
+            }
+            if target == cpu {
+                self.rq_mut(cpu).need_resched = true;
+            } else {
+                self.resched_curr(target);
+            }
+            if flags & kick_flags::WAIT != 0 && target != cpu && curr.is_some() {
+                // The kicker waits until the target has switched.
+                self.scx.cost_acc += 2 * self.costs.ipi_ns + self.costs.context_switch_ns;
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Balance {
+    None,
+    Tasks,
+    Keep,
+}

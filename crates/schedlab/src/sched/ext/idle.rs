@@ -1,0 +1,214 @@
+//! Built-in idle tracking and the default CPU selection (ext_idle.c).
+//!
+//! A CPU is in the idle mask while it runs the idle task and nobody has
+//! claimed it; `test_and_clear_cpu_idle` claims it. The SMT mask holds CPUs
+//! whose whole core is idle.
+
+use crate::cpumask::CpuMask;
+use crate::engine::{Cpu, TaskId};
+use crate::sched::ext::abi::CpumaskC;
+use crate::sched::ext::ops::{ops_flags, pick_idle_flags, Op};
+use crate::sched::wf;
+use crate::sim::Sim;
+
+impl Sim {
+    /// update_builtin_idle() plus ops.update_idle(): `cpu` enters or leaves idle.
+    pub fn scx_update_idle(&mut self, cpu: Cpu, idle: bool) {
+        if !self.scx.enabled() {
+            return;
+        }
+        if self.scx.has(Op::UpdateIdle) && !self.scx.bypassing {
+            self.scx_call(Op::UpdateIdle, cpu, None, |o, s| o.update_idle(s, cpu, idle));
+            if self.scx.ops_flags & ops_flags::KEEP_BUILTIN_IDLE == 0 {
+                return;
+            }
+        }
+        self.scx_set_builtin_idle(cpu, idle);
+    }
+
+    pub(crate) fn scx_set_builtin_idle(&mut self, cpu: Cpu, idle: bool) {
+        let c = cpu as usize;
+        let node = self.topo.node_of(c);
+        let siblings = self.topo.smt_siblings(c).clone();
+        let per_node = self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0;
+        let masks = if per_node { &mut self.scx.idle_node[node] } else { &mut self.scx.idle };
+        if idle {
+            masks.cpu.set(c);
+            if siblings.iter().all(|s| masks.cpu.test(s)) {
+                masks.smt.or_assign(&siblings);
+            }
+        } else {
+            masks.cpu.clear(c);
+            masks.smt.andnot_assign(&siblings);
+        }
+    }
+
+    fn idle_masks_for(&mut self, cpu: usize) -> &mut crate::sched::ext::IdleMasks {
+        if self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0 {
+            let node = self.topo.node_of(cpu);
+            &mut self.scx.idle_node[node]
+        } else {
+            &mut self.scx.idle
+        }
+    }
+
+    /// scx_idle_test_and_clear_cpu(): claim an idle CPU. Claiming one CPU
+    /// of a core also takes the core out of the SMT mask.
+    pub(crate) fn scx_test_and_clear_idle(&mut self, cpu: Cpu) -> bool {
+        let c = cpu as usize;
+        let siblings = self.topo.smt_siblings(c).clone();
+        let m = self.idle_masks_for(c);
+        if m.smt.test(c) {
+            m.smt.andnot_assign(&siblings);
+        }
+        if m.cpu.test(c) {
+            m.cpu.clear(c);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// cpumask_any_and_distribute(): the first CPU of `a & b` after this
+    /// CPU's previous pick, wrapping, so that repeated picks spread out.
+    fn any_and_distribute(&mut self, a: &CpuMask, b: &CpuMask) -> Option<usize> {
+        let this = self.this_cpu as usize;
+        let start = self.scx.rqs[this].distribute_prev + 1;
+        let n = self.nr_cpus();
+        let found = a.iter_wrap(start % n).find(|&c| b.test(c))?;
+        self.scx.rqs[this].distribute_prev = found;
+        Some(found)
+    }
+
+    /// scx_pick_idle_cpu(): an idle CPU in `allowed`, whole idle cores first.
+    pub(crate) fn scx_pick_idle(&mut self, allowed: &CpuMask, flags: u64, node: Option<usize>) -> Option<Cpu> {
+        let smt_active = self.topo.max_smt() > 1;
+        let restrict = node.map(|n| self.node_mask(n));
+        loop {
+            let (cpu_mask, smt_mask) = {
+                let m = match node {
+                    Some(n) if self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0 => &self.scx.idle_node[n],
+                    _ => &self.scx.idle,
+                };
+                (m.cpu.clone(), m.smt.clone())
+            };
+            let mut allowed = allowed.clone();
+            if let Some(r) = &restrict {
+                if flags & pick_idle_flags::IN_NODE != 0 {
+                    allowed.and_assign(r);
+                }
+            }
+            let mut pick = None;
+            if smt_active {
+                pick = self.any_and_distribute(&smt_mask, &allowed);
+                if pick.is_none() && flags & pick_idle_flags::CORE != 0 {
+                    return None;
+                }
+            }
+            if pick.is_none() {
+                pick = self.any_and_distribute(&cpu_mask, &allowed);
+            }
+            let cpu = pick? as Cpu;
+            if self.scx_test_and_clear_idle(cpu) {
+                return Some(cpu);
+            }
+        }
+    }
+
+    pub(crate) fn node_mask(&self, node: usize) -> CpuMask {
+        CpuMask::from_cpus(self.nr_cpus(), (0..self.nr_cpus()).filter(|&c| self.topo.node_of(c) == node))
+    }
+
+    fn llc_mask(&self, cpu: usize) -> CpuMask {
+        let llc = self.topo.llc_of(cpu);
+        CpuMask::from_cpus(self.nr_cpus(), (0..self.nr_cpus()).filter(|&c| self.topo.llc_of(c) == llc))
+    }
+
+    /// scx_select_cpu_dfl(): the default wakeup placement. Returns the CPU
+    /// and whether it was idle (and is now claimed).
+    pub(crate) fn scx_select_cpu_dfl(&mut self, p: TaskId, prev: Cpu, wake_flags: u64, allowed: Option<&CpuMask>) -> (Cpu, bool) {
+        let task_mask = self.task(p).cpus_allowed.clone();
+        let allowed = match allowed {
+            Some(a) => a.and(&task_mask),
+            None => task_mask,
+        };
+        let this = self.this_cpu;
+        let pc = prev as usize;
+        let prev_ok = allowed.test(pc);
+        let llc = self.llc_mask(pc);
+        let node = self.node_mask(self.topo.node_of(pc));
+        let llc_allowed = llc.and(&allowed);
+        let node_allowed = node.and(&allowed);
+        self.scx.cost_acc += self.costs.scan_cpu_ns * 4;
+        // A synchronous wakeup from a CPU that shares the cache: the waker's
+        // CPU, if its local DSQ is empty and nothing else waits there.
+        if wake_flags & (wf::SYNC as u64) != 0 && allowed.test(this as usize) && llc.test(this as usize) {
+            let local = self.scx.local(this);
+            if self.scx.dsqs[local as usize].nr() == 0 && self.rq(this).nr_running <= 1 {
+                return (this, true);
+            }
+        }
+        let smt_active = self.topo.max_smt() > 1;
+        if smt_active {
+            // A whole idle core: prev's core first, then the LLC, node, anywhere.
+            let prev_core_idle = self.idle_masks_for(pc).smt.test(pc);
+            if prev_ok && prev_core_idle && self.scx_test_and_clear_idle(prev) {
+                return (prev, true);
+            }
+            for m in [&llc_allowed, &node_allowed, &allowed] {
+                if let Some(c) = self.scx_pick_idle(m, pick_idle_flags::CORE, None) {
+                    return (c, true);
+                }
+            }
+        }
+        if prev_ok && self.scx_test_and_clear_idle(prev) {
+            return (prev, true);
+        }
+        for m in [&llc_allowed, &node_allowed, &allowed] {
+            if let Some(c) = self.scx_pick_idle(m, 0, None) {
+                return (c, true);
+            }
+        }
+        let fallback = if prev_ok { prev } else { allowed.first().unwrap_or(pc) as Cpu };
+        (fallback, false)
+    }
+
+    /// select_task_rq_scx(): ops.select_cpu(), or the default placement with
+    /// a direct dispatch to the local DSQ when it found an idle CPU.
+    pub(crate) fn scx_select_task_rq(&mut self, p: TaskId, prev: Cpu, wake_flags: u32) -> Cpu {
+        let wf = wake_flags as u64;
+        let cpu = if self.scx.has(Op::SelectCpu) && !self.scx.bypassing {
+            let this = self.this_cpu;
+            let cpu = self.scx_call(Op::SelectCpu, this, Some(p), |o, s| o.select_cpu(s, p, prev, wf)).unwrap_or(prev);
+            if (cpu as usize) < self.nr_cpus() {
+                cpu
+            } else {
+                self.scx_error(format!("invalid CPU {cpu} from ops.select_cpu()"));
+                prev
+            }
+        } else {
+            let (cpu, idle) = self.scx_select_cpu_dfl(p, prev, wf, None);
+            if idle {
+                let s = self.scx_slice_dfl();
+                let t = self.scx.task_mut(p);
+                t.c.scx.slice = s;
+                t.ddsp = Some((crate::sched::ext::ops::dsq_id::LOCAL, 0));
+            }
+            cpu
+        };
+        self.scx.task_mut(p).selected_cpu = Some(cpu);
+        self.scx.task_mut(p).c.scx.selected_cpu = cpu as i32;
+        cpu
+    }
+
+    /// Refreshes the C copies of the idle masks for a scheduler to read.
+    pub(crate) fn scx_idle_masks_c(&mut self, node: Option<usize>) -> (&CpumaskC, &CpumaskC) {
+        let m = match node {
+            Some(n) => &mut self.scx.idle_node[n],
+            None => &mut self.scx.idle,
+        };
+        m.cpu_c.assign(&m.cpu);
+        m.smt_c.assign(&m.smt);
+        (&m.cpu_c, &m.smt_c)
+    }
+}

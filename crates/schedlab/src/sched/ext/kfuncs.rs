@@ -1,0 +1,662 @@
+//! The sched_ext kfuncs, with the kernel's names and argument rules
+//! (kernel/sched/ext.c, ext_idle.c). The host layer's `extern "C"` entry
+//! points convert pointers and call these; Rust schedulers call them
+//! directly. A rule violation does what the kernel does: `scx_error()`,
+//! which ejects the scheduler, and a harmless return value.
+
+use crate::engine::{Cpu, TaskId};
+use crate::sched::ext::abi::{CpumaskC, DsqIterC};
+use crate::sim::Sim;
+
+use crate::sched::ext::dsq::DsqKind;
+use crate::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ops_flags, ExitKind, Op};
+use crate::sched::ext::abi::{TaskStructC, DSQ_ITER_REV};
+use crate::sched::ext::OpsState;
+use crate::task::{ClassId, TaskState};
+
+/// -EINVAL, -ENOENT, -EEXIST, -EBUSY, -ENODEV as kfuncs return them.
+pub const EINVAL: i32 = -22;
+pub const ENOENT: i32 = -2;
+pub const EEXIST: i32 = -17;
+pub const EBUSY: i32 = -16;
+pub const ENODEV: i32 = -19;
+
+/// Internal iterator flags, above the user-visible ones.
+const ITER_HAS_SLICE: u64 = 1 << 30;
+const ITER_HAS_VTIME: u64 = 1 << 31;
+const ITER_STARTED: u64 = 1 << 32;
+
+/// Per-call accounting shared by every kfunc.
+#[inline]
+fn kf(sim: &mut Sim) {
+    sim.scx.stats.kfunc_calls += 1;
+    sim.scx.cost_acc += sim.costs.scx_kfunc_ns;
+}
+
+/// The innermost op being executed, if any.
+fn current_op(sim: &Sim) -> Option<Op> {
+    sim.scx.current_frame().map(|f| f.op)
+}
+
+/// Whether any frame on the op stack is `op` (kfuncs allowed "from" an op
+/// stay allowed in what it calls).
+fn in_op(sim: &Sim, ops: &[Op]) -> bool {
+    sim.scx.frames.iter().any(|f| ops.contains(&f.op))
+}
+
+/// The kf_mask check of kernels before 7.1 (7.1 rejects such programs at
+/// load time with the same matrix; we can only check at run time).
+fn allowed(sim: &mut Sim, name: &str, ops: &[Op]) -> bool {
+    if in_op(sim, ops) {
+        return true;
+    }
+    let from = current_op(sim).map_or("a non-scheduler context", |o| o.name());
+    sim.scx_error(format!("{name}() called from ops.{from}, which may not call it"));
+    false
+}
+
+fn valid_cpu(sim: &mut Sim, cpu: i32, what: &str) -> Option<Cpu> {
+    if cpu >= 0 && (cpu as usize) < sim.nr_cpus() {
+        Some(cpu as Cpu)
+    } else {
+        sim.scx_error(format!("invalid CPU {cpu}{what}"));
+        None
+    }
+}
+
+/// The CPU the calling op runs on (smp_processor_id()).
+fn this_cpu(sim: &Sim) -> Cpu {
+    sim.scx.current_frame().map_or(sim.this_cpu, |f| f.cpu)
+}
+
+/// The stable C `task_struct` of a task.
+pub fn task_c(sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
+    &mut *sim.scx.task_mut(p).c
+}
+
+/// The task a C `task_struct` pointer stands for: the host reads the
+/// pointer's `schedlab_id` and this confirms the pointer is the one we
+/// handed out for that task.
+pub fn task_checked(sim: &Sim, c: *const TaskStructC, id: u32) -> Option<TaskId> {
+    let t = sim.scx.tasks.get(id as usize)?;
+    std::ptr::eq(&*t.c, c).then_some(id)
+}
+
+/// scx_bpf_select_cpu_dfl(): the default idle-CPU search; returns the CPU and
+/// whether it was idle (and is now claimed).
+pub fn scx_bpf_select_cpu_dfl(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flags: u64) -> (i32, bool) {
+    kf(sim);
+    if !allowed(sim, "scx_bpf_select_cpu_dfl", &[Op::SelectCpu, Op::Enqueue]) {
+        return (prev_cpu, false);
+    }
+    let Some(prev) = valid_cpu(sim, prev_cpu, "") else { return (prev_cpu, false) };
+    if !sim.scx.builtin_idle {
+        sim.scx_error("built-in idle tracking is disabled".into());
+        return (prev_cpu, false);
+    }
+    let (cpu, idle) = sim.scx_select_cpu_dfl(p, prev, wake_flags, None);
+    (cpu as i32, idle)
+}
+
+/// scx_bpf_select_cpu_and(): the default search within `cpus_allowed`;
+/// a negative errno if no idle CPU was found.
+pub fn scx_bpf_select_cpu_and(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flags: u64, cpus_allowed: &CpumaskC, flags: u64) -> i32 {
+    kf(sim);
+    if !allowed(sim, "scx_bpf_select_cpu_and", &[Op::SelectCpu, Op::Enqueue]) {
+        return EINVAL;
+    }
+    let Some(prev) = valid_cpu(sim, prev_cpu, "") else { return EINVAL };
+    if !sim.scx.builtin_idle {
+        sim.scx_error("built-in idle tracking is disabled".into());
+        return EBUSY;
+    }
+    let mask = cpus_allowed.to_mask(sim.nr_cpus());
+    if mask.and(&sim.task(p).cpus_allowed).is_empty() {
+        return EBUSY;
+    }
+    let _ = flags;
+    match sim.scx_select_cpu_dfl(p, prev, wake_flags, Some(&mask)) {
+        (cpu, true) => cpu as i32,
+        _ => EBUSY,
+    }
+}
+
+/// Checks shared by every insert and move: the flags a scheduler may pass,
+/// and SCX_ENQ_IMMED only into local DSQs (scx_vet_enq_flags, 7.1).
+fn vet_enq_flags(sim: &mut Sim, id: u64, flags: u64) -> Option<u64> {
+    if flags & enq_flags::INTERNAL_MASK != 0 {
+        sim.scx_error(format!("invalid enq_flags 0x{flags:x}"));
+        return None;
+    }
+    let is_local = id == dsq_id::LOCAL || id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON;
+    if flags & enq_flags::IMMED != 0 && !is_local {
+        sim.scx_error(format!("SCX_ENQ_IMMED on a non-local DSQ 0x{id:x}"));
+        return None;
+    }
+    if is_local && sim.scx.ops_flags & ops_flags::ALWAYS_ENQ_IMMED != 0 {
+        return Some(flags | enq_flags::IMMED);
+    }
+    Some(flags)
+}
+
+/// scx_dsq_insert_commit(): a verdict for the task being enqueued is a
+/// direct dispatch; from ops.dispatch it goes into the dispatch buffer.
+fn insert_commit(sim: &mut Sim, p: TaskId, id: u64, flags: u64) -> bool {
+    let frame = sim.scx.current_frame().copied();
+    if let Some(f) = frame.filter(|f| matches!(f.op, Op::SelectCpu | Op::Enqueue)) {
+        if f.task != Some(p) {
+            let (a, b) = (f.task.map(|t| sim.task_comm(t)).unwrap_or_default(), sim.task_comm(p));
+            sim.scx_error(format!("scheduling for {a} but trying to direct-dispatch {b}"));
+            return false;
+        }
+        if sim.scx.task(p).ddsp.is_some() {
+            let comm = sim.task_comm(p);
+            sim.scx_error(format!("{comm} already direct-dispatched"));
+            return false;
+        }
+        sim.scx.task_mut(p).ddsp = Some((id, flags));
+        sim.scx.task_mut(p).c.scx.ddsp_dsq_id = id;
+        sim.scx.task_mut(p).c.scx.ddsp_enq_flags = flags;
+        return true;
+    }
+    if sim.scx.dsp_buf.len() >= sim.scx.dsp_max_batch as usize {
+        sim.scx_error("dispatch buffer overflow".into());
+        return false;
+    }
+    let qseq = match sim.scx.task(p).ops_state {
+        OpsState::Queued { qseq } => qseq,
+        _ => 0,
+    };
+    sim.scx.dsp_buf.push(crate::sched::ext::DspEntry { task: p, qseq, dsq_id: id, enq_flags: flags });
+    sim.scx.dsp_nr_tasks += 1;
+    true
+}
+
+fn set_slice(sim: &mut Sim, p: TaskId, slice: u64) {
+    let c = &mut sim.scx.task_mut(p).c.scx;
+    if slice != 0 {
+        c.slice = slice;
+    } else if c.slice == 0 {
+        c.slice = 1;
+    }
+}
+
+/// scx_bpf_dsq_insert() (scx_bpf_dispatch() before 6.13).
+pub fn scx_bpf_dsq_insert(sim: &mut Sim, p: TaskId, dsq_id: u64, slice: u64, enq_flags: u64) -> bool {
+    kf(sim);
+    if !allowed(sim, "scx_bpf_dsq_insert", &[Op::SelectCpu, Op::Enqueue, Op::Dispatch]) {
+        return false;
+    }
+    let Some(f) = vet_enq_flags(sim, dsq_id, enq_flags) else { return false };
+    set_slice(sim, p, slice);
+    insert_commit(sim, p, dsq_id, f)
+}
+
+/// scx_bpf_dsq_insert_vtime() (scx_bpf_dispatch_vtime() before 6.13).
+pub fn scx_bpf_dsq_insert_vtime(sim: &mut Sim, p: TaskId, dsq_id: u64, slice: u64, vtime: u64, enq_flags: u64) -> bool {
+    kf(sim);
+    if !allowed(sim, "scx_bpf_dsq_insert_vtime", &[Op::SelectCpu, Op::Enqueue, Op::Dispatch]) {
+        return false;
+    }
+    let Some(f) = vet_enq_flags(sim, dsq_id, enq_flags) else { return false };
+    set_slice(sim, p, slice);
+    sim.scx.task_mut(p).c.scx.dsq_vtime = vtime;
+    insert_commit(sim, p, dsq_id, f | enq_flags::DSQ_PRIQ)
+}
+
+/// scx_bpf_dispatch_nr_slots(): room left in the dispatch buffer.
+pub fn scx_bpf_dispatch_nr_slots(sim: &mut Sim) -> u32 {
+    kf(sim);
+    if !allowed(sim, "scx_bpf_dispatch_nr_slots", &[Op::Dispatch]) {
+        return 0;
+    }
+    sim.scx.dsp_max_batch.saturating_sub(sim.scx.dsp_buf.len() as u32)
+}
+
+/// scx_bpf_dispatch_cancel(): drop the latest buffered insert.
+pub fn scx_bpf_dispatch_cancel(sim: &mut Sim) {
+    kf(sim);
+    if !allowed(sim, "scx_bpf_dispatch_cancel", &[Op::Dispatch]) {
+        return;
+    }
+    if sim.scx.dsp_buf.pop().is_none() {
+        sim.scx_error("dispatch buffer underflow".into());
+    }
+}
+
+/// scx_bpf_dsq_move_to_local() (scx_bpf_consume() before 6.13): move the
+/// first task of a user DSQ that this CPU can run into its local DSQ.
+pub fn scx_bpf_dsq_move_to_local(sim: &mut Sim, id: u64) -> bool {
+    kf(sim);
+    if !allowed(sim, "scx_bpf_dsq_move_to_local", &[Op::Dispatch]) {
+        return false;
+    }
+    let cpu = this_cpu(sim);
+    sim.scx_flush_dispatch_buf(cpu);
+    let dsq = match sim.scx.user_dsqs.get(&id) {
+        Some(&d) if id & dsq_id::BUILTIN == 0 => d,
+        _ if id == dsq_id::GLOBAL => sim.scx.global(sim.topo.node_of(cpu as usize) as u32),
+        _ => {
+            sim.scx_error(format!("invalid DSQ ID 0x{id:016x}"));
+            return false;
+        }
+    };
+    if sim.scx_consume_dsq(cpu, dsq) {
+        sim.scx.dsp_nr_tasks += 1;
+        true
+    } else {
+        false
+    }
+}
+
+/// scx_bpf_dsq_move_set_slice(): the slice the next move through `it` gives.
+pub fn scx_bpf_dsq_move_set_slice(it: &mut DsqIterC, slice: u64) {
+    it.slice = slice;
+    it.flags |= ITER_HAS_SLICE;
+}
+
+/// scx_bpf_dsq_move_set_vtime(): the vtime the next move through `it` gives.
+pub fn scx_bpf_dsq_move_set_vtime(it: &mut DsqIterC, vtime: u64) {
+    it.vtime = vtime;
+    it.flags |= ITER_HAS_VTIME;
+}
+
+fn dsq_move(sim: &mut Sim, it: &mut DsqIterC, p: TaskId, id: u64, flags: u64, vtime: bool) -> bool {
+    kf(sim);
+    let from = current_op(sim);
+    if from.is_some() && !in_op(sim, &[Op::Dispatch]) {
+        let name = from.map_or("?", |o| o.name());
+        sim.scx_error(format!("scx_bpf_dsq_move() called from ops.{name}, which may not call it"));
+        return false;
+    }
+    if sim.scx_aborting() {
+        return false;
+    }
+    let Some(f) = vet_enq_flags(sim, id, flags) else { return false };
+    // Only a task still in the iterated DSQ, queued before the iterator.
+    let src = sim.scx.user_dsqs.get(&it.dsq_id).copied();
+    match (src, sim.scx.task(p).dsq) {
+        (Some(s), Some((d, key))) if s == d && key.1 < it.max_seq => {}
+        _ => return false,
+    }
+    let cpu = this_cpu(sim);
+    if it.flags & ITER_HAS_SLICE != 0 {
+        sim.scx.task_mut(p).c.scx.slice = it.slice;
+    }
+    if it.flags & ITER_HAS_VTIME != 0 {
+        sim.scx.task_mut(p).c.scx.dsq_vtime = it.vtime;
+    }
+    it.flags &= !(ITER_HAS_SLICE | ITER_HAS_VTIME);
+    sim.scx_dispatch_dequeue(p);
+    let dst = sim.scx_find_dsq(cpu, id, p);
+    let f = if vtime { f | enq_flags::DSQ_PRIQ } else { f };
+    match sim.scx.dsqs[dst as usize].kind {
+        DsqKind::Local(target) => sim.scx_dispatch_to_local(target, p, f),
+        _ => sim.scx_dispatch_enqueue(dst, p, f),
+    }
+    if in_op(sim, &[Op::Dispatch]) {
+        sim.scx.dsp_nr_tasks += 1;
+    }
+    true
+}
+
+/// scx_bpf_dsq_move() (scx_bpf_dispatch_from_dsq() in 6.12).
+pub fn scx_bpf_dsq_move(sim: &mut Sim, it: &mut DsqIterC, p: TaskId, dsq_id: u64, enq_flags: u64) -> bool {
+    dsq_move(sim, it, p, dsq_id, enq_flags, false)
+}
+
+/// scx_bpf_dsq_move_vtime() (scx_bpf_dispatch_vtime_from_dsq() in 6.12).
+pub fn scx_bpf_dsq_move_vtime(sim: &mut Sim, it: &mut DsqIterC, p: TaskId, dsq_id: u64, enq_flags: u64) -> bool {
+    dsq_move(sim, it, p, dsq_id, enq_flags, true)
+}
+
+/// scx_bpf_reenqueue_local(): every task in this CPU's local DSQ goes back
+/// through ops.enqueue() now; returns how many (the legacy, synchronous form).
+pub fn scx_bpf_reenqueue_local(sim: &mut Sim) -> u32 {
+    kf(sim);
+    if !allowed(sim, "scx_bpf_reenqueue_local", &[Op::CpuRelease, Op::Dispatch]) {
+        return 0;
+    }
+    let cpu = this_cpu(sim);
+    sim.scx_reenq_local(cpu, crate::sched::ext::ops::REENQ_ANY)
+}
+
+/// scx_bpf_dsq_reenq() (7.1): asynchronous reenqueue of a local DSQ.
+pub fn scx_bpf_dsq_reenq(sim: &mut Sim, id: u64, reenq_flags: u64) {
+    kf(sim);
+    if reenq_flags & !crate::sched::ext::ops::REENQ_ANY != 0 {
+        sim.scx_error(format!("invalid SCX_REENQ flags 0x{reenq_flags:x}"));
+        return;
+    }
+    let cpu = if id == dsq_id::LOCAL {
+        this_cpu(sim)
+    } else if id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON {
+        let Some(c) = valid_cpu(sim, (id & dsq_id::LOCAL_CPU_MASK) as i32, "") else { return };
+        c
+    } else {
+        sim.scx_error(format!("DSQ 0x{id:x} not allowed for reenq"));
+        return;
+    };
+    sim.scx_schedule_reenq_local(cpu, crate::sched::ext::ops::REENQ_ANY);
+}
+
+/// scx_bpf_create_dsq().
+pub fn scx_bpf_create_dsq(sim: &mut Sim, id: u64, node: i32) -> i32 {
+    kf(sim);
+    if id & dsq_id::BUILTIN != 0 || node >= sim.topo.nr_nodes() as i32 || (node < 0 && node != -1) {
+        return EINVAL;
+    }
+    if sim.scx.user_dsqs.contains_key(&id) {
+        return EEXIST;
+    }
+    let idx = sim.scx.dsqs.len() as u32;
+    sim.scx.dsqs.push(crate::sched::ext::dsq::Dsq::new(id, DsqKind::User, node.max(0) as u32));
+    sim.scx.user_dsqs.insert(id, idx);
+    0
+}
+
+/// scx_bpf_destroy_dsq().
+pub fn scx_bpf_destroy_dsq(sim: &mut Sim, id: u64) {
+    kf(sim);
+    let Some(&idx) = sim.scx.user_dsqs.get(&id) else { return };
+    let nr = sim.scx.dsqs[idx as usize].nr();
+    if nr > 0 {
+        sim.scx_error(format!("attempting to destroy in-use dsq 0x{id:016x} (nr={nr})"));
+        return;
+    }
+    sim.scx.user_dsqs.remove(&id);
+    sim.scx.dsqs[idx as usize].destroyed = true;
+}
+
+/// scx_bpf_dsq_nr_queued(): LOCAL, LOCAL_ON|cpu or a user DSQ.
+pub fn scx_bpf_dsq_nr_queued(sim: &mut Sim, id: u64) -> i32 {
+    kf(sim);
+    if id == dsq_id::LOCAL {
+        let c = this_cpu(sim);
+        return sim.scx.dsqs[sim.scx.local(c) as usize].nr() as i32;
+    }
+    if id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON {
+        let Some(c) = valid_cpu(sim, (id & dsq_id::LOCAL_CPU_MASK) as i32, "") else { return ENOENT };
+        return sim.scx.dsqs[sim.scx.local(c) as usize].nr() as i32;
+    }
+    match sim.scx.user_dsqs.get(&id) {
+        Some(&d) if id & dsq_id::BUILTIN == 0 => sim.scx.dsqs[d as usize].nr() as i32,
+        _ => ENOENT,
+    }
+}
+
+/// scx_bpf_dsq_peek() (6.19+): the first task of a user DSQ.
+pub fn scx_bpf_dsq_peek(sim: &mut Sim, id: u64) -> Option<TaskId> {
+    kf(sim);
+    if id & dsq_id::BUILTIN != 0 {
+        sim.scx_error(format!("peek disallowed on builtin DSQ 0x{id:x}"));
+        return None;
+    }
+    let Some(&d) = sim.scx.user_dsqs.get(&id) else {
+        sim.scx_error(format!("peek on non-existent DSQ 0x{id:x}"));
+        return None;
+    };
+    sim.scx.dsqs[d as usize].first().map(|(_, p)| p)
+}
+
+/// bpf_iter_scx_dsq_new(): iterate a user DSQ; sees only tasks queued
+/// before this call.
+pub fn bpf_iter_scx_dsq_new(sim: &mut Sim, it: &mut DsqIterC, id: u64, flags: u64) -> i32 {
+    kf(sim);
+    *it = DsqIterC::default();
+    if flags & !DSQ_ITER_REV != 0 {
+        return EINVAL;
+    }
+    let Some(&d) = sim.scx.user_dsqs.get(&id).filter(|_| id & dsq_id::BUILTIN == 0) else { return ENOENT };
+    it.dsq_id = id;
+    it.flags = flags;
+    it.max_seq = sim.scx.dsqs[d as usize].seq + 1;
+    0
+}
+
+/// bpf_iter_scx_dsq_next().
+pub fn bpf_iter_scx_dsq_next(sim: &mut Sim, it: &mut DsqIterC) -> Option<TaskId> {
+    let &d = sim.scx.user_dsqs.get(&it.dsq_id)?;
+    let cursor = (it.flags & ITER_STARTED != 0).then_some((it.cursor_key, it.cursor_seq));
+    let (key, p) = sim.scx.dsqs[d as usize].next_after(cursor, it.flags & DSQ_ITER_REV != 0, it.max_seq)?;
+    it.cursor_key = key.0;
+    it.cursor_seq = key.1;
+    it.flags |= ITER_STARTED;
+    Some(p)
+}
+
+/// bpf_iter_scx_dsq_destroy().
+pub fn bpf_iter_scx_dsq_destroy(_sim: &mut Sim, it: &mut DsqIterC) {
+    *it = DsqIterC::default();
+}
+
+/// scx_bpf_kick_cpu(): make `cpu` reschedule (IDLE: only if idle; PREEMPT:
+/// end its ext task's slice; WAIT: wait until it has switched).
+pub fn scx_bpf_kick_cpu(sim: &mut Sim, cpu: i32, flags: u64) {
+    kf(sim);
+    let Some(c) = valid_cpu(sim, cpu, "") else { return };
+    if sim.scx.bypassing {
+        return;
+    }
+    if flags & kick_flags::IDLE != 0 && flags & (kick_flags::PREEMPT | kick_flags::WAIT) != 0 {
+        sim.scx_error("PREEMPT/WAIT cannot be used with SCX_KICK_IDLE".into());
+        return;
+    }
+    if flags & kick_flags::IDLE != 0 && sim.rq(c).curr.is_some() {
+        return;
+    }
+    let saved = sim.this_cpu;
+    sim.this_cpu = this_cpu(sim);
+    sim.scx_queue_kick(c, flags);
+    sim.this_cpu = saved;
+}
+
+/// scx_bpf_exit_bstr(): the scheduler unregisters itself (SCX_EXIT_UNREG_BPF).
+pub fn scx_bpf_exit(sim: &mut Sim, exit_code: i64, msg: String) {
+    kf(sim);
+    sim.scx_exit(ExitKind::UnregBpf, exit_code, msg);
+}
+
+/// scx_bpf_error_bstr(): the scheduler reports an error (SCX_EXIT_ERROR_BPF).
+pub fn scx_bpf_error(sim: &mut Sim, msg: String) {
+    kf(sim);
+    sim.scx_exit(ExitKind::ErrorBpf, 0, msg);
+}
+
+/// scx_bpf_dump_bstr(): text for the debug dump, from ops.dump*() only.
+pub fn scx_bpf_dump(sim: &mut Sim, text: &str) {
+    kf(sim);
+    if !in_op(sim, &[Op::Dump, Op::DumpCpu, Op::DumpTask]) {
+        sim.scx_error("scx_bpf_dump() must only be called from ops.dump() and friends".into());
+        return;
+    }
+    sim.scx.dump.push_str(text);
+}
+
+/// scx_bpf_cpuperf_cap/cur/set(): all CPUs have full capacity here; the
+/// target is recorded but does not change CPU speed.
+pub fn scx_bpf_cpuperf_cap(sim: &mut Sim, cpu: i32) -> u32 {
+    kf(sim);
+    valid_cpu(sim, cpu, "").map_or(0, |_| 1024)
+}
+
+pub fn scx_bpf_cpuperf_cur(sim: &mut Sim, cpu: i32) -> u32 {
+    kf(sim);
+    valid_cpu(sim, cpu, "").map_or(0, |c| sim.scx.rqs[c as usize].cpuperf)
+}
+
+pub fn scx_bpf_cpuperf_set(sim: &mut Sim, cpu: i32, perf: u32) {
+    kf(sim);
+    let Some(c) = valid_cpu(sim, cpu, "") else { return };
+    if perf > 1024 {
+        sim.scx_error(format!("Invalid cpuperf target {perf} for CPU {cpu}"));
+        return;
+    }
+    sim.scx.rqs[c as usize].cpuperf = perf;
+}
+
+pub fn scx_bpf_nr_cpu_ids(sim: &mut Sim) -> u32 {
+    kf(sim);
+    sim.nr_cpus() as u32
+}
+
+pub fn scx_bpf_nr_node_ids(sim: &mut Sim) -> u32 {
+    kf(sim);
+    sim.topo.nr_nodes() as u32
+}
+
+pub fn scx_bpf_get_possible_cpumask(sim: &mut Sim) -> &CpumaskC {
+    kf(sim);
+    &sim.scx.possible_c
+}
+
+pub fn scx_bpf_get_online_cpumask(sim: &mut Sim) -> &CpumaskC {
+    kf(sim);
+    &sim.scx.possible_c
+}
+
+fn idle_mask(sim: &mut Sim, node: Option<i32>, smt: bool) -> &CpumaskC {
+    kf(sim);
+    let per_node = sim.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0;
+    let node = match node {
+        None if per_node => {
+            sim.scx_error("SCX_OPS_BUILTIN_IDLE_PER_NODE enabled".into());
+            Some(0)
+        }
+        Some(n) if !per_node => {
+            sim.scx_error("per-node idle tracking is disabled".into());
+            let _ = n;
+            None
+        }
+        Some(n) if n < 0 || n as usize >= sim.topo.nr_nodes() => {
+            sim.scx_error(format!("invalid node {n}"));
+            Some(0)
+        }
+        n => n,
+    };
+    if !sim.scx.builtin_idle {
+        sim.scx_error("built-in idle tracking is disabled".into());
+    }
+    let smt_active = sim.topo.max_smt() > 1;
+    let (cpu, smtm) = sim.scx_idle_masks_c(node.map(|n| n as usize));
+    if smt && smt_active {
+        smtm
+    } else {
+        cpu
+    }
+}
+
+/// scx_bpf_get_idle_cpumask[_node]().
+pub fn scx_bpf_get_idle_cpumask(sim: &mut Sim, node: Option<i32>) -> &CpumaskC {
+    idle_mask(sim, node, false)
+}
+
+/// scx_bpf_get_idle_smtmask[_node](): CPUs whose whole core is idle.
+pub fn scx_bpf_get_idle_smtmask(sim: &mut Sim, node: Option<i32>) -> &CpumaskC {
+    idle_mask(sim, node, true)
+}
+
+/// scx_bpf_test_and_clear_cpu_idle(): claim `cpu` if it is idle.
+pub fn scx_bpf_test_and_clear_cpu_idle(sim: &mut Sim, cpu: i32) -> bool {
+    kf(sim);
+    let Some(c) = valid_cpu(sim, cpu, "") else { return false };
+    if !sim.scx.builtin_idle {
+        sim.scx_error("built-in idle tracking is disabled".into());
+        return false;
+    }
+    sim.scx_test_and_clear_idle(c)
+}
+
+/// scx_bpf_pick_idle_cpu[_node](): claim an idle CPU in `cpus_allowed`.
+pub fn scx_bpf_pick_idle_cpu(sim: &mut Sim, cpus_allowed: &CpumaskC, flags: u64, node: Option<i32>) -> i32 {
+    kf(sim);
+    if !sim.scx.builtin_idle {
+        sim.scx_error("built-in idle tracking is disabled".into());
+        return EBUSY;
+    }
+    let mask = cpus_allowed.to_mask(sim.nr_cpus());
+    let node = node.filter(|&n| n >= 0).map(|n| n as usize);
+    sim.scx_pick_idle(&mask, flags, node).map_or(EBUSY, |c| c as i32)
+}
+
+/// scx_bpf_pick_any_cpu[_node](): an idle CPU if there is one, else any
+/// allowed CPU (spread round-robin).
+pub fn scx_bpf_pick_any_cpu(sim: &mut Sim, cpus_allowed: &CpumaskC, flags: u64, node: Option<i32>) -> i32 {
+    let cpu = if sim.scx.builtin_idle { scx_bpf_pick_idle_cpu(sim, cpus_allowed, flags, node) } else { EBUSY };
+    if cpu >= 0 {
+        return cpu;
+    }
+    let mask = cpus_allowed.to_mask(sim.nr_cpus());
+    let this = this_cpu(sim) as usize;
+    let start = (sim.scx.rqs[this].distribute_prev + 1) % sim.nr_cpus();
+    match mask.iter_wrap(start).next() {
+        Some(c) => {
+            sim.scx.rqs[this].distribute_prev = c;
+            c as i32
+        }
+        None => EBUSY,
+    }
+}
+
+/// scx_bpf_task_running(): `p` is the current task of its CPU.
+pub fn scx_bpf_task_running(sim: &mut Sim, p: TaskId) -> bool {
+    kf(sim);
+    sim.rq(sim.task(p).cpu).curr == Some(p)
+}
+
+/// scx_bpf_task_cpu(): the CPU whose runqueue `p` belongs to.
+pub fn scx_bpf_task_cpu(sim: &mut Sim, p: TaskId) -> i32 {
+    kf(sim);
+    sim.task(p).cpu as i32
+}
+
+pub fn scx_bpf_cpu_node(sim: &mut Sim, cpu: i32) -> i32 {
+    kf(sim);
+    valid_cpu(sim, cpu, "").map_or(0, |c| sim.topo.node_of(c as usize) as i32)
+}
+
+/// scx_bpf_now(): the simulated clock.
+pub fn scx_bpf_now(sim: &mut Sim) -> u64 {
+    kf(sim);
+    sim.now() + sim.scx.cost_acc
+}
+
+pub fn bpf_ktime_get_ns(sim: &mut Sim) -> u64 {
+    sim.now() + sim.scx.cost_acc
+}
+
+pub fn bpf_get_smp_processor_id(sim: &mut Sim) -> u32 {
+    this_cpu(sim)
+}
+
+/// bpf_get_prandom_u32() from the run's seeded scheduler stream.
+pub fn bpf_get_prandom_u32(sim: &mut Sim) -> u32 {
+    (sim.scx.rng.next_u64() >> 32) as u32
+}
+
+/// bpf_task_from_pid(): a live task by pid (pids are task index + 1).
+pub fn scx_bpf_task_from_pid(sim: &mut Sim, pid: i32) -> Option<TaskId> {
+    kf(sim);
+    let id = pid.checked_sub(1)?;
+    let p = TaskId::try_from(id).ok()?;
+    ((p as usize) < sim.tasks.len() && (p as usize) < sim.scx.tasks.len() && sim.task(p).state != TaskState::Dead).then_some(p)
+}
+
+/// Arms a scheduler timer (bpf_timer_start) to fire on the calling CPU at `at_ns`.
+pub fn scx_timer_start(sim: &mut Sim, timer_id: u64, at_ns: u64) {
+    let cpu = this_cpu(sim);
+    let gen = sim.scx.timers.get(&timer_id).map_or(0, |&(g, _)| g.wrapping_add(1));
+    sim.scx.timers.insert(timer_id, (gen, cpu));
+    let at = at_ns.max(sim.now());
+    sim.engine.schedule(at, crate::engine::Event::ScxTimer { id: timer_id, gen });
+}
+
+/// bpf_timer_cancel(): returns whether the timer was pending.
+pub fn scx_timer_cancel(sim: &mut Sim, timer_id: u64) -> bool {
+    sim.scx.timers.remove(&timer_id).is_some()
+}
+
+/// Whether `p` is in the ext class (for hosts that check task arguments).
+pub fn task_is_ext(sim: &Sim, p: TaskId) -> bool {
+    sim.task(p).class == ClassId::Ext
+}

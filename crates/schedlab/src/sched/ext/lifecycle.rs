@@ -1,0 +1,621 @@
+//! Loading and unloading a scheduler (scx_enable / scx_disable_workfn),
+//! tasks entering and leaving ext, bypass mode, ejection on errors, the
+//! watchdog and the bypass load balancer.
+
+use std::rc::Rc;
+
+use crate::cpumask::CpuMask;
+use crate::engine::{Cpu, Event, TaskId};
+use crate::features::Feature;
+use crate::sched::ext::dsq::{Dsq, DsqKind};
+use crate::sched::ext::ops::{dsq_id, ops_flags, ExitInfo, ExitKind, ExtOps, Op, WATCHDOG_MAX_TIMEOUT_MS};
+use crate::sched::ext::EnableState;
+use crate::sched::{class_of, deq, enq};
+use crate::sim::Sim;
+use crate::task::{ClassId, Policy, TaskState};
+use crate::time::Ns;
+
+/// Why a scheduler was refused at load time (scx_enable's errors).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LoadError {
+    #[error("a sched_ext scheduler is already loaded")]
+    Busy,
+    #[error("invalid ops.flags 0x{0:x}: unknown bits 0x{1:x}")]
+    UnknownFlags(u64, u64),
+    #[error("ops.timeout_ms {0} is above the maximum of {max} ms", max = WATCHDOG_MAX_TIMEOUT_MS)]
+    Timeout(u32),
+    #[error("the machine has {0} CPUs; hosted schedulers support up to {max}", max = crate::sched::ext::abi::NR_CPUS)]
+    TooManyCpus(usize),
+    #[error("ops.init() failed ({0})")]
+    InitFailed(i32),
+}
+
+/// The bypass load balancer's period, threshold and batch (6.19).
+const BYPASS_LB_PERIOD_NS: Ns = 500_000_000;
+const BYPASS_LB_THRESH_PCT: usize = 125;
+const BYPASS_LB_BATCH: usize = 256;
+/// Switching one task back to fair while disabling (rq lock, class change,
+/// ops.disable and ops.exit_task): about a microsecond.
+const DISABLE_TASK_NS: Ns = 1_000;
+
+impl Sim {
+    /// Whether a task of `policy` belongs to ext with the current scheduler.
+    pub fn scx_wants(&self, policy: Policy) -> bool {
+        self.scx.state == EnableState::Enabled
+            && match policy {
+                Policy::Ext => true,
+                Policy::Other | Policy::Batch | Policy::Idle => self.scx.switch_all,
+                Policy::Fifo | Policy::Rr => false,
+            }
+    }
+
+    /// scx_enable(): validate, create the built-in DSQs, ops.init(), then
+    /// move every eligible task into ext.
+    pub fn scx_enable(&mut self, ops: Rc<dyn ExtOps>) -> Result<(), LoadError> {
+        if self.scx.state != EnableState::Disabled {
+            return Err(LoadError::Busy);
+        }
+        let flags = ops.flags();
+        if flags & !ops_flags::ALL != 0 {
+            return Err(LoadError::UnknownFlags(flags, flags & !ops_flags::ALL));
+        }
+        if ops.timeout_ms() > WATCHDOG_MAX_TIMEOUT_MS {
+            return Err(LoadError::Timeout(ops.timeout_ms()));
+        }
+        let n = self.nr_cpus();
+        if n > crate::sched::ext::abi::NR_CPUS {
+            return Err(LoadError::TooManyCpus(n));
+        }
+        let nodes = self.topo.nr_nodes();
+        let mut st = crate::sched::ext::ScxState::new(n, nodes);
+        st.stats = std::mem::take(&mut self.scx.stats);
+        st.tasks = std::mem::take(&mut self.scx.tasks);
+        for op in Op::ALL {
+            st.has[op.index()] = ops.has(op);
+        }
+        st.ops_flags = flags;
+        st.name = ops.name().to_string();
+        st.switch_all = flags & ops_flags::SWITCH_PARTIAL == 0;
+        st.builtin_idle = !ops.has(Op::UpdateIdle) || flags & ops_flags::KEEP_BUILTIN_IDLE != 0;
+        let t = ops.timeout_ms();
+        st.timeout_ns = if t == 0 { WATCHDOG_MAX_TIMEOUT_MS } else { t } as Ns * 1_000_000;
+        st.dsp_max_batch = match ops.dispatch_max_batch() {
+            0 => crate::sched::ext::ops::DSP_MAX_BATCH_DFL,
+            b => b,
+        };
+        for c in 0..n {
+            st.dsqs.push(Dsq::new(dsq_id::LOCAL_ON | c as u64, DsqKind::Local(c as Cpu), self.topo.node_of(c) as u32));
+        }
+        for node in 0..nodes {
+            st.dsqs.push(Dsq::new(dsq_id::GLOBAL, DsqKind::Global(node as u32), node as u32));
+        }
+        for c in 0..n {
+            st.dsqs.push(Dsq::new(dsq_id::BYPASS, DsqKind::Bypass(c as Cpu), self.topo.node_of(c) as u32));
+        }
+        st.ops = Some(ops);
+        st.state = EnableState::Enabled;
+        st.rng = crate::rng::Rng::new(self.seed, crate::rng::Stream::Scheduler);
+        self.scx = Box::new(st);
+        for c in 0..n {
+            if self.rq(c as Cpu).curr.is_none() {
+                self.scx_set_builtin_idle(c as Cpu, true);
+            }
+        }
+        let this = self.this_cpu;
+        let ret = self.scx_call(Op::Init, this, None, |o, s| if o.has(Op::Init) { o.init(s) } else { 0 }).unwrap_or(0);
+        if ret != 0 || self.scx.exit.is_some() {
+            self.scx.ops = None;
+            self.scx.state = EnableState::Disabled;
+            return Err(LoadError::InitFailed(ret));
+        }
+        self.scx.stats.enabled_at = Some(self.now());
+        // Tasks already alive: ops.init_task(fork=false), then switch class.
+        for p in 0..self.tasks.len() as TaskId {
+            let st = self.task(p).state;
+            if matches!(st, TaskState::Dead | TaskState::New) {
+                continue;
+            }
+            if self.scx_wants(self.task(p).policy) && self.scx_init_task(p, false) {
+                self.scx_change_class(p, ClassId::Ext);
+            }
+        }
+        self.scx_arm_watchdog();
+        Ok(())
+    }
+
+    /// Makes sure per-task state exists for every task (tasks are created
+    /// before or after the scheduler loads).
+    pub(crate) fn scx_task_added(&mut self, p: TaskId) {
+        while self.scx.tasks.len() <= p as usize {
+            let id = self.scx.tasks.len() as TaskId;
+            self.scx.tasks.push(crate::sched::ext::ScxTask::new(id));
+        }
+        let t = &self.tasks[p as usize];
+        let c = &mut self.scx.tasks[p as usize].c;
+        c.pid = p as i32 + 1;
+        c.tgid = t.tgid as i32;
+        let name = t.name.as_bytes();
+        let len = name.len().min(15);
+        c.comm = [0; 16];
+        c.comm[..len].copy_from_slice(&name[..len]);
+        self.scx_sync_task_c(p);
+    }
+
+    /// Refreshes the C task_struct fields the kernel owns.
+    pub(crate) fn scx_sync_task_c(&mut self, p: TaskId) {
+        let t = &self.tasks[p as usize];
+        let parent = t.parent;
+        let c = &mut self.scx.tasks[p as usize].c;
+        c.prio = t.prio;
+        c.static_prio = t.static_prio;
+        c.normal_prio = t.prio;
+        c.rt_priority = t.rt_priority;
+        c.policy = match t.policy {
+            Policy::Other => 0,
+            Policy::Fifo => 1,
+            Policy::Rr => 2,
+            Policy::Batch => 3,
+            Policy::Idle => 5,
+            Policy::Ext => 7,
+        };
+        c.nr_cpus_allowed = t.nr_cpus_allowed as i32;
+        c.cpus_mask.assign(&t.cpus_allowed);
+        c.cpu = t.cpu;
+        c.se.load.weight = t.se.load.weight;
+        c.se.load.inv_weight = t.se.load.inv_weight;
+        // p->scx.weight is the cgroup-scale weight: 100 for nice 0.
+        c.scx.weight = ((t.se.load.weight * 100 + 512) / 1024).clamp(1, 10_000) as u32;
+        if let Some(pp) = parent {
+            let pc: *mut crate::sched::ext::abi::TaskStructC = &mut *self.scx.tasks[pp as usize].c;
+            self.scx.tasks[p as usize].c.real_parent = pc;
+        }
+    }
+
+    /// scx_init_task(): ops.init_task(); a failure ejects the scheduler and
+    /// the task stays in fair.
+    pub(crate) fn scx_init_task(&mut self, p: TaskId, fork: bool) -> bool {
+        self.scx_sync_task_c(p);
+        let cpu = self.this_cpu;
+        let ret = if self.scx.has(Op::InitTask) {
+            self.scx_call(Op::InitTask, cpu, Some(p), |o, s| o.init_task(s, p, fork)).unwrap_or(0)
+        } else {
+            0
+        };
+        if ret != 0 {
+            let comm = self.task_comm(p);
+            self.scx_error(format!("ops.init_task() failed ({ret}) for {comm}"));
+            return false;
+        }
+        self.scx.task_mut(p).inited = true;
+        true
+    }
+
+    /// scx_enable_task(): ops.enable() and the weight.
+    fn scx_enable_task(&mut self, p: TaskId) {
+        self.scx_sync_task_c(p);
+        let cpu = self.this_cpu;
+        self.scx.task_mut(p).enabled = true;
+        if self.scx.has(Op::Enable) {
+            self.scx_call(Op::Enable, cpu, Some(p), |o, s| o.enable(s, p));
+        }
+        if self.scx.has(Op::SetWeight) {
+            let w = self.scx.task(p).c.scx.weight;
+            self.scx_call(Op::SetWeight, cpu, Some(p), |o, s| o.set_weight(s, p, w));
+        }
+    }
+
+    /// scx_disable_task() + ops.exit_task().
+    fn scx_exit_task(&mut self, p: TaskId, cancelled: bool) {
+        let cpu = self.this_cpu;
+        if self.scx.task(p).enabled {
+            self.scx.task_mut(p).enabled = false;
+            if self.scx.has(Op::Disable) {
+                self.scx_call(Op::Disable, cpu, Some(p), |o, s| o.disable(s, p));
+            }
+        }
+        if self.scx.task(p).inited {
+            self.scx.task_mut(p).inited = false;
+            if self.scx.has(Op::ExitTask) {
+                self.scx_call(Op::ExitTask, cpu, Some(p), |o, s| o.exit_task(s, p, cancelled));
+            }
+        }
+    }
+
+    /// A new task (wake_up_new_task): it joins ext if the scheduler wants it.
+    pub(crate) fn scx_fork(&mut self, p: TaskId) {
+        self.scx_task_added(p);
+        if self.scx_wants(self.task(p).policy) && self.scx_init_task(p, true) {
+            self.task_mut(p).class = ClassId::Ext;
+        }
+    }
+
+    /// ext's task_fork hook: scx_post_fork() enables the task.
+    pub(crate) fn scx_post_fork(&mut self, p: TaskId) {
+        self.scx_enable_task(p);
+    }
+
+    /// A task exited: sched_ext_free().
+    pub fn scx_task_dead(&mut self, p: TaskId) {
+        if (p as usize) < self.scx.tasks.len() && (self.scx.task(p).inited || self.scx.task(p).enabled) {
+            self.scx_exit_task(p, false);
+        }
+    }
+
+    /// The policy changed (sched_setattr): the new class, as the kernel's
+    /// __setscheduler_class() would choose it.
+    pub fn scx_class_for(&mut self, p: TaskId) -> ClassId {
+        let t = self.task(p);
+        if t.policy.is_rt() {
+            return ClassId::Rt;
+        }
+        if self.scx_wants(t.policy) {
+            if !self.scx.task(p).inited && !self.scx_init_task(p, false) {
+                return ClassId::Fair;
+            }
+            return ClassId::Ext;
+        }
+        ClassId::Fair
+    }
+
+    /// Moves `p` between fair and ext (the switch loops of scx_enable and
+    /// scx_disable_workfn: dequeue and put, change class, enqueue and set).
+    pub(crate) fn scx_change_class(&mut self, p: TaskId, to: ClassId) {
+        let from = self.task(p).class;
+        if from == to {
+            return;
+        }
+        self.finish_delayed_dequeue(p);
+        let cpu = self.task(p).cpu;
+        let running = self.rq(cpu).curr == Some(p);
+        let queued = self.task(p).on_rq;
+        if running {
+            self.commit_progress(cpu);
+        }
+        if queued {
+            class_of(from).dequeue_task(self, cpu, p, deq::SAVE | deq::MOVE);
+        }
+        if running {
+            class_of(from).put_prev_task(self, cpu, p);
+        }
+        if from == ClassId::Ext {
+            self.scx_exit_task(p, false);
+        }
+        self.task_mut(p).class = to;
+        if to == ClassId::Ext {
+            self.scx_enable_task(p);
+            if self.scx.task(p).slice() == 0 {
+                let s = self.scx_slice_dfl();
+                self.scx.task_mut(p).c.scx.slice = s;
+            }
+        } else if to == ClassId::Fair {
+            self.reset_fair_entity_for_switch(p);
+        }
+        if queued {
+            class_of(to).enqueue_task(self, cpu, p, enq::RESTORE | enq::MOVE);
+        }
+        if running {
+            class_of(to).set_next_task(self, cpu, p, false);
+        }
+        if queued {
+            if running {
+                self.resched_curr(cpu);
+            } else {
+                self.wakeup_preempt(cpu, p, 0);
+            }
+        }
+    }
+
+    /// scx_exit(): record the first exit request and schedule the disable
+    /// work. Later requests are ignored, as in the kernel.
+    pub fn scx_exit(&mut self, kind: ExitKind, exit_code: i64, msg: String) {
+        if self.scx.state != EnableState::Enabled || self.scx.exit.is_some() {
+            return;
+        }
+        let now = self.now();
+        self.scx.exit = Some(ExitInfo { kind, exit_code, reason: kind.reason().to_string(), msg, at_ns: now });
+        if kind.is_error() {
+            self.scx_dump();
+        }
+        // The disable work runs from a kthread shortly after.
+        self.engine.schedule(now + self.scx.cost_acc + 10_000, Event::ScxDisable);
+    }
+
+    /// A runtime error in the scheduler's use of the interface (SCX_EXIT_ERROR).
+    pub fn scx_error(&mut self, msg: String) {
+        self.scx_exit(ExitKind::Error, 0, msg);
+    }
+
+    /// The debug dump of an error exit: ops.dump, dump_cpu, dump_task.
+    fn scx_dump(&mut self) {
+        let this = self.this_cpu;
+        if self.scx.has(Op::Dump) {
+            self.scx_call(Op::Dump, this, None, |o, s| o.dump(s));
+        }
+        if self.scx.has(Op::DumpCpu) {
+            for c in 0..self.nr_cpus() as Cpu {
+                let idle = self.rq(c).curr.is_none();
+                self.scx_call(Op::DumpCpu, c, None, |o, s| o.dump_cpu(s, c, idle));
+            }
+        }
+    }
+
+    /// Unload the scheduler as its user space would (SCX_EXIT_UNREG).
+    pub fn scx_unregister(&mut self) {
+        self.scx_exit(ExitKind::Unreg, 0, String::new());
+    }
+
+    /// scx_disable_workfn(), first part: bypass, then switch tasks back.
+    pub fn on_scx_disable(&mut self) {
+        if self.scx.state != EnableState::Enabled {
+            return;
+        }
+        let now = self.now();
+        self.scx.state = EnableState::Disabling;
+        self.scx.stats.disable_started_at = Some(now);
+        self.scx_bypass(true);
+        self.scx.disable_queue = (0..self.tasks.len() as TaskId).rev().filter(|&p| self.task(p).class == ClassId::Ext).collect();
+        self.engine.schedule(now + DISABLE_TASK_NS, Event::ScxDisableStep);
+    }
+
+    /// scx_bypass(true): every runnable ext task is requeued so that it
+    /// lands in a bypass DSQ; decisions stop going to the BPF scheduler.
+    fn scx_bypass(&mut self, on: bool) {
+        self.scx.bypassing = on;
+        if !on {
+            return;
+        }
+        for c in 0..self.nr_cpus() as Cpu {
+            self.scx.rqs[c as usize].flags |= crate::sched::ext::rq_flags::BYPASSING;
+            let queued: Vec<TaskId> = self.tasks_queued_in_ext(c);
+            for p in queued {
+                self.scx_requeue(p);
+            }
+            self.resched_curr(c);
+        }
+        if self.features.on(Feature::SCX_BYPASS_PERCPU) && !self.scx.bypass_lb_armed {
+            self.scx.bypass_lb_armed = true;
+            let now = self.now();
+            self.engine.schedule(now + BYPASS_LB_PERIOD_NS, Event::ScxBypassLb);
+        }
+    }
+
+    /// Ext tasks queued (not running) on `cpu`'s runqueue, in id order.
+    fn tasks_queued_in_ext(&self, cpu: Cpu) -> Vec<TaskId> {
+        (0..self.tasks.len() as TaskId)
+            .filter(|&p| {
+                let t = self.task(p);
+                t.class == ClassId::Ext && t.cpu == cpu && self.scx.task(p).queued() && self.rq(cpu).curr != Some(p)
+            })
+            .collect()
+    }
+
+    /// Dequeue and enqueue in place (DEQUEUE_SAVE | DEQUEUE_MOVE).
+    fn scx_requeue(&mut self, p: TaskId) {
+        let cpu = self.task(p).cpu;
+        EXT.dequeue_task(self, cpu, p, deq::SAVE | deq::MOVE);
+        EXT.enqueue_task(self, cpu, p, enq::RESTORE | enq::MOVE);
+    }
+
+    /// The disable work switches tasks back to fair one by one. Each switch
+    /// needs the task's runqueue lock, which CPUs hold while they balance
+    /// (and, with shared bypass DSQs, while they wait for the DSQ lock), so
+    /// a contended machine makes the disable slow.
+    pub fn on_scx_disable_step(&mut self) {
+        let now = self.now();
+        self.scx_track_disable_waits();
+        let mut t = now;
+        let mut n = 0;
+        while let Some(p) = self.scx.disable_queue.pop() {
+            if self.task(p).class == ClassId::Ext {
+                let cpu = self.task(p).cpu;
+                let held = self.scx.rqs[cpu as usize].lock_held_until;
+                t = t.max(held) + DISABLE_TASK_NS;
+                let saved = self.this_cpu;
+                self.this_cpu = cpu;
+                self.scx_change_class(p, ClassId::Fair);
+                self.this_cpu = saved;
+            }
+            n += 1;
+            if n == 32 || t > now + 100_000 {
+                break;
+            }
+        }
+        if !self.scx.disable_queue.is_empty() {
+            self.engine.schedule(t.max(now + 1), Event::ScxDisableStep);
+            return;
+        }
+        // Every task is in fair: ops.exit() and tear down.
+        let info = self.scx.exit.clone().unwrap_or(ExitInfo {
+            kind: ExitKind::Done,
+            exit_code: 0,
+            reason: String::new(),
+            msg: String::new(),
+            at_ns: now,
+        });
+        let this = self.this_cpu;
+        if self.scx.has(Op::Exit) {
+            self.scx_call(Op::Exit, this, None, |o, s| o.exit(s, &info));
+        }
+        self.scx.stats.disable_done_at = Some(t);
+        self.scx.state = EnableState::Disabled;
+        self.scx.bypassing = false;
+        self.scx.ops = None;
+        for r in &mut self.scx.rqs {
+            r.flags = 0;
+        }
+    }
+
+    /// Longest current wait of a runnable ext task, for the disable report
+    /// (the hung-task / RCU-stall symptom of seed 002).
+    fn scx_track_disable_waits(&mut self) {
+        let now = self.now();
+        let mut worst = self.scx.stats.max_wait_while_disabling_ns;
+        for t in &self.tasks {
+            if t.class == ClassId::Ext {
+                if let Some(ws) = t.wait_start {
+                    worst = worst.max(now - ws);
+                }
+            }
+        }
+        self.scx.stats.max_wait_while_disabling_ns = worst;
+    }
+
+    fn scx_arm_watchdog(&mut self) {
+        if !self.scx.watchdog_armed {
+            self.scx.watchdog_armed = true;
+            let at = self.now() + self.scx.timeout_ns / 2;
+            self.engine.schedule(at, Event::ScxWatchdog);
+        }
+    }
+
+    /// scx_watchdog_workfn(): a runnable task that has not run for
+    /// timeout_ms ejects the scheduler.
+    pub fn on_scx_watchdog(&mut self) {
+        self.scx.watchdog_armed = false;
+        if self.scx.state != EnableState::Enabled {
+            return;
+        }
+        let now = self.now();
+        let timeout = self.scx.timeout_ns;
+        let stalled = (0..self.tasks.len() as TaskId).find(|&p| {
+            let t = self.task(p);
+            t.class == ClassId::Ext
+                && self.scx.task(p).queued()
+                && self.rq(t.cpu).curr != Some(p)
+                && self.scx.task(p).runnable_at.is_some_and(|at| now - at > timeout)
+        });
+        if let Some(p) = stalled {
+            let at = self.scx.task(p).runnable_at.unwrap_or(now);
+            let ms = (now - at) / 1_000_000;
+            let comm = self.task_comm(p);
+            self.scx_exit(ExitKind::ErrorStall, 0, format!("{comm} failed to run for {}.{:03}s", ms / 1000, ms % 1000));
+            return;
+        }
+        self.scx_arm_watchdog();
+    }
+
+    /// The bypass load balancer (6.19, scx_bypass_lb_timerfn): within each
+    /// node, a CPU whose bypass DSQ holds more than 125% of the per-CPU
+    /// target gives its oldest tasks to CPUs below the target. Tasks stay
+    /// on the donor's runqueue until the receiver consumes them.
+    pub fn on_scx_bypass_lb(&mut self) {
+        self.scx.bypass_lb_armed = false;
+        if !self.scx.bypassing || !self.features.on(Feature::SCX_BYPASS_PERCPU) {
+            return;
+        }
+        let min_delta = (BYPASS_LB_PERIOD_NS / 4).div_ceil(crate::sched::ext::ops::SLICE_BYPASS_NS) as usize;
+        for node in 0..self.topo.nr_nodes() {
+            let cpus: Vec<Cpu> = (0..self.nr_cpus() as Cpu).filter(|&c| self.topo.node_of(c as usize) == node).collect();
+            let nr = |s: &Sim, c: Cpu| s.scx.dsqs[s.scx.bypass_dsq(c) as usize].nr();
+            let total: usize = cpus.iter().map(|&c| nr(self, c)).sum();
+            if total == 0 {
+                continue;
+            }
+            let target = total.div_ceil(cpus.len());
+            let donor_target = (target * BYPASS_LB_THRESH_PCT).div_ceil(100);
+            let mut donees = CpuMask::from_cpus(self.nr_cpus(), cpus.iter().filter(|&&c| nr(self, c) < target).map(|&c| c as usize));
+            let mut received = CpuMask::new(self.nr_cpus());
+            for &donor in &cpus {
+                if donees.is_empty() {
+                    break;
+                }
+                let have = nr(self, donor);
+                if have <= donor_target || have - donor_target < min_delta {
+                    continue;
+                }
+                let dsq = self.scx.bypass_dsq(donor);
+                let mut cursor = None;
+                let mut moved = 0;
+                while nr(self, donor) > donor_target && !donees.is_empty() {
+                    let Some((key, p)) = self.scx.dsqs[dsq as usize].next_after(cursor, false, u64::MAX) else { break };
+                    cursor = Some(key);
+                    let allowed = donees.and(&self.task(p).cpus_allowed);
+                    let Some(to) = allowed.iter_wrap((donor as usize + 1) % self.nr_cpus()).next() else { continue };
+                    self.scx_dispatch_dequeue(p);
+                    let to_dsq = self.scx.bypass_dsq(to as Cpu);
+                    self.scx_dispatch_enqueue(to_dsq, p, crate::sched::ext::ops::enq_flags::NESTED);
+                    received.set(to);
+                    if nr(self, to as Cpu) >= target {
+                        donees.clear(to);
+                    }
+                    moved += 1;
+                    self.scx.stats.bypass_lb_moved += 1;
+                    if moved % BYPASS_LB_BATCH == 0 {
+                        // Both locks are dropped and retaken every batch.
+                        self.scx.cost_acc += 2 * self.costs.dsq_lock_ns;
+                    }
+                }
+                self.scx.cost_acc += moved as Ns * self.costs.migrate_task_ns / 4;
+            }
+            for c in received.iter() {
+                self.resched_curr(c as Cpu);
+            }
+        }
+        self.scx.bypass_lb_armed = true;
+        let now = self.now();
+        self.engine.schedule(now + BYPASS_LB_PERIOD_NS, Event::ScxBypassLb);
+    }
+
+    /// A scheduler timer fires (bpf_timer).
+    pub fn on_scx_timer(&mut self, id: u64, gen: u32) {
+        let Some(&(g, cpu)) = self.scx.timers.get(&id) else { return };
+        if g != gen || self.scx.state != EnableState::Enabled {
+            return;
+        }
+        self.scx.timers.remove(&id);
+        self.this_cpu = cpu;
+        self.scx_call(Op::Dispatch, cpu, None, |o, s| o.timer_fired(s, id));
+    }
+}
+
+use crate::sched::SchedClass;
+static EXT: &crate::sched::ext::class::ExtClass = &crate::sched::ext::EXT_CLASS;
+
+impl Sim {
+    /// sched_setattr() on `p` moved it between classes or changed its
+    /// weight: the matching ext hooks (switching_to/from_scx, set_weight).
+    pub(crate) fn scx_setattr(&mut self, p: TaskId, old: ClassId, new: ClassId) {
+        if !self.scx.enabled() {
+            return;
+        }
+        let old_weight = self.scx.task(p).c.scx.weight;
+        if old == ClassId::Ext && new != ClassId::Ext {
+            self.scx_exit_task(p, false);
+            self.reset_fair_entity_for_switch(p);
+        } else if new == ClassId::Ext && old != ClassId::Ext {
+            self.scx_enable_task(p);
+        } else if new == ClassId::Ext {
+            self.scx_sync_task_c(p);
+            let w = self.scx.task(p).c.scx.weight;
+            if w != old_weight && self.scx.has(Op::SetWeight) {
+                let cpu = self.this_cpu;
+                self.scx_call(Op::SetWeight, cpu, Some(p), |o, s| o.set_weight(s, p, w));
+            }
+        } else {
+            self.scx_sync_task_c(p);
+        }
+    }
+
+    /// set_cpus_allowed_scx(): the C mask follows, and an ext task's
+    /// scheduler hears about it (ops.set_cpumask).
+    pub(crate) fn scx_set_cpumask(&mut self, p: TaskId) {
+        self.scx_sync_task_c(p);
+        if self.task(p).class == ClassId::Ext && self.scx.has(Op::SetCpumask) {
+            let cpu = self.this_cpu;
+            self.scx_call(Op::SetCpumask, cpu, Some(p), |o, s| o.set_cpumask(s, p));
+        }
+    }
+
+    /// A task comes (back) to fair from another class: start from a clean
+    /// lag, as attach_task_cfs_rq() + place_entity() would.
+    pub(crate) fn reset_fair_entity_for_switch(&mut self, p: TaskId) {
+        let base = self.base_slice_ns;
+        let se = &mut self.task_mut(p).se;
+        se.vlag = 0;
+        se.rel_deadline = false;
+        se.sched_delayed = false;
+        if !se.custom_slice {
+            se.slice = base;
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! The sched_ext class (kernel/sched/ext.c, ext_idle.c): tasks are
+//! scheduled by a BPF program through dispatch queues.
+//!
+//! Layout, as in the kernel:
+//! - `ops`: the `sched_ext_ops` trait a scheduler implements;
+//! - `class`: the `SchedClass` hooks (enqueue, dequeue, pick, tick, ...);
+//! - `dispatch`: DSQ insertion, the dispatch buffer, `balance_one()`,
+//!   consuming DSQs and moving tasks between runqueues;
+//! - `idle`: built-in idle tracking and the default CPU selection;
+//! - `lifecycle`: enable, disable, bypass, ejection, the watchdog;
+//! - `kfuncs`: what a scheduler may call;
+//! - `host`: loading BPF C schedulers compiled natively against the shim.
+
+pub mod abi;
+mod class;
+mod dispatch;
+pub mod dsq;
+mod idle;
+pub mod kfuncs;
+mod lifecycle;
+pub mod ops;
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use hdrhistogram::Histogram;
+
+use crate::cpumask::CpuMask;
+use crate::engine::{Cpu, TaskId};
+use crate::time::Ns;
+
+pub use class::EXT_CLASS;
+use abi::{CpumaskC, TaskStructC};
+use dsq::{Dsq, DsqIdx, DsqKey};
+use ops::{ExitInfo, ExtOps, Op};
+
+/// `enum scx_enable_state`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnableState {
+    Disabled,
+    Enabled,
+    /// Ejection or unload in progress: bypassing, tasks going back to fair.
+    Disabling,
+}
+
+/// Who owns a task (`SCX_OPSS_*` of `p->scx.ops_state`): the kernel (None),
+/// ops.enqueue running (Queueing), the BPF scheduler (Queued), or a
+/// dispatch being committed (Dispatching). `qseq` tells a dispatch of an
+/// earlier queueing from the current one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpsState {
+    None,
+    Queueing,
+    Queued { qseq: u64 },
+    Dispatching,
+}
+
+/// Per-task sched_ext state (`struct sched_ext_entity`, plus the C view).
+pub struct ScxTask {
+    /// The C `task_struct` hosted schedulers see; `scx.slice` and
+    /// `scx.dsq_vtime` in it are the authoritative values.
+    pub c: Box<TaskStructC>,
+    pub ops_state: OpsState,
+    /// The DSQ the task sits in and its position.
+    pub dsq: Option<(DsqIdx, DsqKey)>,
+    /// ops.init_task() succeeded / ops.enable() was called.
+    pub inited: bool,
+    pub enabled: bool,
+    /// When the task last became runnable without running since (watchdog).
+    pub runnable_at: Option<Ns>,
+    /// Direct dispatch verdict from select_cpu/enqueue (ddsp_dsq_id/flags).
+    pub ddsp: Option<(u64, u64)>,
+    /// Set by a remote move: enqueue straight into this CPU's local DSQ.
+    pub sticky_cpu: Option<Cpu>,
+    /// When the task was inserted into a local DSQ (residence metric).
+    pub local_since: Option<Ns>,
+    /// Insert flags that travel with the task in its local DSQ (IMMED).
+    pub local_flags: u64,
+    pub selected_cpu: Option<Cpu>,
+}
+
+impl ScxTask {
+    fn new(id: TaskId) -> Self {
+        ScxTask {
+            c: TaskStructC::new(id),
+            ops_state: OpsState::None,
+            dsq: None,
+            inited: false,
+            enabled: false,
+            runnable_at: None,
+            ddsp: None,
+            sticky_cpu: None,
+            local_since: None,
+            local_flags: 0,
+            selected_cpu: None,
+        }
+    }
+
+    #[inline]
+    pub fn slice(&self) -> u64 {
+        self.c.scx.slice
+    }
+
+    /// `p->scx.flags & f` (SCX_TASK_*).
+    #[inline]
+    pub fn has_flag(&self, f: u32) -> bool {
+        self.c.scx.flags & f != 0
+    }
+
+    #[inline]
+    pub fn set_flag(&mut self, f: u32, on: bool) {
+        if on {
+            self.c.scx.flags |= f;
+        } else {
+            self.c.scx.flags &= !f;
+        }
+    }
+
+    /// SCX_TASK_QUEUED: on a runqueue as far as ext is concerned.
+    #[inline]
+    pub fn queued(&self) -> bool {
+        self.has_flag(ops::task_flags::QUEUED)
+    }
+}
+
+/// `rq->scx` flags.
+pub mod rq_flags {
+    pub const IN_BALANCE: u32 = 1 << 0;
+    pub const BAL_KEEP: u32 = 1 << 1;
+    pub const CPU_RELEASED: u32 = 1 << 2;
+    pub const IN_WAKEUP: u32 = 1 << 3;
+    pub const BYPASSING: u32 = 1 << 4;
+}
+
+/// Per-CPU sched_ext state (`struct scx_rq`).
+#[derive(Clone, Debug, Default)]
+pub struct ScxRq {
+    pub nr_running: u32,
+    pub flags: u32,
+    /// Tasks direct-dispatched to another CPU's local DSQ, waiting for the
+    /// deferred move (ddsp_deferred_locals).
+    pub ddsp_deferred: Vec<TaskId>,
+    /// Reenqueue of this CPU's local DSQ requested (IMMED tasks that cannot
+    /// run at once, or scx_bpf_reenqueue_local from elsewhere).
+    pub reenq_pending: bool,
+    /// A deferred irq_work for this rq is in flight.
+    pub deferred_work_queued: bool,
+    /// CPUs this CPU must kick from its kick irq_work, with SCX_KICK_* flags.
+    pub kicks: Vec<(Cpu, u64)>,
+    pub kick_work_queued: bool,
+    /// Incremented on every pick (pnt_seq), for SCX_KICK_WAIT.
+    pub pnt_seq: u64,
+    /// The simulated time this CPU's rq lock is released (held across balance).
+    pub lock_held_until: Ns,
+    /// cpumask_any_distribute() cursor of this CPU.
+    pub distribute_prev: usize,
+    /// The pick in progress chose the idle task (put_prev_task's `next`).
+    pub next_idle: bool,
+    /// Tasks in the local DSQ that were inserted with SCX_ENQ_IMMED.
+    pub nr_immed: u32,
+    /// A reenqueue of the local DSQ is requested: SCX_REENQ_ANY, or 0 for
+    /// the IMMED-only pass; None when nothing is pending.
+    pub reenq_local: Option<u64>,
+    /// Reenqueue passes in the current deferred run (loop guard).
+    pub reenq_repeat: u32,
+    /// scx_bpf_cpuperf_set() target (recorded; CPU speed is not modelled).
+    pub cpuperf: u32,
+}
+
+/// One entry of the dispatch buffer (`struct scx_dsp_buf_ent`).
+#[derive(Clone, Copy, Debug)]
+pub struct DspEntry {
+    pub task: TaskId,
+    pub qseq: u64,
+    pub dsq_id: u64,
+    pub enq_flags: u64,
+}
+
+/// What the scheduler is in the middle of: one frame per nested op call.
+#[derive(Clone, Copy, Debug)]
+pub struct OpFrame {
+    pub op: Op,
+    pub cpu: Cpu,
+    /// The task select_cpu/enqueue is deciding for (direct dispatch target).
+    pub task: Option<TaskId>,
+}
+
+/// Counters reported with the results.
+#[derive(Clone, Debug)]
+pub struct ScxStats {
+    pub op_calls: [u64; Op::ALL.len()],
+    pub kfunc_calls: u64,
+    pub dispatched: u64,
+    pub direct_dispatches: u64,
+    pub stale_dispatches: u64,
+    pub consumed_local: u64,
+    pub consumed_remote: u64,
+    pub dsq_scanned: u64,
+    pub reenqueued: u64,
+    pub kicks: u64,
+    pub keep_prev: u64,
+    pub dfl_slice_refills: u64,
+    pub deferred_irq_works: u64,
+    pub bypass_lb_moved: u64,
+    pub overhead_ns: Ns,
+    pub dsq_lock_wait_ns: Ns,
+    /// Local DSQ residence (insert to removal), seed 000's metric.
+    pub local_residence: Histogram<u64>,
+    /// Longest time any ext task waited runnable while disabling.
+    pub max_wait_while_disabling_ns: Ns,
+    pub enabled_at: Option<Ns>,
+    pub disable_started_at: Option<Ns>,
+    pub disable_done_at: Option<Ns>,
+}
+
+impl Default for ScxStats {
+    fn default() -> Self {
+        ScxStats {
+            op_calls: [0; Op::ALL.len()],
+            kfunc_calls: 0,
+            dispatched: 0,
+            direct_dispatches: 0,
+            stale_dispatches: 0,
+            consumed_local: 0,
+            consumed_remote: 0,
+            dsq_scanned: 0,
+            reenqueued: 0,
+            kicks: 0,
+            keep_prev: 0,
+            dfl_slice_refills: 0,
+            deferred_irq_works: 0,
+            bypass_lb_moved: 0,
+            overhead_ns: 0,
+            dsq_lock_wait_ns: 0,
+            local_residence: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
+            max_wait_while_disabling_ns: 0,
+            enabled_at: None,
+            disable_started_at: None,
+            disable_done_at: None,
+        }
+    }
+}
+
+/// The built-in idle masks (`scx_idle_masks`), global and per node.
+#[derive(Clone, Debug)]
+pub struct IdleMasks {
+    pub cpu: CpuMask,
+    pub smt: CpuMask,
+    /// C copies handed to schedulers by scx_bpf_get_idle_*mask().
+    pub cpu_c: CpumaskC,
+    pub smt_c: CpumaskC,
+}
+
+/// All sched_ext state of the simulator (the `scx_root` scheduler instance
+/// plus the per-CPU and per-task parts).
+pub struct ScxState {
+    pub ops: Option<Rc<dyn ExtOps>>,
+    has: [bool; Op::ALL.len()],
+    pub ops_flags: u64,
+    pub name: String,
+    pub state: EnableState,
+    /// Without SCX_OPS_SWITCH_PARTIAL every fair-policy task is in ext.
+    pub switch_all: bool,
+    pub bypassing: bool,
+    /// Built-in idle tracking is on (no ops.update_idle, or KEEP_BUILTIN_IDLE).
+    pub builtin_idle: bool,
+    pub timeout_ns: Ns,
+    pub dsp_max_batch: u32,
+    pub tasks: Vec<ScxTask>,
+    pub dsqs: Vec<Dsq>,
+    pub user_dsqs: BTreeMap<u64, DsqIdx>,
+    pub rqs: Vec<ScxRq>,
+    pub idle: IdleMasks,
+    pub idle_node: Vec<IdleMasks>,
+    pub possible_c: CpumaskC,
+    pub frames: Vec<OpFrame>,
+    pub dsp_buf: Vec<DspEntry>,
+    /// Inserts made by the current ops.dispatch() call (dspc->nr_tasks).
+    pub dsp_nr_tasks: u32,
+    pub next_qseq: u64,
+    pub exit: Option<ExitInfo>,
+    pub dump: String,
+    /// Armed scheduler timers: generation and the CPU they fire on.
+    pub timers: BTreeMap<u64, (u32, Cpu)>,
+    pub stats: ScxStats,
+    /// Scheduler overhead accumulated by the operation in progress, charged
+    /// to `cost_cpu` when it ends.
+    pub cost_acc: Ns,
+    pub nr_nodes: u32,
+    pub watchdog_armed: bool,
+    /// Tasks not yet switched back to fair while disabling.
+    pub disable_queue: Vec<TaskId>,
+    pub bypass_lb_armed: bool,
+    /// SCX_ENQ_* flags for the enqueue in progress that the core's flags
+    /// cannot carry (IMMED/PREEMPT across a remote move).
+    pub extra_enq_flags: u64,
+    /// irq_works raised on the current CPU during this event (kicks,
+    /// deferred work before 7.1); they fire when it enables interrupts.
+    pub local_irq_work: Vec<crate::engine::Event>,
+    /// bpf_get_prandom_u32()'s stream.
+    pub rng: crate::rng::Rng,
+}
+
+impl ScxState {
+    pub fn new(nr_cpus: usize, nr_nodes: usize) -> Self {
+        let empty = IdleMasks {
+            cpu: CpuMask::new(nr_cpus),
+            smt: CpuMask::new(nr_cpus),
+            cpu_c: CpumaskC::default(),
+            smt_c: CpumaskC::default(),
+        };
+        ScxState {
+            ops: None,
+            has: [false; Op::ALL.len()],
+            ops_flags: 0,
+            name: String::new(),
+            state: EnableState::Disabled,
+            switch_all: false,
+            bypassing: false,
+            builtin_idle: true,
+            timeout_ns: ops::WATCHDOG_MAX_TIMEOUT_MS as Ns * 1_000_000,
+            dsp_max_batch: ops::DSP_MAX_BATCH_DFL,
+            tasks: Vec::new(),
+            dsqs: Vec::new(),
+            user_dsqs: BTreeMap::new(),
+            rqs: vec![ScxRq { cpuperf: 1024, ..Default::default() }; nr_cpus],
+            idle: empty.clone(),
+            idle_node: vec![empty; nr_nodes],
+            possible_c: CpumaskC::from_mask(&CpuMask::full(nr_cpus)),
+            frames: Vec::new(),
+            dsp_buf: Vec::new(),
+            dsp_nr_tasks: 0,
+            next_qseq: 0,
+            exit: None,
+            dump: String::new(),
+            timers: BTreeMap::new(),
+            stats: ScxStats::default(),
+            cost_acc: 0,
+            nr_nodes: nr_nodes as u32,
+            watchdog_armed: false,
+            disable_queue: Vec::new(),
+            bypass_lb_armed: false,
+            extra_enq_flags: 0,
+            local_irq_work: Vec::new(),
+            rng: crate::rng::Rng::new(0, crate::rng::Stream::Scheduler),
+        }
+    }
+
+    /// Whether the scheduler defines `op` (SCX_HAS_OP).
+    #[inline]
+    pub fn has(&self, op: Op) -> bool {
+        self.has[op.index()]
+    }
+
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.state != EnableState::Disabled
+    }
+
+    #[inline]
+    pub fn task(&self, p: TaskId) -> &ScxTask {
+        &self.tasks[p as usize]
+    }
+
+    #[inline]
+    pub fn task_mut(&mut self, p: TaskId) -> &mut ScxTask {
+        &mut self.tasks[p as usize]
+    }
+
+    /// The local DSQ index of `cpu`: local DSQs come first.
+    #[inline]
+    pub fn local(&self, cpu: Cpu) -> DsqIdx {
+        cpu
+    }
+
+    pub fn global(&self, node: u32) -> DsqIdx {
+        self.rqs.len() as DsqIdx + node
+    }
+
+    pub fn bypass_dsq(&self, cpu: Cpu) -> DsqIdx {
+        self.rqs.len() as DsqIdx + self.nr_nodes + cpu
+    }
+
+    /// The op being executed, if any.
+    pub fn current_frame(&self) -> Option<&OpFrame> {
+        self.frames.last()
+    }
+}
