@@ -361,6 +361,7 @@ impl Sim {
 
     fn switch_in(&mut self, cpu: Cpu, n: TaskId, from_idle: bool) {
         let now = self.now();
+        self.scx_gp_task_ran(n);
         class_of(self.task(n).class).set_next_task(self, cpu, n, true);
         let start = now.max(self.rq(cpu).irq_until);
         let migration_cost = self.tunables.migration_cost_ns;

@@ -1,6 +1,7 @@
 //! Integration tests: whole simulations from small TOML scenarios.
 
 mod determinism;
+mod ext;
 mod fair;
 mod placement;
 mod programs;

@@ -31,7 +31,6 @@ pub enum LoadError {
 }
 
 /// The bypass load balancer's period, threshold and batch (6.19).
-const BYPASS_LB_PERIOD_NS: Ns = 500_000_000;
 const BYPASS_LB_THRESH_PCT: usize = 125;
 const BYPASS_LB_BATCH: usize = 256;
 /// Switching one task back to fair while disabling (rq lock, class change,
@@ -95,6 +94,7 @@ impl Sim {
         st.ops = Some(ops);
         st.state = EnableState::Enabled;
         st.rng = crate::rng::Rng::new(self.seed, crate::rng::Stream::Scheduler);
+        st.bypass_lb_intv_ns = self.scx.bypass_lb_intv_ns;
         self.scx = Box::new(st);
         for c in 0..n {
             if self.rq(c as Cpu).curr.is_none() {
@@ -354,7 +354,40 @@ impl Sim {
         self.scx.stats.disable_started_at = Some(now);
         self.scx_bypass(true);
         self.scx.disable_queue = (0..self.tasks.len() as TaskId).rev().filter(|&p| self.task(p).class == ClassId::Ext).collect();
-        self.engine.schedule(now + DISABLE_TASK_NS, Event::ScxDisableStep);
+        // Before tasks can be switched, the disable path needs an RCU grace
+        // period (and the fork rwsem): every task preempted right now may be
+        // inside a read-side section (PREEMPT_RCU) and must run once first.
+        // Tasks stuck behind a long queue are what stalls RCU in seed 002.
+        let mut left = 0;
+        for p in 0..self.tasks.len() as TaskId {
+            let t = self.task(p);
+            let waiting = t.class == ClassId::Ext && t.on_rq && t.state == TaskState::Runnable && self.rq(t.cpu).curr != Some(p);
+            self.scx.task_mut(p).gp_pending = waiting;
+            left += waiting as u32;
+        }
+        self.scx.gp_left = left;
+        if left == 0 {
+            self.engine.schedule(now + DISABLE_TASK_NS, Event::ScxDisableStep);
+        }
+    }
+
+    /// A task ran: it can no longer hold up the disable's grace period.
+    pub fn scx_gp_task_ran(&mut self, p: TaskId) {
+        if self.scx.gp_left == 0 || !self.scx.task(p).gp_pending {
+            return;
+        }
+        self.scx.task_mut(p).gp_pending = false;
+        self.scx.gp_left -= 1;
+        if let Some(ws) = self.task(p).wait_start {
+            let w = self.now() - ws;
+            let m = &mut self.scx.stats.max_wait_while_disabling_ns;
+            *m = (*m).max(w);
+        }
+        if self.scx.gp_left == 0 {
+            let now = self.now();
+            self.scx.stats.disable_gp_done_at = Some(now);
+            self.engine.schedule(now + DISABLE_TASK_NS, Event::ScxDisableStep);
+        }
     }
 
     /// scx_bypass(true): every runnable ext task is requeued so that it
@@ -372,10 +405,11 @@ impl Sim {
             }
             self.resched_curr(c);
         }
-        if self.features.on(Feature::SCX_BYPASS_PERCPU) && !self.scx.bypass_lb_armed {
+        let intv = self.scx.bypass_lb_intv_ns;
+        if self.features.on(Feature::SCX_BYPASS_PERCPU) && !self.scx.bypass_lb_armed && intv > 0 {
             self.scx.bypass_lb_armed = true;
             let now = self.now();
-            self.engine.schedule(now + BYPASS_LB_PERIOD_NS, Event::ScxBypassLb);
+            self.engine.schedule(now + intv, Event::ScxBypassLb);
         }
     }
 
@@ -503,7 +537,11 @@ impl Sim {
         if !self.scx.bypassing || !self.features.on(Feature::SCX_BYPASS_PERCPU) {
             return;
         }
-        let min_delta = (BYPASS_LB_PERIOD_NS / 4).div_ceil(crate::sched::ext::ops::SLICE_BYPASS_NS) as usize;
+        let intv = self.scx.bypass_lb_intv_ns;
+        if intv == 0 {
+            return;
+        }
+        let min_delta = (intv / 4).div_ceil(crate::sched::ext::ops::SLICE_BYPASS_NS) as usize;
         for node in 0..self.topo.nr_nodes() {
             let cpus: Vec<Cpu> = (0..self.nr_cpus() as Cpu).filter(|&c| self.topo.node_of(c as usize) == node).collect();
             let nr = |s: &Sim, c: Cpu| s.scx.dsqs[s.scx.bypass_dsq(c) as usize].nr();
@@ -553,7 +591,7 @@ impl Sim {
         }
         self.scx.bypass_lb_armed = true;
         let now = self.now();
-        self.engine.schedule(now + BYPASS_LB_PERIOD_NS, Event::ScxBypassLb);
+        self.engine.schedule(now + intv, Event::ScxBypassLb);
     }
 
     /// A scheduler timer fires (bpf_timer).

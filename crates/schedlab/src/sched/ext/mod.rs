@@ -12,6 +12,7 @@
 //! - `host`: loading BPF C schedulers compiled natively against the shim.
 
 pub mod abi;
+pub mod check;
 mod class;
 mod dispatch;
 pub mod dsq;
@@ -77,6 +78,8 @@ pub struct ScxTask {
     /// Insert flags that travel with the task in its local DSQ (IMMED).
     pub local_flags: u64,
     pub selected_cpu: Option<Cpu>,
+    /// Holds up the disable path's grace period until it runs.
+    pub gp_pending: bool,
 }
 
 impl ScxTask {
@@ -93,6 +96,7 @@ impl ScxTask {
             local_since: None,
             local_flags: 0,
             selected_cpu: None,
+            gp_pending: false,
         }
     }
 
@@ -210,6 +214,8 @@ pub struct ScxStats {
     pub max_wait_while_disabling_ns: Ns,
     pub enabled_at: Option<Ns>,
     pub disable_started_at: Option<Ns>,
+    /// When the disable path's grace period completed.
+    pub disable_gp_done_at: Option<Ns>,
     pub disable_done_at: Option<Ns>,
 }
 
@@ -236,6 +242,7 @@ impl Default for ScxStats {
             max_wait_while_disabling_ns: 0,
             enabled_at: None,
             disable_started_at: None,
+            disable_gp_done_at: None,
             disable_done_at: None,
         }
     }
@@ -294,6 +301,10 @@ pub struct ScxState {
     /// SCX_ENQ_* flags for the enqueue in progress that the core's flags
     /// cannot carry (IMMED/PREEMPT across a remote move).
     pub extra_enq_flags: u64,
+    /// Tasks the disable path's grace period still waits for.
+    pub gp_left: u32,
+    /// sched_ext.bypass_lb_intv_us: the bypass load balancer's period (0 = off).
+    pub bypass_lb_intv_ns: Ns,
     /// irq_works raised on the current CPU during this event (kicks,
     /// deferred work before 7.1); they fire when it enables interrupts.
     pub local_irq_work: Vec<crate::engine::Event>,
@@ -341,6 +352,8 @@ impl ScxState {
             disable_queue: Vec::new(),
             bypass_lb_armed: false,
             extra_enq_flags: 0,
+            gp_left: 0,
+            bypass_lb_intv_ns: 500_000_000,
             local_irq_work: Vec::new(),
             rng: crate::rng::Rng::new(0, crate::rng::Stream::Scheduler),
         }
