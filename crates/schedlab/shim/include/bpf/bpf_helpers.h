@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * schedlab's native stand-in for libbpf's <bpf/bpf_helpers.h>.
+ *
+ * BPF C compiled with the host C compiler into a shared object. Section
+ * annotations become `used` (the loader finds maps, rodata, ops and syscall
+ * programs from a scan of the preprocessed source, see host/scan.rs), map
+ * definitions keep libbpf's encoding (`int (*type)[N]` members, so the loader
+ * reads type, sizes and max_entries with sizeof), and helpers are ordinary
+ * functions defined by the runtime (shim/runtime.c).
+ */
+#ifndef __SCHEDLAB_BPF_HELPERS_H__
+#define __SCHEDLAB_BPF_HELPERS_H__
+
+#include "../vmlinux.h"
+
+#ifndef NULL
+#define NULL ((void *)0)
+#endif
+
+/*
+ * In the scan pass (host/scan.rs runs `cc -E -D__SCHEDLAB_SCAN__`) SEC() and
+ * __kconfig leave markers in the text; when compiling they are plain
+ * attributes.
+ */
+#ifdef __SCHEDLAB_SCAN__
+#define SEC(name) __schedlab_sec(name)
+#define __kconfig __schedlab_kconfig
+#else
+#define SEC(name) __attribute__((used))
+#define __kconfig __attribute__((weak))
+#endif
+
+#define __uint(name, val) int (*name)[val]
+#define __type(name, val) __typeof__(val) *name
+#define __array(name, val) __typeof__(val) *name[]
+#define __ulong(name, val) enum { ___bpf_concat(__unique_value, __COUNTER__) = val } name
+
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+#ifndef __noinline
+#define __noinline __attribute__((noinline))
+#endif
+#ifndef __weak
+#define __weak __attribute__((weak))
+#endif
+#ifndef __hidden
+#define __hidden __attribute__((visibility("hidden")))
+#endif
+#define __ksym
+#define __kptr
+#define __kptr_untrusted
+#define __kptr_ref
+#define __percpu_kptr
+#define __uptr
+#define __rcu
+#define __user
+#define __iomem
+#define __arena
+#define __arg_ctx
+#define __arg_nonnull
+#define __arg_nullable
+#define __arg_trusted
+#define __arg_untrusted
+#define __arg_arena
+#define __bpf_fastcall
+#define __builtin_preserve_access_index(x) (x)
+
+#ifndef offsetof
+#define offsetof(type, member) __builtin_offsetof(type, member)
+#endif
+#ifndef container_of
+#define container_of(ptr, type, member)                                        \
+	({                                                                     \
+		void *__mptr = (void *)(ptr);                                  \
+		((type *)(__mptr - offsetof(type, member)));                   \
+	})
+#endif
+
+#ifndef barrier
+#define barrier() __asm__ __volatile__("" : : : "memory")
+#endif
+#ifndef barrier_var
+#define barrier_var(var) __asm__ __volatile__("" : "+r"(var))
+#endif
+#ifndef __bpf_unreachable
+#define __bpf_unreachable() __builtin_trap()
+#endif
+
+#define KERNEL_VERSION(a, b, c) (((a) << 16) + ((b) << 8) + ((c) > 255 ? 255 : (c)))
+
+/* A weak kfunc the runtime does not define resolves to NULL. */
+#define bpf_ksym_exists(sym) (!!(sym))
+
+enum libbpf_pin_type {
+	LIBBPF_PIN_NONE,
+	LIBBPF_PIN_BY_NAME,
+};
+
+enum libbpf_tristate {
+	TRI_NO = 0,
+	TRI_YES = 1,
+	TRI_MODULE = 2,
+};
+
+/* Argument counting and packing, as libbpf spells it. */
+#define ___bpf_concat(a, b) a##b
+#define ___bpf_apply(fn, n) ___bpf_concat(fn, n)
+#define ___bpf_nth(_, _1, _2, _3, _4, _5, _6, _7, _8, _9, _a, _b, _c, N, ...) N
+#define ___bpf_narg(...) ___bpf_nth(_, ##__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+
+#define ___bpf_fill0(arr, p, x) do {} while (0)
+#define ___bpf_fill1(arr, p, x) arr[p] = x
+#define ___bpf_fill2(arr, p, x, args...) arr[p] = x; ___bpf_fill1(arr, p + 1, args)
+#define ___bpf_fill3(arr, p, x, args...) arr[p] = x; ___bpf_fill2(arr, p + 1, args)
+#define ___bpf_fill4(arr, p, x, args...) arr[p] = x; ___bpf_fill3(arr, p + 1, args)
+#define ___bpf_fill5(arr, p, x, args...) arr[p] = x; ___bpf_fill4(arr, p + 1, args)
+#define ___bpf_fill6(arr, p, x, args...) arr[p] = x; ___bpf_fill5(arr, p + 1, args)
+#define ___bpf_fill7(arr, p, x, args...) arr[p] = x; ___bpf_fill6(arr, p + 1, args)
+#define ___bpf_fill8(arr, p, x, args...) arr[p] = x; ___bpf_fill7(arr, p + 1, args)
+#define ___bpf_fill9(arr, p, x, args...) arr[p] = x; ___bpf_fill8(arr, p + 1, args)
+#define ___bpf_fill10(arr, p, x, args...) arr[p] = x; ___bpf_fill9(arr, p + 1, args)
+#define ___bpf_fill11(arr, p, x, args...) arr[p] = x; ___bpf_fill10(arr, p + 1, args)
+#define ___bpf_fill12(arr, p, x, args...) arr[p] = x; ___bpf_fill11(arr, p + 1, args)
+#define ___bpf_fill(arr, args...) ___bpf_apply(___bpf_fill, ___bpf_narg(args))(arr, 0, args)
+
+/*
+ * Helpers (include/uapi/linux/bpf.h). Natively they are functions of the
+ * runtime; the kernel's error codes are negative errno values.
+ */
+void *bpf_map_lookup_elem(void *map, const void *key);
+long bpf_map_update_elem(void *map, const void *key, const void *value, u64 flags);
+long bpf_map_delete_elem(void *map, const void *key);
+long bpf_map_push_elem(void *map, const void *value, u64 flags);
+long bpf_map_pop_elem(void *map, void *value);
+long bpf_map_peek_elem(void *map, void *value);
+void *bpf_map_lookup_percpu_elem(void *map, const void *key, u32 cpu);
+long bpf_for_each_map_elem(void *map, void *callback_fn, void *callback_ctx, u64 flags);
+void *bpf_task_storage_get(void *map, struct task_struct *task, void *value, u64 flags);
+long bpf_task_storage_delete(void *map, struct task_struct *task);
+u64 bpf_ktime_get_ns(void);
+u64 bpf_ktime_get_boot_ns(void);
+u64 bpf_ktime_get_coarse_ns(void);
+u64 bpf_jiffies64(void);
+u32 bpf_get_prandom_u32(void);
+u32 bpf_get_smp_processor_id(void);
+long bpf_get_numa_node_id(void);
+long bpf_timer_init(struct bpf_timer *timer, void *map, u64 flags);
+long bpf_timer_set_callback(struct bpf_timer *timer, void *callback_fn);
+long bpf_timer_start(struct bpf_timer *timer, u64 nsecs, u64 flags);
+long bpf_timer_cancel(struct bpf_timer *timer);
+long bpf_spin_lock(struct bpf_spin_lock *lock);
+long bpf_spin_unlock(struct bpf_spin_lock *lock);
+void *bpf_kptr_xchg(void *dst, void *ptr);
+long bpf_loop(u32 nr_loops, void *callback_fn, void *callback_ctx, u64 flags);
+long bpf_probe_read_kernel(void *dst, u32 size, const void *unsafe_ptr);
+long bpf_probe_read_kernel_str(void *dst, u32 size, const void *unsafe_ptr);
+long bpf_probe_read(void *dst, u32 size, const void *unsafe_ptr);
+long bpf_probe_read_str(void *dst, u32 size, const void *unsafe_ptr);
+long bpf_probe_read_user(void *dst, u32 size, const void *unsafe_ptr);
+long bpf_probe_read_user_str(void *dst, u32 size, const void *unsafe_ptr);
+long bpf_trace_printk(const char *fmt, u32 fmt_size, ...);
+long bpf_trace_vprintk(const char *fmt, u32 fmt_size, const void *data, u32 data_len);
+long bpf_snprintf(char *str, u32 str_size, const char *fmt, u64 *data, u32 data_len);
+u64 bpf_get_current_pid_tgid(void);
+long bpf_get_current_comm(void *buf, u32 size_of_buf);
+
+/*
+ * bpf_printk(): formatted like the kernel's bstr printf (every argument
+ * widened to u64), recorded in the host's trace log.
+ */
+#define bpf_printk(fmt, args...)                                               \
+	({                                                                     \
+		static const char ___fmt[] = fmt;                              \
+		unsigned long long ___param[___bpf_narg(args) ?: 1] = {};      \
+		_Pragma("GCC diagnostic push")                                 \
+		_Pragma("GCC diagnostic ignored \"-Wint-conversion\"")         \
+		___bpf_fill(___param, args);                                   \
+		_Pragma("GCC diagnostic pop")                                  \
+		bpf_trace_vprintk(___fmt, sizeof(___fmt), ___param,            \
+				  sizeof(___param));                           \
+	})
+
+/* Open-coded iterators (kfuncs) and the loops built on them. */
+int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end);
+int *bpf_iter_num_next(struct bpf_iter_num *it);
+void bpf_iter_num_destroy(struct bpf_iter_num *it);
+
+#ifndef bpf_for_each
+/* for (cur in iterator type(args)), destroying the iterator on any exit. */
+#define bpf_for_each(type, cur, args...)                                       \
+	for (struct bpf_iter_##type ___it                                      \
+		     __attribute__((aligned(8), cleanup(bpf_iter_##type##_destroy))), \
+	     *___p __attribute__((unused)) =                                   \
+		     (bpf_iter_##type##_new(&___it, ##args), (void *)0);       \
+	     ((cur) = bpf_iter_##type##_next(&___it));)
+#endif
+
+#ifndef bpf_for
+/* for (i = start; i < end; i++), as an iterator loop. */
+#define bpf_for(i, start, end)                                                 \
+	for (struct bpf_iter_num ___it                                         \
+		     __attribute__((aligned(8), cleanup(bpf_iter_num_destroy))), \
+	     *___p __attribute__((unused)) =                                   \
+		     (bpf_iter_num_new(&___it, (start), (end)), (void *)0);    \
+	     ({                                                                \
+		     int *___t = bpf_iter_num_next(&___it);                    \
+		     (___t && ((i) = *___t, 1));                               \
+	     });)
+#endif
+
+#ifndef bpf_repeat
+/* Loop `n` times. */
+#define bpf_repeat(n)                                                          \
+	for (struct bpf_iter_num ___it                                         \
+		     __attribute__((aligned(8), cleanup(bpf_iter_num_destroy))), \
+	     *___p __attribute__((unused)) =                                   \
+		     (bpf_iter_num_new(&___it, 0, (n)), (void *)0);            \
+	     bpf_iter_num_next(&___it);)
+#endif
+
+#endif /* __SCHEDLAB_BPF_HELPERS_H__ */

@@ -1,0 +1,578 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * schedlab's hand-written stand-in for a bpftool-generated vmlinux.h: the
+ * kernel types and enums sched_ext schedulers use, for native compilation.
+ *
+ * The layouts of task_struct, sched_ext_entity, sched_entity, load_weight
+ * and cpumask are the simulator's (crates/schedlab/src/sched/ext/abi.rs),
+ * with the kernel's field names. A test compiles a probe against this file
+ * and compares every offset with the Rust side.
+ */
+#ifndef __SCHEDLAB_VMLINUX_H__
+#define __SCHEDLAB_VMLINUX_H__
+
+#ifndef __SCHEDLAB__
+#define __SCHEDLAB__ 1
+#endif
+#ifndef __bpf__
+#define __bpf__ 1
+#endif
+
+typedef signed char s8;
+typedef unsigned char u8;
+typedef short s16;
+typedef unsigned short u16;
+typedef int s32;
+typedef unsigned int u32;
+typedef long long s64;
+typedef unsigned long long u64;
+
+typedef s8 __s8;
+typedef u8 __u8;
+typedef s16 __s16;
+typedef u16 __u16;
+typedef s32 __s32;
+typedef u32 __u32;
+typedef s64 __s64;
+typedef u64 __u64;
+typedef u16 __be16;
+typedef u32 __be32;
+typedef u64 __be64;
+typedef u16 __le16;
+typedef u32 __le32;
+typedef u64 __le64;
+typedef u32 __wsum;
+
+#ifndef __cplusplus
+typedef _Bool bool;
+enum { false = 0, true = 1 };
+#endif
+
+typedef int pid_t;
+typedef unsigned int uid_t;
+typedef unsigned int gid_t;
+typedef unsigned long size_t;
+typedef long ssize_t;
+typedef long long loff_t;
+typedef unsigned long uintptr_t;
+typedef long intptr_t;
+typedef unsigned int gfp_t;
+typedef u64 sector_t;
+typedef int clockid_t;
+
+#ifndef NULL
+#define NULL ((void *)0)
+#endif
+
+typedef struct {
+	int counter;
+} atomic_t;
+
+typedef struct {
+	s64 counter;
+} atomic64_t;
+
+typedef atomic64_t atomic_long_t;
+
+typedef struct {
+	atomic_t refs;
+} refcount_t;
+
+struct list_head {
+	struct list_head *next, *prev;
+};
+
+struct rb_node {
+	unsigned long __rb_parent_color;
+	struct rb_node *rb_right;
+	struct rb_node *rb_left;
+} __attribute__((aligned(sizeof(long))));
+
+struct rb_root {
+	struct rb_node *rb_node;
+};
+
+/* CONFIG_NR_CPUS of the simulated kernel; matches abi::NR_CPUS. */
+#define SCHEDLAB_NR_CPUS 1024
+
+struct cpumask {
+	unsigned long bits[SCHEDLAB_NR_CPUS / 64];
+};
+typedef struct cpumask cpumask_t;
+typedef struct cpumask cpumask_var_t[1];
+
+/* A BPF-allocated cpumask (kernel/bpf/cpumask.c): the mask comes first. */
+struct bpf_cpumask {
+	cpumask_t cpumask;
+	refcount_t usage;
+};
+
+struct load_weight {
+	unsigned long weight;
+	u32 inv_weight;
+};
+
+struct sched_entity {
+	struct load_weight load;
+	u64 sum_exec_runtime;
+	u64 vruntime;
+	u64 prev_sum_exec_runtime;
+	u64 nr_migrations;
+};
+
+struct scx_dispatch_q;
+
+struct sched_ext_entity {
+	struct scx_dispatch_q *dsq;
+	u32 dsq_seq;
+	u32 dsq_flags;
+	u32 flags;
+	u32 weight;
+	s32 sticky_cpu;
+	s32 holding_cpu;
+	s32 selected_cpu;
+	u32 kf_mask;
+	atomic_long_t ops_state;
+	unsigned long runnable_at;
+	u64 core_sched_at;
+	u64 ddsp_dsq_id;
+	u64 ddsp_enq_flags;
+	u64 slice;
+	u64 dsq_vtime;
+	bool disallow;
+	u8 __schedlab_pad[7];
+};
+
+struct mm_struct;
+struct cgroup;
+struct rq;
+
+struct task_struct {
+	u32 schedlab_id;
+	unsigned int __state;
+	unsigned int flags;
+	int on_cpu;
+	unsigned int cpu;
+	int recent_used_cpu;
+	int wake_cpu;
+	int on_rq;
+	int prio;
+	int static_prio;
+	int normal_prio;
+	unsigned int rt_priority;
+	unsigned int policy;
+	int nr_cpus_allowed;
+	unsigned short migration_disabled;
+	u16 __schedlab_pad0;
+	pid_t pid;
+	pid_t tgid;
+	int __schedlab_pad1;
+	const cpumask_t *cpus_ptr;
+	cpumask_t cpus_mask;
+	struct task_struct *real_parent;
+	struct task_struct *group_leader;
+	struct mm_struct *mm;
+	struct sched_entity se;
+	struct sched_ext_entity scx;
+	char comm[16];
+};
+
+#define TASK_COMM_LEN 16
+
+/* Opaque BPF objects. Sizes follow include/uapi/linux/bpf.h. */
+struct bpf_spin_lock {
+	u32 val;
+};
+
+struct bpf_timer {
+	u64 __opaque[2];
+} __attribute__((aligned(8)));
+
+struct bpf_list_head {
+	u64 __opaque[2];
+} __attribute__((aligned(8)));
+
+struct bpf_list_node {
+	u64 __opaque[3];
+} __attribute__((aligned(8)));
+
+struct bpf_rb_root {
+	u64 __opaque[2];
+} __attribute__((aligned(8)));
+
+struct bpf_rb_node {
+	u64 __opaque[4];
+} __attribute__((aligned(8)));
+
+struct bpf_refcount {
+	u32 __opaque[1];
+} __attribute__((aligned(4)));
+
+/* The DSQ iterator; the simulator's cursor (abi::DsqIterC) lives inside. */
+struct bpf_iter_scx_dsq {
+	u64 __opaque[12];
+} __attribute__((aligned(8)));
+
+struct bpf_iter_num {
+	u64 __opaque[1];
+} __attribute__((aligned(8)));
+
+struct bpf_iter_bits {
+	u64 __opaque[2];
+} __attribute__((aligned(8)));
+
+struct bpf_iter_task;
+struct bpf_iter_css;
+struct cgroup_subsys_state;
+struct bpf_prog_aux;
+
+/* include/uapi/linux/bpf.h */
+enum bpf_map_type {
+	BPF_MAP_TYPE_UNSPEC = 0,
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PROG_ARRAY = 3,
+	BPF_MAP_TYPE_PERF_EVENT_ARRAY = 4,
+	BPF_MAP_TYPE_PERCPU_HASH = 5,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_STACK_TRACE = 7,
+	BPF_MAP_TYPE_CGROUP_ARRAY = 8,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_LRU_PERCPU_HASH = 10,
+	BPF_MAP_TYPE_LPM_TRIE = 11,
+	BPF_MAP_TYPE_ARRAY_OF_MAPS = 12,
+	BPF_MAP_TYPE_HASH_OF_MAPS = 13,
+	BPF_MAP_TYPE_DEVMAP = 14,
+	BPF_MAP_TYPE_SOCKMAP = 15,
+	BPF_MAP_TYPE_CPUMAP = 16,
+	BPF_MAP_TYPE_XSKMAP = 17,
+	BPF_MAP_TYPE_SOCKHASH = 18,
+	BPF_MAP_TYPE_CGROUP_STORAGE = 19,
+	BPF_MAP_TYPE_REUSEPORT_SOCKARRAY = 20,
+	BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE = 21,
+	BPF_MAP_TYPE_QUEUE = 22,
+	BPF_MAP_TYPE_STACK = 23,
+	BPF_MAP_TYPE_SK_STORAGE = 24,
+	BPF_MAP_TYPE_DEVMAP_HASH = 25,
+	BPF_MAP_TYPE_STRUCT_OPS = 26,
+	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_INODE_STORAGE = 28,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
+	BPF_MAP_TYPE_BLOOM_FILTER = 30,
+	BPF_MAP_TYPE_USER_RINGBUF = 31,
+	BPF_MAP_TYPE_CGRP_STORAGE = 32,
+	BPF_MAP_TYPE_ARENA = 33,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+	BPF_EXIST = 2,
+	BPF_F_LOCK = 4,
+};
+
+enum {
+	BPF_F_NO_PREALLOC = 1U << 0,
+	BPF_F_NO_COMMON_LRU = 1U << 1,
+	BPF_F_NUMA_NODE = 1U << 2,
+	BPF_F_RDONLY = 1U << 3,
+	BPF_F_WRONLY = 1U << 4,
+	BPF_F_STACK_BUILD_ID = 1U << 5,
+	BPF_F_ZERO_SEED = 1U << 6,
+	BPF_F_RDONLY_PROG = 1U << 7,
+	BPF_F_WRONLY_PROG = 1U << 8,
+	BPF_F_CLONE = 1U << 9,
+	BPF_F_MMAPABLE = 1U << 10,
+	BPF_F_PRESERVE_ELEMS = 1U << 11,
+	BPF_F_INNER_MAP = 1U << 12,
+};
+
+enum {
+	BPF_LOCAL_STORAGE_GET_F_CREATE = 1ULL << 0,
+	BPF_SK_STORAGE_GET_F_CREATE = 1ULL << 0,
+};
+
+enum {
+	BPF_F_TIMER_ABS = 1ULL << 0,
+	BPF_F_TIMER_CPU_PIN = 1ULL << 1,
+};
+
+/* include/uapi/linux/sched.h */
+#define SCHED_NORMAL 0
+#define SCHED_FIFO 1
+#define SCHED_RR 2
+#define SCHED_BATCH 3
+#define SCHED_IDLE 5
+#define SCHED_DEADLINE 6
+#define SCHED_EXT 7
+
+/* kernel/sched/sched.h */
+#define WF_EXEC 0x02
+#define WF_FORK 0x04
+#define WF_TTWU 0x08
+#define WF_SYNC 0x10
+#define WF_MIGRATED 0x20
+
+#define SCHED_CAPACITY_SHIFT 10
+#define SCHED_CAPACITY_SCALE (1L << SCHED_CAPACITY_SHIFT)
+#define MAX_NICE 19
+#define MIN_NICE (-20)
+#define NICE_WIDTH (MAX_NICE - MIN_NICE + 1)
+#define MAX_RT_PRIO 100
+#define MAX_PRIO (MAX_RT_PRIO + NICE_WIDTH)
+#define DEFAULT_PRIO (MAX_RT_PRIO + NICE_WIDTH / 2)
+
+/*
+ * sched_ext (include/linux/sched/ext.h, kernel/sched/ext_internal.h), with
+ * the values the simulator implements (sched/ext/ops.rs).
+ */
+enum scx_public_consts {
+	SCX_OPS_NAME_LEN = 128,
+	SCX_SLICE_DFL = 20ULL * 1000000,
+	SCX_SLICE_BYPASS = 5ULL * 1000000,
+	SCX_SLICE_INF = 0xffffffffffffffffULL,
+};
+
+enum scx_consts {
+	SCX_DSP_DFL_MAX_BATCH = 32,
+	SCX_DSP_MAX_LOOPS = 32,
+	SCX_WATCHDOG_MAX_TIMEOUT = 30 * 1000,
+	SCX_EXIT_BT_LEN = 64,
+	SCX_EXIT_MSG_LEN = 1024,
+	SCX_EXIT_DUMP_DFL_LEN = 32768,
+	SCX_CPUPERF_ONE = 1024,
+	SCX_TASK_ITER_BATCH = 32,
+};
+
+enum scx_dsq_id_flags {
+	SCX_DSQ_FLAG_BUILTIN = 1ULL << 63,
+	SCX_DSQ_FLAG_LOCAL_ON = 1ULL << 62,
+	SCX_DSQ_INVALID = SCX_DSQ_FLAG_BUILTIN | 0,
+	SCX_DSQ_GLOBAL = SCX_DSQ_FLAG_BUILTIN | 1,
+	SCX_DSQ_LOCAL = SCX_DSQ_FLAG_BUILTIN | 2,
+	SCX_DSQ_BYPASS = SCX_DSQ_FLAG_BUILTIN | 3,
+	SCX_DSQ_LOCAL_ON = SCX_DSQ_FLAG_BUILTIN | SCX_DSQ_FLAG_LOCAL_ON,
+	SCX_DSQ_LOCAL_CPU_MASK = 0xffffffffULL,
+};
+
+enum scx_dsq_iter_flags {
+	SCX_DSQ_ITER_REV = 1U << 16,
+	__SCX_DSQ_ITER_HAS_SLICE = 1U << 30,
+	__SCX_DSQ_ITER_HAS_VTIME = 1U << 31,
+	__SCX_DSQ_ITER_USER_FLAGS = SCX_DSQ_ITER_REV,
+	__SCX_DSQ_ITER_ALL_FLAGS = __SCX_DSQ_ITER_USER_FLAGS | __SCX_DSQ_ITER_HAS_SLICE | __SCX_DSQ_ITER_HAS_VTIME,
+};
+
+enum scx_enq_flags {
+	SCX_ENQ_WAKEUP = 0x01,
+	SCX_ENQ_HEAD = 0x10,
+	SCX_ENQ_CPU_SELECTED = 0x800,
+	SCX_ENQ_PREEMPT = 1ULL << 32,
+	SCX_ENQ_IMMED = 1ULL << 33,
+	SCX_ENQ_REENQ = 1ULL << 40,
+	SCX_ENQ_LAST = 1ULL << 41,
+	__SCX_ENQ_INTERNAL_MASK = 0xffULL << 56,
+	SCX_ENQ_CLEAR_OPSS = 1ULL << 56,
+	SCX_ENQ_DSQ_PRIQ = 1ULL << 57,
+};
+
+enum scx_deq_flags {
+	SCX_DEQ_SLEEP = 0x01,
+	SCX_DEQ_CORE_SCHED_EXEC = 1ULL << 32,
+	SCX_DEQ_SCHED_CHANGE = 1ULL << 33,
+};
+
+enum scx_wake_flags {
+	SCX_WAKE_FORK = WF_FORK,
+	SCX_WAKE_TTWU = WF_TTWU,
+	SCX_WAKE_SYNC = WF_SYNC,
+};
+
+enum scx_kick_flags {
+	SCX_KICK_IDLE = 1LLU << 0,
+	SCX_KICK_PREEMPT = 1LLU << 1,
+	SCX_KICK_WAIT = 1LLU << 2,
+};
+
+enum scx_pick_idle_cpu_flags {
+	SCX_PICK_IDLE_CORE = 1LLU << 0,
+	SCX_PICK_IDLE_IN_NODE = 1LLU << 1,
+};
+
+enum scx_ops_flags {
+	SCX_OPS_KEEP_BUILTIN_IDLE = 1LLU << 0,
+	SCX_OPS_ENQ_LAST = 1LLU << 1,
+	SCX_OPS_ENQ_EXITING = 1LLU << 2,
+	SCX_OPS_SWITCH_PARTIAL = 1LLU << 3,
+	SCX_OPS_ENQ_MIGRATION_DISABLED = 1LLU << 4,
+	SCX_OPS_ALLOW_QUEUED_WAKEUP = 1LLU << 5,
+	SCX_OPS_BUILTIN_IDLE_PER_NODE = 1LLU << 6,
+	SCX_OPS_ALWAYS_ENQ_IMMED = 1LLU << 7,
+	SCX_OPS_ALL_FLAGS = (1LLU << 8) - 1,
+	SCX_OPS_HAS_CGROUP_WEIGHT = 1LLU << 16,
+};
+
+enum scx_ent_flags {
+	SCX_TASK_QUEUED = 1 << 0,
+	SCX_TASK_RESET_RUNNABLE_AT = 1 << 2,
+	SCX_TASK_DEQD_FOR_SLEEP = 1 << 3,
+	SCX_TASK_STATE_SHIFT = 8,
+	SCX_TASK_STATE_BITS = 2,
+	SCX_TASK_STATE_MASK = ((1 << SCX_TASK_STATE_BITS) - 1) << SCX_TASK_STATE_SHIFT,
+	SCX_TASK_CURSOR = 1 << 31,
+};
+
+enum scx_task_state {
+	SCX_TASK_NONE,
+	SCX_TASK_INIT,
+	SCX_TASK_READY,
+	SCX_TASK_ENABLED,
+	SCX_TASK_NR_STATES,
+};
+
+enum scx_exit_kind {
+	SCX_EXIT_NONE,
+	SCX_EXIT_DONE,
+	SCX_EXIT_UNREG = 64,
+	SCX_EXIT_UNREG_BPF,
+	SCX_EXIT_UNREG_KERN,
+	SCX_EXIT_SYSRQ,
+	SCX_EXIT_ERROR = 1024,
+	SCX_EXIT_ERROR_BPF,
+	SCX_EXIT_ERROR_STALL,
+};
+
+enum scx_exit_code {
+	SCX_ECODE_RSN_HOTPLUG = 1LLU << 32,
+	SCX_ECODE_ACT_RESTART = 1LLU << 48,
+};
+
+enum scx_cpu_preempt_reason {
+	SCX_CPU_PREEMPT_RT,
+	SCX_CPU_PREEMPT_DL,
+	SCX_CPU_PREEMPT_STOP,
+	SCX_CPU_PREEMPT_UNKNOWN,
+};
+
+struct scx_exit_info {
+	enum scx_exit_kind kind;
+	s64 exit_code;
+	u64 flags;
+	const char *reason;
+	unsigned long *bt;
+	u32 bt_len;
+	char *msg;
+	char *dump;
+	s32 exit_cpu;
+};
+
+struct scx_init_task_args {
+	bool fork;
+	struct cgroup *cgroup;
+};
+
+struct scx_exit_task_args {
+	bool cancelled;
+};
+
+struct scx_cgroup_init_args {
+	u32 weight;
+	u64 bw_period_us;
+	u64 bw_quota_us;
+	u64 bw_burst_us;
+};
+
+struct scx_cpu_acquire_args {
+	u8 __schedlab_unused;
+};
+
+struct scx_cpu_release_args {
+	enum scx_cpu_preempt_reason reason;
+	struct task_struct *task;
+};
+
+struct scx_dump_ctx {
+	enum scx_exit_kind kind;
+	s64 exit_code;
+	const char *reason;
+	u64 at_ns;
+	u64 at_jiffies;
+};
+
+/* v6.19+: arguments packed in structs to stay under the BPF argument limit. */
+struct scx_bpf_select_cpu_and_args {
+	s32 prev_cpu;
+	u64 wake_flags;
+	u64 flags;
+};
+
+struct scx_bpf_dsq_insert_vtime_args {
+	u64 dsq_id;
+	u64 slice;
+	u64 vtime;
+	u64 enq_flags;
+};
+
+struct scx_event_stats {
+	s64 SCX_EV_SELECT_CPU_FALLBACK;
+	s64 SCX_EV_DISPATCH_LOCAL_DSQ_OFFLINE;
+	s64 SCX_EV_DISPATCH_KEEP_LAST;
+	s64 SCX_EV_ENQ_SKIP_EXITING;
+	s64 SCX_EV_ENQ_SKIP_MIGRATION_DISABLED;
+	s64 SCX_EV_REFILL_SLICE_DFL;
+	s64 SCX_EV_BYPASS_DURATION;
+	s64 SCX_EV_BYPASS_DISPATCH;
+	s64 SCX_EV_BYPASS_ACTIVATE;
+};
+
+/*
+ * The member order is schedlab's (schedulers use designated initializers);
+ * host/ffi.rs mirrors it as SchedExtOpsC.
+ */
+struct sched_ext_ops {
+	s32 (*select_cpu)(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
+	void (*enqueue)(struct task_struct *p, u64 enq_flags);
+	void (*dequeue)(struct task_struct *p, u64 deq_flags);
+	void (*dispatch)(s32 cpu, struct task_struct *prev);
+	void (*tick)(struct task_struct *p);
+	void (*runnable)(struct task_struct *p, u64 enq_flags);
+	void (*running)(struct task_struct *p);
+	void (*stopping)(struct task_struct *p, bool runnable);
+	void (*quiescent)(struct task_struct *p, u64 deq_flags);
+	bool (*yield)(struct task_struct *from, struct task_struct *to);
+	bool (*core_sched_before)(struct task_struct *a, struct task_struct *b);
+	void (*set_weight)(struct task_struct *p, u32 weight);
+	void (*set_cpumask)(struct task_struct *p, const struct cpumask *cpumask);
+	void (*update_idle)(s32 cpu, bool idle);
+	void (*cpu_acquire)(s32 cpu, struct scx_cpu_acquire_args *args);
+	void (*cpu_release)(s32 cpu, struct scx_cpu_release_args *args);
+	s32 (*init_task)(struct task_struct *p, struct scx_init_task_args *args);
+	void (*exit_task)(struct task_struct *p, struct scx_exit_task_args *args);
+	void (*enable)(struct task_struct *p);
+	void (*disable)(struct task_struct *p);
+	void (*dump)(struct scx_dump_ctx *ctx);
+	void (*dump_cpu)(struct scx_dump_ctx *ctx, s32 cpu, bool idle);
+	void (*dump_task)(struct scx_dump_ctx *ctx, struct task_struct *p);
+	s32 (*cgroup_init)(struct cgroup *cgrp, struct scx_cgroup_init_args *args);
+	void (*cgroup_exit)(struct cgroup *cgrp);
+	s32 (*cgroup_prep_move)(struct task_struct *p, struct cgroup *from, struct cgroup *to);
+	void (*cgroup_move)(struct task_struct *p, struct cgroup *from, struct cgroup *to);
+	void (*cgroup_cancel_move)(struct task_struct *p, struct cgroup *from, struct cgroup *to);
+	void (*cgroup_set_weight)(struct cgroup *cgrp, u32 weight);
+	void (*cgroup_set_bandwidth)(struct cgroup *cgrp, u64 period_us, u64 quota_us, u64 burst_us);
+	void (*cgroup_set_idle)(struct cgroup *cgrp, bool idle);
+	void (*cpu_online)(s32 cpu);
+	void (*cpu_offline)(s32 cpu);
+	s32 (*init)(void);
+	void (*exit)(struct scx_exit_info *info);
+	u32 dispatch_max_batch;
+	u64 flags;
+	u32 timeout_ms;
+	u32 exit_dump_len;
+	u64 hotplug_seq;
+	u64 sub_cgroup_id;
+	char name[SCX_OPS_NAME_LEN];
+	void *priv;
+};
+
+#endif /* __SCHEDLAB_VMLINUX_H__ */

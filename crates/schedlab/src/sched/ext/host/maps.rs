@@ -1,0 +1,586 @@
+//! BPF maps for hosted schedulers (kernel/bpf/arraymap.c, hashtab.c,
+//! queue_stack_maps.c, bpf_task_storage.c, map_in_map.c), with the
+//! kernel's flag rules and error codes.
+//!
+//! Values live in boxed `u64` slices: 8-byte aligned like the kernel's
+//! element storage, and at a fixed address for as long as the element
+//! exists, because BPF code keeps the pointers `bpf_map_lookup_elem()`
+//! returns. A removed element is not freed at once: it goes to the caller's
+//! graveyard, emptied when the outermost call into the scheduler returns
+//! (the kernel frees after an RCU grace period, which is the same promise).
+//!
+//! Everything iterates in a fixed order (keys as bytes, task ids, LRU
+//! stamps), never a hash order, so runs are reproducible.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::engine::TaskId;
+
+pub const EPERM: i64 = 1;
+pub const ENOENT: i64 = 2;
+pub const E2BIG: i64 = 7;
+pub const ENOMEM: i64 = 12;
+pub const EBUSY: i64 = 16;
+pub const EEXIST: i64 = 17;
+pub const EINVAL: i64 = 22;
+pub const EOPNOTSUPP: i64 = 95;
+
+/// `BPF_ANY` / `BPF_NOEXIST` / `BPF_EXIST` / `BPF_F_LOCK`.
+pub const BPF_ANY: u64 = 0;
+pub const BPF_NOEXIST: u64 = 1;
+pub const BPF_EXIST: u64 = 2;
+pub const BPF_F_LOCK: u64 = 4;
+/// `BPF_LOCAL_STORAGE_GET_F_CREATE`.
+pub const F_CREATE: u64 = 1;
+
+/// The map types the host implements (`enum bpf_map_type` values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapKind {
+    Hash,
+    Array,
+    PercpuArray,
+    LruHash,
+    ArrayOfMaps,
+    Queue,
+    Stack,
+    TaskStorage,
+}
+
+impl MapKind {
+    pub fn from_type(t: u32) -> Option<MapKind> {
+        Some(match t {
+            1 => MapKind::Hash,
+            2 => MapKind::Array,
+            6 => MapKind::PercpuArray,
+            9 => MapKind::LruHash,
+            12 => MapKind::ArrayOfMaps,
+            22 => MapKind::Queue,
+            23 => MapKind::Stack,
+            29 => MapKind::TaskStorage,
+            _ => return None,
+        })
+    }
+}
+
+/// What the scheduler's map definition says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapDef {
+    pub name: String,
+    pub kind: MapKind,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub flags: u32,
+}
+
+/// Why a definition cannot be created, as libbpf/the kernel would refuse it.
+pub fn check_def(def: &MapDef) -> Result<(), String> {
+    let need = |ok: bool, what: &str| if ok { Ok(()) } else { Err(format!("map `{}`: {what}", def.name)) };
+    match def.kind {
+        MapKind::Array | MapKind::PercpuArray | MapKind::ArrayOfMaps => {
+            need(def.key_size == 4, "array maps need a 4-byte key")?;
+            need(def.max_entries > 0, "max_entries must be positive")?;
+        }
+        MapKind::Hash | MapKind::LruHash => {
+            need(def.key_size > 0, "hash maps need a key")?;
+            need(def.max_entries > 0, "max_entries must be positive")?;
+        }
+        MapKind::Queue | MapKind::Stack => {
+            need(def.key_size == 0, "queue and stack maps have no key")?;
+            need(def.max_entries > 0, "max_entries must be positive")?;
+        }
+        MapKind::TaskStorage => {
+            need(def.key_size == 4, "task storage needs an int key")?;
+            need(def.max_entries == 0, "task storage takes max_entries 0")?;
+        }
+    }
+    if def.kind != MapKind::ArrayOfMaps {
+        need(def.value_size > 0, "value_size must be positive")?;
+    }
+    need(def.value_size <= 1 << 20, "value_size over 1 MiB")
+}
+
+fn words(bytes: u32) -> usize {
+    (bytes as usize).div_ceil(8).max(1)
+}
+
+fn zeroed(bytes: u32) -> Box<[u64]> {
+    vec![0u64; words(bytes)].into_boxed_slice()
+}
+
+fn bytes_mut(v: &mut [u64]) -> *mut u8 {
+    v.as_mut_ptr().cast()
+}
+
+fn copy_in(dst: &mut [u64], src: &[u8]) {
+    // SAFETY: `dst` holds at least `src.len()` bytes (sized from the same
+    // value_size), and u64 storage may be written byte-wise.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), bytes_mut(dst), src.len()) }
+}
+
+fn copy_out(src: &[u64], dst: &mut [u8]) {
+    // SAFETY: as copy_in, reading.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().cast::<u8>(), dst.as_mut_ptr(), dst.len()) }
+}
+
+struct Elem {
+    val: Box<[u64]>,
+    /// LRU recency stamp.
+    stamp: u64,
+}
+
+enum Store {
+    Array(Box<[u64]>),
+    /// Per-CPU copies, allocated at the first access (the CPU count is the
+    /// simulated machine's).
+    PercpuArray(Option<(u32, Box<[u64]>)>),
+    Hash {
+        elems: BTreeMap<Vec<u8>, Elem>,
+        lru: BTreeMap<u64, Vec<u8>>,
+        clock: u64,
+    },
+    Queue(VecDeque<Box<[u64]>>),
+    TaskStorage(BTreeMap<TaskId, Box<[u64]>>),
+    /// Inner map addresses (0: empty slot).
+    Maps(Vec<usize>),
+}
+
+/// Memory a removal detached; dropped when the outermost call returns.
+pub type Graveyard = Vec<Box<[u64]>>;
+
+pub struct Map {
+    pub def: MapDef,
+    store: Store,
+    /// Words per value.
+    stride: usize,
+}
+
+impl Map {
+    pub fn new(def: MapDef) -> Map {
+        let stride = words(def.value_size);
+        let store = match def.kind {
+            MapKind::Array => Store::Array(vec![0u64; stride * def.max_entries as usize].into_boxed_slice()),
+            MapKind::PercpuArray => Store::PercpuArray(None),
+            MapKind::Hash | MapKind::LruHash => Store::Hash { elems: BTreeMap::new(), lru: BTreeMap::new(), clock: 0 },
+            MapKind::Queue | MapKind::Stack => Store::Queue(VecDeque::new()),
+            MapKind::TaskStorage => Store::TaskStorage(BTreeMap::new()),
+            MapKind::ArrayOfMaps => Store::Maps(vec![0; def.max_entries as usize]),
+        };
+        Map { def, store, stride }
+    }
+
+    fn index(&self, key: &[u8]) -> Option<usize> {
+        let i = u32::from_ne_bytes(key.get(..4)?.try_into().ok()?) as usize;
+        (i < self.def.max_entries as usize).then_some(i)
+    }
+
+    fn percpu(&mut self, nr_cpus: u32) -> &mut Box<[u64]> {
+        let (stride, max) = (self.stride, self.def.max_entries as usize);
+        let Store::PercpuArray(slot) = &mut self.store else { unreachable!("percpu on a non-percpu map") };
+        &mut slot.get_or_insert_with(|| (nr_cpus, vec![0u64; stride * max * nr_cpus as usize].into_boxed_slice())).1
+    }
+
+    /// `bpf_map_lookup_elem()`: a pointer to the value, NULL if absent.
+    /// `cpu` picks the copy of a per-CPU map; `nr_cpus` sizes it.
+    pub fn lookup(&mut self, key: &[u8], cpu: u32, nr_cpus: u32) -> *mut u8 {
+        let stride = self.stride;
+        match self.def.kind {
+            MapKind::Array => {
+                let Some(i) = self.index(key) else { return std::ptr::null_mut() };
+                let Store::Array(v) = &mut self.store else { unreachable!() };
+                bytes_mut(&mut v[i * stride..])
+            }
+            MapKind::PercpuArray => self.lookup_percpu(key, cpu, nr_cpus),
+            MapKind::Hash | MapKind::LruHash => {
+                let lru = self.def.kind == MapKind::LruHash;
+                let Store::Hash { elems, lru: order, clock } = &mut self.store else { unreachable!() };
+                let Some(e) = elems.get_mut(key) else { return std::ptr::null_mut() };
+                if lru {
+                    *clock += 1;
+                    order.remove(&e.stamp);
+                    e.stamp = *clock;
+                    order.insert(*clock, key.to_vec());
+                }
+                bytes_mut(&mut e.val)
+            }
+            MapKind::ArrayOfMaps => {
+                let Some(i) = self.index(key) else { return std::ptr::null_mut() };
+                let Store::Maps(slots) = &self.store else { unreachable!() };
+                slots[i] as *mut u8
+            }
+            MapKind::Queue | MapKind::Stack | MapKind::TaskStorage => std::ptr::null_mut(),
+        }
+    }
+
+    /// `bpf_map_lookup_percpu_elem()`: NULL for a CPU past the machine.
+    pub fn lookup_percpu(&mut self, key: &[u8], cpu: u32, nr_cpus: u32) -> *mut u8 {
+        if self.def.kind != MapKind::PercpuArray || cpu >= nr_cpus {
+            return std::ptr::null_mut();
+        }
+        let Some(i) = self.index(key) else { return std::ptr::null_mut() };
+        let (stride, max) = (self.stride, self.def.max_entries as usize);
+        let v = self.percpu(nr_cpus);
+        if v.len() < stride * max * (cpu as usize + 1) {
+            return std::ptr::null_mut();
+        }
+        bytes_mut(&mut v[(cpu as usize * max + i) * stride..])
+    }
+
+    /// `bpf_map_update_elem()`: 0 or a negative errno.
+    pub fn update(&mut self, key: &[u8], value: &[u8], flags: u64, cpu: u32, nr_cpus: u32) -> i64 {
+        let op = flags & !BPF_F_LOCK;
+        if op > BPF_EXIST {
+            return -EINVAL;
+        }
+        match self.def.kind {
+            MapKind::Array | MapKind::PercpuArray => {
+                if self.index(key).is_none() {
+                    return -E2BIG;
+                }
+                if op == BPF_NOEXIST {
+                    return -EEXIST;
+                }
+                let p = self.lookup(key, cpu, nr_cpus);
+                // SAFETY: `p` points at value_size bytes of this map's storage.
+                unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), p, value.len()) };
+                0
+            }
+            MapKind::Hash | MapKind::LruHash => self.hash_update(key, value, op),
+            MapKind::Queue | MapKind::Stack => self.push(value, flags),
+            MapKind::ArrayOfMaps | MapKind::TaskStorage => -EOPNOTSUPP,
+        }
+    }
+
+    fn hash_update(&mut self, key: &[u8], value: &[u8], op: u64) -> i64 {
+        let lru = self.def.kind == MapKind::LruHash;
+        let (max, vsize) = (self.def.max_entries as usize, self.def.value_size);
+        let Store::Hash { elems, lru: order, clock } = &mut self.store else { unreachable!() };
+        *clock += 1;
+        if let Some(e) = elems.get_mut(key) {
+            if op == BPF_NOEXIST {
+                return -EEXIST;
+            }
+            // In place, so a pointer BPF already holds sees the new value.
+            copy_in(&mut e.val, value);
+            order.remove(&e.stamp);
+            e.stamp = *clock;
+            order.insert(*clock, key.to_vec());
+            return 0;
+        }
+        if op == BPF_EXIST {
+            return -ENOENT;
+        }
+        if elems.len() >= max {
+            if !lru {
+                return -E2BIG;
+            }
+            // Evict the least recently used element (the kernel's LRU is
+            // approximate; this one is exact and deterministic).
+            let Some((_, victim)) = order.pop_first() else { return -E2BIG };
+            elems.remove(&victim);
+        }
+        let mut val = zeroed(vsize);
+        copy_in(&mut val, value);
+        elems.insert(key.to_vec(), Elem { val, stamp: *clock });
+        order.insert(*clock, key.to_vec());
+        0
+    }
+
+    /// `bpf_map_delete_elem()`.
+    pub fn delete(&mut self, key: &[u8], grave: &mut Graveyard) -> i64 {
+        match self.def.kind {
+            MapKind::Hash | MapKind::LruHash => {
+                let Store::Hash { elems, lru, .. } = &mut self.store else { unreachable!() };
+                match elems.remove(key) {
+                    Some(e) => {
+                        lru.remove(&e.stamp);
+                        grave.push(e.val);
+                        0
+                    }
+                    None => -ENOENT,
+                }
+            }
+            MapKind::Array | MapKind::PercpuArray | MapKind::ArrayOfMaps => -EINVAL,
+            MapKind::Queue | MapKind::Stack | MapKind::TaskStorage => -EOPNOTSUPP,
+        }
+    }
+
+    /// `bpf_map_push_elem()`: with BPF_EXIST a full queue/stack drops its oldest element.
+    pub fn push(&mut self, value: &[u8], flags: u64) -> i64 {
+        if !matches!(self.def.kind, MapKind::Queue | MapKind::Stack) {
+            return -EOPNOTSUPP;
+        }
+        if flags & !BPF_EXIST != 0 {
+            return -EINVAL;
+        }
+        let (max, vsize) = (self.def.max_entries as usize, self.def.value_size);
+        let Store::Queue(q) = &mut self.store else { unreachable!() };
+        if q.len() >= max {
+            if flags & BPF_EXIST == 0 {
+                return -E2BIG;
+            }
+            q.pop_front();
+        }
+        let mut val = zeroed(vsize);
+        copy_in(&mut val, value);
+        q.push_back(val);
+        0
+    }
+
+    /// `bpf_map_pop_elem()` / `bpf_map_peek_elem()`: queue is FIFO, stack LIFO.
+    pub fn pop(&mut self, out: &mut [u8], remove: bool, grave: &mut Graveyard) -> i64 {
+        let stack = match self.def.kind {
+            MapKind::Queue => false,
+            MapKind::Stack => true,
+            _ => return -EOPNOTSUPP,
+        };
+        let Store::Queue(q) = &mut self.store else { unreachable!() };
+        let item = if stack { q.back() } else { q.front() };
+        let Some(v) = item else { return -ENOENT };
+        copy_out(v, out);
+        if remove {
+            let v = if stack { q.pop_back() } else { q.pop_front() };
+            grave.extend(v);
+        }
+        0
+    }
+
+    /// `bpf_task_storage_get()`: the task's value; created (from `init`, or
+    /// zeroed) with F_CREATE, else NULL when absent.
+    pub fn task_storage_get(&mut self, task: TaskId, init: Option<&[u8]>, flags: u64) -> Result<*mut u8, i64> {
+        if self.def.kind != MapKind::TaskStorage {
+            return Err(-EINVAL);
+        }
+        if flags & !F_CREATE != 0 {
+            return Err(-EINVAL);
+        }
+        let vsize = self.def.value_size;
+        let Store::TaskStorage(m) = &mut self.store else { unreachable!() };
+        if let Some(v) = m.get_mut(&task) {
+            return Ok(bytes_mut(v));
+        }
+        if flags & F_CREATE == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let mut v = zeroed(vsize);
+        if let Some(init) = init {
+            copy_in(&mut v, init);
+        }
+        Ok(bytes_mut(m.entry(task).or_insert(v)))
+    }
+
+    /// `bpf_task_storage_delete()`.
+    pub fn task_storage_delete(&mut self, task: TaskId, grave: &mut Graveyard) -> i64 {
+        let Store::TaskStorage(m) = &mut self.store else { return -EINVAL };
+        match m.remove(&task) {
+            Some(v) => {
+                grave.push(v);
+                0
+            }
+            None => -ENOENT,
+        }
+    }
+
+    /// Fills slot `i` of an ARRAY_OF_MAPS with an inner map's address.
+    pub fn set_inner(&mut self, i: u32, inner: usize) -> bool {
+        match &mut self.store {
+            Store::Maps(slots) if (i as usize) < slots.len() => {
+                slots[i as usize] = inner;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// (key, value) addresses in iteration order, for bpf_for_each_map_elem()
+    /// and the host's readers. Keys of arrays are indices in `idx_keys`.
+    pub fn elems(&mut self, cpu: u32, nr_cpus: u32, idx_keys: &mut Vec<u32>) -> Vec<(*const u8, *mut u8)> {
+        let mut out = Vec::new();
+        match self.def.kind {
+            MapKind::Array | MapKind::PercpuArray => {
+                *idx_keys = (0..self.def.max_entries).collect();
+                for i in 0..self.def.max_entries as usize {
+                    let k = idx_keys[i].to_ne_bytes();
+                    let v = self.lookup(&k, cpu, nr_cpus);
+                    out.push((idx_keys[i..].as_ptr().cast::<u8>(), v));
+                }
+            }
+            MapKind::Hash | MapKind::LruHash => {
+                let Store::Hash { elems, .. } = &mut self.store else { unreachable!() };
+                for (k, e) in elems.iter_mut() {
+                    out.push((k.as_ptr(), bytes_mut(&mut e.val)));
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// Number of elements present (queues, hashes, task storage) or max_entries (arrays).
+    pub fn len(&self) -> usize {
+        match &self.store {
+            Store::Array(_) | Store::PercpuArray(_) => self.def.max_entries as usize,
+            Store::Hash { elems, .. } => elems.len(),
+            Store::Queue(q) => q.len(),
+            Store::TaskStorage(m) => m.len(),
+            Store::Maps(s) => s.iter().filter(|&&p| p != 0).count(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `addr` lies inside a value this map stores: for bpf_timer,
+    /// whose callback receives the map and the key of the element holding it.
+    pub fn key_of_value_addr(&self, addr: usize) -> Option<Vec<u8>> {
+        let vbytes = self.stride * 8;
+        let within = |base: *const u64, n: usize| {
+            let b = base as usize;
+            (addr >= b && addr < b + n * vbytes).then(|| (addr - b) / vbytes)
+        };
+        match &self.store {
+            Store::Array(v) => {
+                within(v.as_ptr(), self.def.max_entries as usize).map(|i| (i as u32).to_ne_bytes().to_vec())
+            }
+            Store::PercpuArray(Some((n, v))) => within(v.as_ptr(), self.def.max_entries as usize * *n as usize)
+                .map(|i| ((i % self.def.max_entries as usize) as u32).to_ne_bytes().to_vec()),
+            Store::Hash { elems, .. } => {
+                elems.iter().find(|(_, e)| within(e.val.as_ptr(), 1).is_some()).map(|(k, _)| k.clone())
+            }
+            Store::TaskStorage(m) => {
+                m.iter().find(|(_, v)| within(v.as_ptr(), 1).is_some()).map(|(t, _)| t.to_ne_bytes().to_vec())
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(kind: MapKind, key: u32, val: u32, max: u32) -> MapDef {
+        MapDef { name: "m".into(), kind, key_size: key, value_size: val, max_entries: max, flags: 0 }
+    }
+
+    fn read_u64(p: *mut u8) -> u64 {
+        assert!(!p.is_null());
+        // SAFETY: test maps have 8-byte values at `p`.
+        unsafe { *(p as *const u64) }
+    }
+
+    #[test]
+    fn array_semantics() {
+        let mut m = Map::new(def(MapKind::Array, 4, 8, 2));
+        assert_eq!(read_u64(m.lookup(&0u32.to_ne_bytes(), 0, 1)), 0, "zero-initialised");
+        assert!(m.lookup(&2u32.to_ne_bytes(), 0, 1).is_null(), "index past max_entries");
+        assert_eq!(m.update(&1u32.to_ne_bytes(), &7u64.to_ne_bytes(), BPF_ANY, 0, 1), 0);
+        assert_eq!(read_u64(m.lookup(&1u32.to_ne_bytes(), 0, 1)), 7);
+        assert_eq!(m.update(&1u32.to_ne_bytes(), &8u64.to_ne_bytes(), BPF_NOEXIST, 0, 1), -EEXIST);
+        assert_eq!(m.update(&1u32.to_ne_bytes(), &9u64.to_ne_bytes(), BPF_EXIST, 0, 1), 0);
+        assert_eq!(m.update(&5u32.to_ne_bytes(), &9u64.to_ne_bytes(), BPF_ANY, 0, 1), -E2BIG);
+        assert_eq!(m.update(&0u32.to_ne_bytes(), &9u64.to_ne_bytes(), 8, 0, 1), -EINVAL);
+        assert_eq!(m.delete(&0u32.to_ne_bytes(), &mut Vec::new()), -EINVAL);
+    }
+
+    #[test]
+    fn percpu_array_has_a_copy_per_cpu() {
+        let mut m = Map::new(def(MapKind::PercpuArray, 4, 8, 3));
+        let k = 2u32.to_ne_bytes();
+        m.update(&k, &5u64.to_ne_bytes(), BPF_ANY, 1, 4);
+        assert_eq!(read_u64(m.lookup(&k, 1, 4)), 5);
+        assert_eq!(read_u64(m.lookup(&k, 0, 4)), 0);
+        assert_eq!(read_u64(m.lookup_percpu(&k, 1, 4)), 5);
+        assert!(m.lookup_percpu(&k, 4, 4).is_null(), "CPU past the machine");
+    }
+
+    #[test]
+    fn hash_flags_errors_and_limit() {
+        let mut m = Map::new(def(MapKind::Hash, 4, 8, 2));
+        let (a, b, c) = (1u32.to_ne_bytes(), 2u32.to_ne_bytes(), 3u32.to_ne_bytes());
+        assert_eq!(m.update(&a, &1u64.to_ne_bytes(), BPF_EXIST, 0, 1), -ENOENT);
+        assert_eq!(m.update(&a, &1u64.to_ne_bytes(), BPF_NOEXIST, 0, 1), 0);
+        let p = m.lookup(&a, 0, 1);
+        assert_eq!(m.update(&a, &2u64.to_ne_bytes(), BPF_NOEXIST, 0, 1), -EEXIST);
+        assert_eq!(m.update(&a, &3u64.to_ne_bytes(), BPF_ANY, 0, 1), 0);
+        assert_eq!(read_u64(p), 3, "update is in place: held pointers see it");
+        assert_eq!(m.update(&b, &4u64.to_ne_bytes(), BPF_ANY, 0, 1), 0);
+        assert_eq!(m.update(&c, &5u64.to_ne_bytes(), BPF_ANY, 0, 1), -E2BIG, "full");
+        let mut grave = Vec::new();
+        assert_eq!(m.delete(&a, &mut grave), 0);
+        assert_eq!(read_u64(p), 3, "a deleted value stays readable until the call ends");
+        assert_eq!(m.delete(&a, &mut grave), -ENOENT);
+        assert!(m.lookup(&a, 0, 1).is_null());
+        assert_eq!(m.update(&c, &5u64.to_ne_bytes(), BPF_ANY, 0, 1), 0);
+        assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn lru_evicts_least_recently_used() {
+        let mut m = Map::new(def(MapKind::LruHash, 4, 8, 3));
+        for k in 1u32..=3 {
+            m.update(&k.to_ne_bytes(), &(k as u64).to_ne_bytes(), BPF_ANY, 0, 1);
+        }
+        // Touch 1 (lookup) and 2 (update): 3 is now the oldest.
+        m.lookup(&1u32.to_ne_bytes(), 0, 1);
+        m.update(&2u32.to_ne_bytes(), &20u64.to_ne_bytes(), BPF_EXIST, 0, 1);
+        assert_eq!(m.update(&4u32.to_ne_bytes(), &4u64.to_ne_bytes(), BPF_NOEXIST, 0, 1), 0);
+        assert!(m.lookup(&3u32.to_ne_bytes(), 0, 1).is_null(), "3 evicted");
+        assert_eq!(m.update(&5u32.to_ne_bytes(), &5u64.to_ne_bytes(), BPF_ANY, 0, 1), 0);
+        assert!(m.lookup(&1u32.to_ne_bytes(), 0, 1).is_null(), "then 1");
+        assert_eq!(read_u64(m.lookup(&2u32.to_ne_bytes(), 0, 1)), 20);
+    }
+
+    #[test]
+    fn queue_and_stack_order_and_overflow() {
+        let mut grave = Vec::new();
+        for (kind, first) in [(MapKind::Queue, 1u64), (MapKind::Stack, 2u64)] {
+            let mut m = Map::new(def(kind, 0, 8, 2));
+            let mut out = [0u8; 8];
+            assert_eq!(m.pop(&mut out, true, &mut grave), -ENOENT);
+            assert_eq!(m.push(&1u64.to_ne_bytes(), 0), 0);
+            assert_eq!(m.push(&2u64.to_ne_bytes(), 0), 0);
+            assert_eq!(m.push(&3u64.to_ne_bytes(), 0), -E2BIG);
+            assert_eq!(m.push(&3u64.to_ne_bytes(), 1), -EINVAL);
+            assert_eq!(m.pop(&mut out, false, &mut grave), 0);
+            assert_eq!(u64::from_ne_bytes(out), first, "{kind:?} peek");
+            assert_eq!(m.len(), 2);
+            // BPF_EXIST on a full map drops the oldest element.
+            assert_eq!(m.push(&3u64.to_ne_bytes(), BPF_EXIST), 0);
+            m.pop(&mut out, true, &mut grave);
+            let expect = if kind == MapKind::Queue { 2 } else { 3 };
+            assert_eq!(u64::from_ne_bytes(out), expect, "{kind:?} pop after overwrite");
+            assert!(m.lookup(&[], 0, 1).is_null());
+        }
+    }
+
+    #[test]
+    fn task_storage_create_and_delete() {
+        let mut m = Map::new(def(MapKind::TaskStorage, 4, 8, 0));
+        assert!(m.task_storage_get(3, None, 0).unwrap().is_null());
+        let p = m.task_storage_get(3, Some(&9u64.to_ne_bytes()), F_CREATE).unwrap();
+        assert_eq!(read_u64(p), 9);
+        assert_eq!(m.task_storage_get(3, None, F_CREATE).unwrap(), p, "existing value returned");
+        assert_eq!(m.task_storage_get(3, None, 2), Err(-EINVAL));
+        let mut grave = Vec::new();
+        assert_eq!(m.task_storage_delete(3, &mut grave), 0);
+        assert_eq!(m.task_storage_delete(3, &mut grave), -ENOENT);
+        assert_eq!(m.key_of_value_addr(p as usize), None);
+    }
+
+    #[test]
+    fn array_of_maps_and_value_keys() {
+        let mut m = Map::new(def(MapKind::ArrayOfMaps, 4, 8, 4));
+        assert!(m.set_inner(1, 0x1000));
+        assert!(!m.set_inner(4, 0x1000));
+        assert_eq!(m.lookup(&1u32.to_ne_bytes(), 0, 1) as usize, 0x1000);
+        assert!(m.lookup(&0u32.to_ne_bytes(), 0, 1).is_null());
+
+        let mut a = Map::new(def(MapKind::Array, 4, 16, 4));
+        let p = a.lookup(&2u32.to_ne_bytes(), 0, 1) as usize;
+        assert_eq!(a.key_of_value_addr(p + 8), Some(2u32.to_ne_bytes().to_vec()));
+        assert!(check_def(&def(MapKind::Array, 8, 8, 1)).is_err());
+        assert!(check_def(&def(MapKind::TaskStorage, 4, 8, 0)).is_ok());
+    }
+}

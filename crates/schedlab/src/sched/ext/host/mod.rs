@@ -1,0 +1,629 @@
+//! Hosting sched_ext schedulers written in BPF C, natively.
+//!
+//! A scheduler's unmodified `.bpf.c` is compiled with the system C compiler
+//! against the shim (crates/schedlab/shim: vmlinux.h subset, scx/ and bpf/
+//! headers, runtime.c) into a shared object ([`compile`]), loaded into its
+//! own copy ([`loader`]), and driven through [`ExtOps`] by
+//! [`HostedScheduler`], which calls the object's struct_ops callbacks. The
+//! callbacks call kfuncs, which reach the simulator through one accessor
+//! ([`state`]). All the `unsafe` of sched_ext hosting is in this module.
+//!
+//! Layout:
+//! - `compile`: shim materialisation, the scan pass, the cache, `cc`;
+//! - `scan`: maps, rodata, ops tables and syscall programs from the
+//!   preprocessed source, and the descriptor unit generated from them;
+//! - `loader`: dlopen of a private copy, `schedlab_attach()`, rodata writes;
+//! - `state`: per-scheduler state and the thread-local context;
+//! - `ffi`, `kptr`, `mapfns`: the `extern "C"` kfuncs and helpers;
+//! - `maps`: BPF map semantics; `fpe`: BPF division by zero on x86.
+//!
+//! # The object's ABI
+//!
+//! One exported symbol, `struct schedlab_module *schedlab_attach(void
+//! *(*resolve)(const char *))`: the runtime asks for each host function by
+//! name (so any missing one is reported, and nothing depends on the
+//! executable's symbols), then returns the descriptor tables: maps (name,
+//! address, type, key/value size, max_entries, flags), ARRAY_OF_MAPS
+//! initialisers, rodata (name, address, size, element size, kind),
+//! `struct sched_ext_ops` tables and SEC("syscall") programs. Every
+//! struct_ops callback is a BPF_PROG, i.e. `RET name(u64 *ctx)` with the
+//! arguments packed in a u64 array, exactly as in BPF.
+
+pub mod compile;
+mod ffi;
+mod fpe;
+mod kptr;
+pub mod loader;
+mod mapfns;
+pub mod maps;
+mod scan;
+mod state;
+
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_void, CString};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use crate::engine::{Cpu, TaskId};
+use crate::sched::ext::abi::TaskStructC;
+use crate::sched::ext::ops::{ops_flags, CpuReleaseReason, ExitInfo, ExtOps, Op};
+use crate::sim::Sim;
+
+use loader::{c_str, Loaded, Rodata, SchedExtOpsC, OPS_MEMBERS};
+use maps::{Map, MapDef, MapKind};
+use state::{bad, HostState, Inner};
+
+/// Why a scheduler could not be compiled or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("{}: compile error:\n{stderr}", path.display())]
+    Compile { path: PathBuf, stderr: String },
+    #[error("cannot run the C compiler `{cc}` ({err}); install a C compiler (e.g. gcc) or set SCHEDLAB_CC")]
+    NoCompiler { cc: String, err: std::io::Error },
+    #[error("{what}: {err}")]
+    Io { what: String, err: std::io::Error },
+    #[error("{}: {msg}", path.display())]
+    Scan { path: PathBuf, msg: String },
+    #[error("loading {}: {msg}", path.display())]
+    Load { path: PathBuf, msg: String },
+    #[error("{}: {msg}", path.display())]
+    Ops { path: PathBuf, msg: String },
+    #[error("unknown rodata `{name}`; the scheduler's const volatile globals are: {valid}")]
+    UnknownRodata { name: String, valid: String },
+    #[error("{0}")]
+    BadRodata(String),
+    #[error("unknown ops flag `{name}`; valid: {valid}")]
+    UnknownFlag { name: String, valid: String },
+    #[error("no SEC(\"syscall\") program `{name}`; the scheduler has: {valid}")]
+    UnknownProgram { name: String, valid: String },
+}
+
+/// How to load: what a scheduler's user space would set before attaching.
+#[derive(Clone, Debug, Default)]
+pub struct LoadConfig {
+    /// Rodata by name (`name` or `name[i]`), value as text (`dsp_batch=8`).
+    pub rodata: Vec<(String, String)>,
+    /// Ops flags to add, by name (`ENQ_LAST` or `SCX_OPS_ENQ_LAST`).
+    pub ops_flags: Vec<String>,
+    /// Which `struct sched_ext_ops` to use when the source defines several.
+    pub ops: Option<String>,
+    /// Overrides the cache directory (default: [`compile::cache_dir`]).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// `struct scx_init_task_args` and friends, as the shim declares them.
+#[repr(C)]
+struct InitTaskArgsC {
+    fork: bool,
+    cgroup: *mut c_void,
+}
+#[repr(C)]
+struct ExitTaskArgsC {
+    cancelled: bool,
+}
+#[repr(C)]
+struct CpuAcquireArgsC {
+    _unused: u8,
+}
+#[repr(C)]
+struct CpuReleaseArgsC {
+    reason: u32,
+    task: *mut TaskStructC,
+}
+#[repr(C)]
+struct DumpCtxC {
+    kind: u32,
+    exit_code: i64,
+    reason: *const c_char,
+    at_ns: u64,
+    at_jiffies: u64,
+}
+#[repr(C)]
+struct ExitInfoC {
+    kind: u32,
+    exit_code: i64,
+    flags: u64,
+    reason: *const c_char,
+    bt: *mut u64,
+    bt_len: u32,
+    msg: *const c_char,
+    dump: *const c_char,
+    exit_cpu: i32,
+}
+
+/// A loaded BPF C scheduler.
+pub struct HostedScheduler {
+    state: HostState,
+    ops: *mut SchedExtOpsC,
+    /// `Op` index -> callback address (0 = not defined).
+    fns: [usize; Op::ALL.len()],
+    name: String,
+    extra_flags: u64,
+    rodata: Vec<Rodata>,
+    progs: BTreeMap<String, usize>,
+    fpe_slots: Vec<usize>,
+    source: PathBuf,
+    cache_hit: bool,
+    /// Keeps the object mapped; dropped last.
+    _loaded: Loaded,
+}
+
+/// Compiles (or takes from the cache), loads and configures `source`.
+pub fn load(source: &Path, cfg: &LoadConfig) -> Result<Rc<HostedScheduler>, HostError> {
+    let cache = cfg.cache_dir.clone().unwrap_or_else(compile::cache_dir);
+    let compiled = compile::compile(source, &cache)?;
+    let loaded = loader::open(&compiled.so, source)?;
+    let ops_err = |msg: String| HostError::Ops { path: source.to_path_buf(), msg };
+    // SAFETY: `module` is the object's descriptor, valid while `loaded` is.
+    let m = unsafe { &*loaded.module };
+    // SAFETY (for the table reads below): each table has the stated number
+    // of entries, written by the generated descriptor unit.
+    let table = |p: *const u8, n: u32, size: usize| (0..n as usize).map(move |i| p.wrapping_add(i * size));
+
+    let mut inner = Inner::default();
+    for d in table(m.maps.cast(), m.nr_maps, std::mem::size_of::<loader::MapDescC>()) {
+        // SAFETY: see above.
+        let d = unsafe { &*d.cast::<loader::MapDescC>() };
+        // SAFETY: names are string literals of the object.
+        let name = unsafe { c_str(d.name) };
+        let kind = MapKind::from_type(d.type_).ok_or_else(|| {
+            ops_err(format!(
+                "map `{name}`: BPF map type {} is not supported (ARRAY, PERCPU_ARRAY, HASH, LRU_HASH, QUEUE, STACK, TASK_STORAGE, ARRAY_OF_MAPS are)",
+                d.type_
+            ))
+        })?;
+        let def = MapDef {
+            name,
+            kind,
+            key_size: d.key_size,
+            value_size: d.value_size,
+            max_entries: d.max_entries,
+            flags: d.map_flags,
+        };
+        maps::check_def(&def).map_err(ops_err)?;
+        inner.map_addr.insert(d.map as usize, inner.maps.len());
+        inner.maps.push(Map::new(def));
+    }
+    for s in table(m.map_slots.cast(), m.nr_map_slots, std::mem::size_of::<loader::MapSlotC>()) {
+        // SAFETY: see above.
+        let s = unsafe { &*s.cast::<loader::MapSlotC>() };
+        let ok = inner.map_addr.contains_key(&(s.inner as usize))
+            && inner.maps[s.outer as usize].set_inner(s.slot, s.inner as usize);
+        if !ok {
+            return Err(ops_err(format!(
+                "map `{}`: bad initial slot {}",
+                inner.maps[s.outer as usize].def.name, s.slot
+            )));
+        }
+    }
+    let mut rodata = Vec::new();
+    for r in table(m.rodata.cast(), m.nr_rodata, std::mem::size_of::<loader::RodataDescC>()) {
+        // SAFETY: see above.
+        let r = unsafe { &*r.cast::<loader::RodataDescC>() };
+        rodata.push(Rodata {
+            // SAFETY: string literal of the object.
+            name: unsafe { c_str(r.name) },
+            ptr: r.ptr as usize,
+            size: r.size,
+            elem_size: r.elem_size,
+            kind: r.kind,
+            nr_elems: r.nr_elems,
+        });
+    }
+    let mut tables = Vec::new();
+    for o in table(m.ops.cast(), m.nr_ops, std::mem::size_of::<loader::OpsDescC>()) {
+        // SAFETY: see above.
+        let o = unsafe { &*o.cast::<loader::OpsDescC>() };
+        // SAFETY: string literal of the object.
+        tables.push((unsafe { c_str(o.name) }, o.ops));
+    }
+    let mut progs = BTreeMap::new();
+    for p in table(m.progs.cast(), m.nr_progs, std::mem::size_of::<loader::ProgDescC>()) {
+        // SAFETY: see above.
+        let p = unsafe { &*p.cast::<loader::ProgDescC>() };
+        // SAFETY: string literal of the object.
+        progs.insert(unsafe { c_str(p.name) }, p.fn_ as usize);
+    }
+
+    let names = || tables.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
+    let ops = match (&cfg.ops, tables.len()) {
+        (_, 0) => return Err(ops_err("no `struct sched_ext_ops` definition (SCX_OPS_DEFINE)".into())),
+        (None, 1) => tables[0].1,
+        (None, _) => return Err(ops_err(format!("several ops tables ({}); choose one", names()))),
+        (Some(want), _) => match tables.iter().find(|(n, _)| n == want) {
+            Some((_, p)) => *p,
+            None => return Err(ops_err(format!("no ops table `{want}`; the source defines: {}", names()))),
+        },
+    };
+    // SAFETY: `ops` points at the scheduler's ops variable.
+    let ops_ref = unsafe { &*ops };
+    let name_len = ops_ref.name.iter().position(|&b| b == 0).unwrap_or(ops_ref.name.len());
+    let name = String::from_utf8_lossy(&ops_ref.name[..name_len]).into_owned();
+    if name.is_empty() {
+        return Err(ops_err("ops.name is empty; sched_ext requires a name".into()));
+    }
+    let mut fns = [0usize; Op::ALL.len()];
+    for op in Op::ALL {
+        if let Some(i) = OPS_MEMBERS.iter().position(|m| *m == op.name()) {
+            fns[op.index()] = ops_ref.fns[i] as usize;
+        }
+    }
+
+    let mut extra_flags = 0;
+    for f in &cfg.ops_flags {
+        let want = f.trim().trim_start_matches("SCX_OPS_").to_ascii_uppercase();
+        match ops_flags::NAMES.iter().find(|(n, _)| *n == want) {
+            Some((_, bit)) => extra_flags |= bit,
+            None => {
+                let valid = ops_flags::NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+                return Err(HostError::UnknownFlag { name: f.clone(), valid });
+            }
+        }
+    }
+
+    let end_call = m.end_call;
+    let fpe_slots = fpe::register(&loaded.text);
+    let hosted = HostedScheduler {
+        state: HostState::new(inner, end_call),
+        ops,
+        fns,
+        name,
+        extra_flags,
+        rodata,
+        progs,
+        fpe_slots,
+        source: source.to_path_buf(),
+        cache_hit: compiled.cache_hit,
+        _loaded: loaded,
+    };
+    for (k, v) in &cfg.rodata {
+        hosted.set_rodata(k, v)?;
+    }
+    Ok(Rc::new(hosted))
+}
+
+impl Drop for HostedScheduler {
+    fn drop(&mut self) {
+        fpe::unregister(&self.fpe_slots);
+    }
+}
+
+impl HostedScheduler {
+    /// The source this was built from.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// Whether the compile was a cache hit.
+    pub fn cache_hit(&self) -> bool {
+        self.cache_hit
+    }
+
+    fn ops(&self) -> &SchedExtOpsC {
+        // SAFETY: the ops variable lives in the loaded object, which this
+        // scheduler keeps mapped.
+        unsafe { &*self.ops }
+    }
+
+    /// The names of the scheduler's rodata (`const volatile` globals).
+    pub fn rodata_names(&self) -> Vec<String> {
+        self.rodata.iter().map(|r| r.name.clone()).collect()
+    }
+
+    fn find_rodata(&self, name: &str) -> Result<(&Rodata, Option<usize>), HostError> {
+        let (base, index) = match name.split_once('[') {
+            Some((b, rest)) => {
+                let idx = rest.trim_end_matches(']').trim().parse::<usize>();
+                let idx = idx.map_err(|_| HostError::BadRodata(format!("rodata `{name}`: bad index")))?;
+                (b.trim(), Some(idx))
+            }
+            None => (name.trim(), None),
+        };
+        match self.rodata.iter().find(|r| r.name == base) {
+            Some(r) => Ok((r, index)),
+            None => Err(HostError::UnknownRodata {
+                name: base.to_string(),
+                valid: if self.rodata.is_empty() { "(none)".into() } else { self.rodata_names().join(", ") },
+            }),
+        }
+    }
+
+    /// Sets rodata `name` (or `name[i]`) from text, as a loader does before
+    /// attaching. Do this before the scheduler's `init`.
+    pub fn set_rodata(&self, name: &str, value: &str) -> Result<(), HostError> {
+        let (r, index) = self.find_rodata(name)?;
+        let (offset, bytes) = loader::parse_rodata(r, index, value).map_err(HostError::BadRodata)?;
+        loader::write_rodata(r, offset, &bytes).map_err(HostError::BadRodata)
+    }
+
+    /// The current bytes of rodata `name`.
+    pub fn rodata_bytes(&self, name: &str) -> Result<Vec<u8>, HostError> {
+        Ok(loader::read_rodata(self.find_rodata(name)?.0))
+    }
+
+    /// The names of the SEC("syscall") programs.
+    pub fn programs(&self) -> Vec<String> {
+        self.progs.keys().cloned().collect()
+    }
+
+    /// Runs SEC("syscall") program `name` with `ctx` as its context, as
+    /// `bpf_prog_test_run_opts()` would; returns its return value.
+    pub fn run_syscall(&self, sim: &mut Sim, name: &str, ctx: &mut [u8]) -> Result<i32, HostError> {
+        let Some(&f) = self.progs.get(name) else {
+            return Err(HostError::UnknownProgram { name: name.to_string(), valid: self.programs().join(", ") });
+        };
+        // SAFETY: a syscall program is `int prog(void *ctx)` in the object.
+        let f: unsafe extern "C" fn(*mut c_void) -> i32 = unsafe { std::mem::transmute(f) };
+        let p = if ctx.is_empty() { std::ptr::null_mut() } else { ctx.as_mut_ptr().cast() };
+        // SAFETY: `ctx` outlives the call; the program reads at most its
+        // declared context size, which the caller provides.
+        Ok(self.state.call(sim, || unsafe { f(p) }))
+    }
+
+    /// The names of the scheduler's maps.
+    pub fn map_names(&self) -> Vec<String> {
+        self.state.inner.borrow().maps.iter().map(|m| m.def.name.clone()).collect()
+    }
+
+    fn with_map<R>(&self, name: &str, f: impl FnOnce(&mut Map) -> R) -> Option<R> {
+        let mut inner = self.state.inner.borrow_mut();
+        inner.maps.iter_mut().find(|m| m.def.name == name).map(f)
+    }
+
+    /// A copy of the value under `key` (CPU `cpu`'s copy for a per-CPU
+    /// map on an `nr_cpus` machine), as user space reads a map.
+    pub fn map_lookup(&self, name: &str, key: &[u8], cpu: u32, nr_cpus: u32) -> Option<Vec<u8>> {
+        self.with_map(name, |m| {
+            let size = m.def.value_size as usize;
+            let p = if m.def.kind == MapKind::PercpuArray {
+                m.lookup_percpu(key, cpu, nr_cpus)
+            } else {
+                m.lookup(key, cpu, nr_cpus)
+            };
+            // SAFETY: a non-NULL lookup result points at `size` bytes of the map.
+            (!p.is_null() && m.def.kind != MapKind::ArrayOfMaps)
+                .then(|| unsafe { std::slice::from_raw_parts(p, size) }.to_vec())
+        })
+        .flatten()
+    }
+
+    /// `bpf_map_update_elem()` from user space: 0 or a negative errno.
+    pub fn map_update(&self, name: &str, key: &[u8], value: &[u8], flags: u64) -> Option<i64> {
+        self.with_map(name, |m| m.update(key, value, flags, 0, 1))
+    }
+
+    /// Elements in map `name`.
+    pub fn map_len(&self, name: &str) -> Option<usize> {
+        self.with_map(name, |m| m.len())
+    }
+
+    /// bpf_printk() output so far.
+    pub fn trace_log(&self) -> Vec<String> {
+        self.state.inner.borrow().trace.clone()
+    }
+
+    fn f(&self, op: Op) -> usize {
+        self.fns[op.index()]
+    }
+
+    fn call_void(&self, sim: &mut Sim, op: Op, args: &mut [u64]) {
+        let f = self.f(op);
+        if f == 0 {
+            return;
+        }
+        // SAFETY: a defined callback is a BPF_PROG `void name(u64 *ctx)`.
+        let f: unsafe extern "C" fn(*mut u64) = unsafe { std::mem::transmute(f) };
+        // SAFETY: `args` holds the op's arguments and outlives the call.
+        self.state.call(sim, || unsafe { f(args.as_mut_ptr()) })
+    }
+
+    fn call_s32(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<i32> {
+        let f = self.f(op);
+        if f == 0 {
+            return None;
+        }
+        // SAFETY: a defined callback returning s32 is `s32 name(u64 *ctx)`.
+        let f: unsafe extern "C" fn(*mut u64) -> i32 = unsafe { std::mem::transmute(f) };
+        // SAFETY: as call_void.
+        Some(self.state.call(sim, || unsafe { f(args.as_mut_ptr()) }))
+    }
+
+    fn call_bool(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<bool> {
+        let f = self.f(op);
+        if f == 0 {
+            return None;
+        }
+        // SAFETY: a defined callback returning bool is `bool name(u64 *ctx)`.
+        let f: unsafe extern "C" fn(*mut u64) -> bool = unsafe { std::mem::transmute(f) };
+        // SAFETY: as call_void.
+        Some(self.state.call(sim, || unsafe { f(args.as_mut_ptr()) }))
+    }
+
+    fn task(&self, sim: &mut Sim, p: TaskId) -> u64 {
+        self.state.task_ptr(sim, p) as u64
+    }
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', " ")).unwrap_or_default()
+}
+
+impl ExtOps for HostedScheduler {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn flags(&self) -> u64 {
+        self.ops().flags | self.extra_flags
+    }
+
+    fn timeout_ms(&self) -> u32 {
+        self.ops().timeout_ms
+    }
+
+    fn dispatch_max_batch(&self) -> u32 {
+        self.ops().dispatch_max_batch
+    }
+
+    fn has(&self, op: Op) -> bool {
+        self.f(op) != 0
+    }
+
+    fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u64) -> Cpu {
+        let mut a = [self.task(sim, p), prev_cpu as u64, wake_flags];
+        match self.call_s32(sim, Op::SelectCpu, &mut a) {
+            Some(cpu) if cpu >= 0 => cpu as Cpu,
+            Some(cpu) => {
+                bad(sim, format!("invalid CPU {cpu} from ops.select_cpu()"));
+                prev_cpu
+            }
+            None => prev_cpu,
+        }
+    }
+
+    fn enqueue(&self, sim: &mut Sim, p: TaskId, enq_flags: u64) {
+        let mut a = [self.task(sim, p), enq_flags];
+        self.call_void(sim, Op::Enqueue, &mut a)
+    }
+
+    fn dequeue(&self, sim: &mut Sim, p: TaskId, deq_flags: u64) {
+        let mut a = [self.task(sim, p), deq_flags];
+        self.call_void(sim, Op::Dequeue, &mut a)
+    }
+
+    fn dispatch(&self, sim: &mut Sim, cpu: Cpu, prev: Option<TaskId>) {
+        let prev = prev.map_or(0, |p| self.task(sim, p));
+        self.call_void(sim, Op::Dispatch, &mut [cpu as u64, prev])
+    }
+
+    fn tick(&self, sim: &mut Sim, p: TaskId) {
+        let mut a = [self.task(sim, p)];
+        self.call_void(sim, Op::Tick, &mut a)
+    }
+
+    fn runnable(&self, sim: &mut Sim, p: TaskId, enq_flags: u64) {
+        let mut a = [self.task(sim, p), enq_flags];
+        self.call_void(sim, Op::Runnable, &mut a)
+    }
+
+    fn running(&self, sim: &mut Sim, p: TaskId) {
+        let mut a = [self.task(sim, p)];
+        self.call_void(sim, Op::Running, &mut a)
+    }
+
+    fn stopping(&self, sim: &mut Sim, p: TaskId, runnable: bool) {
+        let mut a = [self.task(sim, p), runnable as u64];
+        self.call_void(sim, Op::Stopping, &mut a)
+    }
+
+    fn quiescent(&self, sim: &mut Sim, p: TaskId, deq_flags: u64) {
+        let mut a = [self.task(sim, p), deq_flags];
+        self.call_void(sim, Op::Quiescent, &mut a)
+    }
+
+    fn yield_(&self, sim: &mut Sim, from: TaskId, to: Option<TaskId>) -> bool {
+        let mut a = [self.task(sim, from), to.map_or(0, |t| self.task(sim, t))];
+        self.call_bool(sim, Op::Yield, &mut a).unwrap_or(false)
+    }
+
+    fn set_weight(&self, sim: &mut Sim, p: TaskId, weight: u32) {
+        let mut a = [self.task(sim, p), weight as u64];
+        self.call_void(sim, Op::SetWeight, &mut a)
+    }
+
+    fn set_cpumask(&self, sim: &mut Sim, p: TaskId) {
+        let t = self.task(sim, p);
+        let mask = t + std::mem::offset_of!(TaskStructC, cpus_mask) as u64;
+        self.call_void(sim, Op::SetCpumask, &mut [t, mask])
+    }
+
+    fn update_idle(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
+        self.call_void(sim, Op::UpdateIdle, &mut [cpu as u64, idle as u64])
+    }
+
+    fn cpu_acquire(&self, sim: &mut Sim, cpu: Cpu) {
+        let mut args = CpuAcquireArgsC { _unused: 0 };
+        self.call_void(sim, Op::CpuAcquire, &mut [cpu as u64, &mut args as *mut CpuAcquireArgsC as u64])
+    }
+
+    fn cpu_release(&self, sim: &mut Sim, cpu: Cpu, reason: CpuReleaseReason, task: Option<TaskId>) {
+        let task = task.map_or(std::ptr::null_mut(), |t| self.state.task_ptr(sim, t));
+        // SCX_CPU_PREEMPT_RT or SCX_CPU_PREEMPT_UNKNOWN.
+        let reason = match reason {
+            CpuReleaseReason::Rt => 0,
+            CpuReleaseReason::Other => 3,
+        };
+        let mut args = CpuReleaseArgsC { reason, task };
+        self.call_void(sim, Op::CpuRelease, &mut [cpu as u64, &mut args as *mut CpuReleaseArgsC as u64])
+    }
+
+    fn init_task(&self, sim: &mut Sim, p: TaskId, fork: bool) -> i32 {
+        let mut args = InitTaskArgsC { fork, cgroup: std::ptr::null_mut() };
+        let mut a = [self.task(sim, p), &mut args as *mut InitTaskArgsC as u64];
+        self.call_s32(sim, Op::InitTask, &mut a).unwrap_or(0)
+    }
+
+    fn exit_task(&self, sim: &mut Sim, p: TaskId, cancelled: bool) {
+        let mut args = ExitTaskArgsC { cancelled };
+        let mut a = [self.task(sim, p), &mut args as *mut ExitTaskArgsC as u64];
+        self.call_void(sim, Op::ExitTask, &mut a)
+    }
+
+    fn enable(&self, sim: &mut Sim, p: TaskId) {
+        let mut a = [self.task(sim, p)];
+        self.call_void(sim, Op::Enable, &mut a)
+    }
+
+    fn disable(&self, sim: &mut Sim, p: TaskId) {
+        let mut a = [self.task(sim, p)];
+        self.call_void(sim, Op::Disable, &mut a)
+    }
+
+    fn dump(&self, sim: &mut Sim) {
+        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now(), at_jiffies: 0 };
+        self.call_void(sim, Op::Dump, &mut [&mut ctx as *mut DumpCtxC as u64])
+    }
+
+    fn dump_cpu(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
+        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now(), at_jiffies: 0 };
+        self.call_void(sim, Op::DumpCpu, &mut [&mut ctx as *mut DumpCtxC as u64, cpu as u64, idle as u64])
+    }
+
+    fn dump_task(&self, sim: &mut Sim, p: TaskId) {
+        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now(), at_jiffies: 0 };
+        let t = self.task(sim, p);
+        self.call_void(sim, Op::DumpTask, &mut [&mut ctx as *mut DumpCtxC as u64, t])
+    }
+
+    fn init(&self, sim: &mut Sim) -> i32 {
+        self.call_s32(sim, Op::Init, &mut []).unwrap_or(0)
+    }
+
+    fn exit(&self, sim: &mut Sim, info: &ExitInfo) {
+        let (reason, msg, dump) = (cstring(&info.reason), cstring(&info.msg), cstring(""));
+        let mut ei = ExitInfoC {
+            kind: info.kind as u32,
+            exit_code: info.exit_code,
+            // SCX_EFLAG_INITIALIZED: the host only exits schedulers it initialised.
+            flags: 1,
+            reason: reason.as_ptr(),
+            bt: std::ptr::null_mut(),
+            bt_len: 0,
+            msg: msg.as_ptr(),
+            dump: dump.as_ptr(),
+            exit_cpu: -1,
+        };
+        self.call_void(sim, Op::Exit, &mut [&mut ei as *mut ExitInfoC as u64]);
+    }
+
+    fn timer_fired(&self, sim: &mut Sim, timer: u64) {
+        let Some((cb, map, mut key, value)) = mapfns::timer_target(&self.state, sim, timer) else { return };
+        // SAFETY: `cb` is the callback the program passed to
+        // bpf_timer_set_callback(): `int cb(void *map, void *key, void *value)`.
+        let cb: unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32 = unsafe { std::mem::transmute(cb) };
+        let k = key.as_mut_ptr().cast::<c_void>();
+        // SAFETY: map and value are live addresses of this scheduler's map;
+        // `key` outlives the call.
+        self.state.call(sim, || unsafe { cb(map as *mut c_void, k, value as *mut c_void) });
+    }
+}

@@ -1,0 +1,547 @@
+//! Finding what a scheduler defines, from its preprocessed source.
+//!
+//! libbpf learns a BPF object's maps, rodata, struct_ops and programs from
+//! ELF sections and BTF. A natively compiled object has neither, so the
+//! loader runs the preprocessor once with `-D__SCHEDLAB_SCAN__`, where the
+//! shim's `SEC(x)` expands to the marker `__schedlab_sec(x)` and
+//! `__kconfig` to `__schedlab_kconfig`, and reads the top-level
+//! declarations of the result:
+//!
+//! - `struct { ... } NAME __schedlab_sec(".maps") [= { .values = {...} }];`
+//!   is a map; its members (`type`, `key`, `value`, `key_size`,
+//!   `value_size`, `max_entries`, `map_flags`, `values`) are recorded by
+//!   name only. Their values are not parsed: the shim keeps libbpf's
+//!   encoding (`__uint(x, N)` is `int (*x)[N]`, `__type(x, T)` is `T *x`),
+//!   so the generated descriptor has the compiler compute them with sizeof.
+//! - `const volatile T NAME [= ...];` is rodata.
+//! - `struct sched_ext_ops NAME = {...};` is an ops table.
+//! - a function carrying `__schedlab_sec("syscall")` is a syscall program.
+//! - `extern T NAME __schedlab_kconfig;` gets a weak zero definition.
+//!
+//! [`generate`] then writes the C descriptor table compiled after the
+//! scheduler in the same translation unit, so static definitions work too.
+
+use std::fmt::Write;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Tok {
+    text: String,
+    ident: bool,
+}
+
+fn tokenize(src: &str) -> Vec<Tok> {
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut line_start = true;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'\n' {
+            line_start = true;
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        // Line markers and pragmas left by the preprocessor.
+        if c == b'#' && line_start {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        line_start = false;
+        let start = i;
+        if c.is_ascii_alphabetic() || c == b'_' {
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            out.push(Tok { text: src[start..i].to_string(), ident: true });
+        } else if c.is_ascii_digit() {
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
+                i += 1;
+            }
+            out.push(Tok { text: src[start..i].to_string(), ident: false });
+        } else if c == b'"' || c == b'\'' {
+            i += 1;
+            while i < b.len() && b[i] != c {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(b.len());
+            out.push(Tok { text: src[start..i].to_string(), ident: false });
+        } else {
+            let two = if i + 1 < b.len() { &src[i..i + 2] } else { "" };
+            let n =
+                if ["->", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--"].contains(&two) { 2 } else { 1 };
+            i += n;
+            out.push(Tok { text: src[start..i].to_string(), ident: false });
+        }
+    }
+    out
+}
+
+/// A map found in the source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScannedMap {
+    pub name: String,
+    /// Member names of the definition (`type`, `key`, `max_entries`, ...).
+    pub members: Vec<String>,
+    /// Static ARRAY_OF_MAPS contents: (slot expression, inner map name).
+    pub slots: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScannedRodata {
+    pub name: String,
+    /// The declaration's type words, for messages (`const volatile u64`).
+    pub type_text: String,
+    /// Array dimensions (0 for a scalar).
+    pub dims: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub maps: Vec<ScannedMap>,
+    pub rodata: Vec<ScannedRodata>,
+    pub ops: Vec<String>,
+    pub syscalls: Vec<String>,
+    pub kconfig: Vec<String>,
+}
+
+/// Splits the token stream into top-level items: declarations ending in
+/// `;` and function definitions ending with their body's `}`.
+fn items(toks: &[Tok]) -> Vec<&[Tok]> {
+    let mut out = Vec::new();
+    let (mut start, mut depth, mut parens) = (0usize, 0i32, 0i32);
+    let mut fn_body = false;
+    for (i, t) in toks.iter().enumerate() {
+        match t.text.as_str() {
+            "(" => parens += 1,
+            ")" => parens -= 1,
+            "{" => {
+                if depth == 0 && parens == 0 {
+                    fn_body = i > start && toks[i - 1].text == ")" && !toks[start..i].iter().any(|t| t.text == "=");
+                }
+                depth += 1;
+            }
+            "}" => {
+                depth -= 1;
+                if depth == 0 && fn_body {
+                    out.push(&toks[start..=i]);
+                    start = i + 1;
+                    fn_body = false;
+                }
+            }
+            ";" if depth == 0 && parens == 0 => {
+                out.push(&toks[start..=i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Index of the token closing the group opened at `open`.
+fn close_of(toks: &[Tok], open: usize) -> usize {
+    let (o, c) = match toks[open].text.as_str() {
+        "(" => ("(", ")"),
+        "[" => ("[", "]"),
+        _ => ("{", "}"),
+    };
+    let mut d = 0;
+    for (i, t) in toks.iter().enumerate().skip(open) {
+        if t.text == o {
+            d += 1;
+        } else if t.text == c {
+            d -= 1;
+            if d == 0 {
+                return i;
+            }
+        }
+    }
+    toks.len() - 1
+}
+
+/// The item without attribute groups and markers; returns the removed
+/// section names too.
+fn strip_attrs(item: &[Tok]) -> (Vec<Tok>, Vec<String>) {
+    let (mut out, mut secs) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < item.len() {
+        let t = &item[i].text;
+        let is_group = matches!(t.as_str(), "__attribute__" | "__attribute" | "__schedlab_sec" | "__declspec");
+        if is_group && i + 1 < item.len() && item[i + 1].text == "(" {
+            let end = close_of(item, i + 1);
+            if t == "__schedlab_sec" && i + 2 < end {
+                secs.push(item[i + 2].text.trim_matches('"').to_string());
+            }
+            i = end + 1;
+            continue;
+        }
+        out.push(item[i].clone());
+        i += 1;
+    }
+    (out, secs)
+}
+
+/// The declared name of `decl` (type + declarator, no initializer), and the
+/// number of array dimensions after it.
+fn declarator_name(decl: &[Tok]) -> Option<(String, usize)> {
+    let mut end = decl.len();
+    let mut dims = 0;
+    while end > 0 && decl[end - 1].text == "]" {
+        let mut d = 0;
+        let mut j = end;
+        while j > 0 {
+            j -= 1;
+            match decl[j].text.as_str() {
+                "]" => d += 1,
+                "[" => {
+                    d -= 1;
+                    if d == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        end = j;
+        dims += 1;
+    }
+    let t = decl.get(end.checked_sub(1)?)?;
+    t.ident.then(|| (t.text.clone(), dims))
+}
+
+/// Splits at commas at nesting depth 0.
+fn split_commas(toks: &[Tok]) -> Vec<&[Tok]> {
+    let (mut out, mut start, mut d) = (Vec::new(), 0, 0);
+    for (i, t) in toks.iter().enumerate() {
+        match t.text.as_str() {
+            "(" | "[" | "{" => d += 1,
+            ")" | "]" | "}" => d -= 1,
+            "," if d == 0 => {
+                out.push(&toks[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&toks[start..]);
+    out
+}
+
+fn member_names(body: &[Tok]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in body.split(|t| t.text == ";").filter(|m| !m.is_empty()) {
+        // `int (*name)[N]`: the identifier after `( *`.
+        if let Some(i) = m.windows(3).position(|w| w[0].text == "(" && w[1].text == "*" && w[2].ident) {
+            out.push(m[i + 2].text.clone());
+            continue;
+        }
+        // Otherwise the last identifier outside (), [] and {}.
+        let (mut d, mut last) = (0, None);
+        for t in m {
+            match t.text.as_str() {
+                "(" | "[" | "{" => d += 1,
+                ")" | "]" | "}" => d -= 1,
+                _ if d == 0 && t.ident => last = Some(t.text.clone()),
+                _ => {}
+            }
+        }
+        out.extend(last);
+    }
+    out
+}
+
+/// `{ .values = { [0] = &a, &b } }` -> [("0", "a"), ("(0) + 1", "b")].
+fn array_of_maps_slots(init: &[Tok]) -> Vec<(String, String)> {
+    let Some(v) =
+        init.windows(4).position(|w| w[0].text == "." && w[1].text == "values" && w[2].text == "=" && w[3].text == "{")
+    else {
+        return Vec::new();
+    };
+    let open = v + 3;
+    let close = close_of(init, open);
+    let mut out = Vec::new();
+    let mut next = "0".to_string();
+    for e in split_commas(&init[open + 1..close]) {
+        let Some(amp) = e.iter().position(|t| t.text == "&") else { continue };
+        let Some(name) = e.get(amp + 1).filter(|t| t.ident) else { continue };
+        let slot = if e.first().is_some_and(|t| t.text == "[") {
+            let c = close_of(e, 0);
+            e[1..c].iter().map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ")
+        } else {
+            next.clone()
+        };
+        next = format!("({slot}) + 1");
+        out.push((slot, name.text.clone()));
+    }
+    out
+}
+
+/// Reads the preprocessed (scan-mode) source.
+pub fn scan(preprocessed: &str) -> Scan {
+    let toks = tokenize(preprocessed);
+    let mut s = Scan::default();
+    for item in items(&toks) {
+        let (t, secs) = strip_attrs(item);
+        if t.is_empty() {
+            continue;
+        }
+        let words: Vec<&str> = t.iter().map(|t| t.text.as_str()).collect();
+        let is_extern = words.contains(&"extern");
+        let is_typedef = words.contains(&"typedef");
+        let marked_kconfig = item.iter().any(|t| t.text == "__schedlab_kconfig");
+
+        if marked_kconfig && is_extern {
+            let decl: Vec<Tok> =
+                t.iter().filter(|t| t.text != "__schedlab_kconfig" && t.text != ";").cloned().collect();
+            if let Some((name, _)) = declarator_name(&decl) {
+                if !s.kconfig.contains(&name) {
+                    s.kconfig.push(name);
+                }
+            }
+            continue;
+        }
+        if is_extern || is_typedef {
+            continue;
+        }
+        if secs.iter().any(|x| x == "syscall") {
+            if let Some(p) = t.iter().position(|t| t.text == "(") {
+                if p > 0 && t[p - 1].ident && !s.syscalls.contains(&t[p - 1].text) {
+                    s.syscalls.push(t[p - 1].text.clone());
+                }
+            }
+            continue;
+        }
+        if secs.iter().any(|x| x == ".maps") {
+            // struct { members } NAME [= init] [, NAME2 ...];
+            let Some(open) = t.iter().position(|t| t.text == "{") else { continue };
+            let close = close_of(&t, open);
+            let members = member_names(&t[open + 1..close]);
+            for d in split_commas(&t[close + 1..t.len() - 1]) {
+                let eq = d.iter().position(|t| t.text == "=");
+                if let Some((name, _)) = declarator_name(&d[..eq.unwrap_or(d.len())]) {
+                    let slots = eq.map(|e| array_of_maps_slots(&d[e + 1..])).unwrap_or_default();
+                    s.maps.push(ScannedMap { name, members: members.clone(), slots });
+                }
+            }
+            continue;
+        }
+        // Everything below is a plain object definition.
+        if t.last().is_some_and(|t| t.text == "}") {
+            continue; // function definition
+        }
+        let body = &t[..t.len() - 1];
+        if let Some(i) = words.windows(3).position(|w| w[0] == "struct" && w[1] == "sched_ext_ops" && w[2] != "{") {
+            let after = t.get(i + 2);
+            let next = t.get(i + 3).map(|t| t.text.as_str());
+            if let (Some(name), Some("=" | ";" | ",")) = (after.filter(|t| t.ident), next) {
+                s.ops.push(name.text.clone());
+            }
+            continue;
+        }
+        let decls = split_commas(body);
+        let first = decls[0];
+        let eq0 = first.iter().position(|t| t.text == "=").unwrap_or(first.len());
+        let head = &first[..eq0];
+        let (has_const, has_volatile) =
+            (head.iter().any(|t| t.text == "const"), head.iter().any(|t| t.text == "volatile"));
+        if !(has_const && has_volatile) || head.iter().any(|t| t.text == "(" || t.text == "{") {
+            continue;
+        }
+        let Some((name0, dims0)) = declarator_name(head) else { continue };
+        let name_at = head.iter().rposition(|t| t.text == name0).unwrap_or(0);
+        let type_text =
+            head[..name_at].iter().filter(|t| t.ident).map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ");
+        s.rodata.push(ScannedRodata { name: name0, type_text: type_text.clone(), dims: dims0 });
+        for d in &decls[1..] {
+            let eq = d.iter().position(|t| t.text == "=").unwrap_or(d.len());
+            if let Some((name, dims)) = declarator_name(&d[..eq]) {
+                s.rodata.push(ScannedRodata { name, type_text: type_text.clone(), dims });
+            }
+        }
+    }
+    s
+}
+
+fn c_str(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// The descriptor unit: the scheduler source included first, then the
+/// tables the loader reads through `schedlab_attach()`.
+pub fn generate(scan: &Scan, source: &str, abi_header: &str) -> Result<String, String> {
+    let mut c = String::new();
+    let _ = writeln!(c, "/* Generated by schedlab's loader; see host/scan.rs. */");
+    let _ = writeln!(c, "#include {}", c_str(source));
+    let _ = writeln!(c, "#include {}", c_str(abi_header));
+    for k in &scan.kconfig {
+        let _ = writeln!(c, "__attribute__((weak)) __typeof__({k}) {k};");
+    }
+
+    let map_index = |n: &str| scan.maps.iter().position(|m| m.name == n);
+    let _ = writeln!(c, "static struct schedlab_map_desc __schedlab_maps[] = {{");
+    for m in &scan.maps {
+        let n = &m.name;
+        let has = |x: &str| m.members.iter().any(|y| y == x);
+        if !has("type") {
+            return Err(format!("map `{n}` has no __uint(type, ...)"));
+        }
+        let ints = |x: &str| format!("(u32)(sizeof(*{n}.{x}) / sizeof(int))");
+        let key = if has("key") {
+            format!("(u32)sizeof(*{n}.key)")
+        } else if has("key_size") {
+            ints("key_size")
+        } else {
+            "0".into()
+        };
+        let value = if has("value") {
+            format!("(u32)sizeof(*{n}.value)")
+        } else if has("value_size") {
+            ints("value_size")
+        } else if has("values") {
+            "(u32)sizeof(void *)".into()
+        } else {
+            "0".into()
+        };
+        let max = if has("max_entries") { ints("max_entries") } else { "0".into() };
+        let flags = if has("map_flags") { ints("map_flags") } else { "0".into() };
+        let _ = writeln!(c, "\t{{ {}, (void *)&{n}, {}, {key}, {value}, {max}, {flags}, 0 }},", c_str(n), ints("type"));
+    }
+    let _ = writeln!(c, "\t{{ 0 }}\n}};");
+
+    let _ = writeln!(c, "static struct schedlab_map_slot __schedlab_slots[] = {{");
+    let mut nr_slots = 0;
+    for (oi, m) in scan.maps.iter().enumerate() {
+        for (slot, inner) in &m.slots {
+            if map_index(inner).is_none() {
+                return Err(format!("map `{}`: `{inner}` in .values is not a map", m.name));
+            }
+            let _ = writeln!(c, "\t{{ {oi}, (u32)({slot}), (void *)&{inner} }},");
+            nr_slots += 1;
+        }
+    }
+    let _ = writeln!(c, "\t{{ 0 }}\n}};");
+
+    let kind = |x: &str| {
+        format!(
+            "_Generic(({x}), _Bool: 1, char: 4, signed char: 2, short: 2, int: 2, long: 2, long long: 2, \
+             unsigned char: 3, unsigned short: 3, unsigned int: 3, unsigned long: 3, unsigned long long: 3, default: 5)"
+        )
+    };
+    let _ = writeln!(c, "static struct schedlab_rodata_desc __schedlab_rodata[] = {{");
+    for r in &scan.rodata {
+        let n = &r.name;
+        let line = match r.dims {
+            0 => format!("{{ {}, (void *)&{n}, sizeof({n}), sizeof({n}), {}, 0 }}", c_str(n), kind(n)),
+            1 => format!(
+                "{{ {}, (void *)&{n}, sizeof({n}), sizeof({n}[0]), {}, sizeof({n}) / sizeof({n}[0]) }}",
+                c_str(n),
+                kind(&format!("{n}[0]"))
+            ),
+            _ => format!("{{ {}, (void *)&{n}, sizeof({n}), sizeof({n}), 5, 0 }}", c_str(n)),
+        };
+        let _ = writeln!(c, "\t{line},");
+    }
+    let _ = writeln!(c, "\t{{ 0 }}\n}};");
+
+    let _ = writeln!(c, "static struct schedlab_ops_desc __schedlab_ops[] = {{");
+    for o in &scan.ops {
+        let _ = writeln!(c, "\t{{ {}, &{o} }},", c_str(o));
+    }
+    let _ = writeln!(c, "\t{{ 0 }}\n}};");
+
+    let _ = writeln!(c, "static struct schedlab_prog_desc __schedlab_progs[] = {{");
+    for p in &scan.syscalls {
+        let _ = writeln!(c, "\t{{ {}, (void *){p} }},", c_str(p));
+    }
+    let _ = writeln!(c, "\t{{ 0 }}\n}};");
+
+    let _ = writeln!(
+        c,
+        "struct schedlab_module __schedlab_module = {{\n\
+         \t.abi_version = SCHEDLAB_ABI_VERSION,\n\
+         \t.sizeof_ops = sizeof(struct sched_ext_ops),\n\
+         \t.sizeof_task = sizeof(struct task_struct),\n\
+         \t.nr_maps = {}, .nr_map_slots = {nr_slots}, .nr_rodata = {}, .nr_ops = {}, .nr_progs = {},\n\
+         \t.maps = __schedlab_maps, .map_slots = __schedlab_slots, .rodata = __schedlab_rodata,\n\
+         \t.ops = __schedlab_ops, .progs = __schedlab_progs,\n}};",
+        scan.maps.len(),
+        scan.rodata.len(),
+        scan.ops.len(),
+        scan.syscalls.len()
+    );
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = r#"
+# 1 "x.bpf.c"
+typedef unsigned int u32;
+extern int LINUX_KERNEL_VERSION __schedlab_kconfig;
+extern const char CONFIG_X[64] __schedlab_kconfig __attribute__((weak));
+const volatile u64 slice_ns = 20000000;
+const volatile bool fifo, also = 1;
+volatile const u32 cpus[16] __attribute__((aligned(8)));
+static const u64 not_rodata = 3;
+struct foo { const volatile int not_top; };
+struct {
+	int (*type)[BPF_MAP_TYPE_ARRAY];
+	__typeof__(u32) *key;
+	__typeof__(struct foo) *value;
+	int (*max_entries)[4];
+} stats __schedlab_sec(".maps");
+struct { int (*type)[22]; int (*value_size)[8]; int (*max_entries)[4]; } q0 __schedlab_sec(".maps"), q1 __schedlab_sec(".maps");
+struct {
+	int (*type)[BPF_MAP_TYPE_ARRAY_OF_MAPS];
+	int (*max_entries)[2];
+	__typeof__(int) *key;
+	__typeof__(struct { int (*type)[22]; }) *values[];
+} qs __schedlab_sec(".maps") = { .values = { [1] = &q1, &q0 } };
+int helper(int a) { if (a) { return 1; } return 0; }
+__attribute__((used)) __schedlab_sec("syscall") int run_me(void *ctx) { return 0; }
+__schedlab_sec(".struct_ops.link") struct sched_ext_ops simple_ops = { .name = "simple", };
+struct sched_ext_ops *not_ops(void);
+"#;
+
+    #[test]
+    fn finds_maps_rodata_ops_programs_kconfig() {
+        let s = scan(SRC);
+        let names: Vec<&str> = s.rodata.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["slice_ns", "fifo", "also", "cpus"]);
+        assert_eq!(s.rodata[3].dims, 1);
+        assert_eq!(s.rodata[0].type_text, "const volatile u64");
+        let maps: Vec<&str> = s.maps.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(maps, ["stats", "q0", "q1", "qs"]);
+        assert_eq!(s.maps[0].members, ["type", "key", "value", "max_entries"]);
+        assert_eq!(s.maps[3].slots, [("1".to_string(), "q1".to_string()), ("(1) + 1".to_string(), "q0".to_string())]);
+        assert_eq!(s.ops, ["simple_ops"]);
+        assert_eq!(s.syscalls, ["run_me"]);
+        assert_eq!(s.kconfig, ["LINUX_KERNEL_VERSION", "CONFIG_X"]);
+    }
+
+    #[test]
+    fn generated_table_names_everything() {
+        let mut s = scan(SRC);
+        s.maps.retain(|m| m.name != "qs");
+        let c = generate(&s, "/x/a \"b\".c", "/shim/schedlab_abi.h").unwrap();
+        assert!(c.contains("#include \"/x/a \\\"b\\\".c\""));
+        assert!(c.contains("(u32)sizeof(*stats.value)"));
+        assert!(c.contains("(u32)(sizeof(*q0.value_size) / sizeof(int))"));
+        assert!(c.contains("sizeof(cpus[0])"));
+        assert!(c.contains("{ \"simple_ops\", &simple_ops }"));
+        assert!(c.contains("__attribute__((weak)) __typeof__(CONFIG_X) CONFIG_X;"));
+        let bad = Scan {
+            maps: vec![ScannedMap { name: "m".into(), members: vec!["key".into()], slots: vec![] }],
+            ..Scan::default()
+        };
+        assert!(generate(&bad, "a", "b").unwrap_err().contains("no __uint(type"));
+    }
+}

@@ -1,0 +1,260 @@
+//! Per-scheduler host state and the one way C reaches the simulator.
+//!
+//! # The accessor
+//!
+//! Every kfunc entry point (ffi.rs, kptr.rs, mapfns.rs) is an
+//! `extern "C"` function the C runtime calls with no context argument. It
+//! finds the simulator and this scheduler's state through the thread-local
+//! [`CURRENT`], which [`HostState::call`] sets around each call into C and
+//! restores afterwards (calls nest: a kfunc may run another op, e.g.
+//! `scx_bpf_reenqueue_local` calls `ops.enqueue`).
+//!
+//! Why that is sound: [`HostState::call`] receives `&mut Sim` and derives the
+//! raw pointer it stores from it, then does not touch its `&mut Sim` until C
+//! returns. While C runs, exactly one kfunc at a time turns the raw pointer
+//! back into `&mut Sim` ([`with_ctx`]), and that borrow ends before the kfunc
+//! returns to C; if the kfunc re-enters a scheduler op, the inner
+//! [`HostState::call`] derives a new pointer from that borrow and the outer
+//! one is again unused until the inner call is over. So the `&mut Sim`s form
+//! a stack of reborrows, never two live at once. The simulator is
+//! single-threaded and the pointer is thread-local, so no other thread sees
+//! it. Host state is in `RefCell`s that no code holds borrowed across a call
+//! into C.
+//!
+//! A panic inside a kfunc (a simulator bug or a failed assertion in a test)
+//! must not unwind through C frames. It is caught, stored, every further
+//! kfunc in that call returns a harmless value, and the panic resumes once
+//! the C call returns to Rust.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
+use crate::engine::TaskId;
+use crate::sched::ext::abi::{CpumaskC, TaskStructC};
+use crate::sched::ext::kfuncs;
+use crate::sim::Sim;
+
+use super::maps::{Graveyard, Map};
+
+/// `struct bpf_cpumask`: the mask first, so a `struct cpumask *` cast works.
+#[repr(C)]
+pub struct BpfCpumaskC {
+    pub mask: CpumaskC,
+    pub usage: u32,
+    pub _pad: u32,
+}
+
+/// A `bpf_timer` the scheduler initialised.
+pub struct Timer {
+    /// Index of the map whose value holds it, and that value's key.
+    pub map: usize,
+    pub key: Vec<u8>,
+    /// `int cb(void *map, void *key, void *value)`, once set.
+    pub cb: usize,
+}
+
+/// Mutable state, never borrowed across a call into C.
+#[derive(Default)]
+pub struct Inner {
+    pub maps: Vec<Map>,
+    /// Map variable address -> index in `maps`.
+    pub map_addr: BTreeMap<usize, usize>,
+    /// Task pointers handed to C -> task.
+    pub tasks: BTreeMap<usize, TaskId>,
+    /// Live `bpf_cpumask`s by address.
+    pub cpumasks: BTreeMap<usize, Box<BpfCpumaskC>>,
+    /// Masks lent by scx_bpf_get_*_cpumask(), valid until the op returns.
+    pub lent: BTreeSet<usize>,
+    /// Where bpf_cpumask_any_distribute() continues.
+    pub rotor: u32,
+    pub timers: BTreeMap<u64, Timer>,
+    pub next_timer: u64,
+    /// Memory released during this call, freed when it returns.
+    pub grave: Graveyard,
+    #[allow(clippy::vec_box)] // boxes keep their addresses; the Vec only owns them
+    pub grave_masks: Vec<Box<BpfCpumaskC>>,
+    /// bpf_printk() output.
+    pub trace: Vec<String>,
+}
+
+pub struct HostState {
+    pub inner: RefCell<Inner>,
+    /// One-entry cache of the task lookup: (address, task).
+    last_task: Cell<(usize, TaskId)>,
+    /// Nesting depth of calls into C.
+    depth: Cell<u32>,
+    /// The runtime's spin lock / RCU balance check.
+    pub end_call: Option<unsafe extern "C" fn() -> u32>,
+}
+
+#[derive(Clone, Copy)]
+struct Ctx {
+    sim: *mut Sim,
+    host: *const HostState,
+}
+
+thread_local! {
+    static CURRENT: Cell<Ctx> = const { Cell::new(Ctx { sim: std::ptr::null_mut(), host: std::ptr::null() }) };
+    static PANIC: RefCell<Option<Box<dyn Any + Send>>> = const { RefCell::new(None) };
+}
+
+/// Values a kfunc returns to C when it cannot do its work.
+pub trait Zero {
+    fn zero() -> Self;
+}
+
+macro_rules! zero_is_default {
+    ($($t:ty),*) => { $(impl Zero for $t { fn zero() -> Self { Default::default() } })* };
+}
+zero_is_default!((), bool, i32, u32, i64, u64);
+
+impl<T> Zero for *mut T {
+    fn zero() -> Self {
+        std::ptr::null_mut()
+    }
+}
+
+impl<T> Zero for *const T {
+    fn zero() -> Self {
+        std::ptr::null()
+    }
+}
+
+/// Runs a kfunc body with the simulator and the calling scheduler's state.
+pub fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
+    let ctx = CURRENT.with(Cell::get);
+    if ctx.sim.is_null() || PANIC.with(|p| p.borrow().is_some()) {
+        // Outside HostState::call (impossible for C the host loaded) or
+        // after a panic in this call: do nothing.
+        return R::zero();
+    }
+    match catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: see the module documentation: `ctx` was set by
+        // HostState::call from a live `&mut Sim` and `&HostState` that are
+        // not otherwise used until this kfunc returns.
+        let (sim, host) = unsafe { (&mut *ctx.sim, &*ctx.host) };
+        f(sim, host)
+    })) {
+        Ok(r) => r,
+        Err(payload) => {
+            PANIC.with(|p| *p.borrow_mut() = Some(payload));
+            R::zero()
+        }
+    }
+}
+
+/// Reports a rule violation the way the kernel does: scx_error(), which
+/// ejects the scheduler; the kfunc then returns a harmless value.
+pub fn bad(sim: &mut Sim, msg: String) {
+    kfuncs::scx_bpf_error(sim, msg);
+}
+
+impl HostState {
+    pub fn new(inner: Inner, end_call: Option<unsafe extern "C" fn() -> u32>) -> HostState {
+        HostState { inner: RefCell::new(inner), last_task: Cell::new((0, 0)), depth: Cell::new(0), end_call }
+    }
+
+    /// Calls into C with the context set; `f` is the C call.
+    pub fn call<R>(&self, sim: &mut Sim, f: impl FnOnce() -> R) -> R {
+        let prev = CURRENT.with(|c| c.replace(Ctx { sim: sim as *mut Sim, host: self as *const HostState }));
+        self.depth.set(self.depth.get() + 1);
+        let r = f();
+        self.depth.set(self.depth.get() - 1);
+        CURRENT.with(|c| c.set(prev));
+        if let Some(payload) = PANIC.with(|p| p.borrow_mut().take()) {
+            if self.depth.get() == 0 {
+                self.release_call_memory();
+            }
+            resume_unwind(payload);
+        }
+        if self.depth.get() == 0 {
+            // SAFETY: end_call is the runtime's own function (no arguments),
+            // taken from the module this state belongs to.
+            let held = self.end_call.map_or(0, |f| unsafe { f() });
+            if held & 1 != 0 {
+                bad(sim, "BPF program returned with a bpf_spin_lock held".into());
+            }
+            if held & 2 != 0 {
+                bad(sim, "BPF program returned inside bpf_rcu_read_lock()".into());
+            }
+            self.release_call_memory();
+        }
+        r
+    }
+
+    fn release_call_memory(&self) {
+        let mut i = self.inner.borrow_mut();
+        i.grave.clear();
+        i.grave_masks.clear();
+        i.lent.clear();
+    }
+
+    /// The C view of task `p`, registered so later arguments can be checked.
+    pub fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
+        let c = kfuncs::task_c(sim, p);
+        if self.last_task.get() != (c as usize, p) {
+            self.inner.borrow_mut().tasks.insert(c as usize, p);
+            self.last_task.set((c as usize, p));
+        }
+        c
+    }
+
+    /// The task behind a pointer from C, or an ejection naming `what`.
+    pub fn task_of(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<TaskId> {
+        let addr = c as usize;
+        if addr != 0 && self.last_task.get().0 == addr {
+            return Some(self.last_task.get().1);
+        }
+        let found = if addr == 0 { None } else { self.inner.borrow().tasks.get(&addr).copied() };
+        match found {
+            Some(p) => {
+                self.last_task.set((addr, p));
+                Some(p)
+            }
+            None => {
+                let why = if addr == 0 { "NULL task" } else { "pointer is not a task" };
+                bad(sim, format!("{what}: invalid argument ({why}: {addr:#x})"));
+                None
+            }
+        }
+    }
+
+    /// Whether `m` may be read as a `struct cpumask`: a bpf_cpumask, a lent
+    /// kernel mask, or a task's `cpus_mask`.
+    pub fn mask_ok(&self, m: *const CpumaskC) -> bool {
+        let a = m as usize;
+        if a == 0 {
+            return false;
+        }
+        let i = self.inner.borrow();
+        if i.cpumasks.contains_key(&a) || i.lent.contains(&a) {
+            return true;
+        }
+        let off = std::mem::offset_of!(TaskStructC, cpus_mask);
+        a.checked_sub(off).is_some_and(|t| i.tasks.contains_key(&t))
+    }
+
+    /// Checks a `const struct cpumask *` argument, ejecting on a bad one.
+    pub fn mask<'a>(&self, sim: &mut Sim, m: *const CpumaskC, what: &str) -> Option<&'a CpumaskC> {
+        if self.mask_ok(m) {
+            // SAFETY: mask_ok() found the address among live objects the host
+            // owns or lent for this call (bpf_cpumasks are boxed and removed
+            // from the registry before they are freed; lent masks and task
+            // masks outlive the call). The reference is used only within the
+            // calling kfunc.
+            Some(unsafe { &*m })
+        } else {
+            bad(sim, format!("{what}: invalid cpumask pointer {:#x}", m as usize));
+            None
+        }
+    }
+
+    /// Records a kernel mask lent to C and returns its address.
+    pub fn lend(&self, m: &CpumaskC) -> *const CpumaskC {
+        let p = m as *const CpumaskC;
+        self.inner.borrow_mut().lent.insert(p as usize);
+        p
+    }
+}
