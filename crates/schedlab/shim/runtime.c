@@ -109,6 +109,7 @@
 	X(scx_bpf_dsq_move_set_vtime, (struct bpf_iter_scx_dsq * it, u64 vtime), (it, vtime)) \
 	X(bpf_iter_scx_dsq_destroy, (struct bpf_iter_scx_dsq * it), (it))      \
 	X(scx_bpf_kick_cpu, (s32 cpu, u64 flags), (cpu, flags))                \
+	X(scx_bpf_dsq_reenq, (u64 dsq_id, u64 reenq_flags), (dsq_id, reenq_flags)) \
 	X(scx_bpf_cpuperf_set, (s32 cpu, u32 perf), (cpu, perf))               \
 	X(scx_bpf_put_cpumask, (const struct cpumask *m), (m))                 \
 	X(scx_bpf_put_idle_cpumask, (const struct cpumask *m), (m))            \
@@ -426,6 +427,18 @@ ALIAS(bool, scx_bpf_dispatch_vtime_from_dsq, scx_bpf_dsq_move_vtime, MOVE_PARAMS
 ALIAS(bool, scx_bpf_dispatch_vtime_from_dsq___old, scx_bpf_dsq_move_vtime, MOVE_PARAMS, MOVE_ARGS)
 ALIAS(bool, scx_bpf_dispatch_vtime_from_dsq___compat, scx_bpf_dsq_move_vtime, MOVE_PARAMS, MOVE_ARGS)
 ALIAS(u32, scx_bpf_reenqueue_local___v1, scx_bpf_reenqueue_local, (void), ())
+
+/* v6.19: reenqueue from anywhere, deferred; 7.1: any local DSQ. */
+void scx_bpf_reenqueue_local___v2___compat(void)
+{
+	h_scx_bpf_dsq_reenq(SCX_DSQ_LOCAL, SCX_REENQ_ANY);
+}
+
+void scx_bpf_dsq_reenq___compat(u64 dsq_id, u64 reenq_flags, const struct bpf_prog_aux *aux)
+{
+	(void)aux;
+	h_scx_bpf_dsq_reenq(dsq_id, reenq_flags);
+}
 
 void scx_bpf_events(struct scx_event_stats *events, size_t events__sz)
 {

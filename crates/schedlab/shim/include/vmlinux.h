@@ -365,8 +365,8 @@ enum scx_dsq_iter_flags {
 
 enum scx_enq_flags {
 	SCX_ENQ_WAKEUP = 0x01,
-	SCX_ENQ_HEAD = 0x10,
-	SCX_ENQ_CPU_SELECTED = 0x800,
+	SCX_ENQ_HEAD = 1LLU << 16,
+	SCX_ENQ_CPU_SELECTED = 1LLU << 20,
 	SCX_ENQ_PREEMPT = 1ULL << 32,
 	SCX_ENQ_IMMED = 1ULL << 33,
 	SCX_ENQ_REENQ = 1ULL << 40,
@@ -374,6 +374,12 @@ enum scx_enq_flags {
 	__SCX_ENQ_INTERNAL_MASK = 0xffULL << 56,
 	SCX_ENQ_CLEAR_OPSS = 1ULL << 56,
 	SCX_ENQ_DSQ_PRIQ = 1ULL << 57,
+	SCX_ENQ_NESTED = 1ULL << 58,
+	SCX_ENQ_GDSQ_FALLBACK = 1ULL << 59,
+};
+
+enum scx_reenq_flags {
+	SCX_REENQ_ANY = 1LLU << 0,
 };
 
 enum scx_deq_flags {
@@ -414,8 +420,10 @@ enum scx_ops_flags {
 
 enum scx_ent_flags {
 	SCX_TASK_QUEUED = 1 << 0,
+	SCX_TASK_IN_CUSTODY = 1 << 1,
 	SCX_TASK_RESET_RUNNABLE_AT = 1 << 2,
 	SCX_TASK_DEQD_FOR_SLEEP = 1 << 3,
+	SCX_TASK_IMMED = 1 << 5,
 	SCX_TASK_STATE_SHIFT = 8,
 	SCX_TASK_STATE_BITS = 2,
 	SCX_TASK_STATE_MASK = ((1 << SCX_TASK_STATE_BITS) - 1) << SCX_TASK_STATE_SHIFT,
@@ -445,6 +453,10 @@ enum scx_exit_kind {
 enum scx_exit_code {
 	SCX_ECODE_RSN_HOTPLUG = 1LLU << 32,
 	SCX_ECODE_ACT_RESTART = 1LLU << 48,
+};
+
+enum scx_exit_flags {
+	SCX_EFLAG_INITIALIZED = 1LLU << 0,
 };
 
 enum scx_cpu_preempt_reason {

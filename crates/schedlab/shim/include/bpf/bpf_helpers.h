@@ -182,6 +182,11 @@ long bpf_get_current_comm(void *buf, u32 size_of_buf);
 				  sizeof(___param));                           \
 	})
 
+/* The most iterations a BPF loop may make (include/linux/bpf.h). */
+#ifndef BPF_MAX_LOOPS
+#define BPF_MAX_LOOPS (8 * 1024 * 1024)
+#endif
+
 /* Open-coded iterators (kfuncs) and the loops built on them. */
 int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end);
 int *bpf_iter_num_next(struct bpf_iter_num *it);

@@ -100,15 +100,24 @@ static inline void scx_bpf_task_set_dsq_vtime(struct task_struct *p, u64 vtime)
 
 u32 scx_bpf_reenqueue_local(void) __ksym;
 
-/* Reenqueueing from anywhere (the v6.19 variant) is not modelled. */
+/* v6.19: reenqueue the local DSQ from any op (deferred); 7.1: any DSQ. */
+void scx_bpf_reenqueue_local___v2___compat(void) __ksym;
+void scx_bpf_dsq_reenq(u64 dsq_id, u64 reenq_flags) __ksym;
+
 static inline bool __COMPAT_scx_bpf_reenqueue_local_from_anywhere(void)
 {
-	return false;
+	return true;
 }
 
 static inline int scx_bpf_reenqueue_local_from_anywhere(void)
 {
-	return -EOPNOTSUPP;
+	scx_bpf_reenqueue_local___v2___compat();
+	return 0;
+}
+
+static inline bool __COMPAT_has_generic_reenq(void)
+{
+	return true;
 }
 
 /* The ops table; the loader finds every `struct sched_ext_ops` definition. */

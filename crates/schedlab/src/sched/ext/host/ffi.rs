@@ -175,6 +175,10 @@ pub extern "C" fn scx_bpf_reenqueue_local() -> u32 {
     with_ctx(|sim, _| k::scx_bpf_reenqueue_local(sim))
 }
 
+pub extern "C" fn scx_bpf_dsq_reenq(dsq_id: u64, reenq_flags: u64) {
+    with_ctx(|sim, _| k::scx_bpf_dsq_reenq(sim, dsq_id, reenq_flags))
+}
+
 pub extern "C" fn scx_bpf_kick_cpu(cpu: i32, flags: u64) {
     with_ctx(|sim, _| k::scx_bpf_kick_cpu(sim, cpu, flags))
 }
@@ -379,6 +383,7 @@ pub fn lookup(name: &str) -> Option<*mut c_void> {
         ffi::scx_bpf_dsq_move,
         ffi::scx_bpf_dsq_move_vtime,
         ffi::scx_bpf_reenqueue_local,
+        ffi::scx_bpf_dsq_reenq,
         ffi::scx_bpf_kick_cpu,
         ffi::scx_bpf_dsq_nr_queued,
         ffi::scx_bpf_dsq_peek,

@@ -38,6 +38,8 @@ mod mapfns;
 pub mod maps;
 mod scan;
 mod state;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void, CString};
@@ -150,6 +152,11 @@ pub struct HostedScheduler {
 
 /// Compiles (or takes from the cache), loads and configures `source`.
 pub fn load(source: &Path, cfg: &LoadConfig) -> Result<Rc<HostedScheduler>, HostError> {
+    load_owned(source, cfg).map(Rc::new)
+}
+
+/// [`load`], returning the scheduler by value (e.g. to wrap it).
+pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, HostError> {
     let cache = cfg.cache_dir.clone().unwrap_or_else(compile::cache_dir);
     let compiled = compile::compile(source, &cache)?;
     let loaded = loader::open(&compiled.so, source)?;
@@ -279,7 +286,7 @@ pub fn load(source: &Path, cfg: &LoadConfig) -> Result<Rc<HostedScheduler>, Host
     for (k, v) in &cfg.rodata {
         hosted.set_rodata(k, v)?;
     }
-    Ok(Rc::new(hosted))
+    Ok(hosted)
 }
 
 impl Drop for HostedScheduler {

@@ -286,6 +286,7 @@ fn array_of_maps_slots(init: &[Tok]) -> Vec<(String, String)> {
 pub fn scan(preprocessed: &str) -> Scan {
     let toks = tokenize(preprocessed);
     let mut s = Scan::default();
+    let mut tags: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for item in items(&toks) {
         let (t, secs) = strip_attrs(item);
         if t.is_empty() {
@@ -317,12 +318,29 @@ pub fn scan(preprocessed: &str) -> Scan {
             }
             continue;
         }
+        // `struct TAG { ... }` anywhere at the start: remember the members,
+        // for maps declared later as `struct TAG name SEC(".maps")`.
+        let open = t.iter().position(|t| t.text == "{");
+        if let (Some(o), Some(1)) = (open, t.iter().position(|t| t.text == "struct").map(|p| p + 1)) {
+            if o == 2 && t[1].ident {
+                tags.insert(t[1].text.clone(), member_names(&t[o + 1..close_of(&t, o)]));
+            }
+        }
         if secs.iter().any(|x| x == ".maps") {
-            // struct { members } NAME [= init] [, NAME2 ...];
-            let Some(open) = t.iter().position(|t| t.text == "{") else { continue };
-            let close = close_of(&t, open);
-            let members = member_names(&t[open + 1..close]);
-            for d in split_commas(&t[close + 1..t.len() - 1]) {
+            // struct [TAG] { members } NAME [= init] [, NAME2 ...];  or  struct TAG NAME ...;
+            let (members, decls_from) = match open {
+                Some(o) => {
+                    let c = close_of(&t, o);
+                    (member_names(&t[o + 1..c]), c + 1)
+                }
+                None => match t.iter().position(|t| t.text == "struct") {
+                    Some(p) if t.get(p + 1).is_some_and(|t| t.ident) => {
+                        (tags.get(&t[p + 1].text).cloned().unwrap_or_default(), p + 2)
+                    }
+                    _ => continue,
+                },
+            };
+            for d in split_commas(&t[decls_from..t.len() - 1]) {
                 let eq = d.iter().position(|t| t.text == "=");
                 if let Some((name, _)) = declarator_name(&d[..eq.unwrap_or(d.len())]) {
                     let slots = eq.map(|e| array_of_maps_slots(&d[e + 1..])).unwrap_or_default();
@@ -505,6 +523,8 @@ struct {
 	__typeof__(int) *key;
 	__typeof__(struct { int (*type)[22]; }) *values[];
 } qs __schedlab_sec(".maps") = { .values = { [1] = &q1, &q0 } };
+struct pidq { int (*type)[22]; int (*max_entries)[8]; __typeof__(int) *value; };
+struct pidq fifo0 __schedlab_sec(".maps");
 int helper(int a) { if (a) { return 1; } return 0; }
 __attribute__((used)) __schedlab_sec("syscall") int run_me(void *ctx) { return 0; }
 __schedlab_sec(".struct_ops.link") struct sched_ext_ops simple_ops = { .name = "simple", };
@@ -519,7 +539,8 @@ struct sched_ext_ops *not_ops(void);
         assert_eq!(s.rodata[3].dims, 1);
         assert_eq!(s.rodata[0].type_text, "const volatile u64");
         let maps: Vec<&str> = s.maps.iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(maps, ["stats", "q0", "q1", "qs"]);
+        assert_eq!(maps, ["stats", "q0", "q1", "qs", "fifo0"]);
+        assert_eq!(s.maps[4].members, ["type", "max_entries", "value"]);
         assert_eq!(s.maps[0].members, ["type", "key", "value", "max_entries"]);
         assert_eq!(s.maps[3].slots, [("1".to_string(), "q1".to_string()), ("(1) + 1".to_string(), "q0".to_string())]);
         assert_eq!(s.ops, ["simple_ops"]);

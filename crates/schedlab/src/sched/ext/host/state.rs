@@ -145,10 +145,11 @@ pub fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
     }
 }
 
-/// Reports a rule violation the way the kernel does: scx_error(), which
-/// ejects the scheduler; the kfunc then returns a harmless value.
+/// Reports a rule violation the way the kernel's argument checks do:
+/// scx_error() (SCX_EXIT_ERROR), which ejects the scheduler; the kfunc then
+/// returns a harmless value.
 pub fn bad(sim: &mut Sim, msg: String) {
-    kfuncs::scx_bpf_error(sim, msg);
+    sim.scx_error(msg);
 }
 
 impl HostState {
