@@ -68,6 +68,7 @@
 	X(u32, bpf_get_prandom_u32, (void), ())                                \
 	X(u32, bpf_get_smp_processor_id, (void), ())                           \
 	X(struct task_struct *, bpf_task_from_pid, (s32 pid), (pid))           \
+	X(struct task_struct *, bpf_get_current_task_btf, (void), ())          \
 	X(struct task_struct *, bpf_task_acquire, (struct task_struct * p), (p)) \
 	X(struct bpf_cpumask *, bpf_cpumask_create, (void), ())                \
 	X(struct bpf_cpumask *, bpf_cpumask_acquire, (struct bpf_cpumask * m), (m)) \
@@ -479,6 +480,11 @@ long bpf_get_numa_node_id(void)
 	return h_scx_bpf_cpu_node((s32)h_bpf_get_smp_processor_id());
 }
 
+u64 bpf_get_current_task(void)
+{
+	return (u64)(uintptr_t)h_bpf_get_current_task_btf();
+}
+
 /* One process per task in the simulator; pid == tgid. */
 u64 bpf_get_current_pid_tgid(void)
 {
@@ -490,6 +496,19 @@ long bpf_get_current_comm(void *buf, u32 size)
 	if (buf && size)
 		strncpy(buf, "schedlab", size)[size - 1] = '\0';
 	return 0;
+}
+
+void *bpf_per_cpu_ptr(const void *percpu_ptr, u32 cpu)
+{
+	(void)percpu_ptr;
+	(void)cpu;
+	return NULL;
+}
+
+void *bpf_this_cpu_ptr(const void *percpu_ptr)
+{
+	(void)percpu_ptr;
+	return NULL;
 }
 
 /* ---- iterators and loops -------------------------------------------------- */

@@ -10,6 +10,8 @@
  */
 #ifndef __SCHEDLAB_VMLINUX_H__
 #define __SCHEDLAB_VMLINUX_H__
+/* bpftool's guard, which scheduler headers test (intf.h typedefs). */
+#define __VMLINUX_H__
 
 #ifndef __SCHEDLAB__
 #define __SCHEDLAB__ 1

@@ -403,3 +403,29 @@ fn bad_arguments_eject_instead_of_crashing() {
         assert_eq!(m.exited, m.nr_tasks, "mode {mode}: hackbench finished under fair");
     }
 }
+
+/// Real-world check without vendoring: compile, load and run the schedulers
+/// listed in `$SCHEDLAB_EXTRA_SCHEDS` (colon-separated .bpf.c paths, e.g.
+/// from a sched-ext/scx checkout). Run with `--ignored`.
+#[test]
+#[ignore]
+fn external_schedulers_from_env() {
+    let list = std::env::var("SCHEDLAB_EXTRA_SCHEDS").unwrap_or_default();
+    let mut failed = Vec::new();
+    for path in list.split(':').filter(|p| !p.is_empty()) {
+        let ops = match host::load_owned(Path::new(path), &cfg()) {
+            Ok(o) => o,
+            Err(e) => {
+                failed.push(format!("{path}: {e}"));
+                continue;
+            }
+        };
+        let (s, ops) = run_checked(ops, &mixed(4, 500));
+        let ran = s.tasks.iter().filter(|t| t.stats.runtime_ns > 0).count();
+        eprintln!("{path}: exit {:?}, {} violations, {ran} tasks ran", s.scx.exit, ops.violations().len());
+        if s.scx.exit.is_some() || !ops.violations().is_empty() {
+            failed.push(format!("{path}: {:?} {:?}", s.scx.exit, ops.violations().first()));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

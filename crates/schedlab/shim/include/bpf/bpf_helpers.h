@@ -164,7 +164,12 @@ long bpf_trace_printk(const char *fmt, u32 fmt_size, ...);
 long bpf_trace_vprintk(const char *fmt, u32 fmt_size, const void *data, u32 data_len);
 long bpf_snprintf(char *str, u32 str_size, const char *fmt, u64 *data, u32 data_len);
 u64 bpf_get_current_pid_tgid(void);
+struct task_struct *bpf_get_current_task_btf(void);
+u64 bpf_get_current_task(void);
 long bpf_get_current_comm(void *buf, u32 size_of_buf);
+/* Per-CPU kernel variables (__ksym) are not modelled: always NULL. */
+void *bpf_per_cpu_ptr(const void *percpu_ptr, u32 cpu);
+void *bpf_this_cpu_ptr(const void *percpu_ptr);
 
 /*
  * bpf_printk(): formatted like the kernel's bstr printf (every argument

@@ -27,7 +27,6 @@
 #define PF_KSWAPD 0x00020000
 #define PF_KTHREAD 0x00200000
 #define CLOCK_MONOTONIC 1
-#define CLOCK_BOOTTIME 7
 
 #ifndef NR_CPUS
 #define NR_CPUS SCHEDLAB_NR_CPUS
@@ -334,18 +333,6 @@ static inline bool time_in_range_open(u64 a, u64 b, u64 c)
 		__typeof__(old) __o = (old);                                   \
 		(__o - (__o >> (decay))) + ((new) >> (decay));                 \
 	})
-
-static inline u64 calc_avg(u64 old_val, u64 new_val)
-{
-	return __calc_avg(old_val, new_val, 2);
-}
-
-static inline u64 calc_avg_clamp(u64 old_val, u64 new_val, u64 low, u64 high)
-{
-	u64 v = calc_avg(old_val, new_val);
-
-	return v < low ? low : v > high ? high : v;
-}
 
 /* floor(log2(v)) for v > 0. */
 static inline u32 log2_u32(u32 v)

@@ -75,6 +75,8 @@ static inline struct task_struct *__COMPAT_scx_bpf_cpu_curr(int cpu)
 }
 
 /* v6.19: scalar arguments packed in a struct; the wrappers keep the old call. */
+#define __COMPAT_HAS_scx_bpf_select_cpu_and 1
+
 static inline s32 scx_bpf_select_cpu_and(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
 					 const struct cpumask *cpus_allowed, u64 flags)
 {

@@ -33,6 +33,7 @@ pub const SHIM_FILES: &[(&str, &str)] = &[
     ("include/scx/user_exit_info.h", include_str!("../../../../shim/include/scx/user_exit_info.h")),
     ("include/scx/user_exit_info.bpf.h", include_str!("../../../../shim/include/scx/user_exit_info.bpf.h")),
     ("include/scx/user_exit_info_common.h", include_str!("../../../../shim/include/scx/user_exit_info_common.h")),
+    ("include/scx/percpu.bpf.h", include_str!("../../../../shim/include/scx/percpu.bpf.h")),
     ("include/scx/enums.bpf.h", include_str!("../../../../shim/include/scx/enums.bpf.h")),
     ("include/scx/enums.autogen.bpf.h", include_str!("../../../../shim/include/scx/enums.autogen.bpf.h")),
     ("include/scx/enum_defs.autogen.h", include_str!("../../../../shim/include/scx/enum_defs.autogen.h")),

@@ -357,6 +357,17 @@ pub extern "C" fn bpf_get_smp_processor_id() -> u32 {
     with_ctx(|sim, _| k::bpf_get_smp_processor_id(sim))
 }
 
+/// The task running on the op's CPU (`current`); NULL while it idles.
+pub extern "C" fn bpf_get_current_task_btf() -> *mut TaskStructC {
+    with_ctx(|sim, h| {
+        let cpu = k::bpf_get_smp_processor_id(sim);
+        match sim.rq(cpu).curr {
+            Some(p) if (p as usize) < sim.scx.tasks.len() => h.task_ptr(sim, p),
+            _ => std::ptr::null_mut(),
+        }
+    })
+}
+
 /// The host function the runtime asks for by `name`.
 pub fn lookup(name: &str) -> Option<*mut c_void> {
     macro_rules! table {
@@ -419,6 +430,7 @@ pub fn lookup(name: &str) -> Option<*mut c_void> {
         ffi::bpf_ktime_get_ns,
         ffi::bpf_get_prandom_u32,
         ffi::bpf_get_smp_processor_id,
+        ffi::bpf_get_current_task_btf,
         kptr::bpf_task_from_pid,
         kptr::bpf_task_acquire,
         kptr::bpf_task_release,
