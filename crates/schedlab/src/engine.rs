@@ -42,6 +42,10 @@ pub enum Event {
     ScxDisable,
     /// The disable work switches the next batch of tasks back to fair.
     ScxDisableStep,
+    /// The scenario's sched_ext scheduler is loaded (attach_at).
+    ScxAttach,
+    /// ... and unregistered from user space (detach_at).
+    ScxDetach,
     /// The end of the simulation.
     End,
 }
@@ -64,6 +68,8 @@ impl Event {
             Event::ScxBypassLb => (12, 0),
             Event::ScxDisable => (13, 0),
             Event::ScxDisableStep => (14, 0),
+            Event::ScxAttach => (15, 0),
+            Event::ScxDetach => (16, 0),
         }
     }
 }

@@ -77,6 +77,101 @@ pub struct SchedCacheResult {
     pub preference_changes: u64,
 }
 
+/// What the sched_ext scheduler did, when one was loaded.
+#[derive(Debug, Serialize)]
+pub struct ScxResult {
+    pub name: String,
+    /// "enabled" while it still ran at the end, "disabled" after an exit.
+    pub state: &'static str,
+    pub exit: Option<crate::sched::ext::ops::ExitInfo>,
+    /// Calls per sched_ext_ops callback (only callbacks that were called).
+    pub op_calls: std::collections::BTreeMap<&'static str, u64>,
+    pub kfunc_calls: u64,
+    pub dispatched: u64,
+    pub direct_dispatches: u64,
+    pub stale_dispatches_dropped: u64,
+    pub consumed_local: u64,
+    pub consumed_remote: u64,
+    pub dsq_tasks_scanned: u64,
+    pub reenqueued: u64,
+    pub kicks: u64,
+    pub keep_prev: u64,
+    pub dfl_slice_refills: u64,
+    pub deferred_irq_works: u64,
+    /// CPU time charged for callbacks, kfuncs and DSQ locks (incl. waiting).
+    pub overhead_ns: u64,
+    pub dsq_lock_wait_ns: u64,
+    /// Local DSQ residence: insert to removal (seed 000's metric).
+    pub local_dsq_residence: Option<LatencyStats>,
+    pub local_dsq_residence_over_128us: u64,
+    pub local_dsq_residence_over_256us: u64,
+    pub bypass_lb_moved: u64,
+    pub disable_started_ns: Option<u64>,
+    pub disable_grace_period_done_ns: Option<u64>,
+    pub disable_done_ns: Option<u64>,
+    pub max_wait_while_disabling_ns: u64,
+    /// Text the scheduler wrote from ops.dump*() on an error exit.
+    pub dump: String,
+}
+
+impl ScxResult {
+    fn collect(sim: &Sim) -> Option<ScxResult> {
+        let x = &sim.scx;
+        if x.name.is_empty() {
+            return None;
+        }
+        let st = &x.stats;
+        let h = &st.local_residence;
+        let over = |ns: u64| if h.is_empty() { 0 } else { h.count_between(ns + 1, h.max().max(ns + 1)) };
+        Some(ScxResult {
+            name: x.name.clone(),
+            state: if x.enabled() { "enabled" } else { "disabled" },
+            exit: x.exit.clone(),
+            op_calls: crate::sched::ext::ops::Op::ALL
+                .iter()
+                .filter(|o| st.op_calls[o.index()] > 0)
+                .map(|o| (o.name(), st.op_calls[o.index()]))
+                .collect(),
+            kfunc_calls: st.kfunc_calls,
+            dispatched: st.dispatched,
+            direct_dispatches: st.direct_dispatches,
+            stale_dispatches_dropped: st.stale_dispatches,
+            consumed_local: st.consumed_local,
+            consumed_remote: st.consumed_remote,
+            dsq_tasks_scanned: st.dsq_scanned,
+            reenqueued: st.reenqueued,
+            kicks: st.kicks,
+            keep_prev: st.keep_prev,
+            dfl_slice_refills: st.dfl_slice_refills,
+            deferred_irq_works: st.deferred_irq_works,
+            overhead_ns: st.overhead_ns,
+            dsq_lock_wait_ns: st.dsq_lock_wait_ns,
+            local_dsq_residence: latency_stats(h),
+            local_dsq_residence_over_128us: over(128_000),
+            local_dsq_residence_over_256us: over(256_000),
+            bypass_lb_moved: st.bypass_lb_moved,
+            disable_started_ns: st.disable_started_at,
+            disable_grace_period_done_ns: st.disable_gp_done_at,
+            disable_done_ns: st.disable_done_at,
+            max_wait_while_disabling_ns: st.max_wait_while_disabling_ns,
+            dump: x.dump.clone(),
+        })
+    }
+}
+
+fn latency_stats(h: &hdrhistogram::Histogram<u64>) -> Option<LatencyStats> {
+    (!h.is_empty()).then(|| LatencyStats {
+        count: h.len(),
+        min_ns: h.min(),
+        mean_ns: h.mean() as u64,
+        p50_ns: h.value_at_quantile(0.50),
+        p90_ns: h.value_at_quantile(0.90),
+        p99_ns: h.value_at_quantile(0.99),
+        p999_ns: h.value_at_quantile(0.999),
+        max_ns: h.max(),
+    })
+}
+
 #[derive(Debug, Serialize)]
 pub struct LockResult {
     pub id: u32,
@@ -102,6 +197,7 @@ pub struct Results {
     pub cpus: Vec<CpuResult>,
     pub locks: Vec<LockResult>,
     pub sched_cache: Option<SchedCacheResult>,
+    pub sched_ext: Option<ScxResult>,
 }
 
 impl Results {
@@ -112,17 +208,7 @@ impl Results {
             .iter()
             .enumerate()
             .map(|(w, m)| {
-                let h = &m.latency;
-                let latency = (!h.is_empty()).then(|| LatencyStats {
-                    count: h.len(),
-                    min_ns: h.min(),
-                    mean_ns: h.mean() as u64,
-                    p50_ns: h.value_at_quantile(0.50),
-                    p90_ns: h.value_at_quantile(0.90),
-                    p99_ns: h.value_at_quantile(0.99),
-                    p999_ns: h.value_at_quantile(0.999),
-                    max_ns: h.max(),
-                });
+                let latency = latency_stats(&m.latency);
                 let finished = m.finite && m.exited == m.nr_tasks;
                 let runtime_ns = sim.tasks.iter().filter(|t| t.workload as usize == w).map(|t| t.stats.runtime_ns).sum();
                 WorkloadResult {
@@ -196,6 +282,7 @@ impl Results {
                 cpus_scanned: sim.cache_stats.cpus_scanned,
                 preference_changes: sim.cache_stats.preference_changes,
             }),
+            sched_ext: ScxResult::collect(sim),
         }
     }
 
@@ -276,6 +363,40 @@ impl Results {
                 c.cpus_scanned as f64 / c.scans.max(1) as f64,
                 c.preference_changes
             ));
+        }
+        if let Some(x) = &self.sched_ext {
+            out.push_str(&format!(
+                "sched_ext {}: {}, {} callbacks, {} kfunc calls, overhead {} ({} waiting on DSQ locks)\n",
+                x.name,
+                x.state,
+                x.op_calls.values().sum::<u64>(),
+                x.kfunc_calls,
+                fmt_ns(x.overhead_ns),
+                fmt_ns(x.dsq_lock_wait_ns)
+            ));
+            if let Some(r) = &x.local_dsq_residence {
+                out.push_str(&format!(
+                    "  local DSQ residence: p50 {}, p99 {}, max {}; >128us: {}, >256us: {}; reenqueued {}\n",
+                    fmt_ns(r.p50_ns),
+                    fmt_ns(r.p99_ns),
+                    fmt_ns(r.max_ns),
+                    x.local_dsq_residence_over_128us,
+                    x.local_dsq_residence_over_256us,
+                    x.reenqueued
+                ));
+            }
+            if let Some(e) = &x.exit {
+                out.push_str(&format!("  exit: {:?} ({}){}\n", e.kind, e.reason, if e.msg.is_empty() { String::new() } else { format!(": {}", e.msg) }));
+            }
+            if let (Some(a), Some(b)) = (x.disable_started_ns, x.disable_done_ns) {
+                out.push_str(&format!(
+                    "  disable took {} (grace period {}), longest wait meanwhile {}, bypass LB moved {}\n",
+                    fmt_ns(b - a),
+                    x.disable_grace_period_done_ns.map_or("-".into(), |g| fmt_ns(g - a)),
+                    fmt_ns(x.max_wait_while_disabling_ns),
+                    x.bypass_lb_moved
+                ));
+            }
         }
         let util: Vec<String> = self.cpus.iter().map(|c| format!("{}", (c.util_ppm + 5_000) / 10_000)).collect();
         out.push_str(&format!("cpu utilisation %: {}\n", util.join(" ")));

@@ -188,17 +188,46 @@ pub struct CostSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerSpec {
+    /// "eevdf" (the fair class alone) or "ext" (a sched_ext scheduler, `sched`).
     #[serde(default = "default_kind")]
     pub kind: String,
     /// "fair_server" (default), "throttle" or "off".
     pub rt_bandwidth: Option<String>,
     pub base_slice: Option<Duration>,
     pub migration_cost: Option<Duration>,
+    /// ext: a shipped scheduler's name (simple, qmap, central, cpu0) or the
+    /// path of a `.bpf.c` file, relative to the scenario file.
+    pub sched: Option<String>,
+    /// ext: read-only settings (`const volatile` globals) by name, as a
+    /// scheduler's user space sets rodata before loading it.
+    #[serde(default)]
+    pub options: BTreeMap<String, toml::Value>,
+    /// ext: SCX_OPS_* flags to add to ops.flags, without the prefix
+    /// (e.g. "ALWAYS_ENQ_IMMED"), as a loader sets them on the skeleton.
+    #[serde(default)]
+    pub ops_flags: Vec<String>,
+    /// ext: when the scheduler is loaded (default 0) and unregistered.
+    pub attach_at: Option<Duration>,
+    pub detach_at: Option<Duration>,
+    /// ext: sched_ext.bypass_lb_intv_us, the bypass load balancer's period
+    /// (default 500ms; "0s" turns it off).
+    pub bypass_lb_interval: Option<Duration>,
 }
 
 impl Default for SchedulerSpec {
     fn default() -> Self {
-        SchedulerSpec { kind: default_kind(), rt_bandwidth: None, base_slice: None, migration_cost: None }
+        SchedulerSpec {
+            kind: default_kind(),
+            rt_bandwidth: None,
+            base_slice: None,
+            migration_cost: None,
+            sched: None,
+            options: BTreeMap::new(),
+            ops_flags: Vec::new(),
+            attach_at: None,
+            detach_at: None,
+            bypass_lb_interval: None,
+        }
     }
 }
 
@@ -463,11 +492,7 @@ pub fn apply_set(root: &mut toml::Table, spec: &str) -> Result<(), String> {
 }
 
 pub fn parse_policy(s: &str) -> Result<Policy, String> {
-    match Policy::parse(s) {
-        Some(Policy::Ext) => Err("policy \"ext\" needs a sched_ext scheduler, which this build does not have yet: use other, batch, idle, fifo or rr".into()),
-        Some(p) => Ok(p),
-        None => Err(format!("unknown policy {s:?}: expected other, batch, idle, fifo or rr")),
-    }
+    Policy::parse(s).ok_or_else(|| format!("unknown policy {s:?}: expected other, batch, idle, ext, fifo or rr"))
 }
 
 #[cfg(test)]

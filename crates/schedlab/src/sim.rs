@@ -235,6 +235,8 @@ pub struct Sim {
     pub irqoff: Option<IrqOffModel>,
     /// sched_ext: the loaded BPF scheduler and its DSQs (ext.c).
     pub scx: Box<crate::sched::ext::ScxState>,
+    /// A scheduler to load at a later time (Event::ScxAttach).
+    pub scx_pending: Option<std::rc::Rc<dyn crate::sched::ext::ops::ExtOps>>,
 }
 
 impl Sim {
@@ -290,6 +292,7 @@ impl Sim {
             check_invariants: cfg!(debug_assertions),
             irqoff: None,
             scx: Box::new(crate::sched::ext::ScxState::new(n, 1)),
+            scx_pending: None,
         }
     }
 
@@ -470,6 +473,18 @@ impl Sim {
             Event::ScxDisableStep => {
                 self.engine.account(t, &ev);
                 self.on_scx_disable_step();
+            }
+            Event::ScxAttach => {
+                self.engine.account(t, &ev);
+                if let Some(ops) = self.scx_pending.take() {
+                    if let Err(e) = self.scx_enable(ops) {
+                        self.scx.load_error = Some(e.to_string());
+                    }
+                }
+            }
+            Event::ScxDetach => {
+                self.engine.account(t, &ev);
+                self.scx_unregister();
             }
         }
         self.finish_event();

@@ -3,7 +3,7 @@
 //! scheduling decisions into elapsed time.
 
 use crate::engine::{Cpu, Event, TaskId};
-use crate::sched::{class_of, classes, deq, enq, fair, wf};
+use crate::sched::{class_of, classes, deq, enq, fair, wf, SchedClass};
 use crate::sim::Sim;
 use crate::task::{ClassId, TaskState};
 use crate::time::Ns;
@@ -69,9 +69,9 @@ impl Sim {
     pub fn move_queued_task(&mut self, p: TaskId, dst: Cpu) {
         let src = self.task(p).cpu;
         debug_assert!(self.rq(src).curr != Some(p));
-        self.deactivate_task(src, p, deq::MOVE | deq::SAVE);
+        self.deactivate_task(src, p, deq::MOVE | deq::SAVE | deq::MIGRATING);
         self.set_task_cpu(p, dst);
-        self.activate_task(dst, p, enq::MOVE | enq::RESTORE | enq::MIGRATED);
+        self.activate_task(dst, p, enq::MOVE | enq::RESTORE | enq::MIGRATED | enq::MIGRATING);
         // The task's queue wait (wait_start) simply continues on the new CPU.
         self.wakeup_preempt(dst, p, 0);
     }
@@ -438,6 +438,9 @@ impl Sim {
         for _attempt in 0..3 {
             if self.rq(cpu).fair_server_active {
                 if let Some(p) = self.pick_task_fair(cpu) {
+                    return Some(p);
+                }
+                if let Some(p) = crate::sched::ext::EXT_CLASS.pick_task(self, cpu) {
                     return Some(p);
                 }
             }

@@ -26,6 +26,8 @@ pub mod enq {
     pub const DELAYED: u32 = 0x200;
     /// select_task_rq() chose the CPU (ENQUEUE_RQ_SELECTED).
     pub const RQ_SELECTED: u32 = 0x1000;
+    /// The task is moving between runqueues (task_on_rq_migrating()).
+    pub const MIGRATING: u32 = 0x2000;
 }
 
 /// Dequeue flags (DEQUEUE_*).
@@ -35,6 +37,8 @@ pub mod deq {
     pub const MOVE: u32 = 0x04;
     pub const SPECIAL: u32 = 0x10;
     pub const DELAYED: u32 = 0x200;
+    /// The task is moving between runqueues (task_on_rq_migrating()).
+    pub const MIGRATING: u32 = 0x2000;
 }
 
 /// Wake flags (WF_*).

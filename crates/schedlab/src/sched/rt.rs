@@ -146,8 +146,11 @@ impl Sim {
             RtBandwidth::FairServer if !rq.fair_server_active => {
                 // Deferred server: it activates when the fair class could only
                 // just get its runtime before the period ends (zero laxity).
+                // Once that point has passed with nothing starved, the next
+                // decision is at the period's end.
                 let left = self.tunables.fair_server_runtime_ns.saturating_sub(rq.fair_time);
-                period_end.saturating_sub(left).max(now)
+                let zero_laxity = period_end.saturating_sub(left);
+                if zero_laxity > now { zero_laxity } else { period_end }
             }
             RtBandwidth::Throttle if !rq.rt.throttled => {
                 let left = self.tunables.rt_runtime_ns.saturating_sub(rq.rt.rt_time);
@@ -184,7 +187,9 @@ impl Sim {
         } else {
             match self.tunables.rt_bandwidth {
                 RtBandwidth::FairServer => {
-                    let starved = self.rq(cpu).cfs.h_nr_runnable > 0;
+                    // The fair server, and since 6.19 the ext server, run
+                    // starved fair / sched_ext tasks.
+                    let starved = self.rq(cpu).cfs.h_nr_runnable > 0 || self.scx.rqs[cpu as usize].nr_running > 0;
                     let left = self.tunables.fair_server_runtime_ns.saturating_sub(self.rq(cpu).fair_time);
                     if self.rq(cpu).fair_server_active {
                         self.rq_mut(cpu).fair_server_active = false;

@@ -97,7 +97,7 @@ impl ExtOps for Vtime {
         kf::scx_bpf_dsq_insert_vtime(sim, p, SHARED, 5_000_000, c.max(floor), f);
     }
     fn dispatch(&self, sim: &mut Sim, _cpu: Cpu, _prev: Option<TaskId>) {
-        kf::scx_bpf_dsq_move_to_local(sim, SHARED);
+        kf::scx_bpf_dsq_move_to_local(sim, SHARED, 0);
     }
     fn running(&self, sim: &mut Sim, p: TaskId) {
         let v = unsafe_free_vtime(sim, p);
@@ -413,4 +413,78 @@ fn bypass_load_balancer_spreads_a_concentrated_queue() {
     assert!(took < took_off / 2, "with the balancer: {took} ns vs {took_off} ns");
     assert!(wait < wait_off);
     let _ = enq_flags::IMMED;
+}
+
+/// qmap -I -F N in Rust, for checking seed 000's mechanism without the host.
+struct MiniQmap {
+    n: Cell<u64>,
+    nth: u64,
+}
+impl ExtOps for MiniQmap {
+    fn name(&self) -> &str {
+        "miniqmap"
+    }
+    fn flags(&self) -> u64 {
+        schedlab::sched::ext::ops::ops_flags::ALWAYS_ENQ_IMMED
+    }
+    fn has(&self, op: Op) -> bool {
+        matches!(op, Op::SelectCpu | Op::Enqueue | Op::Dispatch | Op::Init)
+    }
+    fn init(&self, sim: &mut Sim) -> i32 {
+        kf::scx_bpf_create_dsq(sim, SHARED, -1)
+    }
+    fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev: Cpu, _wf: u64) -> Cpu {
+        if kf::scx_bpf_test_and_clear_cpu_idle(sim, prev as i32) {
+            kf::scx_bpf_dsq_insert(sim, p, dsq_id::LOCAL, 20_000_000, 0);
+            return prev;
+        }
+        let mask = sim.scx.task(p).c.cpus_mask;
+        let c = kf::scx_bpf_pick_idle_cpu(sim, &mask, 0, None);
+        if c >= 0 {
+            kf::scx_bpf_dsq_insert(sim, p, dsq_id::LOCAL, 20_000_000, 0);
+            return c as Cpu;
+        }
+        prev
+    }
+    fn enqueue(&self, sim: &mut Sim, p: TaskId, f: u64) {
+        if f & enq_flags::REENQ == 0 {
+            self.n.set(self.n.get() + 1);
+            if self.n.get() % self.nth == 0 {
+                let cpu = kf::scx_bpf_task_cpu(sim, p);
+                kf::scx_bpf_dsq_insert(sim, p, dsq_id::LOCAL_ON | cpu as u64, 20_000_000, f);
+                return;
+            }
+        }
+        kf::scx_bpf_dsq_insert(sim, p, SHARED, 20_000_000, f);
+        if f & enq_flags::REENQ != 0 {
+            let mask = sim.scx.task(p).c.cpus_mask;
+            let c = kf::scx_bpf_pick_idle_cpu(sim, &mask, 0, None);
+            if c >= 0 {
+                kf::scx_bpf_kick_cpu(sim, c, kick_flags::IDLE);
+            }
+        }
+    }
+    fn dispatch(&self, sim: &mut Sim, _cpu: Cpu, _prev: Option<TaskId>) {
+        kf::scx_bpf_dsq_move_to_local(sim, SHARED, 0);
+    }
+}
+
+#[test]
+fn seed000_probe() {
+    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/mixed-load.toml")).unwrap();
+    for on_target in [false, true] {
+        let mut t = base.replace("cstates = false", "cstates = false\n[machine.irqoff]\nevery = \"exp:1ms\"\nlength = \"exp:40us\"");
+        t = t.replace("duration = \"2s\"", "duration = \"1200ms\"");
+        let mut s = sim(&t);
+        s.check_invariants = false;
+        s.features.set(schedlab::features::Feature::SCX_DEFERRED_ON_TARGET, on_target);
+        s.scx_enable(Rc::new(MiniQmap { n: Cell::new(0), nth: 50 })).unwrap();
+        s.run();
+        let h = &s.scx.stats.local_residence;
+        let over = |ns: u64| h.count_between(ns + 1, h.max().max(ns + 1));
+        eprintln!(
+            "on_target={on_target}: n={} p99={} max={} >128us={} >256us={} reenq={} deferred={} exit={:?}",
+            h.len(), h.value_at_quantile(0.99), h.max(), over(128_000), over(256_000), s.scx.stats.reenqueued, s.scx.stats.deferred_irq_works, s.scx.exit
+        );
+    }
 }

@@ -64,6 +64,11 @@ impl<T: ExtOps> Checked<T> {
         }
     }
 
+    /// The wrapped scheduler.
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+
     pub fn violations(&self) -> Vec<String> {
         self.log.borrow().violations.clone()
     }

@@ -47,6 +47,8 @@ impl Sim {
             return;
         }
         let delta = self.update_se(p);
+        // The ext server (6.19+) budgets sched_ext time like the fair server.
+        self.rqs[cpu as usize].fair_time += delta;
         let c = &mut self.scx.task_mut(p).c;
         c.se.sum_exec_runtime += delta;
         if c.scx.slice != SLICE_INF {
@@ -135,7 +137,7 @@ impl SchedClass for ExtClass {
         sim.scx_set_runnable(p);
         sim.scx.task_mut(p).set_flag(task_flags::QUEUED, true);
         sim.scx.rqs[cpu as usize].nr_running += 1;
-        let migrating = flags & enq::MOVE != 0;
+        let migrating = flags & enq::MIGRATING != 0;
         if sim.scx.has(Op::Runnable) && !migrating {
             sim.scx_call(Op::Runnable, cpu, Some(p), |o, s| o.runnable(s, p, f));
         }
@@ -151,7 +153,7 @@ impl SchedClass for ExtClass {
         if f == 0 {
             f |= deq_flags::SCHED_CHANGE;
         }
-        let migrating = flags & deq::MOVE != 0 && flags & deq::SAVE == 0;
+        let migrating = flags & deq::MIGRATING != 0;
         if migrating {
             // An internal migration: the task stays out of custody.
             sim.scx.task_mut(p).ops_state = OpsState::None;

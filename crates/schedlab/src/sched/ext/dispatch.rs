@@ -332,13 +332,13 @@ impl Sim {
     /// are not called for this internal migration.
     pub(crate) fn scx_move_remote_to_local(&mut self, p: TaskId, dst: Cpu, flags: u64) {
         let src = self.task(p).cpu;
-        self.deactivate_task(src, p, deq::MOVE);
+        self.deactivate_task(src, p, deq::MOVE | deq::MIGRATING);
         self.set_task_cpu(p, dst);
         self.scx.task_mut(p).c.cpu = dst;
         self.scx.task_mut(p).sticky_cpu = Some(dst);
         self.scx.extra_enq_flags = flags & !(enq_flags::HEAD | enq_flags::WAKEUP);
         let hflags = if flags & enq_flags::HEAD != 0 { enq::HEAD } else { 0 };
-        self.activate_task(dst, p, enq::MOVE | hflags);
+        self.activate_task(dst, p, enq::MOVE | enq::MIGRATING | hflags);
         self.scx.extra_enq_flags = 0;
         self.scx.cost_acc += self.costs.migrate_task_ns;
         // Wake the destination if it idles (resched if its class is below ours).
@@ -349,7 +349,7 @@ impl Sim {
 
     /// consume_dispatch_q(): move the first task of `dsq` this CPU can run
     /// into its local DSQ. Tasks it cannot run are skipped, at a cost.
-    pub(crate) fn scx_consume_dsq(&mut self, cpu: Cpu, dsq: DsqIdx) -> bool {
+    pub(crate) fn scx_consume_dsq(&mut self, cpu: Cpu, dsq: DsqIdx, flags: u64) -> bool {
         if self.scx.dsqs[dsq as usize].nr() == 0 {
             return false;
         }
@@ -375,10 +375,10 @@ impl Sim {
         if self.task(p).cpu == cpu {
             self.scx.stats.consumed_local += 1;
             let local = self.scx.local(cpu);
-            self.scx_dispatch_enqueue(local, p, 0);
+            self.scx_dispatch_enqueue(local, p, flags);
         } else {
             self.scx.stats.consumed_remote += 1;
-            self.scx_move_remote_to_local(p, cpu, 0);
+            self.scx_move_remote_to_local(p, cpu, flags);
         }
         true
     }
@@ -428,11 +428,11 @@ impl Sim {
             return Balance::Tasks;
         }
         let g = self.scx.global(self.topo.node_of(c) as u32);
-        if self.scx_consume_dsq(cpu, g) {
+        if self.scx_consume_dsq(cpu, g, 0) {
             return Balance::Tasks;
         }
         if self.scx.bypassing {
-            if self.features.on(Feature::SCX_BYPASS_PERCPU) && self.scx_consume_dsq(cpu, self.scx.bypass_dsq(cpu)) {
+            if self.features.on(Feature::SCX_BYPASS_PERCPU) && self.scx_consume_dsq(cpu, self.scx.bypass_dsq(cpu), 0) {
                 return Balance::Tasks;
             }
             return if prev_queued.is_some() { Balance::Keep } else { Balance::None };
@@ -454,7 +454,7 @@ impl Sim {
                 if self.scx.dsqs[local as usize].nr() > 0 {
                     return Balance::Tasks;
                 }
-                if self.scx_consume_dsq(cpu, g) {
+                if self.scx_consume_dsq(cpu, g, 0) {
                     return Balance::Tasks;
                 }
                 loops -= 1;

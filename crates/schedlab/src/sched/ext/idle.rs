@@ -116,12 +116,11 @@ impl Sim {
     }
 
     pub(crate) fn node_mask(&self, node: usize) -> CpuMask {
-        CpuMask::from_cpus(self.nr_cpus(), (0..self.nr_cpus()).filter(|&c| self.topo.node_of(c) == node))
+        self.scx.node_masks[node].clone()
     }
 
     fn llc_mask(&self, cpu: usize) -> CpuMask {
-        let llc = self.topo.llc_of(cpu);
-        CpuMask::from_cpus(self.nr_cpus(), (0..self.nr_cpus()).filter(|&c| self.topo.llc_of(c) == llc))
+        self.scx.llc_masks[self.topo.llc_of(cpu)].clone()
     }
 
     /// scx_select_cpu_dfl(): the default wakeup placement. Returns the CPU

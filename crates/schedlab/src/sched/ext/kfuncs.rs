@@ -226,11 +226,13 @@ pub fn scx_bpf_dispatch_cancel(sim: &mut Sim) {
 
 /// scx_bpf_dsq_move_to_local() (scx_bpf_consume() before 6.13): move the
 /// first task of a user DSQ that this CPU can run into its local DSQ.
-pub fn scx_bpf_dsq_move_to_local(sim: &mut Sim, id: u64) -> bool {
+/// `enq_flags` is 7.1's second argument (0 for the older form).
+pub fn scx_bpf_dsq_move_to_local(sim: &mut Sim, id: u64, enq_flags: u64) -> bool {
     kf(sim);
     if !allowed(sim, "scx_bpf_dsq_move_to_local", &[Op::Dispatch]) {
         return false;
     }
+    let Some(enq_flags) = vet_enq_flags(sim, dsq_id::LOCAL, enq_flags) else { return false };
     let cpu = this_cpu(sim);
     sim.scx_flush_dispatch_buf(cpu);
     let dsq = match sim.scx.user_dsqs.get(&id) {
@@ -241,7 +243,7 @@ pub fn scx_bpf_dsq_move_to_local(sim: &mut Sim, id: u64) -> bool {
             return false;
         }
     };
-    if sim.scx_consume_dsq(cpu, dsq) {
+    if sim.scx_consume_dsq(cpu, dsq, enq_flags) {
         sim.scx.dsp_nr_tasks += 1;
         true
     } else {

@@ -16,6 +16,7 @@ pub mod check;
 mod class;
 mod dispatch;
 pub mod dsq;
+pub mod host;
 mod idle;
 pub mod kfuncs;
 mod lifecycle;
@@ -301,6 +302,11 @@ pub struct ScxState {
     /// SCX_ENQ_* flags for the enqueue in progress that the core's flags
     /// cannot carry (IMMED/PREEMPT across a remote move).
     pub extra_enq_flags: u64,
+    /// CPUs of each LLC and of each node.
+    pub llc_masks: Vec<CpuMask>,
+    pub node_masks: Vec<CpuMask>,
+    /// Why a scheduler scheduled to attach mid-run was refused.
+    pub load_error: Option<String>,
     /// Tasks the disable path's grace period still waits for.
     pub gp_left: u32,
     /// sched_ext.bypass_lb_intv_us: the bypass load balancer's period (0 = off).
@@ -353,6 +359,9 @@ impl ScxState {
             bypass_lb_armed: false,
             extra_enq_flags: 0,
             gp_left: 0,
+            load_error: None,
+            llc_masks: Vec::new(),
+            node_masks: Vec::new(),
             bypass_lb_intv_ns: 500_000_000,
             local_irq_work: Vec::new(),
             rng: crate::rng::Rng::new(0, crate::rng::Stream::Scheduler),

@@ -399,3 +399,98 @@ pub trait ExtOps {
         let _ = (sim, timer);
     }
 }
+
+/// A shared scheduler is a scheduler (lets tests keep a handle on a hosted
+/// one while the class holds another).
+impl<T: ExtOps + ?Sized> ExtOps for std::rc::Rc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn flags(&self) -> u64 {
+        (**self).flags()
+    }
+    fn timeout_ms(&self) -> u32 {
+        (**self).timeout_ms()
+    }
+    fn dispatch_max_batch(&self) -> u32 {
+        (**self).dispatch_max_batch()
+    }
+    fn has(&self, op: Op) -> bool {
+        (**self).has(op)
+    }
+    fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u64) -> Cpu {
+        (**self).select_cpu(sim, p, prev_cpu, wake_flags)
+    }
+    fn enqueue(&self, sim: &mut Sim, p: TaskId, enq_flags: u64) {
+        (**self).enqueue(sim, p, enq_flags)
+    }
+    fn dequeue(&self, sim: &mut Sim, p: TaskId, deq_flags: u64) {
+        (**self).dequeue(sim, p, deq_flags)
+    }
+    fn dispatch(&self, sim: &mut Sim, cpu: Cpu, prev: Option<TaskId>) {
+        (**self).dispatch(sim, cpu, prev)
+    }
+    fn tick(&self, sim: &mut Sim, p: TaskId) {
+        (**self).tick(sim, p)
+    }
+    fn runnable(&self, sim: &mut Sim, p: TaskId, enq_flags: u64) {
+        (**self).runnable(sim, p, enq_flags)
+    }
+    fn running(&self, sim: &mut Sim, p: TaskId) {
+        (**self).running(sim, p)
+    }
+    fn stopping(&self, sim: &mut Sim, p: TaskId, runnable: bool) {
+        (**self).stopping(sim, p, runnable)
+    }
+    fn quiescent(&self, sim: &mut Sim, p: TaskId, deq_flags: u64) {
+        (**self).quiescent(sim, p, deq_flags)
+    }
+    fn yield_(&self, sim: &mut Sim, from: TaskId, to: Option<TaskId>) -> bool {
+        (**self).yield_(sim, from, to)
+    }
+    fn set_weight(&self, sim: &mut Sim, p: TaskId, weight: u32) {
+        (**self).set_weight(sim, p, weight)
+    }
+    fn set_cpumask(&self, sim: &mut Sim, p: TaskId) {
+        (**self).set_cpumask(sim, p)
+    }
+    fn update_idle(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
+        (**self).update_idle(sim, cpu, idle)
+    }
+    fn cpu_acquire(&self, sim: &mut Sim, cpu: Cpu) {
+        (**self).cpu_acquire(sim, cpu)
+    }
+    fn cpu_release(&self, sim: &mut Sim, cpu: Cpu, reason: CpuReleaseReason, task: Option<TaskId>) {
+        (**self).cpu_release(sim, cpu, reason, task)
+    }
+    fn init_task(&self, sim: &mut Sim, p: TaskId, fork: bool) -> i32 {
+        (**self).init_task(sim, p, fork)
+    }
+    fn exit_task(&self, sim: &mut Sim, p: TaskId, cancelled: bool) {
+        (**self).exit_task(sim, p, cancelled)
+    }
+    fn enable(&self, sim: &mut Sim, p: TaskId) {
+        (**self).enable(sim, p)
+    }
+    fn disable(&self, sim: &mut Sim, p: TaskId) {
+        (**self).disable(sim, p)
+    }
+    fn dump(&self, sim: &mut Sim) {
+        (**self).dump(sim)
+    }
+    fn dump_cpu(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
+        (**self).dump_cpu(sim, cpu, idle)
+    }
+    fn dump_task(&self, sim: &mut Sim, p: TaskId) {
+        (**self).dump_task(sim, p)
+    }
+    fn init(&self, sim: &mut Sim) -> i32 {
+        (**self).init(sim)
+    }
+    fn exit(&self, sim: &mut Sim, info: &ExitInfo) {
+        (**self).exit(sim, info)
+    }
+    fn timer_fired(&self, sim: &mut Sim, timer: u64) {
+        (**self).timer_fired(sim, timer)
+    }
+}

@@ -130,10 +130,10 @@ pub extern "C" fn scx_bpf_dispatch_cancel() {
     with_ctx(|sim, _| k::scx_bpf_dispatch_cancel(sim))
 }
 
-/// 7.1's move_to_local takes enq_flags; the class's kfunc does not (yet).
+/// 7.1's move_to_local takes enq_flags.
 #[allow(non_snake_case)]
-pub extern "C" fn scx_bpf_dsq_move_to_local___v2(dsq_id: u64, _enq_flags: u64) -> bool {
-    with_ctx(|sim, _| k::scx_bpf_dsq_move_to_local(sim, dsq_id))
+pub extern "C" fn scx_bpf_dsq_move_to_local___v2(dsq_id: u64, enq_flags: u64) -> bool {
+    with_ctx(|sim, _| k::scx_bpf_dsq_move_to_local(sim, dsq_id, enq_flags))
 }
 
 pub extern "C" fn scx_bpf_dsq_move_set_slice(it: *mut DsqIterC, slice: u64) {
