@@ -28,8 +28,9 @@ pub enum Event {
     WorkloadStart { workload: u32 },
     /// RT bandwidth or fair-server period boundary / activation on `cpu`.
     RtBandwidth { cpu: Cpu },
-    /// Deferred sched_ext work for `cpu`'s runqueue, as an irq_work on `on`.
-    ScxDeferred { cpu: Cpu, on: Cpu },
+    /// Deferred sched_ext work for `cpu`'s runqueue, as an irq_work on `on`;
+    /// `ipi` when it was sent to the target with irq_work_queue_on().
+    ScxDeferred { cpu: Cpu, on: Cpu, ipi: bool },
     /// The sched_ext kick irq_work of `cpu` (scx_bpf_kick_cpu).
     ScxKick { cpu: Cpu },
     /// A BPF scheduler's timer.
@@ -61,7 +62,7 @@ impl Event {
             Event::WorkloadStart { workload } => (5, workload as u64),
             Event::RtBandwidth { cpu } => (6, cpu as u64),
             Event::End => (7, 0),
-            Event::ScxDeferred { cpu, on } => (8, (cpu as u64) << 32 | on as u64),
+            Event::ScxDeferred { cpu, on, ipi } => (8, (cpu as u64) << 33 | (on as u64) << 1 | ipi as u64),
             Event::ScxKick { cpu } => (9, cpu as u64),
             Event::ScxTimer { id, gen } => (10, id.rotate_left(17) ^ gen as u64),
             Event::ScxWatchdog => (11, 0),

@@ -434,8 +434,13 @@ impl Sim {
                 self.this_cpu = cpu;
                 self.on_rt_bandwidth(cpu);
             }
-            Event::ScxDeferred { cpu, on } => {
-                if self.irq_deferred(on, t, ev) {
+            Event::ScxDeferred { cpu, on, ipi } => {
+                // IRQ-off windows are kernel sections. An IPI to a CPU that
+                // runs a user task (the case irq_work_queue_on() is for) is
+                // taken at once; irq_work raised on the calling CPU waits
+                // for that CPU, which was in the kernel, to enable IRQs.
+                let in_user = ipi && self.rq(on).curr.is_some() && self.rq(on).irq_until <= t;
+                if !in_user && self.irq_deferred(on, t, ev) {
                     return false;
                 }
                 self.engine.account(t, &ev);

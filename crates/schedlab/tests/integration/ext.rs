@@ -419,6 +419,7 @@ fn bypass_load_balancer_spreads_a_concentrated_queue() {
 struct MiniQmap {
     n: Cell<u64>,
     nth: u64,
+    prev: RefCell<std::collections::BTreeMap<TaskId, Cpu>>,
 }
 impl ExtOps for MiniQmap {
     fn name(&self) -> &str {
@@ -434,6 +435,7 @@ impl ExtOps for MiniQmap {
         kf::scx_bpf_create_dsq(sim, SHARED, -1)
     }
     fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev: Cpu, _wf: u64) -> Cpu {
+        self.prev.borrow_mut().insert(p, prev);
         if kf::scx_bpf_test_and_clear_cpu_idle(sim, prev as i32) {
             kf::scx_bpf_dsq_insert(sim, p, dsq_id::LOCAL, 20_000_000, 0);
             return prev;
@@ -450,7 +452,7 @@ impl ExtOps for MiniQmap {
         if f & enq_flags::REENQ == 0 {
             self.n.set(self.n.get() + 1);
             if self.n.get() % self.nth == 0 {
-                let cpu = kf::scx_bpf_task_cpu(sim, p);
+                let cpu = self.prev.borrow().get(&p).copied().unwrap_or(kf::scx_bpf_task_cpu(sim, p) as Cpu);
                 kf::scx_bpf_dsq_insert(sim, p, dsq_id::LOCAL_ON | cpu as u64, 20_000_000, f);
                 return;
             }
@@ -473,18 +475,18 @@ impl ExtOps for MiniQmap {
 fn seed000_probe() {
     let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/mixed-load.toml")).unwrap();
     for on_target in [false, true] {
-        let mut t = base.replace("cstates = false", "cstates = false\n[machine.irqoff]\nevery = \"exp:1ms\"\nlength = \"exp:40us\"");
-        t = t.replace("duration = \"2s\"", "duration = \"1200ms\"");
+        let mut t = base.replace("cstates = false", "cstates = false\n[machine.irqoff]\nevery = \"exp:500us\"\nlength = \"exp:60us\"");
+        t = t.replace("duration = \"2s\"", "duration = \"5s\"");
         let mut s = sim(&t);
         s.check_invariants = false;
         s.features.set(schedlab::features::Feature::SCX_DEFERRED_ON_TARGET, on_target);
-        s.scx_enable(Rc::new(MiniQmap { n: Cell::new(0), nth: 50 })).unwrap();
+        s.scx_enable(Rc::new(MiniQmap { n: Cell::new(0), nth: 50, prev: Default::default() })).unwrap();
         s.run();
         let h = &s.scx.stats.local_residence;
         let over = |ns: u64| h.count_between(ns + 1, h.max().max(ns + 1));
         eprintln!(
-            "on_target={on_target}: n={} p99={} max={} >128us={} >256us={} reenq={} deferred={} exit={:?}",
-            h.len(), h.value_at_quantile(0.99), h.max(), over(128_000), over(256_000), s.scx.stats.reenqueued, s.scx.stats.deferred_irq_works, s.scx.exit
+            "on_target={on_target}: n={} p99={} max={} >128us={} >256us={} reenq={} deferred={} remote={} exit={:?}",
+            h.len(), h.value_at_quantile(0.99), h.max(), over(128_000), over(256_000), s.scx.stats.reenqueued, s.scx.stats.deferred_irq_works, s.scx.stats.deferred_remote, s.scx.exit
         );
     }
 }

@@ -500,11 +500,14 @@ impl Sim {
         self.scx.rqs[cpu as usize].deferred_work_queued = true;
         self.scx.stats.deferred_irq_works += 1;
         let this = self.this_cpu;
+        if cpu != this {
+            self.scx.stats.deferred_remote += 1;
+        }
         if self.features.on(Feature::SCX_DEFERRED_ON_TARGET) && cpu != this {
             let at = self.now() + self.scx.cost_acc + self.costs.ipi_ns;
-            self.engine.schedule(at, Event::ScxDeferred { cpu, on: cpu });
+            self.engine.schedule(at, Event::ScxDeferred { cpu, on: cpu, ipi: true });
         } else {
-            self.scx.local_irq_work.push(Event::ScxDeferred { cpu, on: this });
+            self.scx.local_irq_work.push(Event::ScxDeferred { cpu, on: this, ipi: false });
         }
     }
 

@@ -206,6 +206,8 @@ pub struct ScxStats {
     pub keep_prev: u64,
     pub dfl_slice_refills: u64,
     pub deferred_irq_works: u64,
+    /// ... of which for another CPU's runqueue (where 7.1's change matters).
+    pub deferred_remote: u64,
     pub bypass_lb_moved: u64,
     pub overhead_ns: Ns,
     pub dsq_lock_wait_ns: Ns,
@@ -236,6 +238,7 @@ impl Default for ScxStats {
             keep_prev: 0,
             dfl_slice_refills: 0,
             deferred_irq_works: 0,
+            deferred_remote: 0,
             bypass_lb_moved: 0,
             overhead_ns: 0,
             dsq_lock_wait_ns: 0,
