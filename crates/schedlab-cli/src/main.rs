@@ -37,6 +37,15 @@ enum Cmd {
         /// Set a kernel feature, e.g. RUN_TO_PARITY=off or NO_PLACE_LAG.
         #[arg(long = "feature", value_name = "NAME[=on|off]")]
         features: Vec<String>,
+        /// Run under this scheduler instead of the scenario's: eevdf, a
+        /// shipped sched_ext scheduler (simple, qmap, central, cpu0) or the
+        /// path of a sched_ext .bpf.c file, which is compiled and loaded.
+        #[arg(long, value_name = "NAME|FILE")]
+        sched: Option<String>,
+        /// Set a sched_ext scheduler's read-only option (a `const volatile`
+        /// global), as its user space would before loading it.
+        #[arg(long = "sched-set", value_name = "NAME=VALUE")]
+        sched_sets: Vec<String>,
         /// Use a machine preset, a CPU count, a copy of /sys/devices/system/cpu
         /// or a file of `lscpu -p` output instead of the scenario's machine.
         #[arg(long)]
@@ -63,7 +72,13 @@ enum Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Run { scenario, seed, sets, features, machine, json, quiet } => run(scenario, seed, sets, features, machine, json, quiet),
+        Cmd::Run { scenario, seed, mut sets, features, sched, sched_sets, machine, json, quiet } => match sched_args(sched, sched_sets) {
+            Ok(extra) => {
+                sets.extend(extra);
+                run(scenario, seed, sets, features, machine, json, quiet)
+            }
+            Err(e) => Err(e),
+        },
         Cmd::List { what } => list(what.as_deref()),
     };
     match result {
@@ -77,6 +92,34 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `--sched` and `--sched-set` as scenario overrides.
+fn sched_args(sched: Option<String>, sched_sets: Vec<String>) -> Result<Vec<String>, Failure> {
+    let mut sets = Vec::new();
+    match sched.as_deref() {
+        None => {}
+        Some("eevdf") => sets.push("scheduler.kind=\"eevdf\"".to_string()),
+        Some(s) => {
+            sets.push("scheduler.kind=\"ext\"".to_string());
+            // A path is taken from the current directory, not the scenario's.
+            let p = std::path::Path::new(s);
+            let name = if p.is_file() { p.canonicalize().map_err(|e| Failure::Io(format!("--sched {s}: {e}")))?.display().to_string() } else { s.to_string() };
+            sets.push(format!("scheduler.sched={}", toml::Value::String(name)));
+        }
+    }
+    for kv in sched_sets {
+        let (k, v) = kv.split_once('=').ok_or_else(|| Failure::Input(format!("--sched-set {kv}: expected NAME=VALUE, e.g. dsp_batch=8")))?;
+        let k = k.trim();
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Failure::Input(format!("--sched-set {kv}: {k:?} is not an option name")));
+        }
+        let v = v.trim();
+        // Numbers and booleans as themselves, anything else as a string.
+        let val = if v.parse::<i64>().is_ok() || v == "true" || v == "false" { v.to_string() } else { toml::Value::String(v.to_string()).to_string() };
+        sets.push(format!("scheduler.options.{k}={val}"));
+    }
+    Ok(sets)
 }
 
 fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<String>, machine: Option<String>, json: Option<PathBuf>, quiet: bool) -> Result<(), Failure> {
@@ -147,7 +190,11 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
         b.finish_and_clear();
     }
     let wall = started.elapsed().as_secs_f64();
-    let results = Results::collect(&sim, &title, &scenario.scheduler.kind);
+    let label = match (scenario.scheduler.kind.as_str(), scenario.scheduler.sched.as_deref()) {
+        ("ext", Some(s)) => format!("ext:{}", std::path::Path::new(s).file_name().map_or(s.to_string(), |f| f.to_string_lossy().trim_end_matches(".bpf.c").to_string())),
+        (k, _) => k.to_string(),
+    };
+    let results = Results::collect(&sim, &title, &label);
     if !quiet {
         eprintln!("schedlab: {} events in {:.2}s wall ({:.2} M events/s)", results.events, wall, results.events as f64 / wall.max(1e-9) / 1e6);
     }
@@ -205,6 +252,10 @@ fn list(what: Option<&str>) -> Result<(), Failure> {
         let mut rows = vec![vec!["scheduler".to_string(), "description".to_string()]];
         rows.extend(world::SCHEDULERS.iter().map(|(k, d)| vec![k.to_string(), d.to_string()]));
         out.push_str("Schedulers ([scheduler] kind = ...)\n");
+        out.push_str(&table(&rows));
+        let mut rows = vec![vec!["sched_ext scheduler".to_string(), "description".to_string()]];
+        rows.extend(schedlab::sched::ext::shipped::SHIPPED.iter().map(|(k, d, _)| vec![k.to_string(), d.to_string()]));
+        out.push_str("\nShipped sched_ext schedulers ([scheduler] kind = \"ext\", sched = ...; or --sched NAME)\n");
         out.push_str(&table(&rows));
     }
     print!("{out}");

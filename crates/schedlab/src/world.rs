@@ -6,9 +6,13 @@ use crate::features::{parse_switch, Feature, Features};
 use crate::scenario::{Scenario, ScenarioError};
 use crate::sim::{RtBandwidth, Sim, Tunables};
 use crate::topology::Topology;
+use std::path::{Path, PathBuf};
 
 /// Scheduler kinds this build can simulate.
-pub const SCHEDULERS: &[(&str, &str)] = &[("eevdf", "the fair class (EEVDF) with RT above it, as in Linux 6.6+")];
+pub const SCHEDULERS: &[(&str, &str)] = &[
+    ("eevdf", "the fair class (EEVDF) with RT above it, as in Linux 6.6+"),
+    ("ext", "a sched_ext scheduler (scheduler.sched: a shipped name or a .bpf.c path) below RT"),
+];
 
 /// Resolves the machine section to a topology.
 pub fn topology(s: &Scenario, file: &str) -> Result<Topology, ScenarioError> {
@@ -51,9 +55,12 @@ pub fn machine_of_size(n: usize) -> Result<Topology, String> {
 pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     let bad = |msg: String| ScenarioError::invalid(file, None, msg);
     let topo = topology(s, file)?;
-    if s.scheduler.kind != "eevdf" {
+    if !SCHEDULERS.iter().any(|k| k.0 == s.scheduler.kind) {
         let known: Vec<&str> = SCHEDULERS.iter().map(|s| s.0).collect();
         return Err(bad(format!("scheduler.kind: unknown scheduler {:?}: expected one of {}", s.scheduler.kind, known.join(", "))));
+    }
+    if s.scheduler.kind != "ext" && (s.scheduler.sched.is_some() || !s.scheduler.options.is_empty() || !s.scheduler.ops_flags.is_empty()) {
+        return Err(bad("scheduler.sched/options/ops_flags: these configure a sched_ext scheduler: set scheduler.kind = \"ext\"".into()));
     }
     let mut costs = CostModel::default();
     if let Some(hz) = s.machine.hz {
@@ -123,6 +130,73 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     for (i, w) in s.workloads.iter().enumerate() {
         crate::workload::build(&mut sim, i as u32, w).map_err(bad)?;
     }
+    if s.scheduler.kind == "ext" {
+        attach_ext(&mut sim, s, file)?;
+    }
     sim.check_invariants = cfg!(debug_assertions);
     Ok(sim)
+}
+
+/// The path of the scheduler a scenario names: a shipped one, or a file
+/// relative to the scenario.
+pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, String> {
+    let cache = crate::sched::ext::host::compile::cache_dir();
+    if let Some(p) = crate::sched::ext::shipped::materialize(name, &cache).map_err(|e| format!("{}: {e}", cache.display()))? {
+        return Ok(p);
+    }
+    let direct = PathBuf::from(name);
+    let rel = Path::new(scenario_file).parent().map(|d| d.join(name)).unwrap_or_else(|| direct.clone());
+    for cand in [rel, direct] {
+        if cand.is_file() {
+            return Ok(cand);
+        }
+    }
+    let names: Vec<&str> = crate::sched::ext::shipped::SHIPPED.iter().map(|s| s.0).collect();
+    Err(format!("no scheduler {name:?}: expected a shipped one ({}) or the path of a .bpf.c file", names.join(", ")))
+}
+
+/// A rodata value as text, for the loader's parser.
+fn option_text(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// Compiles and loads the scenario's sched_ext scheduler and arranges for it
+/// to be enabled at `attach_at` and unregistered at `detach_at`.
+fn attach_ext(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioError> {
+    let bad = |msg: String| ScenarioError::invalid(file, None, msg);
+    let spec = &s.scheduler;
+    let name = spec.sched.as_deref().ok_or_else(|| {
+        let names: Vec<&str> = crate::sched::ext::shipped::SHIPPED.iter().map(|s| s.0).collect();
+        bad(format!("scheduler.sched: missing: name a shipped scheduler ({}) or a .bpf.c file", names.join(", ")))
+    })?;
+    let path = ext_source(name, file).map_err(|e| bad(format!("scheduler.sched: {e}")))?;
+    let mut cfg = crate::sched::ext::host::LoadConfig::default();
+    for (k, v) in &spec.options {
+        let text = option_text(v).ok_or_else(|| bad(format!("scheduler.options.{k}: {v} is not a number, boolean or string")))?;
+        cfg.rodata.push((k.clone(), text));
+    }
+    cfg.ops_flags = spec.ops_flags.clone();
+    let ops = crate::sched::ext::host::load(&path, &cfg).map_err(|e| bad(format!("scheduler.sched {name}: {e}")))?;
+    if let Some(d) = spec.bypass_lb_interval {
+        sim.scx.bypass_lb_intv_ns = d.0;
+    }
+    let at = spec.attach_at.map_or(0, |d| d.0);
+    if at == 0 {
+        sim.scx_enable(ops).map_err(|e| bad(format!("scheduler.sched {name}: the kernel refused to load it: {e}")))?;
+    } else {
+        sim.scx_pending = Some(ops);
+        sim.engine.schedule(at, crate::engine::Event::ScxAttach);
+    }
+    if let Some(d) = spec.detach_at {
+        if d.0 <= at {
+            return Err(bad(format!("scheduler.detach_at: {} is not after attach_at", crate::time::fmt_ns(d.0))));
+        }
+        sim.engine.schedule(d.0, crate::engine::Event::ScxDetach);
+    }
+    Ok(())
 }
