@@ -50,8 +50,10 @@
  * the kernel hands it back through ops.enqueue() with SCX_ENQ_REENQ. A
  * pinned task is then only placed directly on its CPU when that CPU is idle.
  * immed_stress_nth (qmap -F N) forces every Nth enqueue that is not a
- * re-enqueue into the local DSQ of the task's current CPU, busy or not, so
- * that local DSQs hold more than one task and the IMMED hand-back paths run.
+ * re-enqueue into the local DSQ of the task's previous CPU (the prev_cpu
+ * its last ops.select_cpu() saw; the task may have moved since), busy
+ * or not, so that local DSQs hold more than one task, tasks land on remote
+ * CPUs' local DSQs, and the IMMED hand-back paths run (seed 000).
  *
  * Failure injection
  * -----------------
@@ -141,6 +143,7 @@ struct pid_queue dump_scratch SEC(".maps");
 struct qmap_task_ctx {
 	bool	force_local;	/* ops.select_cpu() found an idle CPU */
 	s32	last_queue;	/* queue of the last push, -1 if none */
+	s32	prev_cpu;	/* prev_cpu of the last ops.select_cpu(), -1 if none */
 	u64	nr_pushed;	/* how often this task went through a queue */
 };
 
@@ -253,6 +256,7 @@ s32 BPF_STRUCT_OPS(qmap_select_cpu, struct task_struct *p, s32 prev_cpu,
 	tctx = task_ctx(p);
 	if (!tctx)
 		return prev_cpu;
+	tctx->prev_cpu = prev_cpu;
 
 	cpu = pick_direct_cpu(p, prev_cpu);
 	if (cpu < 0)
@@ -295,10 +299,14 @@ void BPF_STRUCT_OPS(qmap_enqueue, struct task_struct *p, u64 enq_flags)
 
 	/* IMMED stress: straight onto the current CPU, however busy it is. */
 	if (immed_stress_nth && !reenq && !(++stress_seq % immed_stress_nth)) {
+		cpu = scx_bpf_task_cpu(p);
+		if (tctx->prev_cpu >= 0 &&
+		    bpf_cpumask_test_cpu(tctx->prev_cpu, p->cpus_ptr))
+			cpu = tctx->prev_cpu;
 		tctx->force_local = false;
 		__sync_fetch_and_add(&nr_immed_stress, 1);
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | scx_bpf_task_cpu(p),
-				   slice, local_flags(enq_flags));
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice,
+				   local_flags(enq_flags));
 		return;
 	}
 
@@ -459,6 +467,7 @@ s32 BPF_STRUCT_OPS(qmap_init_task, struct task_struct *p,
 
 	tctx->force_local = false;
 	tctx->last_queue = -1;
+	tctx->prev_cpu = -1;
 	tctx->nr_pushed = 0;
 	return 0;
 }

@@ -98,6 +98,8 @@ pub struct ScxResult {
     pub keep_prev: u64,
     pub dfl_slice_refills: u64,
     pub deferred_irq_works: u64,
+    /// ... of those, for another CPU's runqueue (where seed 000's change acts).
+    pub deferred_remote: u64,
     /// CPU time charged for callbacks, kfuncs and DSQ locks (incl. waiting).
     pub overhead_ns: u64,
     pub dsq_lock_wait_ns: u64,
@@ -144,6 +146,7 @@ impl ScxResult {
             keep_prev: st.keep_prev,
             dfl_slice_refills: st.dfl_slice_refills,
             deferred_irq_works: st.deferred_irq_works,
+            deferred_remote: st.deferred_remote,
             overhead_ns: st.overhead_ns,
             dsq_lock_wait_ns: st.dsq_lock_wait_ns,
             local_dsq_residence: latency_stats(h),

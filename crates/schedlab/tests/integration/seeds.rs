@@ -77,3 +77,35 @@ fn sched_cache_gathers_a_process_in_one_llc() {
     let (off, on) = (top_llc_share(false), top_llc_share(true));
     assert!(on > 0.95 && off < 0.8, "busiest LLC share: {off:.2} without, {on:.2} with");
 }
+
+/// (>128us, >256us) local-DSQ residence outliers of seed 000's scenario.
+fn immed_outliers(seed: u64, on_target: bool) -> (u64, u64, u64) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/seed000-immed-reenqueue.toml");
+    let sets = vec![format!("seed={seed}"), format!("features.SCX_DEFERRED_ON_TARGET={on_target}")];
+    let s = Scenario::load(std::path::Path::new(path), &sets).unwrap();
+    let mut sim = schedlab::world::build(&s, path).unwrap_or_else(|e| panic!("{e}"));
+    sim.check_invariants = false;
+    sim.run();
+    assert!(sim.scx.exit.is_none(), "qmap exited: {:?}", sim.scx.exit);
+    let r = schedlab::report::Results::collect(&sim, "seed000", "ext:qmap");
+    let x = r.sched_ext.expect("sched_ext results");
+    assert!(x.deferred_remote > 500, "remote deferred work: {}", x.deferred_remote);
+    (x.local_dsq_residence_over_128us, x.local_dsq_residence_over_256us, x.reenqueued)
+}
+
+/// Seed 000: queueing sched_ext's deferred work on the target CPU (7.1)
+/// instead of the calling CPU cuts local-DSQ residence outliers under
+/// scx_qmap -I -F 50 (>128us 71 -> 39, >256us 59 -> 36 on real hardware).
+#[test]
+fn seed000_deferred_work_on_target_cuts_residence_outliers() {
+    let (mut on, mut off) = ((0, 0), (0, 0));
+    for seed in [1, 2] {
+        let a = immed_outliers(seed, true);
+        let b = immed_outliers(seed, false);
+        on = (on.0 + a.0, on.1 + a.1);
+        off = (off.0 + b.0, off.1 + b.1);
+    }
+    eprintln!("seed 000: >128us {} -> {}, >256us {} -> {} (calling CPU -> target CPU)", off.0, on.0, off.1, on.1);
+    assert!(on.0 < off.0, ">128us outliers: {} on target vs {} on caller", on.0, off.0);
+    assert!(on.1 <= off.1, ">256us outliers: {} on target vs {} on caller", on.1, off.1);
+}
