@@ -50,7 +50,7 @@ sched_features! {
     SIS_UTIL = true, "select_idle_cpu limits how many CPUs it scans by LLC utilisation";
     // sched_ext (kernel/sched/ext.c)
     SCX_DEFERRED_ON_TARGET = true, "deferred sched_ext work (remote reenqueues) is queued as irq_work on the target CPU (7.1), not on the calling CPU (seed 000)";
-    SCX_BYPASS_PERCPU = true, "bypass mode uses per-CPU bypass DSQs, a load balancer and immediate loop exits (6.19), not per-node global DSQs (seed 002)";
+    SCX_BYPASS_PERCPU = true, "bypass mode uses per-CPU bypass DSQs, a load balancer, immediate loop exits and the hard-lockup hook (6.19), not per-node global DSQs (seed 002)";
 }
 
 impl Feature {

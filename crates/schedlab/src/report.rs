@@ -81,7 +81,8 @@ pub struct SchedCacheResult {
 #[derive(Debug, Serialize)]
 pub struct ScxResult {
     pub name: String,
-    /// "enabled" while it still ran at the end, "disabled" after an exit.
+    /// "enabled" while it still ran at the end, "disabled" after an exit,
+    /// "disabling" when the disable had not finished.
     pub state: &'static str,
     pub exit: Option<crate::sched::ext::ops::ExitInfo>,
     /// Calls per sched_ext_ops callback (only callbacks that were called).
@@ -108,6 +109,8 @@ pub struct ScxResult {
     pub local_dsq_residence_over_128us: u64,
     pub local_dsq_residence_over_256us: u64,
     pub bypass_lb_moved: u64,
+    /// CPUs stuck in the scheduler past the hard-lockup threshold.
+    pub hardlockups: u64,
     pub disable_started_ns: Option<u64>,
     pub disable_grace_period_done_ns: Option<u64>,
     pub disable_done_ns: Option<u64>,
@@ -127,7 +130,11 @@ impl ScxResult {
         let over = |ns: u64| if h.is_empty() { 0 } else { h.count_between(ns + 1, h.max().max(ns + 1)) };
         Some(ScxResult {
             name: x.name.clone(),
-            state: if x.enabled() { "enabled" } else { "disabled" },
+            state: match x.state {
+                crate::sched::ext::EnableState::Enabled => "enabled",
+                crate::sched::ext::EnableState::Disabling => "disabling (not finished)",
+                crate::sched::ext::EnableState::Disabled => "disabled",
+            },
             exit: x.exit.clone(),
             op_calls: crate::sched::ext::ops::Op::ALL
                 .iter()
@@ -153,6 +160,7 @@ impl ScxResult {
             local_dsq_residence_over_128us: over(128_000),
             local_dsq_residence_over_256us: over(256_000),
             bypass_lb_moved: st.bypass_lb_moved,
+            hardlockups: st.hardlockups,
             disable_started_ns: st.disable_started_at,
             disable_grace_period_done_ns: st.disable_gp_done_at,
             disable_done_ns: st.disable_done_at,
@@ -387,6 +395,9 @@ impl Results {
                     x.local_dsq_residence_over_256us,
                     x.reenqueued
                 ));
+            }
+            if x.hardlockups > 0 {
+                out.push_str(&format!("  hard lockups: {} (CPUs stuck in the scheduler for over 10s)\n", x.hardlockups));
             }
             if let Some(e) = &x.exit {
                 out.push_str(&format!("  exit: {:?} ({}){}\n", e.kind, e.reason, if e.msg.is_empty() { String::new() } else { format!(": {}", e.msg) }));

@@ -520,6 +520,9 @@ impl Sim {
         if cost > 0 {
             self.scx.stats.overhead_ns += cost;
             self.charge_irq(cpu, cost);
+            if cost > crate::sched::ext::HARDLOCKUP_NS {
+                self.scx_hardlockup(cpu);
+            }
         }
         self.scx_flush_local_irq_work();
         if self.check_invariants {

@@ -109,3 +109,29 @@ fn seed000_deferred_work_on_target_cuts_residence_outliers() {
     assert!(on.0 < off.0, ">128us outliers: {} on target vs {} on caller", on.0, off.0);
     assert!(on.1 <= off.1, ">256us outliers: {} on target vs {} on caller", on.1, off.1);
 }
+
+/// Disable duration, DSQ lock wait and hard lockups of seed 002's scenario.
+fn bypass_disable(percpu: bool) -> (u64, u64, u64) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/seed002-bypass.toml");
+    let sets = vec![format!("features.SCX_BYPASS_PERCPU={percpu}")];
+    let s = Scenario::load(std::path::Path::new(path), &sets).unwrap();
+    let mut sim = schedlab::world::build(&s, path).unwrap_or_else(|e| panic!("{e}"));
+    sim.check_invariants = false;
+    sim.run();
+    let st = &sim.scx.stats;
+    let took = st.disable_done_at.expect("disable finished") - st.disable_started_at.expect("disable started");
+    assert!(sim.tasks.iter().all(|t| t.class == schedlab::task::ClassId::Fair), "every task back in fair");
+    (took, st.dsq_lock_wait_ns, st.hardlockups)
+}
+
+/// Seed 002: with thousands of affinitized tasks under scx_simple, bypass
+/// mode with per-node global DSQs makes every CPU scan long lists under
+/// one lock; per-CPU bypass DSQs (6.19) make the disable fast.
+#[test]
+fn seed002_percpu_bypass_dsqs_make_disable_fast() {
+    let (new, new_wait, _) = bypass_disable(true);
+    let (old, old_wait, _) = bypass_disable(false);
+    eprintln!("seed 002: disable {old} ns -> {new} ns; DSQ lock wait {old_wait} ns -> {new_wait} ns (per-node -> per-CPU)");
+    assert!(new * 4 < old, "disable with per-CPU bypass DSQs {new} ns vs per-node {old} ns");
+    assert!(new_wait * 4 < old_wait);
+}

@@ -323,6 +323,16 @@ impl Sim {
         self.engine.schedule(now + self.scx.cost_acc + 10_000, Event::ScxDisable);
     }
 
+    /// The hard-lockup detector fired on `cpu`. Since 6.19 sched_ext hooks
+    /// it and ejects the BPF scheduler (scx_hardlockup); before, the
+    /// machine would panic or hang, which we only count.
+    pub fn scx_hardlockup(&mut self, cpu: Cpu) {
+        self.scx.stats.hardlockups += 1;
+        if self.features.on(Feature::SCX_BYPASS_PERCPU) {
+            self.scx_error(format!("hard lockup - CPU {cpu}"));
+        }
+    }
+
     /// A runtime error in the scheduler's use of the interface (SCX_EXIT_ERROR).
     pub fn scx_error(&mut self, msg: String) {
         self.scx_exit(ExitKind::Error, 0, msg);

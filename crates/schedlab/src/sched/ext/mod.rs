@@ -37,6 +37,10 @@ use abi::{CpumaskC, TaskStructC};
 use dsq::{Dsq, DsqIdx, DsqKey};
 use ops::{ExitInfo, ExtOps, Op};
 
+/// A CPU stuck in the scheduler with interrupts off this long trips the
+/// hard-lockup detector (watchdog_thresh, 10 s).
+pub const HARDLOCKUP_NS: Ns = 10_000_000_000;
+
 /// `enum scx_enable_state`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EnableState {
@@ -210,6 +214,8 @@ pub struct ScxStats {
     /// ... of which for another CPU's runqueue (where 7.1's change matters).
     pub deferred_remote: u64,
     pub bypass_lb_moved: u64,
+    /// Hard lockups detected (a CPU stuck in the scheduler past HARDLOCKUP_NS).
+    pub hardlockups: u64,
     pub overhead_ns: Ns,
     pub dsq_lock_wait_ns: Ns,
     /// Local DSQ residence (insert to removal), seed 000's metric.
@@ -241,6 +247,7 @@ impl Default for ScxStats {
             deferred_irq_works: 0,
             deferred_remote: 0,
             bypass_lb_moved: 0,
+            hardlockups: 0,
             overhead_ns: 0,
             dsq_lock_wait_ns: 0,
             local_residence: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
