@@ -82,7 +82,7 @@ impl Sim {
 
     /// scx_pick_idle_cpu(): an idle CPU in `allowed`, whole idle cores first.
     pub(crate) fn scx_pick_idle(&mut self, allowed: &CpuMask, flags: u64, node: Option<usize>) -> Option<Cpu> {
-        let smt_active = self.topo.max_smt() > 1;
+        let smt_active = self.scx.smt_active;
         let restrict = node.map(|n| self.node_mask(n));
         loop {
             let (cpu_mask, smt_mask) = {
@@ -147,7 +147,7 @@ impl Sim {
                 return (this, true);
             }
         }
-        let smt_active = self.topo.max_smt() > 1;
+        let smt_active = self.scx.smt_active;
         if smt_active {
             // A whole idle core: prev's core first, then the LLC, node, anywhere.
             let prev_core_idle = self.idle_masks_for(pc).smt.test(pc);

@@ -539,7 +539,7 @@ fn idle_mask(sim: &mut Sim, node: Option<i32>, smt: bool) -> &CpumaskC {
     if !sim.scx.builtin_idle {
         sim.scx_error("built-in idle tracking is disabled".into());
     }
-    let smt_active = sim.topo.max_smt() > 1;
+    let smt_active = sim.scx.smt_active;
     let (cpu, smtm) = sim.scx_idle_masks_c(node.map(|n| n as usize));
     if smt && smt_active {
         smtm

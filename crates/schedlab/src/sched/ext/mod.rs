@@ -313,6 +313,8 @@ pub struct ScxState {
     /// SCX_ENQ_* flags for the enqueue in progress that the core's flags
     /// cannot carry (IMMED/PREEMPT across a remote move).
     pub extra_enq_flags: u64,
+    /// The machine has SMT (sched_smt_active()).
+    pub smt_active: bool,
     /// CPUs of each LLC and of each node.
     pub llc_masks: Vec<CpuMask>,
     pub node_masks: Vec<CpuMask>,
@@ -371,6 +373,7 @@ impl ScxState {
             extra_enq_flags: 0,
             gp_left: 0,
             load_error: None,
+            smt_active: false,
             llc_masks: Vec::new(),
             node_masks: Vec::new(),
             bypass_lb_intv_ns: 500_000_000,
