@@ -339,6 +339,7 @@ impl Sim {
         if let Some(p) = prev {
             self.scx.rqs[cpu as usize].next_idle = next.is_none();
             class_of(self.task(p).class).put_prev_task(self, cpu, p);
+            self.scx.rqs[cpu as usize].next_idle = false;
             if self.task(p).state == TaskState::Dead {
                 self.scx_task_dead(p);
             }

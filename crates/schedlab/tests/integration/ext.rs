@@ -490,3 +490,166 @@ fn seed000_probe() {
         );
     }
 }
+
+/// SWITCH_PARTIAL: only SCHED_EXT tasks join ext; SCHED_OTHER stays in fair.
+#[test]
+fn switch_partial_moves_only_sched_ext_tasks() {
+    struct Partial;
+    impl ExtOps for Partial {
+        fn name(&self) -> &str {
+            "partial"
+        }
+        fn flags(&self) -> u64 {
+            schedlab::sched::ext::ops::ops_flags::SWITCH_PARTIAL
+        }
+        fn has(&self, _: Op) -> bool {
+            false
+        }
+    }
+    let toml = r#"
+seed = 2
+duration = "1s"
+[machine]
+preset = "2cpu"
+[[workload]]
+kind = "hog"
+name = "ext"
+count = 2
+policy = "ext"
+[[workload]]
+kind = "hog"
+name = "fair"
+count = 2
+"#;
+    let mut s = ext_sim(toml, Rc::new(Partial));
+    s.run();
+    for t in &s.tasks {
+        let want = if t.name.starts_with("ext") { ClassId::Ext } else { ClassId::Fair };
+        assert_eq!(t.class, want, "{}", t.name);
+    }
+    // ext sits below fair: two fair hogs keep both CPUs.
+    assert!(s.tasks.iter().filter(|t| t.class == ClassId::Fair).all(|t| t.stats.runtime_ns > 400_000_000));
+}
+
+/// Records cpu_release reasons, and preempts with kicks.
+#[derive(Default)]
+struct Releases {
+    rt: Cell<u32>,
+    acquired: Cell<u32>,
+}
+impl ExtOps for Releases {
+    fn name(&self) -> &str {
+        "releases"
+    }
+    fn has(&self, op: Op) -> bool {
+        matches!(op, Op::CpuRelease | Op::CpuAcquire)
+    }
+    fn cpu_release(&self, sim: &mut Sim, _cpu: Cpu, reason: schedlab::sched::ext::ops::CpuReleaseReason, _t: Option<TaskId>) {
+        if reason == schedlab::sched::ext::ops::CpuReleaseReason::Rt {
+            self.rt.set(self.rt.get() + 1);
+        }
+        // The legacy synchronous reenqueue is allowed here.
+        kf::scx_bpf_reenqueue_local(sim);
+    }
+    fn cpu_acquire(&self, _sim: &mut Sim, _cpu: Cpu) {
+        self.acquired.set(self.acquired.get() + 1);
+    }
+}
+
+#[test]
+fn rt_preemption_releases_and_reacquires_the_cpu() {
+    let toml = r#"
+seed = 4
+duration = "1s"
+[machine]
+preset = "1cpu"
+[[workload]]
+kind = "hog"
+name = "ext"
+count = 2
+[[workload]]
+kind = "hog"
+name = "rt"
+policy = "fifo"
+priority = 10
+run = "1ms"
+sleep = "10ms"
+"#;
+    let ops = Rc::new(Releases::default());
+    let mut s = ext_sim(toml, ops.clone());
+    s.run();
+    assert!(s.scx.exit.is_none(), "{:?}", s.scx.exit);
+    assert!(ops.rt.get() > 50, "cpu_release(RT) {}", ops.rt.get());
+    assert!(ops.acquired.get() > 50, "cpu_acquire {}", ops.acquired.get());
+}
+
+/// With SCX_OPS_ENQ_LAST, the last runnable task goes back through
+/// ops.enqueue() with SCX_ENQ_LAST instead of being kept running.
+#[test]
+fn enq_last_hands_the_last_task_to_the_scheduler() {
+    #[derive(Default)]
+    struct Last {
+        last: Cell<u32>,
+    }
+    impl ExtOps for Last {
+        fn name(&self) -> &str {
+            "last"
+        }
+        fn flags(&self) -> u64 {
+            schedlab::sched::ext::ops::ops_flags::ENQ_LAST
+        }
+        fn has(&self, op: Op) -> bool {
+            matches!(op, Op::Enqueue)
+        }
+        fn enqueue(&self, sim: &mut Sim, p: TaskId, f: u64) {
+            if f & enq_flags::LAST != 0 {
+                self.last.set(self.last.get() + 1);
+            }
+            kf::scx_bpf_dsq_insert(sim, p, dsq_id::LOCAL, 1_000_000, f);
+        }
+    }
+    let toml = "seed = 1\nduration = \"200ms\"\n[machine]\npreset = \"1cpu\"\n[[workload]]\nkind = \"hog\"\nname = \"h\"\n";
+    let ops = Rc::new(Last::default());
+    let mut s = ext_sim(toml, ops.clone());
+    s.run();
+    assert!(s.scx.exit.is_none(), "{:?}", s.scx.exit);
+    // One task, 1 ms slices checked at 1 ms ticks: it comes back with
+    // ENQ_LAST about every other tick.
+    assert!(ops.last.get() > 80, "ENQ_LAST enqueues: {}", ops.last.get());
+}
+
+/// A kick with SCX_KICK_PREEMPT ends the target's slice at once.
+#[test]
+fn kick_preempt_cuts_the_running_slice() {
+    #[derive(Default)]
+    struct Kicker {
+        n: Cell<u32>,
+    }
+    impl ExtOps for Kicker {
+        fn name(&self) -> &str {
+            "kicker"
+        }
+        fn has(&self, op: Op) -> bool {
+            matches!(op, Op::Enqueue | Op::Tick)
+        }
+        fn enqueue(&self, sim: &mut Sim, p: TaskId, f: u64) {
+            kf::scx_bpf_dsq_insert(sim, p, dsq_id::GLOBAL, 1_000_000_000, f);
+        }
+        fn tick(&self, sim: &mut Sim, _p: TaskId) {
+            // Every 10th tick, preempt CPU 1 from CPU 0.
+            if kf::bpf_get_smp_processor_id(sim) == 0 {
+                self.n.set(self.n.get() + 1);
+                if self.n.get() % 10 == 0 {
+                    kf::scx_bpf_kick_cpu(sim, 1, kick_flags::PREEMPT);
+                }
+            }
+        }
+    }
+    let toml = "seed = 1\nduration = \"1s\"\n[machine]\npreset = \"2cpu\"\n[[workload]]\nkind = \"hog\"\nname = \"h\"\ncount = 4\n";
+    let mut s = ext_sim(toml, Rc::new(Kicker::default()));
+    s.run();
+    assert!(s.scx.exit.is_none(), "{:?}", s.scx.exit);
+    // 1 s slices would give CPU 1 one switch; kicks every 10 ms give ~100.
+    assert!(s.rqs[1].stats.switches > 60, "cpu1 switches {}", s.rqs[1].stats.switches);
+    assert!(s.rqs[0].stats.switches < 10, "cpu0 switches {}", s.rqs[0].stats.switches);
+}

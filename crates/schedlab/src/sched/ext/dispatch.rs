@@ -206,6 +206,9 @@ impl Sim {
     /// rq_is_open(): could a task inserted now run on `cpu` right away?
     fn scx_rq_is_open(&self, cpu: Cpu, flags: u64) -> bool {
         let Some(curr) = self.rq(cpu).curr else { return true };
+        if self.scx.rqs[cpu as usize].next_idle {
+            return true;
+        }
         match self.task(curr).class {
             ClassId::Rt | ClassId::Fair | ClassId::Idle => false,
             ClassId::Ext => {
@@ -229,7 +232,8 @@ impl Sim {
                 preempt = true;
             }
         }
-        if preempt || curr.is_none() {
+        // rq->next_class below ext: the CPU is idle or about to go idle.
+        if preempt || curr.is_none() || self.scx.rqs[cpu as usize].next_idle {
             self.resched_curr(cpu);
         }
     }
