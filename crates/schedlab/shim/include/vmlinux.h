@@ -177,6 +177,10 @@ struct task_struct {
 	struct sched_entity se;
 	struct sched_ext_entity scx;
 	char comm[16];
+	u64 utime;
+	u64 stime;
+	int numa_preferred_nid;
+	int __schedlab_pad2;
 };
 
 #define TASK_COMM_LEN 16

@@ -136,6 +136,12 @@ pub struct TaskStructC {
     pub se: SchedEntityC,
     pub scx: SchedExtEntityC,
     pub comm: [u8; 16],
+    /// User and system CPU time (all simulated work counts as user time).
+    pub utime: u64,
+    pub stime: u64,
+    /// NUMA balancing's preferred node: -1, NUMA balancing is not modelled.
+    pub numa_preferred_nid: i32,
+    pub _pad2: i32,
 }
 
 /// PF_* task flags (include/linux/sched.h) the shim exposes.
@@ -173,6 +179,10 @@ impl TaskStructC {
             se: SchedEntityC::default(),
             scx: SchedExtEntityC::default(),
             comm: [0; 16],
+            utime: 0,
+            stime: 0,
+            numa_preferred_nid: -1,
+            _pad2: 0,
         });
         // The box never moves, so the self-pointer stays valid.
         t.cpus_ptr = &t.cpus_mask;

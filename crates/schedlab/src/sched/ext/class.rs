@@ -51,6 +51,7 @@ impl Sim {
         self.rqs[cpu as usize].fair_time += delta;
         let c = &mut self.scx.task_mut(p).c;
         c.se.sum_exec_runtime += delta;
+        c.utime += delta;
         if c.scx.slice != SLICE_INF {
             c.scx.slice -= c.scx.slice.min(delta);
         }
