@@ -338,7 +338,8 @@ fn unknown_ops_flag_refuses_the_load() {
 
 #[test]
 fn unregister_switches_everything_back_to_fair() {
-    let mut s = ext_sim(&mixed(4, 3), Rc::new(Vtime::default()));
+    let ops = Rc::new(Checked::new(Vtime::default()));
+    let mut s = ext_sim(&mixed(4, 3), ops.clone());
     s.run_until(1_000_000_000);
     assert!(s.tasks.iter().any(|t| t.class == ClassId::Ext));
     s.scx_unregister();
@@ -347,6 +348,7 @@ fn unregister_switches_everything_back_to_fair() {
     assert_eq!(exit.kind, ExitKind::Unreg);
     assert_eq!(s.scx.state, EnableState::Disabled);
     assert!(s.tasks.iter().all(|t| t.class != ClassId::Ext));
+    assert!(ops.violations().is_empty(), "{:#?}", ops.violations());
     let done = s.scx.stats.disable_done_at.expect("disable finished");
     assert!(done < 1_100_000_000, "disable took until {done}");
 }
