@@ -15,6 +15,20 @@ use schedlab::scenario::{Scenario, WORKLOAD_KINDS};
 use schedlab::topology::{presets, Topology};
 use schedlab::world;
 
+mod real;
+mod vm;
+
+/// `--feature NAME[=on|off]` / `NO_NAME` as a scenario override.
+fn feature_set(f: &str) -> String {
+    match f.split_once('=') {
+        Some((n, v)) => format!("features.{}={}", n.trim(), schedlab::features::parse_switch(v.trim()).unwrap_or(true)),
+        None => match f.strip_prefix("NO_") {
+            Some(n) => format!("features.{n}=false"),
+            None => format!("features.{f}=true"),
+        },
+    }
+}
+
 #[derive(Parser)]
 #[command(name = "schedlab", version, about = "Deterministic simulator of the Linux CPU scheduler")]
 struct Cli {
@@ -56,6 +70,8 @@ enum Cmd {
         /// Print nothing but errors.
         #[arg(long, short)]
         quiet: bool,
+        #[command(flatten)]
+        real: real::RealArgs,
     },
     /// List machine presets, workload kinds, kernel features and schedulers.
     List {
@@ -72,7 +88,14 @@ enum Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Run { scenario, seed, mut sets, features, sched, sched_sets, machine, json, quiet } => match sched_args(sched, sched_sets) {
+        Cmd::Run { scenario, seed, mut sets, features, sched, sched_sets, machine, json, quiet, real } => match sched_args(sched, sched_sets) {
+            Ok(extra) if real.real => {
+                sets.extend(extra);
+                sets.extend(seed.map(|s| format!("seed={s}")));
+                sets.extend(features.iter().map(|f| feature_set(f)));
+                let _ = machine;
+                real::run(&real, scenario, sets, json, quiet).map_err(|(code, m)| if code == 2 { Failure::Input(m) } else { Failure::Io(m) })
+            }
             Ok(extra) => {
                 sets.extend(extra);
                 run(scenario, seed, sets, features, machine, json, quiet)

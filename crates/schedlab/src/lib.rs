@@ -7,6 +7,7 @@ pub mod engine;
 pub mod exec;
 pub mod features;
 pub mod report;
+pub mod real;
 pub mod rng;
 pub mod scenario;
 pub mod sched;
