@@ -5,7 +5,7 @@
 use crate::engine::{Cpu, Event, TaskId};
 use crate::sched::wf;
 use crate::sim::Sim;
-use crate::task::{Dist, Op, TaskState};
+use crate::task::{Dist, Measure, Op, TaskState};
 use crate::time::Ns;
 
 /// Upper bound on instant steps in a row; a program that loops without ever
@@ -102,12 +102,16 @@ impl Sim {
                     }
                     let was_full = o.tokens >= o.capacity;
                     o.tokens -= 1;
+                    let stamp = o.stamps.as_mut().map(|q| q.pop_front().flatten());
                     let from_llc = o.last_post_llc;
                     // Like pipe_read(): a reader that leaves data behind wakes
                     // the next reader; one that made room in a full buffer wakes a writer.
                     let next_reader = if o.tokens > 0 { o.readers.pop_front() } else { None };
                     let writer = if was_full { o.writers.pop_front() } else { None };
                     self.task_mut(p).pc += 1;
+                    if let Some(stamp) = stamp {
+                        self.task_mut(p).stamp = stamp;
+                    }
                     let here = self.topo.llc_of(cpu as usize) as u32;
                     if from_llc.is_some_and(|l| l != here) {
                         // The data crosses LLCs: paid before the reader goes on.
@@ -115,6 +119,7 @@ impl Sim {
                         self.task_mut(p).refill_left += cost;
                     }
                     if let Some(r) = next_reader {
+                        self.task_mut(r).woken_at = Some(self.now());
                         self.try_to_wake_up(r, 0);
                     }
                     if let Some(w) = writer {
@@ -130,12 +135,17 @@ impl Sim {
                     }
                     o.tokens += 1;
                     o.last_post_llc = Some(self.topo.llc_of(cpu as usize) as u32);
+                    if let Some(q) = o.stamps.as_mut() {
+                        q.push_back(self.tasks[p as usize].stamp);
+                    }
                     // Like pipe_write(): wake a reader, and pass the turn to the
                     // next blocked writer while room remains.
                     let reader = o.readers.pop_front();
                     let next_writer = if o.tokens < o.capacity { o.writers.pop_front() } else { None };
                     self.task_mut(p).pc += 1;
                     if let Some(r) = reader {
+                        // The waker's timestamp, as schbench's wake_time.
+                        self.task_mut(r).woken_at = Some(self.now());
                         self.try_to_wake_up(r, if sync { wf::SYNC } else { 0 });
                     }
                     if let Some(w) = next_writer {
@@ -208,6 +218,103 @@ impl Sim {
                     self.metrics[w].work += 1;
                     self.task_mut(p).pc += 1;
                 }
+                Op::Stamp => {
+                    let now = self.now();
+                    let t = self.task_mut(p);
+                    t.stamp = Some(now);
+                    t.pc += 1;
+                }
+                Op::Record { what } => {
+                    let now = self.now();
+                    let t = self.task_mut(p);
+                    t.pc += 1;
+                    let w = t.workload as usize;
+                    match what {
+                        Measure::Wakeup => {
+                            if let Some(at) = t.woken_at.take() {
+                                self.metrics[w].record_latency(now.saturating_sub(at));
+                            }
+                        }
+                        Measure::Request => {
+                            if let Some(at) = t.stamp {
+                                self.metrics[w].record_request(now.saturating_sub(at));
+                            }
+                        }
+                    }
+                }
+                Op::LockCpu { base } => {
+                    let lock = base + cpu;
+                    // Spinning on another CPU's lock after a migration: look
+                    // up this CPU's lock instead (lock_this_cpu() retries).
+                    if let Some(old) = self.task(p).spinning.filter(|&l| l != lock) {
+                        self.locks[old as usize].spinners.retain(|&s| s != p);
+                        self.task_mut(p).spinning = None;
+                    }
+                    if self.try_lock(cpu, p, lock, None) {
+                        self.task_mut(p).cpu_lock = Some(lock);
+                        continue;
+                    }
+                    return;
+                }
+                Op::UnlockCpu => {
+                    self.task_mut(p).pc += 1;
+                    if let Some(lock) = self.task_mut(p).cpu_lock.take() {
+                        self.unlock(lock);
+                    }
+                }
+                Op::Barrier { obj, parties } => {
+                    let o = &mut self.objs[obj as usize];
+                    o.arrived += 1;
+                    if o.arrived < parties {
+                        o.readers.push_back(p);
+                        self.block(cpu, p);
+                        return;
+                    }
+                    // The last one in releases everybody (pthread_cond_broadcast).
+                    o.arrived = 0;
+                    let waiters: Vec<_> = o.readers.drain(..).collect();
+                    self.task_mut(p).pc += 1;
+                    for r in waiters {
+                        self.task_mut(r).pc += 1;
+                        self.task_mut(r).woken_at = Some(self.now());
+                        self.try_to_wake_up(r, 0);
+                    }
+                }
+                Op::Timer { slot, period, absolute, record } => {
+                    let now = self.now();
+                    if self.task(p).measure_on_run {
+                        let lat = now.saturating_sub(self.task(p).next_wake);
+                        let w = self.task(p).workload as usize;
+                        if record {
+                            self.metrics[w].record_latency(lat);
+                        }
+                        let t = self.task_mut(p);
+                        t.measure_on_run = false;
+                        t.pc += 1;
+                        continue;
+                    }
+                    let period = self.draw(p, &period);
+                    let t = self.task_mut(p);
+                    let slot = slot as usize;
+                    if t.timers.len() <= slot {
+                        t.timers.resize(slot + 1, None);
+                    }
+                    // The reference is set at the timer's first use.
+                    let next = t.timers[slot].unwrap_or(now) + period;
+                    t.timers[slot] = Some(next);
+                    if next <= now {
+                        // Missed: no sleep; a relative timer restarts from now.
+                        if !absolute {
+                            t.timers[slot] = Some(now);
+                        }
+                        t.pc += 1;
+                        continue;
+                    }
+                    t.next_wake = next;
+                    t.measure_on_run = true;
+                    self.sleep_until(cpu, p, next);
+                    return;
+                }
             }
         }
         panic!("task {p} ran {MAX_INSTANT_STEPS} instant steps without running or blocking: its program has a loop with no Run, Sleep or blocking step");
@@ -267,6 +374,10 @@ impl Sim {
         child.wait_start = None;
         child.refill_left = 0;
         child.exited_at = None;
+        child.stamp = None;
+        child.woken_at = None;
+        child.cpu_lock = None;
+        child.timers = Vec::new();
         child.name = format!("{}-child", self.task(parent).name);
         // fork() makes a new process (and mm).
         child.tgid = self.next_tgid;

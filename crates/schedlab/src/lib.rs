@@ -9,6 +9,7 @@ pub mod features;
 pub mod report;
 pub mod real;
 pub mod rng;
+pub mod rtapp;
 pub mod scenario;
 pub mod sched;
 pub mod sim;

@@ -35,6 +35,35 @@ pub struct WorkloadResult {
     pub finished: bool,
     pub work: u64,
     pub runtime_ns: u64,
+    /// Exact min / mean / max of `latency` (cyclictest's Min, Avg, Max);
+    /// the percentiles above are HDR values, good to 3 significant digits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_exact: Option<ExactLatency>,
+    /// cyclictest --histogram: samples per whole microsecond of latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<UsHistogram>,
+    /// Request latencies (schbench: start of the request to its end;
+    /// server: dispatch to reply handled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_latency: Option<LatencyStats>,
+    /// Completed requests per second of the workload's run (schbench, server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests_per_s: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExactLatency {
+    pub min_ns: u64,
+    pub avg_ns: u64,
+    pub max_ns: u64,
+}
+
+/// A latency histogram with 1 us buckets: `counts[i]` samples of i us
+/// (i * 1000 .. i * 1000 + 999 ns); `overflows` at or above `counts.len()` us.
+#[derive(Debug, Serialize)]
+pub struct UsHistogram {
+    pub counts: Vec<u64>,
+    pub overflows: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -232,6 +261,17 @@ impl Results {
                     finished,
                     work: m.work,
                     runtime_ns,
+                    latency_exact: (!m.latency.is_empty()).then(|| ExactLatency {
+                        min_ns: m.latency_min_ns,
+                        avg_ns: (m.latency_sum_ns / m.latency.len() as u128) as u64,
+                        max_ns: m.latency_max_ns,
+                    }),
+                    histogram: m.us_histogram.as_ref().map(|h| UsHistogram { counts: h.clone(), overflows: m.us_overflows }),
+                    request_latency: m.request_latency.as_ref().and_then(latency_stats),
+                    requests_per_s: m.reports_rate.then(|| {
+                        let ran = now.saturating_sub(m.start_ns).max(1);
+                        (m.work as u128 * 1_000_000_000 / ran as u128) as u64
+                    }),
                 }
             })
             .collect();
@@ -323,6 +363,18 @@ impl Results {
                 rows.push(vec![w.name.clone(), l.count.to_string(), fmt_ns(l.min_ns), fmt_ns(l.p50_ns), fmt_ns(l.p90_ns), fmt_ns(l.p99_ns), fmt_ns(l.p999_ns), fmt_ns(l.max_ns), over]);
             }
             out.push_str("wakeup latency (actual - intended wake time)\n");
+            out.push_str(&table(&rows));
+            out.push('\n');
+        }
+        let req: Vec<&WorkloadResult> = self.workloads.iter().filter(|w| w.request_latency.is_some()).collect();
+        if !req.is_empty() {
+            let mut rows = vec![vec!["workload".into(), "requests".into(), "per second".into(), "p50".into(), "p90".into(), "p99".into(), "p99.9".into(), "max".into()]];
+            for w in req {
+                let l = w.request_latency.as_ref().unwrap();
+                let rate = w.requests_per_s.map_or("-".into(), |r| r.to_string());
+                rows.push(vec![w.name.clone(), l.count.to_string(), rate, fmt_ns(l.p50_ns), fmt_ns(l.p90_ns), fmt_ns(l.p99_ns), fmt_ns(l.p999_ns), fmt_ns(l.max_ns)]);
+            }
+            out.push_str("request latency\n");
             out.push_str(&table(&rows));
             out.push('\n');
         }

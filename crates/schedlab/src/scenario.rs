@@ -244,6 +244,10 @@ pub enum WorkloadSpec {
     Hackbench(HackbenchSpec),
     Stress(StressSpec),
     Vm(VmSpec),
+    Schbench(SchbenchSpec),
+    Mixed(MixedSpec),
+    Server(ServerSpec),
+    Rtapp(RtappSpec),
 }
 
 impl WorkloadSpec {
@@ -254,6 +258,10 @@ impl WorkloadSpec {
             WorkloadSpec::Hackbench(_) => "hackbench",
             WorkloadSpec::Stress(_) => "stress",
             WorkloadSpec::Vm(_) => "vm",
+            WorkloadSpec::Schbench(_) => "schbench",
+            WorkloadSpec::Mixed(_) => "mixed",
+            WorkloadSpec::Server(_) => "server",
+            WorkloadSpec::Rtapp(_) => "rtapp",
         }
     }
 }
@@ -264,7 +272,123 @@ pub const WORKLOAD_KINDS: &[(&str, &str)] = &[
     ("hackbench", "rt-tests hackbench: groups of senders writing to every receiver over pipes or sockets"),
     ("stress", "stress-ng stressors: cpu, yield, switch (pipe ping-pong pairs), fork (fork + wait storms); reports bogo ops"),
     ("vm", "overcommitted KVM guests: vCPU threads whose guest work takes a guest spinlock; pause-loop exits yield_to the holder"),
+    ("schbench", "schbench: message threads waking worker threads (or -R requests/s), per-CPU lock, cache footprint; wakeup and request latency, RPS"),
+    ("mixed", "seed 000's background load: oversubscribed hogs at mixed nice, yielders, switch pairs, SCHED_FIFO bursts, fork storms"),
+    ("server", "multi-instance server: N processes of a dispatcher and M-1 workers sharing a working set; request latency and throughput"),
+    ("rtapp", "rt-app JSON import (file = \"x.json\"): run, runtime, sleep, timer, lock/unlock, barrier, fork, yield, loop, phases"),
 ];
+
+/// schbench (Chris Mason's scheduler benchmark): `-m` message threads, each
+/// with `-t` workers. A worker asks its message thread for work and waits to
+/// be woken (wakeup latency: from the wake to running); it then handles a
+/// request: a 100 us usleep (simulated networking), then `-n` matrix
+/// multiplications over its `-F` cache footprint under the lock of the CPU it
+/// is on (request latency: from the start of the request to its end). With
+/// `-R`, the message threads instead issue requests at that total rate
+/// (Poisson arrivals) to a queue their workers serve. Reports wakeup and
+/// request latency percentiles and the achieved requests per second.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchbenchSpec {
+    pub name: Option<String>,
+    /// -m: message threads (default 1).
+    pub message_threads: Option<u32>,
+    /// -t: workers per message thread (default: one per allowed CPU).
+    pub threads: Option<u32>,
+    /// -n: matrix multiplications per request (default 5).
+    pub operations: Option<u32>,
+    /// -F: cache footprint in KiB (default 256): each worker's matrices.
+    pub cache_footprint_kb: Option<u64>,
+    /// CPU time of one matrix multiplication (default: 1 ns per
+    /// multiply-add of the footprint's matrices, n = sqrt(F / 24 bytes)).
+    pub op_cost: Option<DistSpec>,
+    /// The usleep at the start of each request (default "100us").
+    pub sleep: Option<DistSpec>,
+    /// -R: requests per second over all message threads (default 0: message mode).
+    pub rps: Option<u64>,
+    /// -L: no per-CPU locking during the CPU work.
+    #[serde(default)]
+    pub no_locking: bool,
+    pub cpus: Option<CpuList>,
+    pub nice: Option<i32>,
+    pub start: Option<Duration>,
+}
+
+/// Seed 000's background load as one workload: `oversubscription` x CPUs
+/// threads of steady load (run/sleep hogs at mixed nice levels, sched_yield()
+/// loops and pinned pipe ping-pong pairs), periodic SCHED_FIFO bursts and
+/// periodic fork storms. The same mix as scenarios/mixed-load.toml writes out
+/// with hog and stress entries.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MixedSpec {
+    pub name: Option<String>,
+    /// Threads of steady load per CPU: hogs + yielders + switch threads (default 2.0).
+    pub oversubscription: Option<f64>,
+    /// Nice levels the hogs take in turn (default [-5, 0, 0, 5, 10, 0, 0, 0, 5, -5, 0, 19]).
+    pub nice: Option<Vec<i32>>,
+    /// Hog run and sleep lengths (default "exp:4ms" / "exp:1ms").
+    pub run: Option<DistSpec>,
+    pub sleep: Option<DistSpec>,
+    /// sched_yield() loops (default CPUs / 4) and switch pairs (default CPUs / 4).
+    pub yielders: Option<u32>,
+    pub switch_pairs: Option<u32>,
+    /// SCHED_FIFO burst tasks (default CPUs / 6, at least 1), their priority
+    /// (50), burst length ("exp:2ms") and gap between bursts ("exp:50ms").
+    pub fifo_tasks: Option<u32>,
+    pub fifo_priority: Option<u32>,
+    pub fifo_run: Option<DistSpec>,
+    pub fifo_every: Option<DistSpec>,
+    /// Fork-storm workers (default 2), forks per storm (50) and pause between storms ("exp:200ms").
+    pub fork_workers: Option<u32>,
+    pub fork_burst: Option<u32>,
+    pub fork_pause: Option<DistSpec>,
+    pub cpus: Option<CpuList>,
+    pub start: Option<Duration>,
+}
+
+/// A multi-instance server (Redis-like, seed 004's second workload):
+/// `instances` processes, each of `threads` threads: one dispatcher and
+/// `threads - 1` workers sharing the process's `working_set`. The
+/// dispatcher keeps `connections` requests in flight: it hands each to the
+/// workers through a queue, a worker serves it with the process's data and
+/// replies through a second queue, and the dispatcher handles the reply
+/// (request latency: dispatch to reply handled) and sends the next request.
+/// Reports request latency and throughput (requests per second).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    pub name: Option<String>,
+    /// Processes (default 4).
+    pub instances: Option<u32>,
+    /// Threads per process, the dispatcher included (default 4).
+    pub threads: Option<u32>,
+    /// Bytes of data each process works on (default 4 MiB).
+    pub working_set: Option<u64>,
+    /// Worker CPU time per request (default "exp:50us").
+    pub work: Option<DistSpec>,
+    /// Dispatcher CPU time per request: reply handling and the next dispatch (default "5us").
+    pub dispatch: Option<DistSpec>,
+    /// Requests in flight per process (default 2 per worker).
+    pub connections: Option<u32>,
+    pub cpus: Option<CpuList>,
+    pub nice: Option<i32>,
+    pub start: Option<Duration>,
+}
+
+/// rt-app: tasks described in rt-app's JSON format, read from `file`
+/// (relative to the scenario) or given inline in `json`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RtappSpec {
+    pub name: Option<String>,
+    pub file: Option<String>,
+    pub json: Option<String>,
+    pub start: Option<Duration>,
+    /// The scenario file's directory, for `file`.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
 
 /// Overcommitted virtual machines (seed 003): each VM is a host process with
 /// `vcpus` vCPU threads. Guest work alternates between unlocked work and a
@@ -368,6 +492,13 @@ pub struct CyclictestSpec {
     pub nice: Option<i32>,
     /// Count latencies above these thresholds (e.g. ["100us"]).
     pub spikes_above: Option<Vec<Duration>>,
+    /// -h / --histogram=N: per-microsecond latency histogram up to N us;
+    /// latencies of N us and more are counted as overflows.
+    pub histogram: Option<u32>,
+    /// -D: run for this long, then the threads exit (default: the scenario's duration).
+    pub duration: Option<Duration>,
+    /// -l: number of cycles per thread, then it exits (default: unlimited).
+    pub loops: Option<u64>,
     pub start: Option<Duration>,
 }
 
@@ -426,6 +557,13 @@ impl Scenario {
             let line = find_key_line(text, &leaf);
             ScenarioError::invalid(file, line, format!("{path}: {msg}"))
         })?;
+        let base = Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut scenario = scenario;
+        for w in &mut scenario.workloads {
+            if let WorkloadSpec::Rtapp(r) = w {
+                r.base_dir = base.clone();
+            }
+        }
         if scenario.duration.0 == 0 {
             return Err(ScenarioError::invalid(file, find_key_line(text, "duration"), "duration: must be positive, e.g. \"10s\""));
         }

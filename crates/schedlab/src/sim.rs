@@ -73,6 +73,11 @@ pub struct WaitObj {
     /// LLC of the CPU that last posted: a reader in another LLC pulls the
     /// data's cache lines across.
     pub last_post_llc: Option<u32>,
+    /// Request stamps carried by the tokens, in order (Some for objects
+    /// that carry them: a Post pushes the poster's stamp, a Wait pops it).
+    pub stamps: Option<VecDeque<Option<Ns>>>,
+    /// Barrier: tasks arrived in the current round.
+    pub arrived: u32,
 }
 
 /// A spinlock; waiters busy-wait on their CPUs.
@@ -163,6 +168,19 @@ pub struct WorkloadMetrics {
     pub work: u64,
     /// Whether the workload's result is a makespan (all its tasks exit).
     pub finite: bool,
+    /// Exact extremes and sum of `latency` (the histogram rounds to 3
+    /// significant digits; cyclictest prints exact Min/Avg/Max).
+    pub latency_min_ns: Ns,
+    pub latency_max_ns: Ns,
+    pub latency_sum_ns: u128,
+    /// cyclictest --histogram=N: per-microsecond counts 0..N-1 us; samples
+    /// of N us and above are overflows.
+    pub us_histogram: Option<Vec<u64>>,
+    pub us_overflows: u64,
+    /// Request latencies (schbench, server), next to wakeup latencies.
+    pub request_latency: Option<Histogram<u64>>,
+    /// Requests/operations count as throughput per second (schbench, server).
+    pub reports_rate: bool,
 }
 
 impl WorkloadMetrics {
@@ -178,11 +196,35 @@ impl WorkloadMetrics {
             last_exit_ns: 0,
             work: 0,
             finite: false,
+            latency_min_ns: Ns::MAX,
+            latency_max_ns: 0,
+            latency_sum_ns: 0,
+            us_histogram: None,
+            us_overflows: 0,
+            request_latency: None,
+            reports_rate: false,
         }
+    }
+
+    /// Records a request latency (from the request's start to its end).
+    pub fn record_request(&mut self, ns: Ns) {
+        self.request_latency
+            .get_or_insert_with(|| Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"))
+            .saturating_record(ns.max(1));
     }
 
     pub fn record_latency(&mut self, ns: Ns) {
         self.latency.saturating_record(ns.max(1));
+        self.latency_min_ns = self.latency_min_ns.min(ns);
+        self.latency_max_ns = self.latency_max_ns.max(ns);
+        self.latency_sum_ns += ns as u128;
+        if let Some(h) = self.us_histogram.as_mut() {
+            // cyclictest buckets by whole microseconds (latency / 1000).
+            match h.get_mut((ns / 1_000) as usize) {
+                Some(b) => *b += 1,
+                None => self.us_overflows += 1,
+            }
+        }
         for t in &mut self.thresholds {
             if ns > t.above_ns {
                 t.count += 1;
@@ -237,6 +279,8 @@ pub struct Sim {
     pub scx: Box<crate::sched::ext::ScxState>,
     /// A scheduler to load at a later time (Event::ScxAttach).
     pub scx_pending: Option<std::rc::Rc<dyn crate::sched::ext::ops::ExtOps>>,
+    /// Tracepoint consumers (Perfetto trace, utilisation timeline); None: tracing off.
+    pub tracer: Option<Box<crate::trace::Tracer>>,
 }
 
 impl Sim {
@@ -293,6 +337,7 @@ impl Sim {
             irqoff: None,
             scx: Box::new(crate::sched::ext::ScxState::new(n, 1)),
             scx_pending: None,
+            tracer: None,
         }
     }
 

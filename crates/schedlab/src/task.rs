@@ -216,6 +216,34 @@ pub enum Op {
     Loop { to: u32, count: Option<u32>, slot: u32 },
     /// Count one unit of work done (throughput metric of the workload).
     Work,
+    /// Note the start of a request (gettimeofday before handling it); a
+    /// `Post` to a stamped wait object carries this stamp to its reader.
+    Stamp,
+    /// Record a latency into the workload's histograms (schbench, server).
+    Record { what: Measure },
+    /// Take the spinlock of the CPU the task is on (`base + cpu`), as
+    /// schbench's lock_this_cpu(); `UnlockCpu` releases the one taken.
+    LockCpu { base: LockId },
+    UnlockCpu,
+    /// Wait until `parties` tasks have reached the barrier in `obj`; the
+    /// last one wakes the others (rt-app's barrier event).
+    Barrier { obj: ObjId, parties: u32 },
+    /// rt-app's timer event: sleep until the timer in task slot `slot`
+    /// next expires (its reference plus `period`), recording the wakeup
+    /// latency when `record`. A missed expiry does not sleep; in relative
+    /// mode it also moves the reference to now. An exponential period makes
+    /// the expiries a Poisson process (schbench -R arrivals).
+    Timer { slot: u32, period: Dist, absolute: bool, record: bool },
+}
+
+/// What `Op::Record` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// From the waker's post to now (the task was woken by a `Post`);
+    /// nothing is recorded when the task did not have to block.
+    Wakeup,
+    /// From the task's request stamp to now.
+    Request,
 }
 
 /// A behaviour program shared by the tasks of a workload.
@@ -297,6 +325,14 @@ pub struct Task {
     pub created_at: Ns,
     pub exited_at: Option<Ns>,
     pub stats: TaskStats,
+    /// Request start (Op::Stamp), carried through stamped wait objects.
+    pub stamp: Option<Ns>,
+    /// When a `Post` woke the task from a `Wait` (for Measure::Wakeup).
+    pub woken_at: Option<Ns>,
+    /// The per-CPU lock taken by Op::LockCpu.
+    pub cpu_lock: Option<LockId>,
+    /// rt-app timers: next expiry per timer slot (None before first use).
+    pub timers: Vec<Option<Ns>>,
 }
 
 impl Task {

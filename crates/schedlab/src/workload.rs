@@ -3,15 +3,17 @@
 
 use crate::cpumask::CpuMask;
 use crate::engine::TaskId;
-use crate::scenario::{parse_policy, CpuList, CyclictestSpec, HackbenchSpec, HogSpec, StressSpec, VmSpec, WorkloadSpec};
+use crate::scenario::{
+    parse_policy, CpuList, CyclictestSpec, DistSpec, HackbenchSpec, HogSpec, MixedSpec, SchbenchSpec, ServerSpec, StressSpec, VmSpec, WorkloadSpec,
+};
 use crate::sim::{Sim, Threshold, WaitObj, WorkloadMetrics};
-use crate::task::{Dist, Op, Policy, Program, RtEntity, SchedEntity, Task, TaskState, TaskStats};
+use crate::task::{Dist, Measure, Op, Policy, Program, RtEntity, SchedEntity, Task, TaskState, TaskStats};
 use crate::time::{Ns, NSEC_PER_MSEC, NSEC_PER_USEC};
 
 /// A workload could not be built; the message names the field.
 pub type BuildError = String;
 
-fn cpus(sim: &Sim, list: &Option<CpuList>, field: &str) -> Result<CpuMask, BuildError> {
+pub(crate) fn cpus(sim: &Sim, list: &Option<CpuList>, field: &str) -> Result<CpuMask, BuildError> {
     match list {
         None => Ok(CpuMask::full(sim.nr_cpus())),
         Some(CpuList(s)) => CpuMask::parse_cpulist(s, sim.nr_cpus()).map_err(|e| format!("{field}: {e}")).and_then(|m| {
@@ -70,10 +72,14 @@ pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i3
         created_at: 0,
         exited_at: None,
         stats: TaskStats::default(),
+        stamp: None,
+        woken_at: None,
+        cpu_lock: None,
+        timers: Vec::new(),
     }
 }
 
-fn check_nice(nice: i32, prefix: &str) -> Result<i32, BuildError> {
+pub(crate) fn check_nice(nice: i32, prefix: &str) -> Result<i32, BuildError> {
     if (-20..=19).contains(&nice) {
         Ok(nice)
     } else {
@@ -81,7 +87,7 @@ fn check_nice(nice: i32, prefix: &str) -> Result<i32, BuildError> {
     }
 }
 
-fn check_rt(policy: Policy, prio: u32, field: &str) -> Result<(), BuildError> {
+pub(crate) fn check_rt(policy: Policy, prio: u32, field: &str) -> Result<(), BuildError> {
     if policy.is_rt() && !(1..=99).contains(&prio) {
         return Err(format!("{field}: SCHED_FIFO/SCHED_RR need priority 1..99, got {prio}"));
     }
@@ -98,6 +104,10 @@ pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildErro
         WorkloadSpec::Hackbench(h) => (h.name.clone(), h.start),
         WorkloadSpec::Stress(s) => (s.name.clone(), s.start),
         WorkloadSpec::Vm(v) => (v.name.clone(), v.start),
+        WorkloadSpec::Schbench(s) => (s.name.clone(), s.start),
+        WorkloadSpec::Mixed(m) => (m.name.clone(), m.start),
+        WorkloadSpec::Server(s) => (s.name.clone(), s.start),
+        WorkloadSpec::Rtapp(r) => (r.name.clone(), r.start),
     };
     let mut m = WorkloadMetrics::new(&name.unwrap_or_else(|| format!("{}{w}", spec.kind())), spec.kind());
     m.start_ns = start.map_or(0, |d| d.0);
@@ -109,6 +119,10 @@ pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildErro
         WorkloadSpec::Hackbench(h) => build_hackbench(sim, w, next_tgid, h, &prefix)?,
         WorkloadSpec::Stress(s) => build_stress(sim, w, next_tgid, s, &prefix)?,
         WorkloadSpec::Vm(v) => build_vm(sim, w, next_tgid, v, &prefix)?,
+        WorkloadSpec::Schbench(s) => build_schbench(sim, w, next_tgid, s, &prefix)?,
+        WorkloadSpec::Mixed(m) => build_mixed(sim, w, next_tgid, m, &prefix)?,
+        WorkloadSpec::Server(s) => build_server(sim, w, next_tgid, s, &prefix)?,
+        WorkloadSpec::Rtapp(r) => crate::rtapp::build(sim, w, next_tgid, r, &prefix)?,
     };
     sim.metrics[w as usize].nr_tasks = tasks.len() as u32;
     sim.workload_tasks[w as usize] = tasks;
@@ -215,16 +229,48 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
         };
         (threads, distance, pin)
     };
+    if c.loops == Some(0) {
+        return Err(format!("{prefix}.loops: must be at least 1 (leave it out to run until the end)"));
+    }
+    if c.duration.is_some_and(|d| d.0 == 0) {
+        return Err(format!("{prefix}.duration: must be positive, e.g. \"30s\" (leave it out to run until the end)"));
+    }
     let m = &mut sim.metrics[w as usize];
     for t in c.spikes_above.clone().unwrap_or_default() {
         m.thresholds.push(Threshold { label: format!(">{}", crate::time::fmt_ns(t.0)), above_ns: t.0, count: 0 });
+    }
+    match c.histogram {
+        Some(0) => return Err(format!("{prefix}.histogram: must be at least 1 (us), e.g. 400")),
+        Some(n) if n > 10_000_000 => return Err(format!("{prefix}.histogram: {n} buckets is too many: at most 10000000 (10 s)")),
+        Some(n) => m.us_histogram = Some(vec![0; n as usize]),
+        None => {}
     }
     let start = m.start_ns;
     let mut ids = Vec::new();
     for i in 0..threads {
         let period = interval + i as Ns * distance;
+        // -D and -l: the number of cycles before the thread exits.
+        let by_duration = c.duration.map(|d| (d.0 / period).max(1));
+        let cycles = match (by_duration, c.loops) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         // cyclictest's loop body: clock_nanosleep, clock_gettime, histogram update (~1 us).
-        let prog = add_program(sim, vec![Op::SleepPeriodic { period }, Op::Run(Dist::Const(NSEC_PER_USEC)), Op::Loop { to: 0, count: None, slot: 0 }]);
+        let mut ops = vec![Op::SleepPeriodic { period }, Op::Run(Dist::Const(NSEC_PER_USEC))];
+        match cycles {
+            None => ops.push(Op::Loop { to: 0, count: None, slot: 0 }),
+            Some(n) => {
+                // A u32 loop counter runs out after 4e9 cycles; an outer loop extends it.
+                let inner = n.min(u32::MAX as u64) as u32;
+                ops.push(Op::Loop { to: 0, count: Some(inner), slot: 0 });
+                let outer = n / inner as u64;
+                if outer > 1 {
+                    ops.push(Op::Loop { to: 0, count: Some(outer.min(u32::MAX as u64) as u32), slot: 1 });
+                }
+                ops.push(Op::Exit);
+            }
+        }
+        let prog = add_program(sim, ops);
         let t = new_task(format!("cyclictest-{i}"), w, tgid, policy, nice, prio, pin[i as usize].clone(), prog);
         let id = sim.add_task(t);
         // cyclictest starts each thread's clock at its own creation time, so
@@ -258,7 +304,10 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
     // send buffer (wmem_default, 212992 bytes) is charged per skb truesize
     // (~datasize + 576 bytes of overhead for small messages).
     let capacity = if pipe { (65536 / datasize).max(1) } else { (212_992 / (datasize + 576)).max(1) };
-    let (wdef, rdef) = if pipe { (1_500, 1_500) } else { (2_500, 2_500) };
+    // The base costs include copying a 100-byte message; larger messages
+    // copy the rest at ~10 bytes per ns.
+    let copy = datasize.saturating_sub(100) / 10;
+    let (wdef, rdef) = if pipe { (1_500 + copy, 1_500 + copy) } else { (2_500 + copy, 2_500 + copy) };
     let write_cost = h.write_cost.map_or(wdef, |d| d.0);
     let read_cost = h.read_cost.map_or(rdef, |d| d.0);
     let allowed = cpus(sim, &h.cpus, &format!("{prefix}.cpus"))?;
@@ -273,7 +322,8 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
         }
         // Receivers: read fds * loops messages from their own fd.
         for r in 0..fds {
-            let prog = add_program(sim, vec![Op::Wait { obj: first_obj + r }, Op::Run(Dist::Const(read_cost)), Op::Loop { to: 0, count: Some(fds * loops), slot: 0 }, Op::Exit]);
+            // Work counts messages received.
+            let prog = add_program(sim, vec![Op::Wait { obj: first_obj + r }, Op::Run(Dist::Const(read_cost)), Op::Work, Op::Loop { to: 0, count: Some(fds * loops), slot: 0 }, Op::Exit]);
             let t = new_task(format!("hb-g{g}-r{r}"), w, if threads { tgid } else { pid }, Policy::Other, nice, 0, allowed.clone(), prog);
             pid += 1;
             ids.push(sim.add_task(t));
@@ -314,8 +364,11 @@ fn build_stress(sim: &mut Sim, w: u32, tgid: u32, s: &StressSpec, prefix: &str) 
     let policy = policy_of(&s.policy, prio, prefix)?;
     let nice = check_nice(s.nice.unwrap_or(0), prefix)?;
     let allowed = cpus(sim, &s.cpus, &format!("{prefix}.cpus"))?;
+    // stress-ng's N = 0: one worker per CPU; the yield stressor's default
+    // here is two per CPU so that every yield has someone to yield to.
+    let per_cpu = if s.stressor == "yield" { 2 } else { 1 };
     let workers = match s.workers {
-        None | Some(0) => allowed.weight() as u32,
+        None | Some(0) => per_cpu * allowed.weight() as u32,
         Some(k) => k,
     };
     let name = sim.metrics[w as usize].name.clone();
@@ -424,6 +477,249 @@ fn build_vm(sim: &mut Sim, w: u32, tgid: u32, v: &VmSpec, prefix: &str) -> Resul
             t.peers = members.iter().copied().filter(|&m| m != first + i).collect();
             ids.push(sim.add_task(t));
         }
+    }
+    Ok(ids)
+}
+
+fn dist_or(d: &Option<DistSpec>, default: Dist) -> Dist {
+    d.as_ref().map_or(default, |d| d.0.clone())
+}
+
+/// A wait object used as a message queue; `stamped` queues carry request stamps.
+fn new_queue(sim: &mut Sim, capacity: u64, stamped: bool) -> u32 {
+    sim.objs.push(WaitObj { capacity, stamps: stamped.then(Default::default), ..Default::default() });
+    (sim.objs.len() - 1) as u32
+}
+
+fn build_schbench(sim: &mut Sim, w: u32, tgid: u32, s: &SchbenchSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
+    let allowed = cpus(sim, &s.cpus, &format!("{prefix}.cpus"))?;
+    let nice = check_nice(s.nice.unwrap_or(0), prefix)?;
+    let msg_threads = s.message_threads.unwrap_or(1);
+    let workers = s.threads.unwrap_or(allowed.weight() as u32);
+    if msg_threads == 0 || workers == 0 {
+        return Err(format!("{prefix}: message_threads and threads must be at least 1"));
+    }
+    let footprint = s.cache_footprint_kb.unwrap_or(256) * 1024;
+    let ops = s.operations.unwrap_or(5);
+    // schbench sizes three square matrices of longs to fill the footprint and
+    // multiplies them naively: n^3 multiply-adds, ~1 ns each.
+    let n = ((footprint / 24) as f64).sqrt() as u64;
+    let op_cost = dist_or(&s.op_cost, Dist::Const((n * n * n).max(1)));
+    let sleep = dist_or(&s.sleep, Dist::Const(100 * NSEC_PER_USEC));
+    let rps = s.rps.unwrap_or(0);
+    let m = &mut sim.metrics[w as usize];
+    m.reports_rate = true;
+    m.request_latency = Some(hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"));
+    // One lock per CPU, as schbench's per_cpu_locks.
+    let lock_base = sim.locks.len() as u32;
+    if !s.no_locking {
+        for _ in 0..sim.nr_cpus() {
+            sim.locks.push(crate::sim::SpinLock::default());
+        }
+    }
+    // The request: simulated networking, then the math under this CPU's lock.
+    let mut request = vec![Op::Stamp, Op::Sleep(sleep)];
+    if !s.no_locking {
+        request.push(Op::LockCpu { base: lock_base });
+    }
+    for _ in 0..ops {
+        request.push(Op::Run(op_cost.clone()));
+    }
+    if !s.no_locking {
+        request.push(Op::UnlockCpu);
+    }
+    request.extend([Op::Record { what: Measure::Request }, Op::Work]);
+    let name = sim.metrics[w as usize].name.clone();
+    let mut ids = Vec::new();
+    for mt in 0..msg_threads {
+        let (msg_prog, worker_prog) = if rps == 0 {
+            // Message mode: a worker posts its message thread and waits; the
+            // message thread wakes the waiting workers.
+            let ready = new_queue(sim, u64::MAX, false);
+            let go = new_queue(sim, u64::MAX, false);
+            let msg = add_program(sim, vec![Op::Wait { obj: ready }, Op::Run(Dist::Const(NSEC_PER_USEC)), Op::Post { obj: go, sync: false }, Op::Loop { to: 0, count: None, slot: 0 }]);
+            let mut worker = vec![Op::Post { obj: ready, sync: false }, Op::Wait { obj: go }, Op::Record { what: Measure::Wakeup }];
+            worker.extend(request.iter().cloned());
+            worker.push(Op::Loop { to: 0, count: None, slot: 0 });
+            (msg, add_program(sim, worker))
+        } else {
+            // RPS mode: Poisson arrivals at this thread's share of -R, on an
+            // absolute timeline so that timer slack does not lower the rate.
+            // schbench drops requests beyond 8 pending per worker; here the
+            // message thread waits for room instead.
+            let queue = new_queue(sim, 8 * workers as u64, false);
+            let gap = (1_000_000_000 * msg_threads as u64 / rps).max(1);
+            let msg = add_program(sim, vec![
+                Op::Timer { slot: 0, period: Dist::Exp(gap), absolute: true, record: false },
+                Op::Post { obj: queue, sync: false },
+                Op::Loop { to: 0, count: None, slot: 0 },
+            ]);
+            let mut worker = vec![Op::Wait { obj: queue }, Op::Record { what: Measure::Wakeup }];
+            worker.extend(request.iter().cloned());
+            worker.push(Op::Loop { to: 0, count: None, slot: 0 });
+            (msg, add_program(sim, worker))
+        };
+        // All threads belong to one process, as schbench's pthreads.
+        ids.push(sim.add_task(new_task(format!("{name}-msg{mt}"), w, tgid, Policy::Other, nice, 0, allowed.clone(), msg_prog)));
+        for i in 0..workers {
+            let mut t = new_task(format!("{name}-msg{mt}-w{i}"), w, tgid, Policy::Other, nice, 0, allowed.clone(), worker_prog);
+            t.working_set = footprint;
+            ids.push(sim.add_task(t));
+        }
+    }
+    Ok(ids)
+}
+
+fn build_server(sim: &mut Sim, w: u32, tgid: u32, s: &ServerSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
+    let allowed = cpus(sim, &s.cpus, &format!("{prefix}.cpus"))?;
+    let nice = check_nice(s.nice.unwrap_or(0), prefix)?;
+    let instances = s.instances.unwrap_or(4);
+    let threads = s.threads.unwrap_or(4);
+    if instances == 0 {
+        return Err(format!("{prefix}.instances: must be at least 1"));
+    }
+    if threads < 2 {
+        return Err(format!("{prefix}.threads: {threads}: a process needs a dispatcher and at least one worker: give 2 or more"));
+    }
+    let workers = threads - 1;
+    let connections = s.connections.unwrap_or(2 * workers);
+    if connections == 0 {
+        return Err(format!("{prefix}.connections: must be at least 1"));
+    }
+    let work = dist_or(&s.work, Dist::Exp(50 * NSEC_PER_USEC));
+    let dispatch = dist_or(&s.dispatch, Dist::Const(5 * NSEC_PER_USEC));
+    if work.mean() == 0 {
+        return Err(format!("{prefix}.work: must be positive, e.g. \"exp:50us\""));
+    }
+    let working_set = s.working_set.unwrap_or(4 << 20);
+    let m = &mut sim.metrics[w as usize];
+    m.reports_rate = true;
+    m.request_latency = Some(hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"));
+    let name = m.name.clone();
+    let mut ids = Vec::new();
+    for inst in 0..instances {
+        let requests = new_queue(sim, u64::MAX, true);
+        let replies = new_queue(sim, u64::MAX, true);
+        // The connections' first requests: replies without a stamp, so the
+        // dispatcher starts by sending `connections` requests.
+        let o = &mut sim.objs[replies as usize];
+        o.tokens = connections as u64;
+        o.stamps = Some(std::iter::repeat_n(None, connections as usize).collect());
+        let dispatcher = add_program(sim, vec![
+            Op::Wait { obj: replies },
+            Op::Record { what: Measure::Request },
+            Op::Run(dispatch.clone()),
+            Op::Stamp,
+            Op::Post { obj: requests, sync: false },
+            Op::Loop { to: 0, count: None, slot: 0 },
+        ]);
+        let worker = add_program(sim, vec![
+            Op::Wait { obj: requests },
+            Op::Run(work.clone()),
+            Op::Post { obj: replies, sync: false },
+            Op::Work,
+            Op::Loop { to: 0, count: None, slot: 0 },
+        ]);
+        let pid = tgid + inst;
+        let mut t = new_task(format!("{name}-p{inst}-dispatch"), w, pid, Policy::Other, nice, 0, allowed.clone(), dispatcher);
+        t.working_set = working_set;
+        ids.push(sim.add_task(t));
+        for i in 0..workers {
+            let mut t = new_task(format!("{name}-p{inst}-w{i}"), w, pid, Policy::Other, nice, 0, allowed.clone(), worker);
+            t.working_set = working_set;
+            ids.push(sim.add_task(t));
+        }
+    }
+    Ok(ids)
+}
+
+fn build_mixed(sim: &mut Sim, w: u32, tgid: u32, m: &MixedSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
+    let allowed = cpus(sim, &m.cpus, &format!("{prefix}.cpus"))?;
+    let ncpus = allowed.weight() as u32;
+    let factor = m.oversubscription.unwrap_or(2.0);
+    if !(factor > 0.0 && factor <= 100.0) {
+        return Err(format!("{prefix}.oversubscription: {factor} is not a factor: expected a number in (0, 100], e.g. 2.0"));
+    }
+    let yielders = m.yielders.unwrap_or(ncpus / 4);
+    let pairs = m.switch_pairs.unwrap_or(ncpus / 4);
+    let steady = (factor * ncpus as f64).round() as u32;
+    let hogs = steady.saturating_sub(yielders + 2 * pairs);
+    if hogs == 0 {
+        return Err(format!(
+            "{prefix}.oversubscription: {factor} x {ncpus} CPUs = {steady} threads leaves no room for hogs next to {yielders} yielders and {pairs} switch pairs: raise it or lower those"
+        ));
+    }
+    let nice = m.nice.clone().unwrap_or_else(|| vec![-5, 0, 0, 5, 10, 0, 0, 0, 5, -5, 0, 19]);
+    if nice.is_empty() {
+        return Err(format!("{prefix}.nice: give at least one nice level"));
+    }
+    let cpus = m.cpus.clone();
+    let name = sim.metrics[w as usize].name.clone();
+    let mut ids = Vec::new();
+    let mut tgid = tgid;
+    // Each part is built by its own model, named after the part.
+    let mut part = |sim: &mut Sim, label: &str, spec: WorkloadSpec, tgid: &mut u32| -> Result<(), BuildError> {
+        sim.metrics[w as usize].name = format!("{name}-{label}");
+        let built = match &spec {
+            WorkloadSpec::Hog(h) => build_hog(sim, w, *tgid, h, prefix),
+            WorkloadSpec::Stress(s) => build_stress(sim, w, *tgid, s, prefix),
+            _ => unreachable!("mixed is made of hogs and stressors"),
+        };
+        sim.metrics[w as usize].name = name.clone();
+        ids.extend(built?);
+        *tgid = sim.next_tgid;
+        Ok(())
+    };
+    let hog = |count: u32, nice: Option<crate::scenario::OneOrMany<i32>>, policy: Option<String>, priority: Option<u32>, run: Dist, sleep: Dist| HogSpec {
+        name: None,
+        count,
+        nice,
+        cpus: cpus.clone(),
+        policy,
+        priority,
+        slice: None,
+        run: Some(DistSpec(run)),
+        sleep: Some(DistSpec(sleep)),
+        start: None,
+        working_set: None,
+        yield_after_run: false,
+        cgroup: None,
+        threads: false,
+    };
+    let stress = |stressor: &str, workers: u32, burst: Option<u32>, pause: Option<DistSpec>| StressSpec {
+        name: None,
+        stressor: stressor.into(),
+        workers: Some(workers),
+        op_cost: None,
+        child_run: None,
+        pause,
+        burst,
+        cpus: cpus.clone(),
+        nice: None,
+        policy: None,
+        priority: None,
+        start: None,
+    };
+    let levels: Vec<i32> = (0..hogs as usize).map(|i| nice[i % nice.len()]).collect();
+    let run = dist_or(&m.run, Dist::Exp(4 * NSEC_PER_MSEC));
+    let sleep = dist_or(&m.sleep, Dist::Exp(NSEC_PER_MSEC));
+    part(sim, "hog", WorkloadSpec::Hog(hog(hogs, Some(crate::scenario::OneOrMany::Many(levels)), None, None, run, sleep)), &mut tgid)?;
+    if yielders > 0 {
+        part(sim, "yield", WorkloadSpec::Stress(stress("yield", yielders, None, None)), &mut tgid)?;
+    }
+    if pairs > 0 {
+        part(sim, "switch", WorkloadSpec::Stress(stress("switch", pairs, None, None)), &mut tgid)?;
+    }
+    let fifo = m.fifo_tasks.unwrap_or((ncpus / 6).max(1));
+    if fifo > 0 {
+        let run = dist_or(&m.fifo_run, Dist::Exp(2 * NSEC_PER_MSEC));
+        let every = dist_or(&m.fifo_every, Dist::Exp(50 * NSEC_PER_MSEC));
+        part(sim, "fifo", WorkloadSpec::Hog(hog(fifo, None, Some("fifo".into()), Some(m.fifo_priority.unwrap_or(50)), run, every)), &mut tgid)?;
+    }
+    let forkers = m.fork_workers.unwrap_or(2);
+    if forkers > 0 {
+        let pause = DistSpec(dist_or(&m.fork_pause, Dist::Exp(200 * NSEC_PER_MSEC)));
+        part(sim, "fork", WorkloadSpec::Stress(stress("fork", forkers, Some(m.fork_burst.unwrap_or(50)), Some(pause))), &mut tgid)?;
     }
     Ok(ids)
 }

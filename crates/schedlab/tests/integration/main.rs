@@ -8,6 +8,7 @@ mod placement;
 mod programs;
 mod properties;
 mod rt;
+mod rtapp;
 mod seeds;
 mod workloads;
 

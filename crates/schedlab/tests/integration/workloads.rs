@@ -95,3 +95,164 @@ fn stress_fork_storms_create_and_reap_children() {
     let parents: Vec<u32> = s.tasks.iter().filter(|t| t.parent.is_none()).map(|t| t.tgid).collect();
     assert!(s.tasks.iter().filter(|t| t.parent.is_some()).all(|t| !parents.contains(&t.tgid)), "children need their own process ids");
 }
+
+/// The idle-machine wakeup path of a SCHED_FIFO timer sleeper, from the cost
+/// model: the CPU leaves the idle state it reached (the deepest one whose
+/// target residency the idle period covers), the timer IRQ wakes the task,
+/// and the CPU switches to it (same mm: no mm switch).
+fn idle_wakeup_path_ns(costs: &schedlab::cost::CostModel, idle_ns: u64) -> u64 {
+    costs.idle_exit_ns(idle_ns) + costs.wakeup_ns + costs.context_switch_ns
+}
+
+#[test]
+fn cyclictest_idle_latency_is_exactly_the_wakeup_path() {
+    let costs = schedlab::cost::CostModel::default();
+    for (interval_us, cstates) in [(1000, true), (200, true), (1000, false)] {
+        let (s, r) = run(&format!(
+            "duration = \"500ms\"\n[machine]\npreset = \"2cpu\"\ncstates = {cstates}\n[[workload]]\nkind = \"cyclictest\"\npriority = 99\ninterval = \"{interval_us}us\"\nhistogram = 400\n"
+        ));
+        let mut c = costs.clone();
+        if !cstates {
+            c.cstates_off();
+        }
+        // Idle for the interval less the loop body (1 us) and the wakeup path itself.
+        let expect = idle_wakeup_path_ns(&c, interval_us * 1000 - 10_000);
+        let w = &r.workloads[0];
+        let x = w.latency_exact.as_ref().unwrap();
+        eprintln!("cyclictest -i {interval_us} cstates={cstates}: min {} avg {} max {} (cost model {expect})", x.min_ns, x.avg_ns, x.max_ns);
+        assert_eq!((x.min_ns, x.max_ns), (expect, expect), "interval {interval_us} us, C-states {cstates}");
+        // Every sample in one 1-us bucket of the histogram.
+        let h = w.histogram.as_ref().unwrap();
+        let samples = w.latency.as_ref().unwrap().count;
+        assert_eq!(h.counts[(expect / 1000) as usize], samples);
+        assert_eq!(h.overflows, 0);
+        assert!(samples >= 500_000 / interval_us - 1 && s.metrics[0].latency_max_ns == expect);
+    }
+    assert_eq!(idle_wakeup_path_ns(&costs, 990_000), 133_000, "C6 130 us + IRQ/wakeup 1 us + switch 2 us");
+}
+
+#[test]
+fn cyclictest_histogram_overflows_duration_and_loops() {
+    // 133 us latencies overflow a 100-us histogram.
+    let base = "duration = \"1s\"\n[machine]\npreset = \"2cpu\"\n[[workload]]\nkind = \"cyclictest\"\npriority = 99\nthreads = 2\ninterval = \"1ms\"\ndistance = \"0us\"\n";
+    let (s, r) = run(&format!("{base}histogram = 100\nduration = \"100ms\"\n"));
+    let w = &r.workloads[0];
+    let h = w.histogram.as_ref().unwrap();
+    assert_eq!(h.counts.iter().sum::<u64>(), 0);
+    // -D 100ms at -i 1000: 100 cycles per thread, then the threads exit.
+    assert_eq!(h.overflows, 200);
+    assert!(s.tasks.iter().all(|t| t.exited_at.is_some_and(|e| e <= 101_000_000)));
+    let (_, r) = run(&format!("{base}loops = 7\n"));
+    assert_eq!(r.workloads[0].latency.as_ref().unwrap().count, 14);
+    for (field, bad) in [("histogram", "0"), ("loops", "0"), ("duration", "\"0s\"")] {
+        let text = format!("{base}{field} = {bad}\n");
+        let s = schedlab::scenario::Scenario::parse(&text, "t.toml", &[]).unwrap();
+        let e = schedlab::world::build(&s, "t.toml").err().unwrap().to_string();
+        assert!(e.contains(&format!("workload.0.{field}")), "{e}");
+    }
+}
+
+#[test]
+fn hackbench_message_counts_match_the_definition() {
+    // Each of groups x fds senders sends `loops` messages to each of the
+    // group's fds receivers: groups * fds * fds * loops messages.
+    for (groups, fds, loops, mode, ipc) in [(2, 3, 40, "threads", "pipe"), (1, 5, 20, "process", "socket"), (3, 2, 10, "process", "pipe")] {
+        let (s, r) = run(&format!(
+            "duration = \"10s\"\n[machine]\npreset = \"4cpu\"\n[[workload]]\nkind = \"hackbench\"\ngroups = {groups}\nfds = {fds}\nloops = {loops}\nmode = \"{mode}\"\nipc = \"{ipc}\"\ndatasize = 512\n"
+        ));
+        let w = &r.workloads[0];
+        assert!(w.finished);
+        assert_eq!(w.tasks, groups * fds * 2);
+        assert_eq!(w.work, (groups * fds * fds * loops) as u64, "messages received");
+        for t in s.tasks.iter().filter(|t| t.name.contains("-r")) {
+            assert_eq!(t.stats.work, (fds * loops) as u64, "{}", t.name);
+        }
+        let pids: std::collections::BTreeSet<u32> = s.tasks.iter().map(|t| t.tgid).collect();
+        assert_eq!(pids.len(), if mode == "threads" { 1 } else { (groups * fds * 2) as usize });
+    }
+}
+
+const SCHBENCH: &str = "duration = \"2s\"\n[machine]\npreset = \"4cpu\"\ncstates = false\n[[workload]]\nkind = \"schbench\"\nthreads = 4\ncache_footprint_kb = 64\n";
+
+#[test]
+fn schbench_message_mode_reports_wakeup_and_request_latency() {
+    let (s, r) = run(&SCHBENCH.replace("2s", "500ms"));
+    let w = &r.workloads[0];
+    assert_eq!(w.tasks, 5);
+    let wake = w.latency.as_ref().unwrap();
+    let req = w.request_latency.as_ref().unwrap();
+    // A request: usleep(100) + 5 multiplications of sqrt(64K/24)^3 = 140608 ns.
+    let floor = 100_000 + 5 * 140_608;
+    assert!(req.min_ns >= floor, "request min {} < {floor}", req.min_ns);
+    assert!(wake.count > 100 && wake.p50_ns < 100_000, "{wake:?}");
+    assert!(w.requests_per_s.unwrap() > 1_000, "{:?}", w.requests_per_s);
+    // Every request took a per-CPU lock.
+    let acquired: u64 = s.locks.iter().map(|l| l.acquisitions).sum();
+    assert_eq!(s.locks.len(), 4);
+    assert!(acquired >= w.work && acquired <= w.work + 4);
+}
+
+#[test]
+fn schbench_rps_reaches_the_requested_rate_below_capacity() {
+    // Capacity: 4 CPUs / ~0.8 ms per request ~ 5000 requests/s.
+    let (_, r) = run(&format!("{SCHBENCH}rps = 2000\n"));
+    let w = &r.workloads[0];
+    let rate = w.requests_per_s.unwrap();
+    eprintln!("schbench -R 2000: {rate} requests/s, request p99 {} ns, wakeup p99 {} ns", w.request_latency.as_ref().unwrap().p99_ns, w.latency.as_ref().unwrap().p99_ns);
+    assert!(rate.abs_diff(2000) <= 60, "{rate} requests/s for -R 2000");
+    // Above capacity the rate is bounded by the CPUs.
+    let (_, r) = run(&format!("{SCHBENCH}rps = 20000\n"));
+    let rate = r.workloads[0].requests_per_s.unwrap();
+    eprintln!("schbench -R 20000: {rate} requests/s");
+    assert!(rate < 6_000 && rate > 3_000, "{rate}");
+}
+
+#[test]
+fn stress_yield_defaults_to_two_yielders_per_cpu() {
+    let (_, r) = run("duration = \"20ms\"\n[machine]\npreset = \"4cpu\"\n[[workload]]\nkind = \"stress\"\nstressor = \"yield\"\n");
+    assert_eq!(r.workloads[0].tasks, 8);
+    let (_, r) = run("duration = \"20ms\"\n[machine]\npreset = \"4cpu\"\n[[workload]]\nkind = \"stress\"\nstressor = \"cpu\"\n");
+    assert_eq!(r.workloads[0].tasks, 4);
+}
+
+#[test]
+fn mixed_load_has_every_ingredient() {
+    let (s, r) = run("duration = \"300ms\"\n[machine]\ncpus = 8\ncstates = false\n[[workload]]\nkind = \"mixed\"\nfork_pause = \"50ms\"\nfork_burst = 5\n");
+    let start: Vec<_> = s.tasks.iter().filter(|t| t.parent.is_none()).collect();
+    let count = |part: &str| start.iter().filter(|t| t.name.contains(part)).count();
+    // 2 x 8 CPUs = 16 steady threads: 2 yielders, 2 switch pairs, 10 hogs.
+    assert_eq!((count("-hog-"), count("-yield-"), count("-switch-")), (10, 2, 4));
+    assert_eq!(count("-fifo-"), 1);
+    assert!(start.iter().any(|t| t.policy == schedlab::task::Policy::Fifo && t.rt_priority == 50));
+    let nices: std::collections::BTreeSet<i32> = start.iter().map(|t| t.nice).collect();
+    assert!(nices.len() >= 4, "{nices:?}");
+    assert!(s.tasks.iter().filter(|t| t.parent.is_some()).count() >= 10, "fork storms");
+    assert!(r.workloads[0].work > 1000);
+    let e = schedlab::world::build(
+        &schedlab::scenario::Scenario::parse("duration = \"1s\"\n[[workload]]\nkind = \"mixed\"\noversubscription = 0.5\n", "t.toml", &[]).unwrap(),
+        "t.toml",
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("workload.0.oversubscription") && e.contains("no room for hogs"), "{e}");
+}
+
+#[test]
+fn server_serves_requests_in_a_closed_loop() {
+    let (s, r) = run("duration = \"500ms\"\n[machine]\ncpus = 8\n[[workload]]\nkind = \"server\"\ninstances = 2\nthreads = 3\nwork = \"50us\"\ndispatch = \"5us\"\nconnections = 2\n");
+    let w = &r.workloads[0];
+    assert_eq!(w.tasks, 6);
+    let req = w.request_latency.as_ref().unwrap();
+    // A request: dispatch, the worker's 50 us, the reply.
+    assert!(req.min_ns >= 50_000, "{req:?}");
+    // Requests completed = latencies recorded + those still in flight.
+    assert!(w.work >= req.count && w.work <= req.count + 4, "{} vs {}", w.work, req.count);
+    // 2 instances x 2 workers busy 50 us per request: at most 80000/s.
+    let rate = w.requests_per_s.unwrap();
+    eprintln!("server 2x3 threads: {rate} requests/s, p50 {} ns", req.p50_ns);
+    assert!(rate > 20_000 && rate <= 80_000, "{rate}");
+    // Each process's threads share its pid and working set.
+    assert_eq!(s.tasks.iter().map(|t| t.tgid).collect::<std::collections::BTreeSet<_>>().len(), 2);
+    assert!(s.tasks.iter().all(|t| t.working_set == 4 << 20));
+}
