@@ -9,6 +9,7 @@ mod programs;
 mod properties;
 mod rt;
 mod rtapp;
+mod scheds;
 mod seeds;
 mod workloads;
 
