@@ -66,10 +66,17 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
     if args.vm {
         return crate::vm::run(args, &path, &scenario, &sets, json, quiet);
     }
-    if scenario.scheduler.kind == "ext" {
+    // Inside the guest of --vm the scheduler is already loaded; the host names it.
+    let guest_label = std::env::var("SCHEDLAB_REAL_LABEL").ok();
+    if scenario.scheduler.kind == "ext" && guest_label.is_none() {
         return Err((2, format!("{file}: scheduler.kind is \"ext\": this host's kernel cannot load it here; add --vm to boot a sched_ext kernel under qemu, or --sched eevdf")));
     }
-    let opts = RealOptions { scheduler: sched_label(&scenario), ..Default::default() };
+    let mut opts = RealOptions { scheduler: guest_label.clone().unwrap_or_else(|| sched_label(&scenario)), ..Default::default() };
+    if guest_label.is_some() {
+        // Emulated CPUs are slow to create threads.
+        opts.setup_ns = 2_000_000_000;
+        opts.grace_ns = 20_000_000_000;
+    }
     if !quiet {
         eprintln!("schedlab: running {} for real on this host for {}", scenario.title(&file), schedlab::time::fmt_ns(scenario.duration.0));
     }

@@ -8,6 +8,27 @@
  * with the kernel's field names. A test compiles a probe against this file
  * and compares every offset with the Rust side.
  */
+/*
+ * BPF-target mode: `clang -target bpf` (which predefines __BPF__) against a
+ * real kernel. The kernel's own types then come from the vmlinux.h that
+ * `bpftool btf dump file vmlinux format c` made for it, installed as
+ * <schedlab-bpf/vmlinux.h> in an include directory after this one
+ * (scripts/scx-vm does this). Kfunc prototypes are the scx headers' own.
+ */
+#if defined(__BPF__)
+#ifndef __SCHEDLAB_VMLINUX_BPF_H__
+#define __SCHEDLAB_VMLINUX_BPF_H__
+#ifndef BPF_NO_KFUNC_PROTOTYPES
+#define BPF_NO_KFUNC_PROTOTYPES
+#endif
+/* Kernel enumerators whose names schedulers use for their own enums. */
+#define NR_STATS __kernel_NR_STATS
+#include <schedlab-bpf/vmlinux.h>
+#undef NR_STATS
+#define SCHEDLAB_NR_CPUS 1024
+#endif /* __SCHEDLAB_VMLINUX_BPF_H__ */
+#else
+
 #ifndef __SCHEDLAB_VMLINUX_H__
 #define __SCHEDLAB_VMLINUX_H__
 /* bpftool's guard, which scheduler headers test (intf.h typedefs). */
@@ -594,3 +615,5 @@ struct sched_ext_ops {
 };
 
 #endif /* __SCHEDLAB_VMLINUX_H__ */
+
+#endif /* __BPF__ */

@@ -7,6 +7,14 @@
  * anything that compiles (a field or type the shim lacks is a compile error,
  * which names it).
  */
+/*
+ * BPF-target mode (clang -target bpf, which predefines __BPF__): libbpf's
+ * own header, found after this directory in the include path.
+ */
+#if defined(__BPF__)
+#include_next <bpf/bpf_core_read.h>
+#else
+
 #ifndef __SCHEDLAB_BPF_CORE_READ_H__
 #define __SCHEDLAB_BPF_CORE_READ_H__
 
@@ -86,3 +94,5 @@ enum bpf_enum_value_kind {
 #define BPF_PROBE_READ_INTO(dst, src, a, ...) BPF_CORE_READ_INTO(dst, src, a, ##__VA_ARGS__)
 
 #endif /* __SCHEDLAB_BPF_CORE_READ_H__ */
+
+#endif /* __BPF__ */

@@ -9,6 +9,14 @@
  * reads type, sizes and max_entries with sizeof), and helpers are ordinary
  * functions defined by the runtime (shim/runtime.c).
  */
+/*
+ * BPF-target mode (clang -target bpf, which predefines __BPF__): libbpf's
+ * own header, found after this directory in the include path.
+ */
+#if defined(__BPF__)
+#include_next <bpf/bpf_helpers.h>
+#else
+
 #ifndef __SCHEDLAB_BPF_HELPERS_H__
 #define __SCHEDLAB_BPF_HELPERS_H__
 
@@ -231,3 +239,5 @@ void bpf_iter_num_destroy(struct bpf_iter_num *it);
 #endif
 
 #endif /* __SCHEDLAB_BPF_HELPERS_H__ */
+
+#endif /* __BPF__ */

@@ -7,6 +7,14 @@
  * struct_ops callback that way (host/ffi.rs), so each callback has the
  * C type `RET name(unsigned long long *ctx)` whatever its parameters.
  */
+/*
+ * BPF-target mode (clang -target bpf, which predefines __BPF__): libbpf's
+ * own header, found after this directory in the include path.
+ */
+#if defined(__BPF__)
+#include_next <bpf/bpf_tracing.h>
+#else
+
 #ifndef __SCHEDLAB_BPF_TRACING_H__
 #define __SCHEDLAB_BPF_TRACING_H__
 
@@ -51,3 +59,5 @@
 #define BPF_PROG2 BPF_PROG
 
 #endif /* __SCHEDLAB_BPF_TRACING_H__ */
+
+#endif /* __BPF__ */

@@ -11,18 +11,88 @@
 
 #define __COMPAT_scx_bpf_task_cgroup(p) scx_bpf_task_cgroup(p)
 
+#if defined(__BPF__)
+/*
+ * BPF-target mode: the running kernel decides which kfuncs exist and with
+ * which signature. Each call goes to the newest flavour the kernel has:
+ * libbpf resolves `name___flavour` to the kernel's `name` when the
+ * prototypes are compatible, and bpf_ksym_exists() is false for a weak
+ * kfunc it could not resolve, so the verifier drops the dead branches.
+ *   6.12: scx_bpf_dispatch / dispatch_vtime / consume
+ *   6.13 .. 7.3: scx_bpf_dsq_insert / insert_vtime (void), move_to_local(dsq_id)
+ *   later: insert returning bool, move_to_local(dsq_id, enq_flags),
+ *          __scx_bpf_dsq_insert_vtime(p, args)
+ */
+bool scx_bpf_dsq_insert___v2(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym __weak;
+void scx_bpf_dsq_insert___v1(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym __weak;
+void scx_bpf_dispatch___compat(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym __weak;
+void scx_bpf_dsq_insert_vtime___v1(struct task_struct *p, u64 dsq_id, u64 slice, u64 vtime, u64 enq_flags) __ksym __weak;
+void scx_bpf_dispatch_vtime___compat(struct task_struct *p, u64 dsq_id, u64 slice, u64 vtime, u64 enq_flags) __ksym __weak;
+bool scx_bpf_dsq_move_to_local___v2(u64 dsq_id, u64 enq_flags) __ksym __weak;
+bool scx_bpf_dsq_move_to_local___v1(u64 dsq_id) __ksym __weak;
+bool scx_bpf_consume___compat(u64 dsq_id) __ksym __weak;
+
+static inline bool ___scx_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags)
+{
+	if (bpf_ksym_exists(scx_bpf_dsq_insert___v2))
+		return scx_bpf_dsq_insert___v2(p, dsq_id, slice, enq_flags);
+	if (bpf_ksym_exists(scx_bpf_dsq_insert___v1))
+		scx_bpf_dsq_insert___v1(p, dsq_id, slice, enq_flags);
+	else
+		scx_bpf_dispatch___compat(p, dsq_id, slice, enq_flags);
+	return true;
+}
+#define scx_bpf_dsq_insert(p, dsq_id, slice, enq_flags) ___scx_insert((p), (dsq_id), (slice), (enq_flags))
+
+static inline bool ___scx_insert_vtime(struct task_struct *p, u64 dsq_id, u64 slice, u64 vtime, u64 enq_flags)
+{
+	if (bpf_ksym_exists(__scx_bpf_dsq_insert_vtime)) {
+		struct scx_bpf_dsq_insert_vtime_args args = {
+			.dsq_id = dsq_id, .slice = slice, .vtime = vtime, .enq_flags = enq_flags,
+		};
+		return __scx_bpf_dsq_insert_vtime(p, &args);
+	}
+	if (bpf_ksym_exists(scx_bpf_dsq_insert_vtime___v1))
+		scx_bpf_dsq_insert_vtime___v1(p, dsq_id, slice, vtime, enq_flags);
+	else
+		scx_bpf_dispatch_vtime___compat(p, dsq_id, slice, vtime, enq_flags);
+	return true;
+}
+#define scx_bpf_dsq_insert_vtime(p, dsq_id, slice, vtime, enq_flags)          \
+	___scx_insert_vtime((p), (dsq_id), (slice), (vtime), (enq_flags))
+
+static inline bool ___scx_move_to_local(u64 dsq_id, u64 enq_flags)
+{
+	if (bpf_ksym_exists(scx_bpf_dsq_move_to_local___v2))
+		return scx_bpf_dsq_move_to_local___v2(dsq_id, enq_flags);
+	if (bpf_ksym_exists(scx_bpf_dsq_move_to_local___v1))
+		return scx_bpf_dsq_move_to_local___v1(dsq_id);
+	return scx_bpf_consume___compat(dsq_id);
+}
+#define ___scx_mtl_pick(_1, _2, N, ...) N
+#define ___scx_mtl1(dsq_id) ___scx_move_to_local((dsq_id), 0)
+#define ___scx_mtl2(dsq_id, enq_flags) ___scx_move_to_local((dsq_id), (enq_flags))
+#define scx_bpf_dsq_move_to_local(args...) ___scx_mtl_pick(args, ___scx_mtl2, ___scx_mtl1)(args)
+#define scx_bpf_dispatch(p, dsq_id, slice, enq_flags) ___scx_insert((p), (dsq_id), (slice), (enq_flags))
+#define scx_bpf_dispatch_vtime(p, dsq_id, slice, vtime, enq_flags)            \
+	___scx_insert_vtime((p), (dsq_id), (slice), (vtime), (enq_flags))
+#define scx_bpf_consume(dsq_id) ___scx_move_to_local((dsq_id), 0)
+#else
 /* v6.13 names of the move kfuncs (the runtime also has the v6.12 ones). */
 bool scx_bpf_dsq_move_to_local___v2(u64 dsq_id, u64 enq_flags) __ksym;
+#endif
 void scx_bpf_dsq_move_set_slice(struct bpf_iter_scx_dsq *it__iter, u64 slice) __ksym;
 void scx_bpf_dsq_move_set_vtime(struct bpf_iter_scx_dsq *it__iter, u64 vtime) __ksym;
 bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id, u64 enq_flags) __ksym;
 bool scx_bpf_dsq_move_vtime(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id, u64 enq_flags) __ksym;
 
+#if !defined(__BPF__)
 /* scx_bpf_dsq_move_to_local(dsq_id) (6.13) or (dsq_id, enq_flags) (7.1). */
 #define ___scx_mtl_pick(_1, _2, N, ...) N
 #define ___scx_mtl1(dsq_id) scx_bpf_dsq_move_to_local___v2((dsq_id), 0)
 #define ___scx_mtl2(dsq_id, enq_flags) scx_bpf_dsq_move_to_local___v2((dsq_id), (enq_flags))
 #define scx_bpf_dsq_move_to_local(args...) ___scx_mtl_pick(args, ___scx_mtl2, ___scx_mtl1)(args)
+#endif
 
 #define __COMPAT_scx_bpf_dsq_move_set_slice(it__iter, slice) scx_bpf_dsq_move_set_slice((it__iter), (slice))
 #define __COMPAT_scx_bpf_dsq_move_set_vtime(it__iter, vtime) scx_bpf_dsq_move_set_vtime((it__iter), (vtime))
