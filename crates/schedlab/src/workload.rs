@@ -532,29 +532,29 @@ fn build_schbench(sim: &mut Sim, w: u32, tgid: u32, s: &SchbenchSpec, prefix: &s
     let name = sim.metrics[w as usize].name.clone();
     let mut ids = Vec::new();
     for mt in 0..msg_threads {
-        let (msg_prog, worker_prog) = if rps == 0 {
+        let gap = (1_000_000_000 * msg_threads as u64).checked_div(rps);
+        let (msg_prog, worker_prog) = if let Some(gap) = gap {
+            // RPS mode: Poisson arrivals at this thread's share of -R, on an
+            // absolute timeline so that timer slack does not lower the rate.
+            // schbench drops requests beyond 8 pending per worker; here the
+            // message thread waits for room instead.
+            let queue = new_queue(sim, 8 * workers as u64, false);
+            let msg = add_program(sim, vec![
+                Op::Timer { slot: 0, period: Dist::Exp(gap.max(1)), absolute: true, record: false },
+                Op::Post { obj: queue, sync: false },
+                Op::Loop { to: 0, count: None, slot: 0 },
+            ]);
+            let mut worker = vec![Op::Wait { obj: queue }, Op::Record { what: Measure::Wakeup }];
+            worker.extend(request.iter().cloned());
+            worker.push(Op::Loop { to: 0, count: None, slot: 0 });
+            (msg, add_program(sim, worker))
+        } else {
             // Message mode: a worker posts its message thread and waits; the
             // message thread wakes the waiting workers.
             let ready = new_queue(sim, u64::MAX, false);
             let go = new_queue(sim, u64::MAX, false);
             let msg = add_program(sim, vec![Op::Wait { obj: ready }, Op::Run(Dist::Const(NSEC_PER_USEC)), Op::Post { obj: go, sync: false }, Op::Loop { to: 0, count: None, slot: 0 }]);
             let mut worker = vec![Op::Post { obj: ready, sync: false }, Op::Wait { obj: go }, Op::Record { what: Measure::Wakeup }];
-            worker.extend(request.iter().cloned());
-            worker.push(Op::Loop { to: 0, count: None, slot: 0 });
-            (msg, add_program(sim, worker))
-        } else {
-            // RPS mode: Poisson arrivals at this thread's share of -R, on an
-            // absolute timeline so that timer slack does not lower the rate.
-            // schbench drops requests beyond 8 pending per worker; here the
-            // message thread waits for room instead.
-            let queue = new_queue(sim, 8 * workers as u64, false);
-            let gap = (1_000_000_000 * msg_threads as u64 / rps).max(1);
-            let msg = add_program(sim, vec![
-                Op::Timer { slot: 0, period: Dist::Exp(gap), absolute: true, record: false },
-                Op::Post { obj: queue, sync: false },
-                Op::Loop { to: 0, count: None, slot: 0 },
-            ]);
-            let mut worker = vec![Op::Wait { obj: queue }, Op::Record { what: Measure::Wakeup }];
             worker.extend(request.iter().cloned());
             worker.push(Op::Loop { to: 0, count: None, slot: 0 });
             (msg, add_program(sim, worker))
