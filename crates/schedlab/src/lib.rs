@@ -16,5 +16,6 @@ pub mod sim;
 pub mod task;
 pub mod time;
 pub mod topology;
+pub mod trace;
 pub mod workload;
 pub mod world;

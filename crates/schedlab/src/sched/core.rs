@@ -151,6 +151,7 @@ impl Sim {
         }
         let now = self.now();
         self.task_mut(p).stats.wakeups += 1;
+        self.trace_waking(p);
         self.task_mut(p).state = TaskState::Runnable;
         if self.task(p).on_rq {
             // ttwu_runnable(): still queued (a delayed dequeue); requeue in place.
@@ -234,6 +235,7 @@ impl Sim {
         }
         self.task_mut(p).cpu = cpu;
         self.activate_task(cpu, p, enq::INITIAL);
+        self.trace_wakeup_new(p, cpu);
         self.task_mut(p).wait_start = Some(now);
         self.wakeup_preempt(cpu, p, wf::FORK);
         class_of(self.task(p).class).task_woken(self, cpu, p);
@@ -362,6 +364,7 @@ impl Sim {
 
     fn switch_in(&mut self, cpu: Cpu, n: TaskId, from_idle: bool) {
         let now = self.now();
+        self.trace_switch(cpu, Some(n));
         self.scx_gp_task_ran(n);
         class_of(self.task(n).class).set_next_task(self, cpu, n, true);
         let start = now.max(self.rq(cpu).irq_until);
@@ -409,6 +412,7 @@ impl Sim {
 
     fn switch_to_idle(&mut self, cpu: Cpu) {
         let now = self.now();
+        self.trace_switch(cpu, None);
         self.cancel_step(cpu);
         {
             let rq = self.rq_mut(cpu);

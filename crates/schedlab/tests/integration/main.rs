@@ -11,6 +11,7 @@ mod rt;
 mod rtapp;
 mod scheds;
 mod seeds;
+mod trace;
 mod workloads;
 
 use schedlab::report::Results;

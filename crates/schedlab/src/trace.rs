@@ -1,0 +1,542 @@
+//! Scheduler tracepoints and their consumers.
+//!
+//! The core calls one-line hooks where the kernel has its tracepoints:
+//! `sched_switch` (`__schedule`), `sched_waking` (`try_to_wake_up`) and
+//! `sched_wakeup_new` (`wake_up_new_task`). With no tracer attached
+//! (`Sim::tracer` is `None`) a hook is one branch. Consumers implement
+//! [`TraceSink`]: the streaming Perfetto writer ([`PerfettoWriter`]), the
+//! per-CPU busy timeline that utilisation plots need ([`Timeline`]), and an
+//! in-memory [`Recorder`] for tests.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::rc::Rc;
+
+use crate::engine::{Cpu, TaskId};
+use crate::sim::Sim;
+use crate::task::{Task, TaskState};
+use crate::time::Ns;
+
+/// What a task that leaves a CPU does next, as `sched_switch`'s prev_state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrevState {
+    /// Preempted (TASK_RUNNING): still runnable.
+    Runnable,
+    /// Blocked (TASK_INTERRUPTIBLE).
+    Sleeping,
+    /// Exited (EXIT_DEAD).
+    Dead,
+}
+
+impl PrevState {
+    /// The kernel's `prev_state` bits (`TASK_REPORT` encoding).
+    pub fn kernel_bits(self) -> i64 {
+        match self {
+            PrevState::Runnable => 0,
+            PrevState::Sleeping => 1,
+            PrevState::Dead => 0x10,
+        }
+    }
+
+    fn of(t: &Task) -> PrevState {
+        match t.state {
+            TaskState::Runnable | TaskState::New => PrevState::Runnable,
+            TaskState::Blocked => PrevState::Sleeping,
+            TaskState::Dead => PrevState::Dead,
+        }
+    }
+}
+
+/// One tracepoint hit. `None` is the CPU's idle task (pid 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// `cpu` stops running `prev` and starts `next`.
+    Switch { cpu: Cpu, prev: Option<TaskId>, prev_state: PrevState, next: Option<TaskId> },
+    /// Code on `cpu` (run by `waker`) wakes `task`, last on `target_cpu`.
+    Waking { cpu: Cpu, waker: Option<TaskId>, task: TaskId, target_cpu: Cpu },
+    /// A new task is placed on `target_cpu` by its parent on `cpu`.
+    WakeupNew { cpu: Cpu, waker: Option<TaskId>, task: TaskId, target_cpu: Cpu },
+}
+
+impl TraceEvent {
+    /// The CPU whose ftrace buffer the event goes to.
+    pub fn cpu(&self) -> Cpu {
+        match *self {
+            TraceEvent::Switch { cpu, .. } | TraceEvent::Waking { cpu, .. } | TraceEvent::WakeupNew { cpu, .. } => cpu,
+        }
+    }
+}
+
+/// A consumer of tracepoint hits. `tasks` is the simulator's task table,
+/// for names, priorities and process ids.
+pub trait TraceSink {
+    fn event(&mut self, ts: Ns, ev: &TraceEvent, tasks: &[Task]);
+    /// The run ended at `end`; flush whatever is buffered.
+    fn finish(&mut self, _end: Ns, _tasks: &[Task]) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The sinks attached to a simulator, and the task each CPU runs as the
+/// tracer saw it (so `sched_switch` knows its `prev`).
+pub struct Tracer {
+    sinks: Vec<Box<dyn TraceSink>>,
+    curr: Vec<Option<TaskId>>,
+}
+
+impl Tracer {
+    pub fn new(nr_cpus: usize) -> Self {
+        Tracer { sinks: Vec::new(), curr: vec![None; nr_cpus] }
+    }
+
+    pub fn add(&mut self, sink: Box<dyn TraceSink>) {
+        self.sinks.push(sink);
+    }
+
+    fn emit(&mut self, ts: Ns, ev: TraceEvent, tasks: &[Task]) {
+        for s in &mut self.sinks {
+            s.event(ts, &ev, tasks);
+        }
+    }
+
+    /// Ends the trace: every sink flushes. The first error is returned.
+    pub fn finish(mut self, end: Ns, tasks: &[Task]) -> std::io::Result<()> {
+        let mut first = Ok(());
+        for s in &mut self.sinks {
+            let r = s.finish(end, tasks);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+impl Sim {
+    /// Attaches a sink, creating the tracer on first use. Attach before `run`.
+    pub fn add_trace_sink(&mut self, sink: Box<dyn TraceSink>) {
+        let n = self.nr_cpus();
+        self.tracer.get_or_insert_with(|| Box::new(Tracer::new(n))).add(sink);
+    }
+
+    /// Detaches the tracer and lets its sinks flush (call after `run`).
+    pub fn finish_trace(&mut self) -> std::io::Result<()> {
+        match self.tracer.take() {
+            Some(t) => t.finish(self.now(), &self.tasks),
+            None => Ok(()),
+        }
+    }
+
+    /// sched_switch: `cpu` starts running `next` (None: idle).
+    #[inline]
+    pub(crate) fn trace_switch(&mut self, cpu: Cpu, next: Option<TaskId>) {
+        if self.tracer.is_some() {
+            self.trace_switch_slow(cpu, next);
+        }
+    }
+
+    #[cold]
+    fn trace_switch_slow(&mut self, cpu: Cpu, next: Option<TaskId>) {
+        let now = self.now();
+        let Some(tr) = self.tracer.as_deref_mut() else { return };
+        let prev = std::mem::replace(&mut tr.curr[cpu as usize], next);
+        if prev == next {
+            return;
+        }
+        let prev_state = prev.map_or(PrevState::Runnable, |p| PrevState::of(&self.tasks[p as usize]));
+        tr.emit(now, TraceEvent::Switch { cpu, prev, prev_state, next }, &self.tasks);
+    }
+
+    /// sched_waking, from the CPU running the waker.
+    #[inline]
+    pub(crate) fn trace_waking(&mut self, p: TaskId) {
+        if self.tracer.is_some() {
+            self.trace_wake_slow(p, false, self.task(p).cpu);
+        }
+    }
+
+    /// sched_wakeup_new: `p` was placed on `cpu`.
+    #[inline]
+    pub(crate) fn trace_wakeup_new(&mut self, p: TaskId, cpu: Cpu) {
+        if self.tracer.is_some() {
+            self.trace_wake_slow(p, true, cpu);
+        }
+    }
+
+    #[cold]
+    fn trace_wake_slow(&mut self, task: TaskId, new: bool, target_cpu: Cpu) {
+        let now = self.now();
+        let cpu = self.this_cpu;
+        let Some(tr) = self.tracer.as_deref_mut() else { return };
+        let waker = tr.curr[cpu as usize];
+        let ev = if new {
+            TraceEvent::WakeupNew { cpu, waker, task, target_cpu }
+        } else {
+            TraceEvent::Waking { cpu, waker, task, target_cpu }
+        };
+        tr.emit(now, ev, &self.tasks);
+    }
+}
+
+/// Keeps every event in memory (tests, small runs).
+#[derive(Clone, Default)]
+pub struct Recorder(pub Rc<RefCell<Vec<(Ns, TraceEvent)>>>);
+
+impl TraceSink for Recorder {
+    fn event(&mut self, ts: Ns, ev: &TraceEvent, _tasks: &[Task]) {
+        self.0.borrow_mut().push((ts, *ev));
+    }
+}
+
+/// Busy time per CPU per time bucket, from the switch events: the data of
+/// utilisation-over-time plots. A CPU is busy while it runs a task.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    pub bucket_ns: Ns,
+    /// `busy_ns[cpu][bucket]`.
+    pub busy_ns: Vec<Vec<Ns>>,
+    since: Vec<Option<Ns>>,
+}
+
+impl Timeline {
+    pub fn new(nr_cpus: usize, bucket_ns: Ns) -> Self {
+        Timeline { bucket_ns: bucket_ns.max(1), busy_ns: vec![Vec::new(); nr_cpus], since: vec![None; nr_cpus] }
+    }
+
+    /// A bucket size giving about `buckets` buckets over `duration`.
+    pub fn bucket_for(duration: Ns, buckets: u64) -> Ns {
+        (duration / buckets.max(1)).max(1_000)
+    }
+
+    fn add(&mut self, cpu: usize, from: Ns, to: Ns) {
+        let b = self.bucket_ns;
+        let row = &mut self.busy_ns[cpu];
+        let mut t = from;
+        while t < to {
+            let i = (t / b) as usize;
+            let end = ((i as Ns + 1) * b).min(to);
+            if row.len() <= i {
+                row.resize(i + 1, 0);
+            }
+            row[i] += end - t;
+            t = end;
+        }
+    }
+
+    /// Busy fraction of `cpu` in bucket `i` (0..=1).
+    pub fn util(&self, cpu: usize, i: usize) -> f64 {
+        self.busy_ns[cpu].get(i).copied().unwrap_or(0) as f64 / self.bucket_ns as f64
+    }
+
+    pub fn nr_buckets(&self) -> usize {
+        self.busy_ns.iter().map(|r| r.len()).max().unwrap_or(0)
+    }
+}
+
+/// A [`Timeline`] shared with the code that plots it after the run.
+#[derive(Clone)]
+pub struct TimelineSink(pub Rc<RefCell<Timeline>>);
+
+impl TraceSink for TimelineSink {
+    fn event(&mut self, ts: Ns, ev: &TraceEvent, _tasks: &[Task]) {
+        if let TraceEvent::Switch { cpu, prev, next, .. } = *ev {
+            let mut tl = self.0.borrow_mut();
+            let c = cpu as usize;
+            match (prev, next) {
+                (None, Some(_)) => tl.since[c] = Some(ts),
+                (Some(_), None) => {
+                    if let Some(s) = tl.since[c].take() {
+                        tl.add(c, s, ts);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn finish(&mut self, end: Ns, _tasks: &[Task]) -> std::io::Result<()> {
+        let mut tl = self.0.borrow_mut();
+        for c in 0..tl.since.len() {
+            if let Some(s) = tl.since[c].take() {
+                tl.add(c, s, end);
+            }
+        }
+        // Every CPU gets the same number of buckets, idle ones included.
+        let n = ((end + tl.bucket_ns - 1) / tl.bucket_ns) as usize;
+        for row in &mut tl.busy_ns {
+            row.resize(n.max(row.len()), 0);
+        }
+        Ok(())
+    }
+}
+
+/// Protocol buffer wire format, just what the trace needs.
+mod pb {
+    pub fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    pub fn key(out: &mut Vec<u8>, field: u32, wire: u8) {
+        varint(out, ((field as u64) << 3) | wire as u64);
+    }
+
+    /// A varint field (uint32/uint64/int32/int64: negative ints as 10 bytes).
+    pub fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
+        key(out, field, 0);
+        varint(out, v);
+    }
+
+    pub fn int(out: &mut Vec<u8>, field: u32, v: i64) {
+        uint(out, field, v as u64);
+    }
+
+    pub fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+        key(out, field, 2);
+        varint(out, b.len() as u64);
+        out.extend_from_slice(b);
+    }
+}
+
+/// Field numbers from perfetto's protos (protos/perfetto/trace/...).
+mod fields {
+    /// trace.proto: Trace.packet.
+    pub const TRACE_PACKET: u32 = 1;
+    /// trace_packet.proto: TracePacket.
+    pub const PACKET_TIMESTAMP: u32 = 8;
+    pub const PACKET_FTRACE_EVENTS: u32 = 1;
+    pub const PACKET_PROCESS_TREE: u32 = 2;
+    pub const PACKET_SEQUENCE_ID: u32 = 10;
+    /// ftrace_event_bundle.proto: FtraceEventBundle.
+    pub const BUNDLE_CPU: u32 = 1;
+    pub const BUNDLE_EVENT: u32 = 2;
+    /// ftrace_event.proto: FtraceEvent.
+    pub const EVENT_TIMESTAMP: u32 = 1;
+    pub const EVENT_PID: u32 = 2;
+    pub const EVENT_SCHED_SWITCH: u32 = 4;
+    pub const EVENT_SCHED_WAKING: u32 = 20;
+    pub const EVENT_SCHED_WAKEUP_NEW: u32 = 114;
+    /// sched.proto: SchedSwitchFtraceEvent.
+    pub const SWITCH_PREV_COMM: u32 = 1;
+    pub const SWITCH_PREV_PID: u32 = 2;
+    pub const SWITCH_PREV_PRIO: u32 = 3;
+    pub const SWITCH_PREV_STATE: u32 = 4;
+    pub const SWITCH_NEXT_COMM: u32 = 5;
+    pub const SWITCH_NEXT_PID: u32 = 6;
+    pub const SWITCH_NEXT_PRIO: u32 = 7;
+    /// sched.proto: SchedWakingFtraceEvent and SchedWakeupNewFtraceEvent.
+    pub const WAKE_COMM: u32 = 1;
+    pub const WAKE_PID: u32 = 2;
+    pub const WAKE_PRIO: u32 = 3;
+    pub const WAKE_SUCCESS: u32 = 4;
+    pub const WAKE_TARGET_CPU: u32 = 5;
+    /// process_tree.proto: ProcessTree, Process, Thread.
+    pub const TREE_PROCESSES: u32 = 1;
+    pub const TREE_THREADS: u32 = 2;
+    pub const PROCESS_PID: u32 = 1;
+    pub const PROCESS_PPID: u32 = 2;
+    pub const PROCESS_CMDLINE: u32 = 3;
+    pub const THREAD_TID: u32 = 1;
+    pub const THREAD_NAME: u32 = 2;
+    pub const THREAD_TGID: u32 = 3;
+}
+
+/// The pid a task has in traces: task id + 1, as pid 0 is the idle task.
+pub fn trace_pid(p: Option<TaskId>) -> i64 {
+    p.map_or(0, |p| p as i64 + 1)
+}
+
+/// Events per bundle before it is written out.
+const BUNDLE_EVENTS: usize = 1024;
+
+/// Writes a Perfetto protobuf trace as the run goes: per-CPU
+/// `FtraceEventBundle`s of sched_switch / sched_waking / sched_wakeup_new,
+/// and `ProcessTree` packets naming every thread and process that appears.
+/// Memory stays bounded: at most [`BUNDLE_EVENTS`] events per CPU are
+/// buffered.
+pub struct PerfettoWriter {
+    out: Box<dyn Write>,
+    /// Only events in [start, end) are written.
+    window: (Ns, Ns),
+    bufs: Vec<(Vec<u8>, usize)>,
+    /// Which pids the process tree already names.
+    described: Vec<bool>,
+    /// Tasks whose pid is in buffered events but not yet described.
+    pending: Vec<TaskId>,
+    /// Process leaders (lowest task id) by tgid, filled as tasks appear.
+    leaders: std::collections::BTreeMap<u32, TaskId>,
+    scanned: usize,
+    error: Option<std::io::Error>,
+    pub events_written: u64,
+}
+
+impl PerfettoWriter {
+    pub fn new(out: Box<dyn Write>, nr_cpus: usize, window: Option<(Ns, Ns)>) -> Self {
+        PerfettoWriter {
+            out,
+            window: window.unwrap_or((0, Ns::MAX)),
+            bufs: vec![(Vec::new(), 0); nr_cpus],
+            described: Vec::new(),
+            pending: Vec::new(),
+            leaders: Default::default(),
+            scanned: 0,
+            error: None,
+            events_written: 0,
+        }
+    }
+
+    /// Creates `path` and writes to it through a buffer.
+    pub fn create(path: &std::path::Path, nr_cpus: usize, window: Option<(Ns, Ns)>) -> std::io::Result<Self> {
+        let f = std::fs::File::create(path)?;
+        Ok(Self::new(Box::new(std::io::BufWriter::with_capacity(1 << 16, f)), nr_cpus, window))
+    }
+
+    fn note(&mut self, p: Option<TaskId>) {
+        if let Some(p) = p {
+            let i = p as usize;
+            if self.described.len() <= i {
+                self.described.resize(i + 1, false);
+            }
+            if !self.described[i] {
+                self.described[i] = true;
+                self.pending.push(p);
+            }
+        }
+    }
+
+    fn write_packet(&mut self, packet: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut head = Vec::with_capacity(8);
+        pb::key(&mut head, fields::TRACE_PACKET, 2);
+        pb::varint(&mut head, packet.len() as u64);
+        if let Err(e) = self.out.write_all(&head).and_then(|_| self.out.write_all(packet)) {
+            self.error = Some(e);
+        }
+    }
+
+    /// A ProcessTree packet for the tasks seen since the last one.
+    fn describe_pending(&mut self, ts: Ns, tasks: &[Task]) {
+        if self.pending.is_empty() {
+            return;
+        }
+        for (i, t) in tasks.iter().enumerate().skip(self.scanned) {
+            self.leaders.entry(t.tgid).or_insert(i as TaskId);
+        }
+        self.scanned = tasks.len();
+        let mut tree = Vec::new();
+        let mut procs: Vec<TaskId> = Vec::new();
+        for &p in &self.pending {
+            let t = &tasks[p as usize];
+            let leader = self.leaders[&t.tgid];
+            let mut th = Vec::new();
+            pb::int(&mut th, fields::THREAD_TID, trace_pid(Some(p)));
+            pb::bytes(&mut th, fields::THREAD_NAME, t.name.as_bytes());
+            pb::int(&mut th, fields::THREAD_TGID, trace_pid(Some(leader)));
+            pb::bytes(&mut tree, fields::TREE_THREADS, &th);
+            if !procs.contains(&leader) {
+                procs.push(leader);
+            }
+        }
+        self.pending.clear();
+        for leader in procs {
+            let t = &tasks[leader as usize];
+            let mut pr = Vec::new();
+            pb::int(&mut pr, fields::PROCESS_PID, trace_pid(Some(leader)));
+            pb::int(&mut pr, fields::PROCESS_PPID, 1);
+            pb::bytes(&mut pr, fields::PROCESS_CMDLINE, t.name.as_bytes());
+            pb::bytes(&mut tree, fields::TREE_PROCESSES, &pr);
+        }
+        let mut packet = Vec::new();
+        pb::uint(&mut packet, fields::PACKET_TIMESTAMP, ts);
+        pb::bytes(&mut packet, fields::PACKET_PROCESS_TREE, &tree);
+        pb::uint(&mut packet, fields::PACKET_SEQUENCE_ID, 1);
+        self.write_packet(&packet);
+    }
+
+    fn flush_cpu(&mut self, cpu: usize, ts: Ns, tasks: &[Task]) {
+        if self.bufs[cpu].1 == 0 {
+            return;
+        }
+        self.describe_pending(ts, tasks);
+        let (events, _) = std::mem::take(&mut self.bufs[cpu]);
+        let mut bundle = Vec::with_capacity(events.len() + 8);
+        pb::uint(&mut bundle, fields::BUNDLE_CPU, cpu as u64);
+        bundle.extend_from_slice(&events);
+        let mut packet = Vec::with_capacity(bundle.len() + 8);
+        pb::bytes(&mut packet, fields::PACKET_FTRACE_EVENTS, &bundle);
+        pb::uint(&mut packet, fields::PACKET_SEQUENCE_ID, 1);
+        self.write_packet(&packet);
+    }
+}
+
+fn comm(tasks: &[Task], p: Option<TaskId>, cpu: Cpu) -> String {
+    match p {
+        Some(p) => tasks[p as usize].name.clone(),
+        None => format!("swapper/{cpu}"),
+    }
+}
+
+fn prio(tasks: &[Task], p: Option<TaskId>) -> i64 {
+    p.map_or(120, |p| tasks[p as usize].prio as i64)
+}
+
+impl TraceSink for PerfettoWriter {
+    fn event(&mut self, ts: Ns, ev: &TraceEvent, tasks: &[Task]) {
+        if ts < self.window.0 || ts >= self.window.1 {
+            return;
+        }
+        let cpu = ev.cpu();
+        let mut body = Vec::with_capacity(64);
+        let (waker, field) = match *ev {
+            TraceEvent::Switch { cpu, prev, prev_state, next } => {
+                self.note(prev);
+                self.note(next);
+                pb::bytes(&mut body, fields::SWITCH_PREV_COMM, comm(tasks, prev, cpu).as_bytes());
+                pb::int(&mut body, fields::SWITCH_PREV_PID, trace_pid(prev));
+                pb::int(&mut body, fields::SWITCH_PREV_PRIO, prio(tasks, prev));
+                pb::int(&mut body, fields::SWITCH_PREV_STATE, prev_state.kernel_bits());
+                pb::bytes(&mut body, fields::SWITCH_NEXT_COMM, comm(tasks, next, cpu).as_bytes());
+                pb::int(&mut body, fields::SWITCH_NEXT_PID, trace_pid(next));
+                pb::int(&mut body, fields::SWITCH_NEXT_PRIO, prio(tasks, next));
+                (prev, fields::EVENT_SCHED_SWITCH)
+            }
+            TraceEvent::Waking { waker, task, target_cpu, .. } | TraceEvent::WakeupNew { waker, task, target_cpu, .. } => {
+                self.note(waker);
+                self.note(Some(task));
+                pb::bytes(&mut body, fields::WAKE_COMM, comm(tasks, Some(task), cpu).as_bytes());
+                pb::int(&mut body, fields::WAKE_PID, trace_pid(Some(task)));
+                pb::int(&mut body, fields::WAKE_PRIO, prio(tasks, Some(task)));
+                pb::int(&mut body, fields::WAKE_SUCCESS, 1);
+                pb::int(&mut body, fields::WAKE_TARGET_CPU, target_cpu as i64);
+                let f = if matches!(ev, TraceEvent::Waking { .. }) { fields::EVENT_SCHED_WAKING } else { fields::EVENT_SCHED_WAKEUP_NEW };
+                (waker, f)
+            }
+        };
+        let buf = &mut self.bufs[cpu as usize];
+        let mut e = Vec::with_capacity(body.len() + 16);
+        pb::uint(&mut e, fields::EVENT_TIMESTAMP, ts);
+        pb::uint(&mut e, fields::EVENT_PID, trace_pid(waker) as u64);
+        pb::bytes(&mut e, field, &body);
+        pb::bytes(&mut buf.0, fields::BUNDLE_EVENT, &e);
+        buf.1 += 1;
+        self.events_written += 1;
+        if buf.1 >= BUNDLE_EVENTS {
+            self.flush_cpu(cpu as usize, ts, tasks);
+        }
+    }
+
+    fn finish(&mut self, end: Ns, tasks: &[Task]) -> std::io::Result<()> {
+        for c in 0..self.bufs.len() {
+            self.flush_cpu(c, end.min(self.window.1), tasks);
+        }
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()
+    }
+}
