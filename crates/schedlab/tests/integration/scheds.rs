@@ -531,7 +531,6 @@ fn init_fail_refuses_the_enable() {
 /// (scx_disable_workfn). `Sim::scx_enable` returns the error but records
 /// no exit and never calls ops.exit().
 #[test]
-#[ignore = "bug: a failed ops.init() records no exit and skips ops.exit()"]
 fn init_fail_records_an_error_exit() {
     let (s, _) = refused("init_fail");
     let exit = s.scx.exit.clone().expect("the failed enable is recorded as an exit");
@@ -675,7 +674,6 @@ fn bypass_simple_affinitized_groups_on_epyc() {
 /// it), so it queues again behind the same holders and every wait is
 /// counted over and over (`scx_dsq_lock` / `Dsq::lock`).
 #[test]
-#[ignore = "bug: DSQ lock waits are charged but do not delay the waiting CPU; overhead exceeds the machine's CPU time"]
 fn bypass_lock_wait_fits_in_cpu_time() {
     let (cpus, per) = (64, 400);
     let mut toml = format!("seed = 1\nduration = \"10s\"\n[machine]\ncpus = {cpus}\n");

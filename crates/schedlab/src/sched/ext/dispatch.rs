@@ -256,7 +256,9 @@ impl Sim {
     /// Takes a shared DSQ's lock for one operation that scans `scanned`
     /// tasks: waiting and holding are CPU time of the calling CPU.
     pub(crate) fn scx_dsq_lock(&mut self, dsq: DsqIdx, scanned: u64) {
-        let at = self.now() + self.scx.cost_acc;
+        // The CPU gets to the lock once it has finished the scheduler work
+        // already charged to it (irq_until) and this operation's so far.
+        let at = self.now().max(self.rq(self.this_cpu).irq_until) + self.scx.cost_acc;
         let hold = self.costs.dsq_lock_ns + scanned * self.costs.dsq_scan_task_ns;
         let wait = self.scx.dsqs[dsq as usize].lock(at, hold);
         self.scx.cost_acc += wait + hold;

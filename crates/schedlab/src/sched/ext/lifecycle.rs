@@ -108,6 +108,20 @@ impl Sim {
         let this = self.this_cpu;
         let ret = self.scx_call(Op::Init, this, None, |o, s| if o.has(Op::Init) { o.init(s) } else { 0 }).unwrap_or(0);
         if ret != 0 || self.scx.exit.is_some() {
+            // scx_error("ops.init() failed (%d)") and the disable path: the
+            // exit is recorded and ops.exit() sees it.
+            let now = self.now();
+            let info = self.scx.exit.clone().unwrap_or_else(|| ExitInfo {
+                kind: ExitKind::Error,
+                exit_code: 0,
+                reason: ExitKind::Error.reason().to_string(),
+                msg: format!("ops.init() failed ({ret})"),
+                at_ns: now,
+            });
+            self.scx.exit = Some(info.clone());
+            if self.scx.has(Op::Exit) {
+                self.scx_call(Op::Exit, this, None, |o, s| o.exit(s, &info));
+            }
             self.scx.ops = None;
             self.scx.state = EnableState::Disabled;
             return Err(LoadError::InitFailed(ret));
