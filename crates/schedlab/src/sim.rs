@@ -279,6 +279,8 @@ pub struct Sim {
     pub scx: Box<crate::sched::ext::ScxState>,
     /// A scheduler to load at a later time (Event::ScxAttach).
     pub scx_pending: Option<std::rc::Rc<dyn crate::sched::ext::ops::ExtOps>>,
+    /// Tracepoint consumers (Perfetto trace, utilisation timeline); None: tracing off.
+    pub tracer: Option<Box<crate::trace::Tracer>>,
 }
 
 impl Sim {
@@ -335,6 +337,7 @@ impl Sim {
             irqoff: None,
             scx: Box::new(crate::sched::ext::ScxState::new(n, 1)),
             scx_pending: None,
+            tracer: None,
         }
     }
 
