@@ -543,6 +543,13 @@ impl Sim {
 
     /// Defers an interrupt that arrives while `cpu` has interrupts disabled.
     fn irq_deferred(&mut self, cpu: Cpu, t: Ns, ev: Event) -> bool {
+        // The CPU is still in interrupt or scheduler work charged to it
+        // (charge_irq), which runs with interrupts off: take it after.
+        let busy_until = self.rqs[cpu as usize].irq_until;
+        if busy_until > t {
+            self.engine.schedule(busy_until, ev);
+            return true;
+        }
         let Some(model) = self.irqoff.as_mut() else { return false };
         match model.disabled_until(cpu, t) {
             Some(end) => {

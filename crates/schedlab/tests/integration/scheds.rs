@@ -282,6 +282,8 @@ fn plan(sched: &str, cpus: usize) -> (u64, Ns, Expect) {
         // ~10 CPU-bound tasks with 20 ms slices share the one CPU.
         (_, 1) => (1000, 500 * MS, Expect::Serve),
         (_, 64) => (400, 100 * MS, Expect::Serve),
+        // Every wakeup waits for the central CPU's next dispatch round.
+        ("central", 4) => (1500, 100 * MS, Expect::Serve),
         _ => (600, 100 * MS, Expect::Serve),
     }
 }
