@@ -1,11 +1,339 @@
-//! `schedlab run --real --vm`: boots a sched_ext kernel under qemu.
+//! `schedlab run --real --vm SCENARIO --sched A[,B...]`: boots Debian's
+//! sched_ext kernel under qemu (scripts/scx-vm), loads each scheduler with
+//! libbpf (the real verifier), runs the scenario for real inside the guest,
+//! and prints the guest's results, the scheduler's exit and its own counters
+//! beside a simulation of the same scenario on as many CPUs.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
 
 use schedlab::scenario::Scenario;
+use serde_json::Value;
 
 use crate::real::{RealArgs, RealFailure};
 
-pub fn run(_args: &RealArgs, _path: &Path, _s: &Scenario, _sets: &[String], _json: Option<PathBuf>, _quiet: bool) -> Result<(), RealFailure> {
-    Err((1, "--vm: not built yet".into()))
+/// What the guest reported for one scheduler.
+#[derive(Debug, Default)]
+pub struct GuestSched {
+    pub name: String,
+    /// /sys/kernel/sched_ext/state once loaded, and the ops name.
+    pub state: String,
+    pub ops: String,
+    pub state_after_detach: String,
+    /// scx_exit_kind recorded by the scheduler's UEI, and the reason.
+    pub exit_kind: Option<i64>,
+    pub exit_reason: String,
+    pub counters: Vec<(String, u64)>,
+    pub loader: Vec<String>,
+    pub summary: Vec<String>,
+    pub json: Option<Value>,
+    pub run_rc: Option<i32>,
+}
+
+impl GuestSched {
+    /// Loaded, every task ran to the end, and unregistered cleanly from user space.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.state != "enabled" {
+            p.push(format!("state was {:?}, not enabled", self.state));
+        }
+        if self.exit_kind != Some(SCX_EXIT_UNREG) {
+            p.push(format!("exit kind {} ({}), not a clean unregistration", self.exit_kind.map_or("none".into(), exit_kind_name), self.exit_reason));
+        }
+        match &self.json {
+            None => p.push("no results from the guest".into()),
+            Some(v) => {
+                for t in v["tasks"].as_array().into_iter().flatten() {
+                    if t["runtime_ns"].as_u64().unwrap_or(0) == 0 {
+                        p.push(format!("task {} never ran", t["name"]));
+                    }
+                }
+                for w in v["workloads"].as_array().into_iter().flatten() {
+                    if w["kind"] == "hackbench" && w["finished"] != true {
+                        p.push(format!("workload {} did not finish", w["name"]));
+                    }
+                }
+            }
+        }
+        if self.summary.iter().any(|l| l.contains("did not reach the end")) {
+            p.push("some tasks did not reach the end of the run".into());
+        }
+        if self.run_rc.is_some_and(|r| r != 0) {
+            p.push(format!("the workload executor exited with {}", self.run_rc.unwrap_or(0)));
+        }
+        p
+    }
+}
+
+/// SCX_EXIT_UNREG: "unregistered from user space".
+pub const SCX_EXIT_UNREG: i64 = 64;
+
+/// enum scx_exit_kind (kernel/sched/ext_internal.h).
+pub fn exit_kind_name(k: i64) -> String {
+    match k {
+        0 => "NONE".into(),
+        1 => "DONE".into(),
+        64 => "UNREG".into(),
+        65 => "UNREG_BPF".into(),
+        66 => "UNREG_KERN".into(),
+        67 => "SYSRQ".into(),
+        1024 => "ERROR".into(),
+        1025 => "ERROR_BPF".into(),
+        1026 => "ERROR_STALL".into(),
+        k => k.to_string(),
+    }
+}
+
+/// The source checkout's scripts (scx-vm, scx-apt, the guest init, the loader).
+pub fn scripts_dir() -> PathBuf {
+    std::env::var_os("SCHEDLAB_SCRIPTS").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts"))
+}
+
+/// `scx-vm check`: None when everything --vm needs is installed, else why not.
+pub fn missing_tools() -> Option<String> {
+    let script = scripts_dir().join("scx-vm");
+    if !script.is_file() {
+        return Some(format!("{} not found: --vm runs from a source checkout (or set SCHEDLAB_SCRIPTS)", script.display()));
+    }
+    match Command::new("bash").arg(&script).arg("check").output() {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(String::from_utf8_lossy(&o.stderr).trim().replace('\n', "; ")),
+        Err(e) => Some(format!("cannot run bash: {e}")),
+    }
+}
+
+fn scx_vm(args: &[&str]) -> Result<String, RealFailure> {
+    let script = scripts_dir().join("scx-vm");
+    let out = Command::new("bash").arg(&script).args(args).stderr(std::process::Stdio::inherit()).output().map_err(|e| (1, format!("{}: {e}", script.display())))?;
+    if !out.status.success() {
+        return Err((1, format!("scx-vm {} failed (exit {})", args.join(" "), out.status.code().unwrap_or(-1))));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Parses the serial console of a guest run.
+pub fn parse_console(text: &str) -> Vec<GuestSched> {
+    let mut out: Vec<GuestSched> = Vec::new();
+    let mut json: Option<String> = None;
+    let mut in_run = false;
+    for raw in text.lines() {
+        let line = raw.trim_end_matches('\r');
+        if let Some(buf) = json.as_mut() {
+            if line.starts_with("SCHEDLAB_JSON_END") {
+                if let Some(g) = out.last_mut() {
+                    g.json = serde_json::from_str(buf).ok();
+                }
+                json = None;
+            } else {
+                buf.push_str(line);
+                buf.push('\n');
+            }
+            continue;
+        }
+        let mut words = line.splitn(3, ' ');
+        let tag = words.next().unwrap_or("");
+        let name = words.next().unwrap_or("").to_string();
+        let rest = words.next().unwrap_or("");
+        let field = |k: &str| rest.split_whitespace().find_map(|w| w.strip_prefix(k)).unwrap_or("").to_string();
+        match tag {
+            "SCHEDLAB_SCHED_BEGIN" => out.push(GuestSched { name, ..Default::default() }),
+            "SCHEDLAB_STATE" => {
+                if let Some(g) = out.last_mut() {
+                    g.state = field("state=");
+                    g.ops = field("ops=");
+                }
+                in_run = true;
+            }
+            "SCHEDLAB_RUN_RC" => {
+                in_run = false;
+                if let Some(g) = out.last_mut() {
+                    g.run_rc = rest.trim().parse().ok();
+                }
+            }
+            "SCHEDLAB_STATE_AFTER_DETACH" => {
+                in_run = false;
+                if let Some(g) = out.last_mut() {
+                    g.state_after_detach = field("state=");
+                }
+            }
+            "SCHEDLAB_LOADER" => {
+                if let Some(g) = out.last_mut() {
+                    if let Some(e) = rest.strip_prefix("SCX_EXIT ") {
+                        g.exit_kind = e.split_whitespace().find_map(|w| w.strip_prefix("kind=")).and_then(|k| k.parse().ok());
+                        g.exit_reason = e.split_once("reason=").map_or("", |x| x.1).split(" msg=").next().unwrap_or("").to_string();
+                    } else if let Some(v) = rest.strip_prefix("SCX_VAR ") {
+                        if let Some((k, n)) = v.split_once('=') {
+                            g.counters.push((k.to_string(), n.trim().parse().unwrap_or(0)));
+                        }
+                    } else {
+                        g.loader.push(rest.to_string());
+                    }
+                }
+            }
+            "SCHEDLAB_JSON_BEGIN" => json = Some(String::new()),
+            _ if in_run && !line.starts_with("SCHEDLAB_") => {
+                if let Some(g) = out.last_mut() {
+                    g.summary.push(line.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn share_rows(real: &Value, sim: &schedlab::report::Results) -> String {
+    let tasks: Vec<&Value> = real["tasks"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
+    let total: u64 = tasks.iter().map(|t| t["runtime_ns"].as_u64().unwrap_or(0)).sum::<u64>().max(1);
+    let sim_total: u64 = sim.tasks.iter().map(|t| t.runtime_ns).sum::<u64>().max(1);
+    let mut rows = vec![vec!["task".to_string(), "real share".into(), "sim share".into(), "real cpu".into(), "sim cpu".into()]];
+    for (i, t) in tasks.iter().enumerate().take(32) {
+        let s = sim.tasks.get(i);
+        rows.push(vec![
+            t["name"].as_str().unwrap_or("?").to_string(),
+            format!("{:.1}%", t["runtime_ns"].as_u64().unwrap_or(0) as f64 * 100.0 / total as f64),
+            s.map_or("-".into(), |s| format!("{:.1}%", s.runtime_ns as f64 * 100.0 / sim_total as f64)),
+            t["cpu"].to_string(),
+            s.map_or("-".into(), |s| s.cpu.to_string()),
+        ]);
+    }
+    schedlab::report::table(&rows)
+}
+
+pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Option<PathBuf>, quiet: bool) -> Result<(), RealFailure> {
+    let file = path.display().to_string();
+    let names: Vec<String> = s.scheduler.sched.as_deref().unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();
+    if s.scheduler.kind != "ext" || names.is_empty() {
+        return Err((2, "--vm: name the sched_ext scheduler(s) to load: --sched NAME[,NAME...] (shipped: simple, qmap, central, cpu0, flow) or a .bpf.c path".into()));
+    }
+    if let Some(why) = missing_tools() {
+        return Err((1, format!("--vm cannot run here: {why}")));
+    }
+    let cpus = match args.vm_cpus {
+        Some(n) => n,
+        None => schedlab::world::topology(s, &file).map(|t| t.nr_cpus().min(4)).map_err(|e| (2, e.to_string()))?,
+    };
+    let prep = scx_vm(&["prepare"])?;
+    let version = prep.lines().find_map(|l| l.strip_prefix("VERSION=")).unwrap_or("?").to_string();
+    // Stage the guest: our own binary, the scenario and the BPF objects.
+    let cache = std::env::var_os("SCHEDLAB_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+        std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")).join("schedlab")
+    });
+    let guest = cache.join(format!("guest-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&guest);
+    std::fs::create_dir_all(guest.join("bin")).map_err(|e| (1, format!("{}: {e}", guest.display())))?;
+    let io = |e: std::io::Error| (1, e.to_string());
+    let exe = std::env::current_exe().map_err(io)?;
+    std::fs::copy(&exe, guest.join("bin/schedlab")).map_err(io)?;
+    std::fs::copy(path, guest.join("scenario.toml")).map_err(io)?;
+    // Scheduler choices are the loader's business; the rest goes to the guest.
+    let guest_sets: Vec<&String> = sets.iter().filter(|x| !x.starts_with("scheduler.")).collect();
+    std::fs::write(guest.join("sets"), guest_sets.iter().map(|x| format!("{x}\n")).collect::<String>()).map_err(io)?;
+    let opts: Vec<String> = s
+        .scheduler
+        .options
+        .iter()
+        .map(|(k, v)| format!("{k}={}", match v {
+            toml::Value::String(x) => x.clone(),
+            other => other.to_string(),
+        }))
+        .collect();
+    let mut scheds = String::new();
+    for n in &names {
+        let src = schedlab::world::ext_source(n, &file).map_err(|e| (2, format!("--sched {n}: {e}")))?;
+        let obj = scx_vm(&["bpf", &src.display().to_string()])?;
+        let obj = obj.lines().last().unwrap_or("").trim().to_string();
+        let base = format!("{}.bpf.o", n.replace(['/', '.'], "_"));
+        std::fs::copy(&obj, guest.join(&base)).map_err(|e| (1, format!("{obj}: {e}")))?;
+        scheds.push_str(&format!("{} {base} {}\n", label(n), opts.join(" ")));
+    }
+    std::fs::write(guest.join("scheds"), scheds).map_err(io)?;
+    let log = cache.join(format!("console-{}.log", std::process::id()));
+    if !quiet {
+        eprintln!("schedlab: booting Linux {version} under qemu ({cpus} CPUs) for {}", names.join(", "));
+    }
+    let t0 = Instant::now();
+    let booted = scx_vm(&["boot", &guest.display().to_string(), &cpus.to_string(), &log.display().to_string()]);
+    let wall = t0.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&guest);
+    let console = std::fs::read_to_string(&log).unwrap_or_default();
+    // The last console stays in the cache for a look after a failure.
+    let _ = std::fs::rename(&log, cache.join("last-console.log"));
+    booted?;
+    let up = console.lines().find_map(|l| l.split("SCHEDLAB_GUEST_UP ").nth(1)).and_then(|r| r.split_whitespace().next()).unwrap_or("?").to_string();
+    let results = parse_console(&console);
+    if results.is_empty() {
+        let tail: Vec<&str> = console.lines().rev().take(30).collect();
+        return Err((1, format!("the guest reported nothing; the end of its console:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"))));
+    }
+    let mut failed = Vec::new();
+    let mut out = String::new();
+    out.push_str(&format!("guest: Linux {version}, {cpus} CPUs (qemu TCG), booted to init in {up}s, {wall:.1}s in qemu for {} scheduler(s)\n", results.len()));
+    for g in &results {
+        out.push_str(&format!("\n=== sched_ext {} (real, in the guest) ===\n", g.name));
+        out.push_str(&format!("state while loaded: {} (ops {}), after detach: {}\n", g.state, g.ops, g.state_after_detach));
+        out.push_str(&format!("exit: {} ({})\n", g.exit_kind.map_or("none".into(), exit_kind_name), g.exit_reason));
+        if !g.counters.is_empty() {
+            out.push_str(&format!("scheduler counters: {}\n", g.counters.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")));
+        }
+        for l in g.loader.iter().filter(|l| !l.starts_with("SCX_ATTACHED")).take(40) {
+            out.push_str(&format!("loader: {l}\n"));
+        }
+        for l in &g.summary {
+            out.push_str(l);
+            out.push('\n');
+        }
+        let mut sim_s = s.clone();
+        sim_s.scheduler.sched = Some(names.iter().find(|n| label(n) == g.name).cloned().unwrap_or_else(|| g.name.clone()));
+        match (crate::real::simulate_like(&sim_s, &file, cpus), &g.json) {
+            (Ok(sim), Some(real)) => {
+                out.push_str(&format!("\n--- simulated ({} on {cpus} CPUs) ---\n", sim.scheduler));
+                out.push_str(&sim.summary());
+                out.push_str("\nreal vs simulated\n");
+                out.push_str(&share_rows(real, &sim));
+            }
+            (Err((_, e)), _) => out.push_str(&format!("(no simulation: {e})\n")),
+            _ => {}
+        }
+        let p = g.problems();
+        if !p.is_empty() {
+            out.push_str(&format!("PROBLEMS: {}\n", p.join("; ")));
+            failed.push(format!("{}: {}", g.name, p.join("; ")));
+        }
+    }
+    if let Some(j) = json {
+        let all = Value::Array(
+            results
+                .iter()
+                .map(|g| {
+                    serde_json::json!({
+                        "scheduler": g.name, "kernel": version, "state": g.state, "ops": g.ops,
+                        "state_after_detach": g.state_after_detach, "exit_kind": g.exit_kind.map(exit_kind_name),
+                        "exit_reason": g.exit_reason, "counters": g.counters.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                        "results": g.json, "problems": g.problems(),
+                    })
+                })
+                .collect(),
+        );
+        let text = serde_json::to_string_pretty(&all).unwrap_or_default() + "\n";
+        if j.as_os_str() == "-" {
+            print!("{text}");
+        } else {
+            std::fs::write(&j, text).map_err(|e| (1, format!("{}: {e}", j.display())))?;
+        }
+    }
+    if !quiet {
+        print!("{out}");
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err((1, format!("--vm: {}", failed.join(" | "))))
+    }
+}
+
+/// A scheduler's name in the guest's reports.
+fn label(n: &str) -> String {
+    Path::new(n).file_name().map_or(n.to_string(), |f| f.to_string_lossy().trim_end_matches(".bpf.c").to_string())
 }
