@@ -630,7 +630,11 @@ impl Sim {
         }
         self.scx.timers.remove(&id);
         self.this_cpu = cpu;
-        self.scx_call(Op::Dispatch, cpu, None, |o, s| o.timer_fired(s, id));
+        // A timer callback is not an op: it runs without an op frame (the
+        // unlocked context, where scx_bpf_dsq_move() is allowed).
+        let Some(ops) = self.scx.ops.clone() else { return };
+        self.scx.cost_acc += self.costs.scx_op_ns;
+        ops.timer_fired(self, id);
     }
 }
 
