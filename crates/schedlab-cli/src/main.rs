@@ -15,7 +15,10 @@ use schedlab::scenario::{Scenario, WORKLOAD_KINDS};
 use schedlab::topology::{presets, Topology};
 use schedlab::world;
 
+mod common;
+mod compare;
 mod real;
+mod sweep;
 mod vm;
 
 /// `--feature NAME[=on|off]` / `NO_NAME` as a scenario override.
@@ -30,7 +33,12 @@ fn feature_set(f: &str) -> String {
 }
 
 #[derive(Parser)]
-#[command(name = "schedlab", version, about = "Deterministic simulator of the Linux CPU scheduler")]
+#[command(
+    name = "schedlab",
+    version,
+    about = "Deterministic simulator of the Linux CPU scheduler",
+    after_help = "Exit codes: 0 success; 1 I/O or internal error (a file cannot be read or written); 2 bad input (scenario, option or value: the message names the file, field and fix)."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -71,8 +79,16 @@ enum Cmd {
         #[arg(long, short)]
         quiet: bool,
         #[command(flatten)]
+        out: common::OutputArgs,
+        #[command(flatten)]
         real: real::RealArgs,
     },
+    /// Run a scenario under several schedulers and/or feature settings and
+    /// print them side by side; writes CSV and JSON (and plots with --plot).
+    Compare(compare::CompareArgs),
+    /// Run a grid of seeds x parameter values in parallel, resumably, and
+    /// aggregate across seeds (median and spread).
+    Sweep(sweep::SweepArgs),
     /// List machine presets, workload kinds, kernel features and schedulers.
     List {
         /// One of: presets, workloads, features, schedulers (default: all).
@@ -88,20 +104,22 @@ enum Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Run { scenario, seed, mut sets, features, sched, sched_sets, machine, json, quiet, real } => match sched_args(sched, sched_sets) {
+        Cmd::Run { scenario, seed, mut sets, features, sched, sched_sets, machine, json, quiet, out, real } => match sched_args(sched, sched_sets) {
             Ok(extra) if real.real => {
                 sets.extend(extra);
                 sets.extend(seed.map(|s| format!("seed={s}")));
                 sets.extend(features.iter().map(|f| feature_set(f)));
-                let _ = machine;
+                let _ = (machine, out);
                 real::run(&real, scenario, sets, json, quiet).map_err(|(code, m)| if code == 2 { Failure::Input(m) } else { Failure::Io(m) })
             }
             Ok(extra) => {
                 sets.extend(extra);
-                run(scenario, seed, sets, features, machine, json, quiet)
+                run(scenario, seed, sets, features, machine, json, quiet, out)
             }
             Err(e) => Err(e),
         },
+        Cmd::Compare(a) => compare::compare(a),
+        Cmd::Sweep(a) => sweep::sweep(a),
         Cmd::List { what } => list(what.as_deref()),
     };
     match result {
@@ -145,7 +163,7 @@ fn sched_args(sched: Option<String>, sched_sets: Vec<String>) -> Result<Vec<Stri
     Ok(sets)
 }
 
-fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<String>, machine: Option<String>, json: Option<PathBuf>, quiet: bool) -> Result<(), Failure> {
+fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<String>, machine: Option<String>, json: Option<PathBuf>, quiet: bool, out: common::OutputArgs) -> Result<(), Failure> {
     let file = path.display().to_string();
     if let Some(s) = seed {
         sets.push(format!("seed={s}"));
@@ -190,6 +208,7 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
         }
     }
     let mut sim = world::build(&scenario, &file).map_err(|e| Failure::Input(e.to_string()))?;
+    let timeline = common::attach(&mut sim, &out, scenario.duration.0)?;
     let title = scenario.title(&file);
     if !quiet {
         eprintln!("schedlab: running {title} for {} simulated, seed {}", schedlab::time::fmt_ns(scenario.duration.0), scenario.seed);
@@ -221,6 +240,7 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
     if !quiet {
         eprintln!("schedlab: {} events in {:.2}s wall ({:.2} M events/s)", results.events, wall, results.events as f64 / wall.max(1e-9) / 1e6);
     }
+    common::write_outputs(&mut sim, &results, timeline, &out, &common::stem(&path), quiet)?;
     match json.as_deref() {
         Some(p) if p.as_os_str() == "-" => {
             std::io::stdout().write_all(results.to_json().as_bytes()).map_err(|e| Failure::Io(e.to_string()))?;

@@ -1,0 +1,215 @@
+//! What `run`, `compare` and `sweep` share: loading a scenario with the
+//! command line's overrides, running it, and the output options (CSV,
+//! plots, Perfetto trace).
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use schedlab::report::Results;
+use schedlab::scenario::Scenario;
+use schedlab::sim::Sim;
+use schedlab::trace::{PerfettoWriter, Timeline, TimelineSink};
+use schedlab::world;
+
+use crate::Failure;
+
+/// Output options of `run`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct OutputArgs {
+    /// Write the results as CSV tables into this directory:
+    /// <scenario>-workloads.csv, -tasks.csv and -cpus.csv.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<PathBuf>,
+    /// Write plots (SVG and PNG) into this directory: latency histogram and
+    /// CDF per workload, per-CPU utilisation over time.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Write a Perfetto trace (sched_switch, sched_waking, sched_wakeup_new
+    /// per CPU, with thread and process names); open it in ui.perfetto.dev.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Keep only the trace events in this window of simulated time, e.g. 2s..3s.
+    #[arg(long, value_name = "FROM..TO", requires = "trace")]
+    pub trace_window: Option<String>,
+}
+
+/// `--trace-window 2s..3s` in nanoseconds.
+pub fn parse_window(s: &str) -> Result<(u64, u64), Failure> {
+    let bad = |m: String| Failure::Input(format!("--trace-window {s}: {m}"));
+    let (a, b) = s.split_once("..").ok_or_else(|| bad("expected FROM..TO, e.g. 2s..3s".into()))?;
+    let a = if a.trim().is_empty() { 0 } else { schedlab::time::parse_duration(a).map_err(bad)? };
+    let b = if b.trim().is_empty() { u64::MAX } else { schedlab::time::parse_duration(b).map_err(bad)? };
+    if b <= a {
+        return Err(bad("the window ends before it starts".into()));
+    }
+    Ok((a, b))
+}
+
+/// `--feature` values as scenario overrides (one value each).
+pub fn feature_sets(features: &[String]) -> Result<Vec<String>, Failure> {
+    let mut sets = Vec::new();
+    for f in features {
+        let mut probe = schedlab::features::Features::default();
+        probe.apply(f).map_err(|e| Failure::Input(format!("--feature {f}: {e}")))?;
+        let (name, on) = match f.split_once('=') {
+            Some((n, v)) => (n.trim().to_string(), schedlab::features::parse_switch(v.trim()).unwrap_or(true)),
+            None => match f.strip_prefix("NO_") {
+                Some(n) => (n.to_string(), false),
+                None => (f.clone(), true),
+            },
+        };
+        sets.push(format!("features.{name}={on}"));
+    }
+    Ok(sets)
+}
+
+/// `--machine` applied to a loaded scenario: a preset, a CPU count, a copy
+/// of /sys/devices/system/cpu or a file of `lscpu -p` output.
+pub fn apply_machine(scenario: &mut Scenario, m: &str) -> Result<(), Failure> {
+    let spec = &mut scenario.machine;
+    spec.preset = None;
+    spec.cpus = None;
+    spec.sysfs = None;
+    spec.lscpu = None;
+    let as_path = Path::new(m);
+    if as_path.exists() {
+        let abs = as_path.canonicalize().map_err(|e| Failure::Io(format!("--machine {m}: {e}")))?;
+        if abs.is_dir() {
+            spec.sysfs = Some(abs);
+        } else {
+            spec.lscpu = Some(abs);
+        }
+    } else if let Ok(n) = m.parse::<usize>() {
+        spec.cpus = Some(n);
+    } else {
+        spec.preset = Some(m.to_string());
+    }
+    Ok(())
+}
+
+/// Loads `path` with overrides (in order) and an optional machine.
+pub fn load(path: &Path, sets: &[String], machine: Option<&str>) -> Result<Scenario, Failure> {
+    let mut s = Scenario::load(path, sets).map_err(|e| match e {
+        schedlab::scenario::ScenarioError::Io { .. } => Failure::Io(e.to_string()),
+        other => Failure::Input(other.to_string()),
+    })?;
+    if let Some(m) = machine {
+        apply_machine(&mut s, m)?;
+    }
+    Ok(s)
+}
+
+/// The scheduler's name as results show it: eevdf, ext:simple, ext:x.
+pub fn sched_label(s: &Scenario) -> String {
+    match (s.scheduler.kind.as_str(), s.scheduler.sched.as_deref()) {
+        ("ext", Some(x)) => format!("ext:{}", Path::new(x).file_name().map_or(x.to_string(), |f| f.to_string_lossy().trim_end_matches(".bpf.c").to_string())),
+        (k, _) => k.to_string(),
+    }
+}
+
+/// File-name stem of a scenario path: scenarios/x.toml -> x.
+pub fn stem(path: &Path) -> String {
+    path.file_stem().map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
+}
+
+/// A finished run and what plots need from it.
+pub struct Ran {
+    pub sim: Sim,
+    pub results: Results,
+    pub timeline: Option<Rc<RefCell<Timeline>>>,
+}
+
+/// Builds and runs a scenario without printing (compare, sweep).
+pub fn run_quiet(scenario: &Scenario, file: &str, want_timeline: bool) -> Result<Ran, Failure> {
+    let mut sim = world::build(scenario, file).map_err(|e| Failure::Input(e.to_string()))?;
+    let timeline = want_timeline.then(|| attach_timeline(&mut sim, scenario.duration.0));
+    sim.run();
+    sim.finish_trace().map_err(|e| Failure::Io(e.to_string()))?;
+    let results = Results::collect(&sim, &scenario.title(file), &sched_label(scenario));
+    Ok(Ran { sim, results, timeline })
+}
+
+pub fn attach_timeline(sim: &mut Sim, duration: u64) -> Rc<RefCell<Timeline>> {
+    let tl = Rc::new(RefCell::new(Timeline::new(sim.nr_cpus(), Timeline::bucket_for(duration, 400))));
+    sim.add_trace_sink(Box::new(TimelineSink(tl.clone())));
+    tl
+}
+
+/// Attaches what `--trace` and `--plot` need, before the run.
+pub fn attach(sim: &mut Sim, out: &OutputArgs, duration: u64) -> Result<Option<Rc<RefCell<Timeline>>>, Failure> {
+    if let Some(p) = &out.trace {
+        let window = out.trace_window.as_deref().map(parse_window).transpose()?;
+        let n = sim.nr_cpus();
+        let w = PerfettoWriter::create(p, n, window).map_err(|e| Failure::Io(format!("{}: {e}", p.display())))?;
+        sim.add_trace_sink(Box::new(w));
+    }
+    Ok(out.plot.as_ref().map(|_| attach_timeline(sim, duration)))
+}
+
+/// After the run: flush the trace, write CSV and plots. Lists what it wrote
+/// on stderr unless quiet.
+pub fn write_outputs(sim: &mut Sim, results: &Results, timeline: Option<Rc<RefCell<Timeline>>>, out: &OutputArgs, stem: &str, quiet: bool) -> Result<(), Failure> {
+    sim.finish_trace().map_err(|e| Failure::Io(format!("{}: {e}", out.trace.as_ref().map_or(String::new(), |p| p.display().to_string()))))?;
+    let mut wrote: Vec<PathBuf> = out.trace.iter().cloned().collect();
+    if let Some(dir) = &out.csv {
+        wrote.extend(schedlab::csv::write_results(results, dir, stem).map_err(|e| Failure::Io(format!("{}: {e}", dir.display())))?);
+    }
+    if let Some(dir) = &out.plot {
+        wrote.extend(plot_run(dir, stem, &results.scenario, &results.scheduler, &sim.metrics, timeline.as_ref().map(|t| t.borrow().clone())).map_err(Failure::Io)?);
+    }
+    if !quiet {
+        for p in wrote {
+            eprintln!("schedlab: wrote {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// Latency histogram and CDF per workload that records latency, and the
+/// utilisation heat map of one run.
+pub fn plot_run(dir: &Path, stem: &str, title: &str, sched: &str, metrics: &[schedlab::sim::WorkloadMetrics], timeline: Option<Timeline>) -> Result<Vec<PathBuf>, String> {
+    use schedlab::plot;
+    let mut wrote = Vec::new();
+    for m in metrics {
+        if m.latency.is_empty() {
+            continue;
+        }
+        let series = [(format!("{} under {sched}", m.name), &m.latency)];
+        let base = dir.join(format!("{stem}-{}-latency-hist", plot::slug(&m.name)));
+        wrote.extend(plot::latency_histogram(&base, &format!("{title}: {} wakeup latency", m.name), &series)?);
+        let base = dir.join(format!("{stem}-{}-latency-cdf", plot::slug(&m.name)));
+        wrote.extend(plot::latency_cdf(&base, &format!("{title}: {} wakeup latency CDF", m.name), &series)?);
+    }
+    if let Some(tl) = timeline {
+        let base = dir.join(format!("{stem}-cpu-util"));
+        wrote.extend(plot::utilisation(&base, &format!("{title}: CPU utilisation under {sched}"), &tl)?);
+    }
+    Ok(wrote)
+}
+
+/// A progress bar on stderr with an ETA, hidden when quiet or when stderr
+/// is not a terminal.
+pub fn progress_bar(total: usize, what: &str, quiet: bool) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(total as u64);
+    b.set_style(indicatif::ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {what}, {{elapsed}} elapsed, eta {{eta}}")).expect("valid template"));
+    b
+}
+
+impl Failure {
+    /// The message without the kind.
+    pub fn message(&self) -> String {
+        match self {
+            Failure::Input(m) | Failure::Io(m) => m.clone(),
+        }
+    }
+}
+
+/// An I/O error on `p` as a failure naming the file.
+pub fn io_err(p: &Path) -> impl Fn(std::io::Error) -> Failure + '_ {
+    move |e| Failure::Io(format!("{}: {e}", p.display()))
+}

@@ -1,0 +1,164 @@
+//! `schedlab sweep`: a grid of seeds x parameter values, in parallel,
+//! resumable, aggregated across seeds.
+
+use std::path::{Path, PathBuf};
+
+use schedlab::compare::RunSummary;
+use schedlab::sweep;
+
+use crate::common;
+use crate::Failure;
+
+#[derive(clap::Args, Debug)]
+pub struct SweepArgs {
+    /// Scenario file (TOML).
+    pub scenario: PathBuf,
+    /// Seeds: 1..10 (inclusive), 1,5,9 or 3.
+    #[arg(long, default_value = "1..5")]
+    pub seeds: String,
+    /// A scenario field and its values, e.g. workload.0.count=2,4,8;
+    /// repeat for a grid (the first varies slowest).
+    #[arg(long = "param", value_name = "PATH=V1,V2,...")]
+    pub params: Vec<String>,
+    /// Override a scenario field for every run.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub sets: Vec<String>,
+    /// Set a kernel feature for every run, e.g. RUN_TO_PARITY=off.
+    #[arg(long = "feature", value_name = "NAME[=on|off]")]
+    pub features: Vec<String>,
+    /// Scheduler for every run (eevdf, a shipped sched_ext name or a .bpf.c).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub sched: Option<String>,
+    #[arg(long = "sched-set", value_name = "NAME=VALUE")]
+    pub sched_sets: Vec<String>,
+    /// Machine preset, CPU count, sysfs copy or lscpu -p file.
+    #[arg(long)]
+    pub machine: Option<String>,
+    /// Output directory: runs/<key>.json per finished run (reused when the
+    /// sweep is started again), <scenario>-sweep.csv and .json aggregates.
+    /// Default: schedlab-out/<scenario>-sweep.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Runs at once (default: one per CPU).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Write plots of the aggregates (SVG and PNG) into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+pub fn sweep(a: SweepArgs) -> Result<(), Failure> {
+    let file = a.scenario.display().to_string();
+    let text = std::fs::read_to_string(&a.scenario).map_err(|e| Failure::Io(format!("{file}: {e}")))?;
+    let seeds = sweep::parse_seeds(&a.seeds).map_err(Failure::Input)?;
+    let params: Vec<(String, Vec<String>)> = a.params.iter().map(|p| sweep::parse_param(p)).collect::<Result<_, _>>().map_err(Failure::Input)?;
+    let mut base = a.sets.clone();
+    base.extend(common::feature_sets(&a.features)?);
+    base.extend(crate::sched_args(a.sched.clone(), a.sched_sets.clone())?);
+    if let Some(m) = &a.machine {
+        // Part of the key, so runs on another machine are not reused.
+        base.push(format!("# machine={m}"));
+    }
+    let points = sweep::grid(&params);
+    let jobs = sweep::jobs(&text, &base, &points, &seeds);
+    let machine = a.machine.clone();
+    let sets_of = |job: &sweep::Job| -> Vec<String> {
+        let mut sets: Vec<String> = job.overrides.iter().filter(|s| !s.starts_with('#')).cloned().collect();
+        sets.push(format!("seed={}", job.seed));
+        sets
+    };
+    // Every grid point must load before anything runs.
+    for (i, _) in points.iter().enumerate() {
+        let job = jobs.iter().find(|j| j.point == i).expect("a job per point");
+        common::load(&a.scenario, &sets_of(job), machine.as_deref())?;
+    }
+    let stem = common::stem(&a.scenario);
+    let dir = a.out.clone().unwrap_or_else(|| PathBuf::from("schedlab-out").join(format!("{stem}-sweep")));
+    if !a.quiet {
+        eprintln!("schedlab: sweep of {file}: {} points x {} seeds = {} runs, into {}", points.len(), seeds.len(), jobs.len(), dir.display());
+    }
+    let bar = common::progress_bar(jobs.len(), "runs", a.quiet);
+    let run = |job: &sweep::Job| -> Result<RunSummary, String> {
+        let s = common::load(&a.scenario, &sets_of(job), machine.as_deref()).map_err(|e| e.message())?;
+        let r = common::run_quiet(&s, &file, false).map_err(|e| e.message())?;
+        Ok(RunSummary::from_results(&common::sched_label(&s), &r.results))
+    };
+    let progress = |done: usize, _total: usize| bar.set_position(done as u64);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build().map_err(|e| Failure::Io(e.to_string()))?;
+    let outcome = pool.install(|| sweep::execute(&dir, &jobs, &run, &progress));
+    bar.finish_and_clear();
+    let outcome = outcome.map_err(|errs| Failure::Input(format!("{} runs failed:\n  {}", errs.len(), errs.join("\n  "))))?;
+    let names: Vec<String> = params.iter().map(|p| p.0.clone()).collect();
+    let rows = sweep::aggregate(&points, &jobs, &outcome.records);
+    let csv_path = dir.join(format!("{stem}-sweep.csv"));
+    let json_path = dir.join(format!("{stem}-sweep.json"));
+    let io = common::io_err;
+    schedlab::csv::write_atomic(&csv_path, sweep::aggregate_csv(&names, &rows).as_bytes()).map_err(io(&csv_path))?;
+    schedlab::csv::write_atomic(&json_path, sweep::aggregate_json(&file, &params, &seeds, &rows).as_bytes()).map_err(io(&json_path))?;
+    let mut wrote = vec![csv_path, json_path];
+    if let Some(pd) = &a.plot {
+        wrote.extend(plot_sweep(pd, &stem, &file, &names, &points, &rows).map_err(Failure::Io)?);
+    }
+    if !a.quiet {
+        print!(
+            "schedlab sweep: {file}, {} runs ({} ran, {} reused), median [min..max] over {} seeds\n\n{}",
+            jobs.len(),
+            outcome.ran,
+            outcome.reused,
+            seeds.len(),
+            sweep::aggregate_table(&names, &rows)
+        );
+        for p in wrote {
+            eprintln!("schedlab: wrote {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// Per workload, the headline metric's median with min..max whiskers over
+/// the grid points.
+fn plot_sweep(dir: &Path, stem: &str, title: &str, names: &[String], points: &[Vec<(String, String)>], rows: &[sweep::AggRow]) -> Result<Vec<PathBuf>, String> {
+    use schedlab::plot::{self, Bars};
+    let mut wrote = Vec::new();
+    let label = |p: &Vec<(String, String)>| if p.is_empty() { "all".to_string() } else { p.iter().map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k))).collect::<Vec<_>>().join(" ") };
+    let mut workloads: Vec<String> = Vec::new();
+    for r in rows {
+        if !workloads.contains(&r.workload) {
+            workloads.push(r.workload.clone());
+        }
+    }
+    for w in workloads {
+        let mine: Vec<&sweep::AggRow> = rows.iter().filter(|r| r.workload == w).collect();
+        let (metrics, y_desc, scale): (&[&str], &str, f64) = if mine.iter().any(|r| r.metric == "p99") {
+            (&["p99", "max"], "wakeup latency (µs), median over seeds, whiskers min..max", 1e3)
+        } else if mine.iter().any(|r| r.metric == "makespan") {
+            (&["makespan"], "makespan (ms), median over seeds, whiskers min..max", 1e6)
+        } else {
+            (&["work_per_s"], "work per simulated second (1/s), median, whiskers min..max", 1.0)
+        };
+        let series = metrics
+            .iter()
+            .map(|m| {
+                let vals = points
+                    .iter()
+                    .map(|p| match mine.iter().find(|r| &r.point == p && r.metric == *m) {
+                        Some(r) => (r.stat.median as f64 / scale, Some((r.stat.min as f64 / scale, r.stat.max as f64 / scale))),
+                        None => (0.0, None),
+                    })
+                    .collect();
+                (m.to_string(), vals)
+            })
+            .collect();
+        let bars = Bars {
+            title: format!("{title}: {w} by {}", if names.is_empty() { "seed".to_string() } else { names.join(" x ") }),
+            y_desc: y_desc.to_string(),
+            categories: points.iter().map(label).collect(),
+            series,
+        };
+        wrote.extend(plot::bars(&dir.join(format!("{stem}-sweep-{}", plot::slug(&w))), &bars)?);
+    }
+    Ok(wrote)
+}
