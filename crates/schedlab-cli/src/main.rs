@@ -163,6 +163,7 @@ fn sched_args(sched: Option<String>, sched_sets: Vec<String>) -> Result<Vec<Stri
     Ok(sets)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<String>, machine: Option<String>, json: Option<PathBuf>, quiet: bool, out: common::OutputArgs) -> Result<(), Failure> {
     let file = path.display().to_string();
     if let Some(s) = seed {

@@ -282,11 +282,14 @@ pub fn utilisation(base: &Path, title: &str, tl: &Timeline) -> Result<Vec<PathBu
 
 /// A bar chart's data: categories along x, and per series one value per
 /// category with an optional (low, high) whisker.
+/// One bar: its value and an optional (low, high) whisker.
+pub type Bar = (f64, Option<(f64, f64)>);
+
 pub struct Bars {
     pub title: String,
     pub y_desc: String,
     pub categories: Vec<String>,
-    pub series: Vec<(String, Vec<(f64, Option<(f64, f64)>)>)>,
+    pub series: Vec<(String, Vec<Bar>)>,
 }
 
 fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, b: &Bars) -> Result<(), String> {

@@ -262,7 +262,7 @@ impl TraceSink for TimelineSink {
             }
         }
         // Every CPU gets the same number of buckets, idle ones included.
-        let n = ((end + tl.bucket_ns - 1) / tl.bucket_ns) as usize;
+        let n = end.div_ceil(tl.bucket_ns) as usize;
         for row in &mut tl.busy_ns {
             row.resize(n.max(row.len()), 0);
         }

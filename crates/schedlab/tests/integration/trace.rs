@@ -227,14 +227,14 @@ fn perfetto_trace_matches_the_simulation_event_by_event() {
     }
 
     // The events agree with the simulator's own counters.
-    for c in 0..n {
+    for (c, on_cpu) in decoded.iter().enumerate() {
         let switches = events.iter().filter(|(_, e)| matches!(e, TraceEvent::Switch { cpu, .. } if *cpu as usize == c)).count() as u64;
         assert_eq!(switches, sim.rqs[c].stats.switches, "cpu{c}: sched_switch count");
         // Per CPU, each switch starts from what the previous one switched to,
         // timestamps never go back, and the last one leaves what runs now.
         let mut curr = None;
         let mut last_ts = 0;
-        for e in &decoded[c] {
+        for e in on_cpu {
             let ts = e.timestamp.unwrap();
             assert!(ts >= last_ts, "cpu{c}: time went back");
             last_ts = ts;
