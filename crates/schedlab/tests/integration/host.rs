@@ -6,10 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use schedlab::engine::{Cpu, TaskId};
 use schedlab::sched::ext::check::Checked;
 use schedlab::sched::ext::host::{self, HostedScheduler, LoadConfig};
-use schedlab::sched::ext::ops::{CpuReleaseReason, ExitInfo, ExtOps, Op};
+use schedlab::sched::ext::ops::ExtOps;
 use schedlab::sched::ext::EnableState;
 use schedlab::sim::Sim;
 use schedlab::task::TaskState;
@@ -70,102 +69,6 @@ loops = 100
     )
 }
 
-/// A shared handle, so a test can wrap the scheduler in `Checked` and still
-/// call its syscall programs.
-struct Shared(Rc<HostedScheduler>);
-
-impl ExtOps for Shared {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn flags(&self) -> u64 {
-        self.0.flags()
-    }
-    fn timeout_ms(&self) -> u32 {
-        self.0.timeout_ms()
-    }
-    fn dispatch_max_batch(&self) -> u32 {
-        self.0.dispatch_max_batch()
-    }
-    fn has(&self, op: Op) -> bool {
-        self.0.has(op)
-    }
-    fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev: Cpu, wf: u64) -> Cpu {
-        self.0.select_cpu(sim, p, prev, wf)
-    }
-    fn enqueue(&self, sim: &mut Sim, p: TaskId, f: u64) {
-        self.0.enqueue(sim, p, f)
-    }
-    fn dequeue(&self, sim: &mut Sim, p: TaskId, f: u64) {
-        self.0.dequeue(sim, p, f)
-    }
-    fn dispatch(&self, sim: &mut Sim, cpu: Cpu, prev: Option<TaskId>) {
-        self.0.dispatch(sim, cpu, prev)
-    }
-    fn tick(&self, sim: &mut Sim, p: TaskId) {
-        self.0.tick(sim, p)
-    }
-    fn runnable(&self, sim: &mut Sim, p: TaskId, f: u64) {
-        self.0.runnable(sim, p, f)
-    }
-    fn running(&self, sim: &mut Sim, p: TaskId) {
-        self.0.running(sim, p)
-    }
-    fn stopping(&self, sim: &mut Sim, p: TaskId, runnable: bool) {
-        self.0.stopping(sim, p, runnable)
-    }
-    fn quiescent(&self, sim: &mut Sim, p: TaskId, f: u64) {
-        self.0.quiescent(sim, p, f)
-    }
-    fn yield_(&self, sim: &mut Sim, from: TaskId, to: Option<TaskId>) -> bool {
-        self.0.yield_(sim, from, to)
-    }
-    fn set_weight(&self, sim: &mut Sim, p: TaskId, w: u32) {
-        self.0.set_weight(sim, p, w)
-    }
-    fn set_cpumask(&self, sim: &mut Sim, p: TaskId) {
-        self.0.set_cpumask(sim, p)
-    }
-    fn update_idle(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
-        self.0.update_idle(sim, cpu, idle)
-    }
-    fn cpu_acquire(&self, sim: &mut Sim, cpu: Cpu) {
-        self.0.cpu_acquire(sim, cpu)
-    }
-    fn cpu_release(&self, sim: &mut Sim, cpu: Cpu, r: CpuReleaseReason, t: Option<TaskId>) {
-        self.0.cpu_release(sim, cpu, r, t)
-    }
-    fn init_task(&self, sim: &mut Sim, p: TaskId, fork: bool) -> i32 {
-        self.0.init_task(sim, p, fork)
-    }
-    fn exit_task(&self, sim: &mut Sim, p: TaskId, cancelled: bool) {
-        self.0.exit_task(sim, p, cancelled)
-    }
-    fn enable(&self, sim: &mut Sim, p: TaskId) {
-        self.0.enable(sim, p)
-    }
-    fn disable(&self, sim: &mut Sim, p: TaskId) {
-        self.0.disable(sim, p)
-    }
-    fn dump(&self, sim: &mut Sim) {
-        self.0.dump(sim)
-    }
-    fn dump_cpu(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
-        self.0.dump_cpu(sim, cpu, idle)
-    }
-    fn dump_task(&self, sim: &mut Sim, p: TaskId) {
-        self.0.dump_task(sim, p)
-    }
-    fn init(&self, sim: &mut Sim) -> i32 {
-        self.0.init(sim)
-    }
-    fn exit(&self, sim: &mut Sim, info: &ExitInfo) {
-        self.0.exit(sim, info)
-    }
-    fn timer_fired(&self, sim: &mut Sim, timer: u64) {
-        self.0.timer_fired(sim, timer)
-    }
-}
 
 fn run_checked(ops: HostedScheduler, toml: &str) -> (Sim, Rc<Checked<HostedScheduler>>) {
     let ops = Rc::new(Checked::new(ops));
@@ -244,7 +147,7 @@ fn features_scheduler_uses_every_part_of_the_shim() {
     let hosted = Rc::new(load(&test_sched("features"), &features_cfg()));
     assert_eq!(hosted.name(), "features");
     assert_eq!(hosted.timeout_ms(), 5000);
-    let ops = Rc::new(Checked::new(Shared(hosted.clone())));
+    let ops = Rc::new(Checked::new(hosted.clone()));
     let mut s = sim(&mixed(4, 600));
     s.scx_enable(ops.clone()).unwrap_or_else(|e| panic!("load refused: {e}"));
     s.run_until(300_000_000);
