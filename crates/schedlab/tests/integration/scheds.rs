@@ -11,16 +11,14 @@
 //!   affinitized scx_simple load, disabled with per-CPU bypass DSQs (6.19)
 //!   and with the old per-node global DSQs.
 
-use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use schedlab::cpumask::CpuMask;
-use schedlab::engine::{Cpu, TaskId};
+use schedlab::engine::TaskId;
 use schedlab::features::Feature;
 use schedlab::sched::ext::check::Checked;
 use schedlab::sched::ext::host::{self, HostedScheduler, LoadConfig};
-use schedlab::sched::ext::ops::{CpuReleaseReason, ExitInfo, ExitKind, ExtOps, Op};
+use schedlab::sched::ext::ops::{ExitInfo, ExitKind, ExtOps};
 use schedlab::sched::ext::EnableState;
 use schedlab::sim::Sim;
 use schedlab::task::{ClassId, TaskState};
@@ -51,119 +49,6 @@ fn load(path: &Path) -> HostedScheduler {
     host::load_owned(path, &cfg()).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The checked scheduler, plus the CPUs each task was seen running on
-/// (`ops.running()` is called on the CPU that picked the task).
-struct Probe<T: ExtOps> {
-    inner: Checked<T>,
-    ran_on: RefCell<Vec<Option<CpuMask>>>,
-}
-
-impl<T: ExtOps> Probe<T> {
-    fn new(inner: T) -> Self {
-        Probe { inner: Checked::new(inner), ran_on: RefCell::new(Vec::new()) }
-    }
-}
-
-impl<T: ExtOps> ExtOps for Probe<T> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn flags(&self) -> u64 {
-        self.inner.flags()
-    }
-    fn timeout_ms(&self) -> u32 {
-        self.inner.timeout_ms()
-    }
-    fn dispatch_max_batch(&self) -> u32 {
-        self.inner.dispatch_max_batch()
-    }
-    fn has(&self, op: Op) -> bool {
-        self.inner.has(op)
-    }
-    fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev: Cpu, wf: u64) -> Cpu {
-        self.inner.select_cpu(sim, p, prev, wf)
-    }
-    fn enqueue(&self, sim: &mut Sim, p: TaskId, f: u64) {
-        self.inner.enqueue(sim, p, f)
-    }
-    fn dequeue(&self, sim: &mut Sim, p: TaskId, f: u64) {
-        self.inner.dequeue(sim, p, f)
-    }
-    fn dispatch(&self, sim: &mut Sim, cpu: Cpu, prev: Option<TaskId>) {
-        self.inner.dispatch(sim, cpu, prev)
-    }
-    fn tick(&self, sim: &mut Sim, p: TaskId) {
-        self.inner.tick(sim, p)
-    }
-    fn runnable(&self, sim: &mut Sim, p: TaskId, f: u64) {
-        self.inner.runnable(sim, p, f)
-    }
-    fn running(&self, sim: &mut Sim, p: TaskId) {
-        {
-            let n = sim.nr_cpus();
-            let mut ran = self.ran_on.borrow_mut();
-            if ran.len() <= p as usize {
-                ran.resize(p as usize + 1, None);
-            }
-            ran[p as usize].get_or_insert_with(|| CpuMask::new(n)).set(sim.task(p).cpu as usize);
-        }
-        self.inner.running(sim, p)
-    }
-    fn stopping(&self, sim: &mut Sim, p: TaskId, runnable: bool) {
-        self.inner.stopping(sim, p, runnable)
-    }
-    fn quiescent(&self, sim: &mut Sim, p: TaskId, f: u64) {
-        self.inner.quiescent(sim, p, f)
-    }
-    fn yield_(&self, sim: &mut Sim, from: TaskId, to: Option<TaskId>) -> bool {
-        self.inner.yield_(sim, from, to)
-    }
-    fn set_weight(&self, sim: &mut Sim, p: TaskId, w: u32) {
-        self.inner.set_weight(sim, p, w)
-    }
-    fn set_cpumask(&self, sim: &mut Sim, p: TaskId) {
-        self.inner.set_cpumask(sim, p)
-    }
-    fn update_idle(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
-        self.inner.update_idle(sim, cpu, idle)
-    }
-    fn cpu_acquire(&self, sim: &mut Sim, cpu: Cpu) {
-        self.inner.cpu_acquire(sim, cpu)
-    }
-    fn cpu_release(&self, sim: &mut Sim, cpu: Cpu, r: CpuReleaseReason, t: Option<TaskId>) {
-        self.inner.cpu_release(sim, cpu, r, t)
-    }
-    fn init_task(&self, sim: &mut Sim, p: TaskId, fork: bool) -> i32 {
-        self.inner.init_task(sim, p, fork)
-    }
-    fn exit_task(&self, sim: &mut Sim, p: TaskId, cancelled: bool) {
-        self.inner.exit_task(sim, p, cancelled)
-    }
-    fn enable(&self, sim: &mut Sim, p: TaskId) {
-        self.inner.enable(sim, p)
-    }
-    fn disable(&self, sim: &mut Sim, p: TaskId) {
-        self.inner.disable(sim, p)
-    }
-    fn dump(&self, sim: &mut Sim) {
-        self.inner.dump(sim)
-    }
-    fn dump_cpu(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
-        self.inner.dump_cpu(sim, cpu, idle)
-    }
-    fn dump_task(&self, sim: &mut Sim, p: TaskId) {
-        self.inner.dump_task(sim, p)
-    }
-    fn init(&self, sim: &mut Sim) -> i32 {
-        self.inner.init(sim)
-    }
-    fn exit(&self, sim: &mut Sim, info: &ExitInfo) {
-        self.inner.exit(sim, info)
-    }
-    fn timer_fired(&self, sim: &mut Sim, timer: u64) {
-        self.inner.timer_fired(sim, timer)
-    }
-}
 
 /// The machine section for `cpus` CPUs: the presets where they exist.
 fn machine(cpus: usize) -> String {
@@ -297,7 +182,7 @@ struct Outcome {
 fn run_generic(sched: &str, cpus: usize) -> Outcome {
     let (ms, slack, expect) = plan(sched, cpus);
     let toml = mixed(cpus, ms);
-    let ops = Rc::new(Probe::new(load(&shipped(sched))));
+    let ops = Rc::new(Checked::new(load(&shipped(sched))));
     let mut s = sim(&toml);
     assert!(s.check_invariants, "running tasks are checked against their affinity after every event");
     s.scx_enable(ops.clone()).unwrap_or_else(|e| panic!("{sched}: load refused: {e}"));
@@ -324,13 +209,12 @@ fn run_generic(sched: &str, cpus: usize) -> Outcome {
     assert_eq!(s.scx.stats.hardlockups, 0, "{what}");
 
     // The callback order per task is the kernel's.
-    let v = ops.inner.violations();
+    let v = ops.violations();
     assert!(v.is_empty(), "{what}: {v:#?}");
-    assert!(ops.inner.calls("running") > 0, "{what}: the scheduler ran tasks");
+    assert!(ops.calls("running") > 0, "{what}: the scheduler ran tasks");
 
     // Every task that was runnable long enough ran, and every task ext
     // ran was seen by ops.running() on CPUs of its mask only.
-    let ran_on = ops.ran_on.borrow();
     let mut ran = 0;
     for t in &s.tasks {
         if t.state == TaskState::New {
@@ -342,7 +226,7 @@ fn run_generic(sched: &str, cpus: usize) -> Outcome {
         if t.stats.runtime_ns > 0 {
             ran += 1;
         }
-        if let Some(on) = ran_on.get(t.id as usize).cloned().flatten() {
+        if let Some(on) = ops.ran_on(t.id) {
             assert!(on.is_subset_of(&t.cpus_allowed), "{what}: {} ran on {} outside {}", t.name, on.to_cpulist(), t.cpus_allowed.to_cpulist());
         } else if expect == Expect::Serve && t.stats.runtime_ns > 0 {
             panic!("{what}: task {} ({}) ran but ops.running never saw it", t.id, t.name);

@@ -26,6 +26,9 @@ enum St {
 pub struct CheckLog {
     state: BTreeMap<TaskId, St>,
     pub calls: BTreeMap<&'static str, u64>,
+    /// The CPUs each task was seen on in ops.running() (called on the CPU
+    /// that picked it), for affinity checks.
+    pub ran_on: BTreeMap<TaskId, crate::cpumask::CpuMask>,
     pub violations: Vec<String>,
 }
 
@@ -71,6 +74,11 @@ impl<T: ExtOps> Checked<T> {
 
     pub fn violations(&self) -> Vec<String> {
         self.log.borrow().violations.clone()
+    }
+
+    /// The CPUs `p` was seen running on.
+    pub fn ran_on(&self, p: TaskId) -> Option<crate::cpumask::CpuMask> {
+        self.log.borrow().ran_on.get(&p).cloned()
     }
 
     pub fn calls(&self, op: &str) -> u64 {
@@ -125,6 +133,9 @@ impl<T: ExtOps> ExtOps for Checked<T> {
     }
     fn running(&self, sim: &mut Sim, p: TaskId) {
         self.step(sim, "running", p, &[Runnable], Some(Running));
+        let n = sim.nr_cpus();
+        let cpu = sim.task(p).cpu as usize;
+        self.log.borrow_mut().ran_on.entry(p).or_insert_with(|| crate::cpumask::CpuMask::new(n)).set(cpu);
         if self.inner.has(Op::Running) {
             self.inner.running(sim, p)
         }
