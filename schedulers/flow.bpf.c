@@ -106,10 +106,10 @@
  *                                   (80..200 us)
  *   reserved_slice_max_ns    250 us largest budget slice (50..350 us)
  *   shared_slice_ns          1 ms   slice without budget (0.75..1.5 ms)
- *   kick_self                false  also SCX_KICK_PREEMPT the current CPU
+ *   kick_self                true   also SCX_KICK_PREEMPT the current CPU
  *                                   after a preempting insert into its own
  *                                   local DSQ, as scx_flow does (see
- *                                   flow_enqueue())
+ *                                   flow_enqueue()); false skips that kick
  */
 #include <scx/common.bpf.h>
 
@@ -198,7 +198,7 @@ const volatile u64 preempt_refill_min_ns = 200000;
 const volatile u64 interactive_floor_ns = 100000;
 const volatile u64 reserved_slice_max_ns = 250000;
 const volatile u64 shared_slice_ns = 1000000;
-const volatile bool kick_self = false;
+const volatile bool kick_self = true;
 
 UEI_DEFINE(uei);
 
@@ -744,10 +744,11 @@ void BPF_STRUCT_OPS(flow_enqueue, struct task_struct *p, u64 enq_flags)
 				enq_flags |= SCX_ENQ_PREEMPT;
 				/*
 				 * SCX_ENQ_PREEMPT already reschedules a local
-				 * target. scx_flow kicks it anyway; on a real
-				 * kernel that self-kick's irq_work runs before
-				 * the switch and only hits the outgoing task,
-				 * so it is skipped unless kick_self is set.
+				 * target; scx_flow kicks it anyway. The kick's
+				 * irq_work runs when this CPU enables
+				 * interrupts again, before the switch, so it
+				 * only ends the outgoing task's slice.
+				 * kick_self = false skips it.
 				 */
 				if (kick_self || target != bpf_get_smp_processor_id())
 					scx_bpf_kick_cpu(target, SCX_KICK_PREEMPT);

@@ -27,9 +27,11 @@ pub struct OutputArgs {
     pub plot: Option<PathBuf>,
     /// Write a Perfetto trace (sched_switch, sched_waking, sched_wakeup_new
     /// per CPU, with thread and process names); open it in ui.perfetto.dev.
+    /// With --real: the kernel's own trace, recorded through tracefs (root).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Keep only the trace events in this window of simulated time, e.g. 2s..3s.
+    /// Keep only the trace events in this window of simulated time, e.g.
+    /// 2s..3s (with --real: of the run's time from the common start).
     #[arg(long, value_name = "FROM..TO", requires = "trace")]
     pub trace_window: Option<String>,
 }
@@ -44,6 +46,17 @@ pub fn parse_window(s: &str) -> Result<(u64, u64), Failure> {
         return Err(bad("the window ends before it starts".into()));
     }
     Ok((a, b))
+}
+
+/// `--trace` of `run --real`: the kernel's own trace, recorded through
+/// tracefs (`schedlab::real::TraceRequest`).
+pub fn real_trace(out: &OutputArgs, vm: bool) -> Result<Option<schedlab::real::TraceRequest>, Failure> {
+    let Some(path) = &out.trace else { return Ok(None) };
+    if vm {
+        return Err(Failure::Input("--trace with --vm: the guest kernel's trace is not brought out of the VM; drop --vm to trace this host's kernel".into()));
+    }
+    let window = out.trace_window.as_deref().map(parse_window).transpose()?;
+    Ok(Some(schedlab::real::TraceRequest { path: path.clone(), window }))
 }
 
 /// `--feature` values as scenario overrides (one value each).

@@ -45,6 +45,18 @@ pub struct CompareArgs {
     /// Print nothing but errors (the files are still written).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Also run each variant for real and print it beside its simulation,
+    /// with the checks that do not depend on the machine's speed. Without
+    /// --vm on this host's kernel (eevdf only).
+    #[arg(long)]
+    pub real: bool,
+    /// With --real: boot a sched_ext kernel under qemu and run every variant
+    /// there (eevdf is the guest kernel's fair class), one boot for all.
+    #[arg(long, requires = "real")]
+    pub vm: bool,
+    /// With --vm: guest CPUs (default: the scenario's CPU count, at most 4).
+    #[arg(long, requires = "vm", value_name = "N")]
+    pub vm_cpus: Option<usize>,
 }
 
 /// One variant: its label and the overrides that make it.
@@ -113,6 +125,10 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         scenarios.push(s);
     }
     let label_of = |v: &Variant, s: &schedlab::scenario::Scenario| if v.label.is_empty() { common::sched_label(s) } else { v.label.clone() };
+    if a.real {
+        let labels: Vec<String> = variants.iter().zip(&scenarios).map(|(v, s)| label_of(v, s)).collect();
+        return crate::compare_real::compare_real(&a, &variants, &labels, &scenarios);
+    }
     if !a.quiet {
         eprintln!("schedlab: comparing {} variants of {file}, seed {}", variants.len(), scenarios[0].seed);
     }
@@ -149,7 +165,7 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
     let title = scenarios[0].title(&file);
     let csv_path = a.out.join(format!("{stem}-compare.csv"));
     let json_path = a.out.join(format!("{stem}-compare.json"));
-    let json = compare::to_json(&title, &runs);
+    let json = compare::to_json(&title, &runs, None);
     let io = common::io_err;
     schedlab::csv::write_atomic(&csv_path, compare::to_csv(&runs).as_bytes()).map_err(io(&csv_path))?;
     schedlab::csv::write_atomic(&json_path, json.as_bytes()).map_err(io(&json_path))?;

@@ -17,6 +17,7 @@ use schedlab::world;
 
 mod common;
 mod compare;
+mod compare_real;
 mod real;
 mod sweep;
 mod vm;
@@ -109,8 +110,8 @@ fn main() -> ExitCode {
                 sets.extend(extra);
                 sets.extend(seed.map(|s| format!("seed={s}")));
                 sets.extend(features.iter().map(|f| feature_set(f)));
-                let _ = (machine, out);
-                real::run(&real, scenario, sets, json, quiet).map_err(|(code, m)| if code == 2 { Failure::Input(m) } else { Failure::Io(m) })
+                let _ = machine;
+                common::real_trace(&out, real.vm).and_then(|trace| real::run(&real, scenario, sets, json, quiet, trace).map_err(|(code, m)| if code == 2 { Failure::Input(m) } else { Failure::Io(m) }))
             }
             Ok(extra) => {
                 sets.extend(extra);

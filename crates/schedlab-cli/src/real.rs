@@ -60,7 +60,7 @@ pub fn simulate_like(s: &Scenario, file: &str, cpus: usize) -> Result<Results, R
 }
 
 /// The entry point of `run --real [--vm]`.
-pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathBuf>, quiet: bool) -> Result<(), RealFailure> {
+pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathBuf>, quiet: bool, trace: Option<real::TraceRequest>) -> Result<(), RealFailure> {
     let file = path.display().to_string();
     let scenario = load(&path, &sets)?;
     if args.vm {
@@ -71,7 +71,7 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
     if scenario.scheduler.kind == "ext" && guest_label.is_none() {
         return Err((2, format!("{file}: scheduler.kind is \"ext\": this host's kernel cannot load it here; add --vm to boot a sched_ext kernel under qemu, or --sched eevdf")));
     }
-    let mut opts = RealOptions { scheduler: guest_label.clone().unwrap_or_else(|| sched_label(&scenario)), ..Default::default() };
+    let mut opts = RealOptions { scheduler: guest_label.clone().unwrap_or_else(|| sched_label(&scenario)), trace, ..Default::default() };
     if guest_label.is_some() {
         // Emulated CPUs are slow to create threads.
         opts.setup_ns = 2_000_000_000;
@@ -89,6 +89,9 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
         Err(e @ (RealError::Input(_) | RealError::Privilege(_))) => return Err((2, e.to_string())),
         Err(e) => return Err((1, e.to_string())),
     };
+    for l in run.trace.iter().flat_map(|t| t.lines()).filter(|_| !quiet) {
+        eprintln!("schedlab: {l}");
+    }
     let nr = run.results.nr_cpus;
     emit(&run.results, json.as_deref(), quiet)?;
     if !quiet {

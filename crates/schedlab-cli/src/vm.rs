@@ -9,21 +9,28 @@ use std::process::Command;
 use std::time::Instant;
 
 use schedlab::scenario::Scenario;
+use schedlab::agreement::RealScx;
+use schedlab::sched::ext::ops::ExitKind;
 use serde_json::Value;
 
 use crate::real::{RealArgs, RealFailure};
 
-/// What the guest reported for one scheduler.
+/// What the guest reported for one entry: a scheduler it loaded, or the
+/// kernel's own fair class (`builtin`, nothing loaded).
 #[derive(Debug, Default)]
 pub struct GuestSched {
     pub name: String,
+    pub builtin: bool,
     /// /sys/kernel/sched_ext/state once loaded, and the ops name.
     pub state: String,
     pub ops: String,
+    /// The loader attached it (it may have been ejected before the state was read).
+    pub attached: bool,
     pub state_after_detach: String,
-    /// scx_exit_kind recorded by the scheduler's UEI, and the reason.
+    /// scx_exit_kind recorded by the scheduler's UEI, the reason and message.
     pub exit_kind: Option<i64>,
     pub exit_reason: String,
+    pub exit_msg: String,
     pub counters: Vec<(String, u64)>,
     pub loader: Vec<String>,
     pub summary: Vec<String>,
@@ -32,23 +39,32 @@ pub struct GuestSched {
 }
 
 impl GuestSched {
-    /// Loaded, every task ran to the end, and unregistered cleanly from user space.
-    pub fn problems(&self) -> Vec<String> {
+    /// The exit kind's kernel name ("UNREG"), or the code when unknown.
+    pub fn exit_name(&self) -> Option<String> {
+        self.exit_kind.map(|k| ExitKind::from_code(k).map_or(k.to_string(), |k| k.name().to_string()))
+    }
+
+    /// The sched_ext side for the real-vs-simulated checks.
+    pub fn real_scx(&self) -> Option<RealScx> {
+        (!self.builtin).then(|| RealScx {
+            name: self.name.clone(),
+            state: self.state.clone(),
+            ops: self.ops.clone(),
+            attached: self.attached,
+            state_after_detach: self.state_after_detach.clone(),
+            exit_kind: self.exit_name(),
+            exit_reason: self.exit_reason.clone(),
+            exit_msg: self.exit_msg.clone(),
+            counters: self.counters.iter().cloned().collect(),
+        })
+    }
+
+    /// The workload did not run to the end in the guest.
+    pub fn run_failures(&self) -> Vec<String> {
         let mut p = Vec::new();
-        if self.state != "enabled" {
-            p.push(format!("state was {:?}, not enabled", self.state));
-        }
-        if self.exit_kind != Some(SCX_EXIT_UNREG) {
-            p.push(format!("exit kind {} ({}), not a clean unregistration", self.exit_kind.map_or("none".into(), exit_kind_name), self.exit_reason));
-        }
         match &self.json {
             None => p.push("no results from the guest".into()),
             Some(v) => {
-                for t in v["tasks"].as_array().into_iter().flatten() {
-                    if t["runtime_ns"].as_u64().unwrap_or(0) == 0 {
-                        p.push(format!("task {} never ran", t["name"]));
-                    }
-                }
                 for w in v["workloads"].as_array().into_iter().flatten() {
                     if w["kind"] == "hackbench" && w["finished"] != true {
                         p.push(format!("workload {} did not finish", w["name"]));
@@ -64,24 +80,25 @@ impl GuestSched {
         }
         p
     }
-}
 
-/// SCX_EXIT_UNREG: "unregistered from user space".
-pub const SCX_EXIT_UNREG: i64 = 64;
-
-/// enum scx_exit_kind (kernel/sched/ext_internal.h).
-pub fn exit_kind_name(k: i64) -> String {
-    match k {
-        0 => "NONE".into(),
-        1 => "DONE".into(),
-        64 => "UNREG".into(),
-        65 => "UNREG_BPF".into(),
-        66 => "UNREG_KERN".into(),
-        67 => "SYSRQ".into(),
-        1024 => "ERROR".into(),
-        1025 => "ERROR_BPF".into(),
-        1026 => "ERROR_STALL".into(),
-        k => k.to_string(),
+    /// Loaded, every task ran to the end, and unregistered cleanly from user space.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if !self.builtin {
+            if self.state != "enabled" && !self.attached {
+                p.push(format!("state was {:?}, not enabled", self.state));
+            }
+            if self.exit_kind != Some(ExitKind::Unreg as i64) {
+                p.push(format!("exit kind {} ({}), not a clean unregistration", self.exit_name().unwrap_or("none".into()), self.exit_reason));
+            }
+        }
+        for t in self.json.as_ref().and_then(|v| v["tasks"].as_array()).into_iter().flatten() {
+            if t["runtime_ns"].as_u64().unwrap_or(0) == 0 {
+                p.push(format!("task {} never ran", t["name"]));
+            }
+        }
+        p.extend(self.run_failures());
+        p
     }
 }
 
@@ -137,11 +154,12 @@ pub fn parse_console(text: &str) -> Vec<GuestSched> {
         let rest = words.next().unwrap_or("");
         let field = |k: &str| rest.split_whitespace().find_map(|w| w.strip_prefix(k)).unwrap_or("").to_string();
         match tag {
-            "SCHEDLAB_SCHED_BEGIN" => out.push(GuestSched { name, ..Default::default() }),
+            "SCHEDLAB_SCHED_BEGIN" => out.push(GuestSched { name, builtin: rest.trim() == "builtin", ..Default::default() }),
             "SCHEDLAB_STATE" => {
                 if let Some(g) = out.last_mut() {
                     g.state = field("state=");
                     g.ops = field("ops=");
+                    g.attached = field("attached=") == "1";
                 }
                 in_run = true;
             }
@@ -161,7 +179,10 @@ pub fn parse_console(text: &str) -> Vec<GuestSched> {
                 if let Some(g) = out.last_mut() {
                     if let Some(e) = rest.strip_prefix("SCX_EXIT ") {
                         g.exit_kind = e.split_whitespace().find_map(|w| w.strip_prefix("kind=")).and_then(|k| k.parse().ok());
-                        g.exit_reason = e.split_once("reason=").map_or("", |x| x.1).split(" msg=").next().unwrap_or("").to_string();
+                        let reason = e.split_once("reason=").map_or("", |x| x.1);
+                        let (reason, msg) = reason.split_once(" msg=").unwrap_or((reason, ""));
+                        g.exit_reason = reason.to_string();
+                        g.exit_msg = msg.to_string();
                     } else if let Some(v) = rest.strip_prefix("SCX_VAR ") {
                         if let Some((k, n)) = v.split_once('=') {
                             g.counters.push((k.to_string(), n.trim().parse().unwrap_or(0)));
@@ -187,39 +208,83 @@ fn share_rows(real: &Value, sim: &schedlab::report::Results) -> String {
     let tasks: Vec<&Value> = real["tasks"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
     let total: u64 = tasks.iter().map(|t| t["runtime_ns"].as_u64().unwrap_or(0)).sum::<u64>().max(1);
     let sim_total: u64 = sim.tasks.iter().map(|t| t.runtime_ns).sum::<u64>().max(1);
-    let mut rows = vec![vec!["task".to_string(), "real share".into(), "sim share".into(), "real cpu".into(), "sim cpu".into()]];
+    let mut rows = vec![vec!["task".to_string(), "real share".into(), "sim share".into(), "real cpus".into(), "sim cpus".into()]];
     for (i, t) in tasks.iter().enumerate().take(32) {
         let s = sim.tasks.get(i);
         rows.push(vec![
             t["name"].as_str().unwrap_or("?").to_string(),
             format!("{:.1}%", t["runtime_ns"].as_u64().unwrap_or(0) as f64 * 100.0 / total as f64),
             s.map_or("-".into(), |s| format!("{:.1}%", s.runtime_ns as f64 * 100.0 / sim_total as f64)),
-            t["cpu"].to_string(),
-            s.map_or("-".into(), |s| s.cpu.to_string()),
+            t["ran_on"].as_str().unwrap_or("?").to_string(),
+            s.map_or("-".into(), |s| s.ran_on.clone()),
         ]);
     }
     schedlab::report::table(&rows)
 }
 
-pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Option<PathBuf>, quiet: bool) -> Result<(), RealFailure> {
-    let file = path.display().to_string();
-    let names: Vec<String> = s.scheduler.sched.as_deref().unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();
-    if s.scheduler.kind != "ext" || names.is_empty() {
-        return Err((2, "--vm: name the sched_ext scheduler(s) to load: --sched NAME[,NAME...] (shipped: simple, qmap, central, cpu0, flow) or a .bpf.c path".into()));
+/// One entry of a guest run: a sched_ext scheduler to load, or the kernel's
+/// own fair class (`source` None).
+pub struct GuestVariant {
+    /// Its name in the guest's reports (a word).
+    pub label: String,
+    pub source: Option<PathBuf>,
+}
+
+/// The variants of a `--sched A,B` list; "eevdf" is the guest kernel's fair class.
+pub fn guest_variants(names: &[String], file: &str) -> Result<Vec<GuestVariant>, RealFailure> {
+    let mut out: Vec<GuestVariant> = Vec::new();
+    for n in names {
+        let source = if n == "eevdf" { None } else { Some(schedlab::world::ext_source(n, file).map_err(|e| (2, format!("--sched {n}: {e}")))?) };
+        let mut label = label(n);
+        if out.iter().any(|v| v.label == label) {
+            label = format!("{label}-{}", out.len());
+        }
+        out.push(GuestVariant { label, source });
     }
+    Ok(out)
+}
+
+/// A finished guest run.
+pub struct Guest {
+    pub version: String,
+    pub cpus: usize,
+    /// Seconds from the guest kernel's start to our init.
+    pub up: String,
+    pub wall_s: f64,
+    pub scheds: Vec<GuestSched>,
+}
+
+impl Guest {
+    pub fn header(&self) -> String {
+        format!("guest: Linux {}, {} CPUs (qemu TCG), booted to init in {}s, {:.1}s in qemu for {} run(s)\n", self.version, self.cpus, self.up, self.wall_s, self.scheds.len())
+    }
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("SCHEDLAB_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+        std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")).join("schedlab")
+    })
+}
+
+/// The guest's CPU count: --vm-cpus, else the scenario's, at most 4.
+pub fn guest_cpus(vm_cpus: Option<usize>, s: &Scenario, file: &str) -> Result<usize, RealFailure> {
+    match vm_cpus {
+        Some(0) => Err((2, "--vm-cpus: at least 1".into())),
+        Some(n) => Ok(n),
+        None => schedlab::world::topology(s, file).map(|t| t.nr_cpus().min(4)).map_err(|e| (2, e.to_string())),
+    }
+}
+
+/// Boots the sched_ext kernel once and runs the scenario in it under each
+/// variant in turn: load (libbpf, the real verifier), run, detach, report.
+pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String], cpus: usize, quiet: bool) -> Result<Guest, RealFailure> {
     if let Some(why) = missing_tools() {
         return Err((1, format!("--vm cannot run here: {why}")));
     }
-    let cpus = match args.vm_cpus {
-        Some(n) => n,
-        None => schedlab::world::topology(s, &file).map(|t| t.nr_cpus().min(4)).map_err(|e| (2, e.to_string()))?,
-    };
     let prep = scx_vm(&["prepare"])?;
     let version = prep.lines().find_map(|l| l.strip_prefix("VERSION=")).unwrap_or("?").to_string();
     // Stage the guest: our own binary, the scenario and the BPF objects.
-    let cache = std::env::var_os("SCHEDLAB_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-        std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")).join("schedlab")
-    });
+    let cache = cache_dir();
     let guest = cache.join(format!("guest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&guest);
     std::fs::create_dir_all(guest.join("bin")).map_err(|e| (1, format!("{}: {e}", guest.display())))?;
@@ -240,52 +305,86 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
         }))
         .collect();
     let mut scheds = String::new();
-    for n in &names {
-        let src = schedlab::world::ext_source(n, &file).map_err(|e| (2, format!("--sched {n}: {e}")))?;
-        let obj = scx_vm(&["bpf", &src.display().to_string()])?;
-        let obj = obj.lines().last().unwrap_or("").trim().to_string();
-        let base = format!("{}.bpf.o", n.replace(['/', '.'], "_"));
-        std::fs::copy(&obj, guest.join(&base)).map_err(|e| (1, format!("{obj}: {e}")))?;
-        scheds.push_str(&format!("{} {base} {}\n", label(n), opts.join(" ")));
+    for v in variants {
+        match &v.source {
+            None => scheds.push_str(&format!("{} -\n", v.label)),
+            Some(src) => {
+                let obj = scx_vm(&["bpf", &src.display().to_string()])?;
+                let obj = obj.lines().last().unwrap_or("").trim().to_string();
+                let base = format!("{}.bpf.o", v.label);
+                std::fs::copy(&obj, guest.join(&base)).map_err(|e| (1, format!("{obj}: {e}")))?;
+                scheds.push_str(&format!("{} {base} {}\n", v.label, opts.join(" ")));
+            }
+        }
     }
     std::fs::write(guest.join("scheds"), scheds).map_err(io)?;
     let log = cache.join(format!("console-{}.log", std::process::id()));
     if !quiet {
-        eprintln!("schedlab: booting Linux {version} under qemu ({cpus} CPUs) for {}", names.join(", "));
+        eprintln!("schedlab: booting Linux {version} under qemu ({cpus} CPUs) for {}", variants.iter().map(|v| v.label.as_str()).collect::<Vec<_>>().join(", "));
     }
     let t0 = Instant::now();
     let booted = scx_vm(&["boot", &guest.display().to_string(), &cpus.to_string(), &log.display().to_string()]);
-    let wall = t0.elapsed().as_secs_f64();
+    let wall_s = t0.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&guest);
     let console = std::fs::read_to_string(&log).unwrap_or_default();
     // The last console stays in the cache for a look after a failure.
     let _ = std::fs::rename(&log, cache.join("last-console.log"));
     booted?;
     let up = console.lines().find_map(|l| l.split("SCHEDLAB_GUEST_UP ").nth(1)).and_then(|r| r.split_whitespace().next()).unwrap_or("?").to_string();
-    let results = parse_console(&console);
-    if results.is_empty() {
+    let scheds = parse_console(&console);
+    if scheds.is_empty() {
         let tail: Vec<&str> = console.lines().rev().take(30).collect();
         return Err((1, format!("the guest reported nothing; the end of its console:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"))));
     }
-    let mut failed = Vec::new();
+    Ok(Guest { version, cpus, up, wall_s, scheds })
+}
+
+/// What a guest entry printed: state, exit, counters, loader messages and
+/// the executor's own summary.
+pub fn describe(g: &GuestSched) -> String {
     let mut out = String::new();
-    out.push_str(&format!("guest: Linux {version}, {cpus} CPUs (qemu TCG), booted to init in {up}s, {wall:.1}s in qemu for {} scheduler(s)\n", results.len()));
-    for g in &results {
+    if g.builtin {
+        out.push_str(&format!("\n=== {} (the guest kernel's fair class, real) ===\n", g.name));
+    } else {
         out.push_str(&format!("\n=== sched_ext {} (real, in the guest) ===\n", g.name));
         out.push_str(&format!("state while loaded: {} (ops {}), after detach: {}\n", g.state, g.ops, g.state_after_detach));
-        out.push_str(&format!("exit: {} ({})\n", g.exit_kind.map_or("none".into(), exit_kind_name), g.exit_reason));
+        out.push_str(&format!("exit: {}\n", schedlab::compare::exit_text(&g.exit_name().unwrap_or("none".into()), &g.exit_reason, &g.exit_msg)));
         if !g.counters.is_empty() {
             out.push_str(&format!("scheduler counters: {}\n", g.counters.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")));
         }
-        for l in g.loader.iter().filter(|l| !l.starts_with("SCX_ATTACHED")).take(40) {
-            out.push_str(&format!("loader: {l}\n"));
-        }
-        for l in &g.summary {
-            out.push_str(l);
-            out.push('\n');
-        }
+    }
+    for l in g.loader.iter().filter(|l| !l.starts_with("SCX_ATTACHED")).take(40) {
+        out.push_str(&format!("loader: {l}\n"));
+    }
+    for l in &g.summary {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
+/// `run --real --vm`.
+pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Option<PathBuf>, quiet: bool) -> Result<(), RealFailure> {
+    let file = path.display().to_string();
+    let names: Vec<String> = s.scheduler.sched.as_deref().unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();
+    if s.scheduler.kind != "ext" || names.is_empty() {
+        return Err((2, "--vm: name the sched_ext scheduler(s) to load: --sched NAME[,NAME...] (shipped: simple, qmap, central, cpu0, flow) or a .bpf.c path".into()));
+    }
+    let variants = guest_variants(&names, &file)?;
+    let cpus = guest_cpus(args.vm_cpus, s, &file)?;
+    let guest = boot(path, s, &variants, sets, cpus, quiet)?;
+    let mut failed = Vec::new();
+    let mut out = guest.header();
+    for g in &guest.scheds {
+        out.push_str(&describe(g));
         let mut sim_s = s.clone();
-        sim_s.scheduler.sched = Some(names.iter().find(|n| label(n) == g.name).cloned().unwrap_or_else(|| g.name.clone()));
+        let name = variants.iter().position(|v| v.label == g.name).map_or(g.name.clone(), |i| names[i].clone());
+        if g.builtin {
+            sim_s.scheduler.kind = "eevdf".into();
+            sim_s.scheduler.sched = None;
+        } else {
+            sim_s.scheduler.sched = Some(name);
+        }
         match (crate::real::simulate_like(&sim_s, &file, cpus), &g.json) {
             (Ok(sim), Some(real)) => {
                 out.push_str(&format!("\n--- simulated ({} on {cpus} CPUs) ---\n", sim.scheduler));
@@ -304,13 +403,15 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
     }
     if let Some(j) = json {
         let all = Value::Array(
-            results
+            guest
+                .scheds
                 .iter()
                 .map(|g| {
                     serde_json::json!({
-                        "scheduler": g.name, "kernel": version, "state": g.state, "ops": g.ops,
-                        "state_after_detach": g.state_after_detach, "exit_kind": g.exit_kind.map(exit_kind_name),
-                        "exit_reason": g.exit_reason, "counters": g.counters.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                        "scheduler": g.name, "kernel": guest.version, "state": g.state, "ops": g.ops,
+                        "state_after_detach": g.state_after_detach, "exit_kind": g.exit_name(),
+                        "exit_reason": g.exit_reason, "exit_msg": g.exit_msg,
+                        "counters": g.counters.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
                         "results": g.json, "problems": g.problems(),
                     })
                 })
@@ -334,6 +435,7 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
 }
 
 /// A scheduler's name in the guest's reports.
-fn label(n: &str) -> String {
-    Path::new(n).file_name().map_or(n.to_string(), |f| f.to_string_lossy().trim_end_matches(".bpf.c").to_string())
+pub fn label(n: &str) -> String {
+    let base = Path::new(n).file_name().map_or(n.to_string(), |f| f.to_string_lossy().trim_end_matches(".bpf.c").to_string());
+    base.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }

@@ -52,38 +52,81 @@ fn every_shipped_scheduler_compiles_for_bpf() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `run --real --vm`: one scheduler, the guest's own report.
 #[test]
-fn every_shipped_scheduler_loads_runs_and_unregisters_in_the_vm() {
+fn run_real_vm_loads_runs_and_unregisters() {
     if let Some(why) = skip_reason() {
         eprintln!("skipped: {why}");
         return;
     }
     let scenario = format!("{}/tests/data/vm-mixed.toml", env!("CARGO_MANIFEST_DIR"));
-    let names = shipped().join(",");
-    let t0 = std::time::Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_schedlab")).args(["run", "--real", "--vm", &scenario, "--sched", &names, "--json", "-", "--quiet"]).output().expect("run schedlab");
+    let out = Command::new(env!("CARGO_BIN_EXE_schedlab")).args(["run", "--real", "--vm", &scenario, "--sched", "simple", "--json", "-", "--quiet"]).output().expect("run schedlab");
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    eprintln!("qemu run of {names}: {:.1}s", t0.elapsed().as_secs_f64());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
-    let all = v.as_array().expect("one entry per scheduler");
-    assert_eq!(all.len(), shipped().len(), "{v:#}");
-    for g in all {
-        let name = &g["scheduler"];
-        assert_eq!(g["state"], "enabled", "{name}: {g:#}");
-        assert_eq!(g["ops"], *name, "{name}: ops name");
-        assert_eq!(g["exit_kind"], "UNREG", "{name}: {g:#}");
-        assert_eq!(g["state_after_detach"], "disabled", "{name}");
-        assert_eq!(g["problems"].as_array().map(Vec::len), Some(0), "{name}: {:#}", g["problems"]);
-        let tasks = g["results"]["tasks"].as_array().expect("tasks");
-        for t in tasks {
-            assert!(t["runtime_ns"].as_u64().unwrap() > 0, "{name}: {} never ran", t["name"]);
-            // The hogs are pinned to CPU 0.
-            if t["workload"] == "hogs" {
-                assert_eq!(t["cpu"], 0, "{name}: {} left its CPU", t["name"]);
-            }
+    let g = &v.as_array().expect("one entry per scheduler")[0];
+    assert_eq!(g["state"], "enabled", "{g:#}");
+    assert_eq!(g["ops"], "simple");
+    assert_eq!(g["exit_kind"], "UNREG", "{g:#}");
+    assert_eq!(g["state_after_detach"], "disabled");
+    assert_eq!(g["problems"].as_array().map(Vec::len), Some(0), "{:#}", g["problems"]);
+    // The scheduler's own counters, read from its .bss after the detach.
+    assert!(g["counters"]["nr_dispatched"].as_u64().unwrap() > 0, "{:#}", g["counters"]);
+    for t in g["results"]["tasks"].as_array().expect("tasks") {
+        assert!(t["runtime_ns"].as_u64().unwrap() > 0, "{} never ran", t["name"]);
+        // The hogs are pinned to CPU 0, and only ever ran there.
+        if t["workload"] == "hogs" {
+            assert_eq!(t["ran_on"], "0", "{} left its CPU", t["name"]);
         }
-        let hb = g["results"]["workloads"].as_array().unwrap().iter().find(|w| w["kind"] == "hackbench").unwrap();
-        assert_eq!(hb["finished"], true, "{name}: hackbench did not finish");
     }
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `compare --real --vm`: the guest kernel's fair class, every shipped
+/// scheduler and one that fails on purpose, in one boot, each beside its
+/// simulation. Loading, every task running, affinity and the exit kind must
+/// agree for all; CPU shares for the fair class and the schedulers that
+/// share the pinned hogs' CPU plainly.
+#[test]
+fn compare_real_vm_agrees_with_the_simulation() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let scenario = format!("{}/tests/data/vm-mixed.toml", env!("CARGO_MANIFEST_DIR"));
+    let error = format!("{}/../schedlab/tests/schedulers/error.bpf.c", env!("CARGO_MANIFEST_DIR"));
+    let names = format!("eevdf,{},{error}", shipped().join(","));
+    let out_dir = std::env::temp_dir().join(format!("schedlab-vm-compare-{}", std::process::id()));
+    let t0 = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_schedlab"))
+        .args(["compare", &scenario, "--real", "--vm", "--sched", &names, "--out", out_dir.to_str().unwrap(), "--json", "-", "--quiet"])
+        .output()
+        .expect("run schedlab");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("qemu compare of {names}: {:.1}s", t0.elapsed().as_secs_f64());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    let all = v["real_vs_sim"].as_array().expect("checks per variant");
+    assert_eq!(all.len(), shipped().len() + 2, "{v:#}");
+    let check = |a: &serde_json::Value, what: &str| a["checks"].as_array().unwrap().iter().find(|c| c["what"] == what).cloned();
+    for a in all {
+        let variant = a["variant"].as_str().unwrap();
+        let plain = variant == "eevdf" || ["simple", "qmap", "central", "cpu0"].contains(&variant);
+        for what in ["tasks that ran", "affinity"] {
+            let c = check(a, what).unwrap_or_else(|| panic!("{variant}: no {what} check"));
+            assert_eq!(c["agree"], true, "{variant}: {c}");
+        }
+        if variant != "eevdf" {
+            let loaded = check(a, "loaded").expect("loaded");
+            assert_eq!(loaded["agree"], true, "{variant}: {loaded}");
+            let exit = check(a, "exit kind").expect("exit kind");
+            assert_eq!(exit["agree"], true, "{variant}: {exit}");
+            let want = if variant.ends_with("error.bpf.c") { "ERROR_BPF" } else { "UNREG" };
+            assert_eq!(exit["real"], want, "{variant}: {exit}");
+        }
+        if plain {
+            let c = check(a, "CPU shares").expect("shares");
+            assert_eq!(c["agree"], true, "{variant}: {c}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
 }

@@ -11,7 +11,7 @@
 #ifndef __SCHEDLAB_ABI_H__
 #define __SCHEDLAB_ABI_H__
 
-#define SCHEDLAB_ABI_VERSION 1
+#define SCHEDLAB_ABI_VERSION 2
 
 /* One `SEC(".maps")` definition. */
 struct schedlab_map_desc {
@@ -78,6 +78,9 @@ struct schedlab_module {
 	/* Filled by the runtime. */
 	/* Spin locks and RCU sections still held; resets them. Called after each op. */
 	u32 (*end_call)(void);
+	/* Writable scalar globals (.bss/.data), same layout as rodata. */
+	u32 nr_globals;
+	const struct schedlab_rodata_desc *globals;
 };
 
 /* Defined by the generated descriptor unit. */

@@ -55,49 +55,66 @@ pub struct RunSummary {
 
 impl RunSummary {
     pub fn from_results(label: &str, r: &Results) -> RunSummary {
-        let workloads = r
-            .workloads
-            .iter()
+        RunSummary::from_value(label, &serde_json::to_value(r).expect("results serialize"))
+    }
+
+    /// From a results document as JSON: a simulation's, or a real run's
+    /// (which has the same shape, e.g. written by a guest kernel's run).
+    pub fn from_value(label: &str, r: &serde_json::Value) -> RunSummary {
+        let u = |v: &serde_json::Value| v.as_u64();
+        let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+        let sim_time_ns = u(&r["sim_time_ns"]).unwrap_or(0);
+        let workloads = r["workloads"]
+            .as_array()
+            .into_iter()
+            .flatten()
             .map(|w| {
-                let span = w.makespan_ns.unwrap_or(r.sim_time_ns).max(1);
+                let lat = &w["latency"];
+                let makespan_ns = u(&w["makespan_ns"]);
+                let work = u(&w["work"]).unwrap_or(0);
+                let span = makespan_ns.unwrap_or(sim_time_ns).max(1);
                 WorkloadSummary {
-                    name: w.name.clone(),
-                    kind: w.kind.clone(),
-                    samples: w.latency.as_ref().map_or(0, |l| l.count),
-                    p50_ns: w.latency.as_ref().map(|l| l.p50_ns),
-                    p99_ns: w.latency.as_ref().map(|l| l.p99_ns),
-                    p999_ns: w.latency.as_ref().map(|l| l.p999_ns),
-                    max_ns: w.latency.as_ref().map(|l| l.max_ns),
-                    over: w.thresholds.iter().map(|t| (t.above_ns, t.count)).collect(),
-                    makespan_ns: w.makespan_ns,
-                    work: w.work,
-                    work_per_s: (w.work as u128 * 1_000_000_000 / span as u128) as u64,
-                    runtime_ns: w.runtime_ns,
+                    name: s(&w["name"]),
+                    kind: s(&w["kind"]),
+                    samples: u(&lat["count"]).unwrap_or(0),
+                    p50_ns: u(&lat["p50_ns"]),
+                    p99_ns: u(&lat["p99_ns"]),
+                    p999_ns: u(&lat["p999_ns"]),
+                    max_ns: u(&lat["max_ns"]),
+                    over: w["thresholds"].as_array().into_iter().flatten().map(|t| (u(&t["above_ns"]).unwrap_or(0), u(&t["count"]).unwrap_or(0))).collect(),
+                    makespan_ns,
+                    work,
+                    work_per_s: (work as u128 * 1_000_000_000 / span as u128) as u64,
+                    runtime_ns: u(&w["runtime_ns"]).unwrap_or(0),
                 }
             })
             .collect();
-        let sched_ext = r.sched_ext.as_ref().map(|x| ScxSummary {
-            name: x.name.clone(),
-            state: x.state.to_string(),
-            exit: x
-                .exit
-                .as_ref()
-                .map(|e| format!("{:?} ({}){}", e.kind, e.reason, if e.msg.is_empty() { String::new() } else { format!(": {}", e.msg) }))
-                .unwrap_or_default(),
-            overhead_ns: x.overhead_ns,
+        let sched_ext = r["sched_ext"].as_object().map(|x| {
+            let e = &x["exit"];
+            ScxSummary {
+                name: s(&x["name"]),
+                state: s(&x["state"]),
+                exit: if e.is_object() { exit_text(&s(&e["kind"]), &s(&e["reason"]), &s(&e["msg"])) } else { String::new() },
+                overhead_ns: u(&x["overhead_ns"]).unwrap_or(0),
+            }
         });
         RunSummary {
             label: label.to_string(),
-            scheduler: r.scheduler.clone(),
-            features_changed: r.features_changed.clone(),
-            seed: r.seed,
-            sim_time_ns: r.sim_time_ns,
-            events: r.events,
-            event_hash: r.event_hash.clone(),
+            scheduler: s(&r["scheduler"]),
+            features_changed: r["features_changed"].as_array().into_iter().flatten().map(s).collect(),
+            seed: u(&r["seed"]).unwrap_or(0),
+            sim_time_ns,
+            events: u(&r["events"]).unwrap_or(0),
+            event_hash: s(&r["event_hash"]),
             workloads,
             sched_ext,
         }
     }
+}
+
+/// "KIND (reason): message", as the comparison tables show an exit.
+pub fn exit_text(kind: &str, reason: &str, msg: &str) -> String {
+    format!("{kind} ({reason}){}", if msg.is_empty() { String::new() } else { format!(": {msg}") })
 }
 
 /// One CSV row of a comparison: a variant's numbers for one workload.
@@ -154,14 +171,16 @@ pub fn to_csv(runs: &[RunSummary]) -> String {
 }
 
 /// The comparison as JSON.
-pub fn to_json(scenario: &str, runs: &[RunSummary]) -> String {
+pub fn to_json(scenario: &str, runs: &[RunSummary], agreement: Option<&[crate::agreement::Agreement]>) -> String {
     #[derive(Serialize)]
     struct Doc<'a> {
         schedlab_version: &'static str,
         scenario: &'a str,
         variants: &'a [RunSummary],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        real_vs_sim: Option<&'a [crate::agreement::Agreement]>,
     }
-    serde_json::to_string_pretty(&Doc { schedlab_version: env!("CARGO_PKG_VERSION"), scenario, variants: runs }).expect("serialize") + "\n"
+    serde_json::to_string_pretty(&Doc { schedlab_version: env!("CARGO_PKG_VERSION"), scenario, variants: runs, real_vs_sim: agreement }).expect("serialize") + "\n"
 }
 
 /// A count with its share: "12 (0.31%)".

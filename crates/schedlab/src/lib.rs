@@ -1,6 +1,7 @@
 //! schedlab: a deterministic discrete-event simulator of the Linux CPU
 //! scheduler (EEVDF and RT classes, sched_ext to follow) on a modelled machine.
 
+pub mod agreement;
 pub mod compare;
 pub mod cost;
 pub mod cpumask;

@@ -76,6 +76,9 @@ pub struct TaskResult {
     pub cgroup: String,
     /// CPU the task was last on.
     pub cpu: u32,
+    /// Its CPU affinity at the end, and every CPU it ran on (cpulists).
+    pub cpus_allowed: String,
+    pub ran_on: String,
     pub policy: &'static str,
     pub nice: i32,
     pub prio: i32,
@@ -146,6 +149,9 @@ pub struct ScxResult {
     pub max_wait_while_disabling_ns: u64,
     /// Text the scheduler wrote from ops.dump*() on an error exit.
     pub dump: String,
+    /// The scheduler's own counters (its 8-byte integer .bss/.data
+    /// globals) at the end of the run or when it was unloaded.
+    pub counters: std::collections::BTreeMap<String, u64>,
 }
 
 impl ScxResult {
@@ -195,6 +201,12 @@ impl ScxResult {
             disable_done_ns: st.disable_done_at,
             max_wait_while_disabling_ns: st.max_wait_while_disabling_ns,
             dump: x.dump.clone(),
+            counters: match &x.ops {
+                Some(o) => o.counters(),
+                None => x.counters_at_exit.clone(),
+            }
+            .into_iter()
+            .collect(),
         })
     }
 }
@@ -285,6 +297,8 @@ impl Results {
                 tgid: t.tgid,
                 cgroup: t.cgroup.clone(),
                 cpu: t.cpu,
+                cpus_allowed: t.cpus_allowed.to_cpulist(),
+                ran_on: t.ran_on.to_cpulist(),
                 policy: t.policy.kernel_name(),
                 nice: t.nice,
                 prio: t.prio,

@@ -563,6 +563,9 @@ impl Sim {
     /// Return-from-interrupt on the local CPU: reschedule if asked to.
     fn finish_event(&mut self) {
         let cpu = self.this_cpu;
+        // Interrupts come back on before the reschedule check, and the kick
+        // irq_work runs: kicks of this CPU by itself take effect first.
+        self.scx_run_self_kicks();
         if self.rq(cpu).need_resched {
             self.schedule(cpu);
         }

@@ -282,6 +282,8 @@ pub struct Task {
     pub class: ClassId,
     pub cpus_allowed: CpuMask,
     pub nr_cpus_allowed: u32,
+    /// Every CPU the task has run on (results: affinity checks).
+    pub ran_on: CpuMask,
     pub state: TaskState,
     /// task_cpu(p): the runqueue the task belongs to.
     pub cpu: Cpu,

@@ -317,6 +317,7 @@ mod fields {
     pub const EVENT_TIMESTAMP: u32 = 1;
     pub const EVENT_PID: u32 = 2;
     pub const EVENT_SCHED_SWITCH: u32 = 4;
+    pub const EVENT_SCHED_WAKEUP: u32 = 17;
     pub const EVENT_SCHED_WAKING: u32 = 20;
     pub const EVENT_SCHED_WAKEUP_NEW: u32 = 114;
     /// sched.proto: SchedSwitchFtraceEvent.
@@ -327,7 +328,8 @@ mod fields {
     pub const SWITCH_NEXT_COMM: u32 = 5;
     pub const SWITCH_NEXT_PID: u32 = 6;
     pub const SWITCH_NEXT_PRIO: u32 = 7;
-    /// sched.proto: SchedWakingFtraceEvent and SchedWakeupNewFtraceEvent.
+    /// sched.proto: SchedWakingFtraceEvent, SchedWakeupFtraceEvent and
+    /// SchedWakeupNewFtraceEvent (one layout).
     pub const WAKE_COMM: u32 = 1;
     pub const WAKE_PID: u32 = 2;
     pub const WAKE_PRIO: u32 = 3;
@@ -352,20 +354,57 @@ pub fn trace_pid(p: Option<TaskId>) -> i64 {
 /// Events per bundle before it is written out.
 const BUNDLE_EVENTS: usize = 1024;
 
+/// A thread as an event names it: pid (0 is the CPU's idle task), comm and
+/// kernel priority.
+#[derive(Clone, Copy, Debug)]
+pub struct Who<'a> {
+    pub pid: i64,
+    pub comm: &'a str,
+    pub prio: i64,
+}
+
+/// A thread as the process tree names it, with its process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadInfo {
+    pub tid: i64,
+    pub name: String,
+    pub tgid: i64,
+    /// The process's name (its cmdline in the trace).
+    pub process: String,
+    /// The parent process, when known.
+    pub ppid: Option<i64>,
+}
+
+/// The wakeup tracepoints a trace can hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeKind {
+    /// sched_waking, from the waker's CPU.
+    Waking,
+    /// sched_wakeup, where the task was made runnable.
+    Wakeup,
+    /// sched_wakeup_new, for a new task.
+    WakeupNew,
+}
+
 /// Writes a Perfetto protobuf trace as the run goes: per-CPU
-/// `FtraceEventBundle`s of sched_switch / sched_waking / sched_wakeup_new,
-/// and `ProcessTree` packets naming every thread and process that appears.
-/// Memory stays bounded: at most [`BUNDLE_EVENTS`] events per CPU are
-/// buffered.
+/// `FtraceEventBundle`s of sched_switch / sched_waking / sched_wakeup /
+/// sched_wakeup_new, and `ProcessTree` packets naming every thread and
+/// process that appears. Memory stays bounded: at most [`BUNDLE_EVENTS`]
+/// events per CPU are buffered.
+///
+/// A simulation feeds it as a [`TraceSink`]; real mode's kernel trace
+/// (`real::tracefs`) calls [`PerfettoWriter::switch`], [`PerfettoWriter::wake`]
+/// and [`PerfettoWriter::describe`] with the kernel's pids directly.
 pub struct PerfettoWriter {
     out: Box<dyn Write>,
     /// Only events in [start, end) are written.
     window: (Ns, Ns),
     bufs: Vec<(Vec<u8>, usize)>,
-    /// Which pids the process tree already names.
-    described: Vec<bool>,
-    /// Tasks whose pid is in buffered events but not yet described.
-    pending: Vec<TaskId>,
+    /// Which pids and processes the process tree already names.
+    described: std::collections::BTreeSet<i64>,
+    processes: std::collections::BTreeSet<i64>,
+    /// Threads named since the last ProcessTree packet.
+    pending: Vec<ThreadInfo>,
     /// Process leaders (lowest task id) by tgid, filled as tasks appear.
     leaders: std::collections::BTreeMap<u32, TaskId>,
     scanned: usize,
@@ -379,7 +418,8 @@ impl PerfettoWriter {
             out,
             window: window.unwrap_or((0, Ns::MAX)),
             bufs: vec![(Vec::new(), 0); nr_cpus],
-            described: Vec::new(),
+            described: Default::default(),
+            processes: Default::default(),
             pending: Vec::new(),
             leaders: Default::default(),
             scanned: 0,
@@ -394,17 +434,87 @@ impl PerfettoWriter {
         Ok(Self::new(Box::new(std::io::BufWriter::with_capacity(1 << 16, f)), nr_cpus, window))
     }
 
-    fn note(&mut self, p: Option<TaskId>) {
-        if let Some(p) = p {
-            let i = p as usize;
-            if self.described.len() <= i {
-                self.described.resize(i + 1, false);
-            }
-            if !self.described[i] {
-                self.described[i] = true;
-                self.pending.push(p);
-            }
+    /// Whether an event at `ts` is kept (`--trace-window`).
+    pub fn in_window(&self, ts: Ns) -> bool {
+        ts >= self.window.0 && ts < self.window.1
+    }
+
+    /// Whether the process tree names `pid` already (or will, in the next packet).
+    pub fn is_described(&self, pid: i64) -> bool {
+        pid == 0 || self.described.contains(&pid)
+    }
+
+    /// Names a thread and its process in the next ProcessTree packet, once per pid.
+    pub fn describe(&mut self, t: ThreadInfo) {
+        if t.tid != 0 && self.described.insert(t.tid) {
+            self.pending.push(t);
         }
+    }
+
+    /// sched_switch on `cpu`: `prev` leaves in `prev_state` (the kernel's
+    /// TASK_REPORT bits), `next` runs. The event's pid is `prev`'s.
+    pub fn switch(&mut self, ts: Ns, cpu: usize, prev: Who, prev_state: i64, next: Who) {
+        if !self.in_window(ts) {
+            return;
+        }
+        let mut body = Vec::with_capacity(64);
+        pb::bytes(&mut body, fields::SWITCH_PREV_COMM, prev.comm.as_bytes());
+        pb::int(&mut body, fields::SWITCH_PREV_PID, prev.pid);
+        pb::int(&mut body, fields::SWITCH_PREV_PRIO, prev.prio);
+        pb::int(&mut body, fields::SWITCH_PREV_STATE, prev_state);
+        pb::bytes(&mut body, fields::SWITCH_NEXT_COMM, next.comm.as_bytes());
+        pb::int(&mut body, fields::SWITCH_NEXT_PID, next.pid);
+        pb::int(&mut body, fields::SWITCH_NEXT_PRIO, next.prio);
+        self.push(ts, cpu, prev.pid, fields::EVENT_SCHED_SWITCH, &body);
+    }
+
+    /// A wakeup tracepoint on `cpu`, run by `waker_pid`, for `task`.
+    pub fn wake(&mut self, ts: Ns, cpu: usize, waker_pid: i64, kind: WakeKind, task: Who, target_cpu: i64) {
+        if !self.in_window(ts) {
+            return;
+        }
+        let mut body = Vec::with_capacity(48);
+        pb::bytes(&mut body, fields::WAKE_COMM, task.comm.as_bytes());
+        pb::int(&mut body, fields::WAKE_PID, task.pid);
+        pb::int(&mut body, fields::WAKE_PRIO, task.prio);
+        pb::int(&mut body, fields::WAKE_SUCCESS, 1);
+        pb::int(&mut body, fields::WAKE_TARGET_CPU, target_cpu);
+        let field = match kind {
+            WakeKind::Waking => fields::EVENT_SCHED_WAKING,
+            WakeKind::Wakeup => fields::EVENT_SCHED_WAKEUP,
+            WakeKind::WakeupNew => fields::EVENT_SCHED_WAKEUP_NEW,
+        };
+        self.push(ts, cpu, waker_pid, field, &body);
+    }
+
+    fn push(&mut self, ts: Ns, cpu: usize, pid: i64, field: u32, body: &[u8]) {
+        if self.bufs.len() <= cpu {
+            self.bufs.resize(cpu + 1, (Vec::new(), 0));
+        }
+        let buf = &mut self.bufs[cpu];
+        let mut e = Vec::with_capacity(body.len() + 16);
+        pb::uint(&mut e, fields::EVENT_TIMESTAMP, ts);
+        pb::uint(&mut e, fields::EVENT_PID, pid as u64);
+        pb::bytes(&mut e, field, body);
+        pb::bytes(&mut buf.0, fields::BUNDLE_EVENT, &e);
+        buf.1 += 1;
+        self.events_written += 1;
+        if buf.1 >= BUNDLE_EVENTS {
+            self.flush_cpu(cpu, ts);
+        }
+    }
+
+    /// Writes out everything buffered; `end` stamps the last process tree.
+    pub fn finish_at(&mut self, end: Ns) -> std::io::Result<()> {
+        for c in 0..self.bufs.len() {
+            self.flush_cpu(c, end.min(self.window.1));
+        }
+        // Threads described but in no event of the window still get named.
+        self.describe_pending(end.min(self.window.1));
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()
     }
 
     fn write_packet(&mut self, packet: &[u8]) {
@@ -419,38 +529,34 @@ impl PerfettoWriter {
         }
     }
 
-    /// A ProcessTree packet for the tasks seen since the last one.
-    fn describe_pending(&mut self, ts: Ns, tasks: &[Task]) {
+    /// A ProcessTree packet for the threads named since the last one.
+    fn describe_pending(&mut self, ts: Ns) {
         if self.pending.is_empty() {
             return;
         }
-        for (i, t) in tasks.iter().enumerate().skip(self.scanned) {
-            self.leaders.entry(t.tgid).or_insert(i as TaskId);
-        }
-        self.scanned = tasks.len();
         let mut tree = Vec::new();
-        let mut procs: Vec<TaskId> = Vec::new();
-        for &p in &self.pending {
-            let t = &tasks[p as usize];
-            let leader = self.leaders[&t.tgid];
+        let mut procs: Vec<(i64, &str, Option<i64>)> = Vec::new();
+        for t in &self.pending {
             let mut th = Vec::new();
-            pb::int(&mut th, fields::THREAD_TID, trace_pid(Some(p)));
+            pb::int(&mut th, fields::THREAD_TID, t.tid);
             pb::bytes(&mut th, fields::THREAD_NAME, t.name.as_bytes());
-            pb::int(&mut th, fields::THREAD_TGID, trace_pid(Some(leader)));
+            pb::int(&mut th, fields::THREAD_TGID, t.tgid);
             pb::bytes(&mut tree, fields::TREE_THREADS, &th);
-            if !procs.contains(&leader) {
-                procs.push(leader);
+            if !self.processes.contains(&t.tgid) && !procs.iter().any(|p| p.0 == t.tgid) {
+                procs.push((t.tgid, &t.process, t.ppid));
             }
         }
-        self.pending.clear();
-        for leader in procs {
-            let t = &tasks[leader as usize];
+        for (pid, name, ppid) in procs {
             let mut pr = Vec::new();
-            pb::int(&mut pr, fields::PROCESS_PID, trace_pid(Some(leader)));
-            pb::int(&mut pr, fields::PROCESS_PPID, 1);
-            pb::bytes(&mut pr, fields::PROCESS_CMDLINE, t.name.as_bytes());
+            pb::int(&mut pr, fields::PROCESS_PID, pid);
+            if let Some(pp) = ppid {
+                pb::int(&mut pr, fields::PROCESS_PPID, pp);
+            }
+            pb::bytes(&mut pr, fields::PROCESS_CMDLINE, name.as_bytes());
             pb::bytes(&mut tree, fields::TREE_PROCESSES, &pr);
+            self.processes.insert(pid);
         }
+        self.pending.clear();
         let mut packet = Vec::new();
         pb::uint(&mut packet, fields::PACKET_TIMESTAMP, ts);
         pb::bytes(&mut packet, fields::PACKET_PROCESS_TREE, &tree);
@@ -458,11 +564,11 @@ impl PerfettoWriter {
         self.write_packet(&packet);
     }
 
-    fn flush_cpu(&mut self, cpu: usize, ts: Ns, tasks: &[Task]) {
+    fn flush_cpu(&mut self, cpu: usize, ts: Ns) {
         if self.bufs[cpu].1 == 0 {
             return;
         }
-        self.describe_pending(ts, tasks);
+        self.describe_pending(ts);
         let (events, _) = std::mem::take(&mut self.bufs[cpu]);
         let mut bundle = Vec::with_capacity(events.len() + 8);
         pb::uint(&mut bundle, fields::BUNDLE_CPU, cpu as u64);
@@ -472,71 +578,54 @@ impl PerfettoWriter {
         pb::uint(&mut packet, fields::PACKET_SEQUENCE_ID, 1);
         self.write_packet(&packet);
     }
-}
 
-fn comm(tasks: &[Task], p: Option<TaskId>, cpu: Cpu) -> String {
-    match p {
-        Some(p) => tasks[p as usize].name.clone(),
-        None => format!("swapper/{cpu}"),
+    /// Names a simulated task (thread pid = task id + 1, process = its
+    /// leader, the lowest task id of its tgid).
+    fn describe_task(&mut self, p: Option<TaskId>, tasks: &[Task]) {
+        let Some(p) = p else { return };
+        if self.is_described(trace_pid(Some(p))) {
+            return;
+        }
+        for (i, t) in tasks.iter().enumerate().skip(self.scanned) {
+            self.leaders.entry(t.tgid).or_insert(i as TaskId);
+        }
+        self.scanned = tasks.len();
+        let t = &tasks[p as usize];
+        let leader = self.leaders[&t.tgid];
+        self.describe(ThreadInfo { tid: trace_pid(Some(p)), name: t.name.clone(), tgid: trace_pid(Some(leader)), process: tasks[leader as usize].name.clone(), ppid: Some(1) });
     }
 }
 
-fn prio(tasks: &[Task], p: Option<TaskId>) -> i64 {
-    p.map_or(120, |p| tasks[p as usize].prio as i64)
+fn who<'a>(tasks: &'a [Task], p: Option<TaskId>, idle: &'a str) -> Who<'a> {
+    match p {
+        Some(p) => Who { pid: trace_pid(Some(p)), comm: &tasks[p as usize].name, prio: tasks[p as usize].prio as i64 },
+        None => Who { pid: 0, comm: idle, prio: 120 },
+    }
 }
 
 impl TraceSink for PerfettoWriter {
     fn event(&mut self, ts: Ns, ev: &TraceEvent, tasks: &[Task]) {
-        if ts < self.window.0 || ts >= self.window.1 {
+        if !self.in_window(ts) {
             return;
         }
         let cpu = ev.cpu();
-        let mut body = Vec::with_capacity(64);
-        let (waker, field) = match *ev {
+        match *ev {
             TraceEvent::Switch { cpu, prev, prev_state, next } => {
-                self.note(prev);
-                self.note(next);
-                pb::bytes(&mut body, fields::SWITCH_PREV_COMM, comm(tasks, prev, cpu).as_bytes());
-                pb::int(&mut body, fields::SWITCH_PREV_PID, trace_pid(prev));
-                pb::int(&mut body, fields::SWITCH_PREV_PRIO, prio(tasks, prev));
-                pb::int(&mut body, fields::SWITCH_PREV_STATE, prev_state.kernel_bits());
-                pb::bytes(&mut body, fields::SWITCH_NEXT_COMM, comm(tasks, next, cpu).as_bytes());
-                pb::int(&mut body, fields::SWITCH_NEXT_PID, trace_pid(next));
-                pb::int(&mut body, fields::SWITCH_NEXT_PRIO, prio(tasks, next));
-                (prev, fields::EVENT_SCHED_SWITCH)
+                self.describe_task(prev, tasks);
+                self.describe_task(next, tasks);
+                let idle = if prev.is_none() || next.is_none() { format!("swapper/{cpu}") } else { String::new() };
+                self.switch(ts, cpu as usize, who(tasks, prev, &idle), prev_state.kernel_bits(), who(tasks, next, &idle));
             }
             TraceEvent::Waking { waker, task, target_cpu, .. } | TraceEvent::WakeupNew { waker, task, target_cpu, .. } => {
-                self.note(waker);
-                self.note(Some(task));
-                pb::bytes(&mut body, fields::WAKE_COMM, comm(tasks, Some(task), cpu).as_bytes());
-                pb::int(&mut body, fields::WAKE_PID, trace_pid(Some(task)));
-                pb::int(&mut body, fields::WAKE_PRIO, prio(tasks, Some(task)));
-                pb::int(&mut body, fields::WAKE_SUCCESS, 1);
-                pb::int(&mut body, fields::WAKE_TARGET_CPU, target_cpu as i64);
-                let f = if matches!(ev, TraceEvent::Waking { .. }) { fields::EVENT_SCHED_WAKING } else { fields::EVENT_SCHED_WAKEUP_NEW };
-                (waker, f)
+                self.describe_task(waker, tasks);
+                self.describe_task(Some(task), tasks);
+                let kind = if matches!(ev, TraceEvent::Waking { .. }) { WakeKind::Waking } else { WakeKind::WakeupNew };
+                self.wake(ts, cpu as usize, trace_pid(waker), kind, who(tasks, Some(task), ""), target_cpu as i64);
             }
-        };
-        let buf = &mut self.bufs[cpu as usize];
-        let mut e = Vec::with_capacity(body.len() + 16);
-        pb::uint(&mut e, fields::EVENT_TIMESTAMP, ts);
-        pb::uint(&mut e, fields::EVENT_PID, trace_pid(waker) as u64);
-        pb::bytes(&mut e, field, &body);
-        pb::bytes(&mut buf.0, fields::BUNDLE_EVENT, &e);
-        buf.1 += 1;
-        self.events_written += 1;
-        if buf.1 >= BUNDLE_EVENTS {
-            self.flush_cpu(cpu as usize, ts, tasks);
         }
     }
 
-    fn finish(&mut self, end: Ns, tasks: &[Task]) -> std::io::Result<()> {
-        for c in 0..self.bufs.len() {
-            self.flush_cpu(c, end.min(self.window.1), tasks);
-        }
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        self.out.flush()
+    fn finish(&mut self, end: Ns, _tasks: &[Task]) -> std::io::Result<()> {
+        self.finish_at(end)
     }
 }

@@ -42,6 +42,7 @@ pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i3
         prio: 0,
         class: crate::task::ClassId::Fair,
         nr_cpus_allowed: allowed.weight() as u32,
+        ran_on: CpuMask::new(allowed.nr_bits()),
         cpus_allowed: allowed,
         state: TaskState::New,
         cpu: 0,

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::shm::Counters;
+use super::shm::{Counters, Slot};
 use super::{sys, Plan, RealObj};
 use crate::sim::draw_dist;
 use crate::task::{Op, Policy};
@@ -44,9 +44,13 @@ pub fn calibrate_spin() -> u64 {
 
 /// Burns `ns` of this thread's CPU time (not wall time: preemption does not
 /// count, as in the simulator's `Run`). False when the deadline came first.
-fn busy(ns: u64, spin_per_us: u64, deadline: u64) -> bool {
+/// Between chunks it notes the CPU it is on in `seen` (affinity checks).
+fn busy(ns: u64, spin_per_us: u64, deadline: u64, seen: Option<&Slot>) -> bool {
     let target = sys::thread_cpu_ns() + ns;
     loop {
+        if let Some(s) = seen {
+            s.saw_cpu(sys::current_cpu());
+        }
         let now_cpu = sys::thread_cpu_ns();
         if now_cpu >= target {
             return true;
@@ -135,6 +139,7 @@ enum Step {
 fn run_task(plan: &Plan, i: usize) {
     let tp = &plan.tasks[i];
     let slot = plan.shm.task(i);
+    slot.set_tid(sys::gettid());
     sys::set_thread_name(&tp.name);
     if let Err(e) = sys::sched_setaffinity(0, &tp.cpus) {
         slot.set_error(2, e.raw_os_error().unwrap_or(0));
@@ -173,10 +178,14 @@ fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng
     }
     let Some(op) = plan.programs[cur.prog].ops.get(cur.pc) else { return Step::Exit };
     cur.pc += 1;
+    let slot = task.map(|t| plan.shm.task(t));
+    if let Some(s) = &slot {
+        s.saw_cpu(sys::current_cpu());
+    }
     match op {
         Op::Run(d) => {
             let ns = draw_dist(rng, d);
-            if !busy(ns, plan.spin_per_us, deadline) {
+            if !busy(ns, plan.spin_per_us, deadline, slot.as_ref()) {
                 return Step::Stop;
             }
         }

@@ -21,6 +21,7 @@
 mod exec;
 mod shm;
 pub mod sys;
+mod tracefs;
 
 use std::sync::Arc;
 
@@ -31,6 +32,7 @@ use crate::task::{Op, Policy};
 use crate::time::fmt_ns;
 
 pub use exec::calibrate_spin;
+pub use tracefs::{TraceRequest, TraceStats};
 
 /// Why a real run could not be done.
 #[derive(Debug, thiserror::Error)]
@@ -56,11 +58,13 @@ pub struct RealOptions {
     pub grace_ns: u64,
     /// A label for the kernel's scheduler, e.g. "eevdf" or "ext:simple".
     pub scheduler: String,
+    /// Record the kernel's scheduler trace through tracefs into a Perfetto file.
+    pub trace: Option<TraceRequest>,
 }
 
 impl Default for RealOptions {
     fn default() -> Self {
-        RealOptions { setup_ns: 300_000_000, grace_ns: 3_000_000_000, scheduler: "eevdf".into() }
+        RealOptions { setup_ns: 300_000_000, grace_ns: 3_000_000_000, scheduler: "eevdf".into(), trace: None }
     }
 }
 
@@ -73,6 +77,8 @@ pub struct RealRun {
     pub wall_ns: u64,
     /// Things the reader should know (late starts, failed attribute changes).
     pub notes: Vec<String>,
+    /// What `--trace` recorded.
+    pub trace: Option<TraceStats>,
 }
 
 impl RealRun {
@@ -160,19 +166,42 @@ pub fn run(scenario: &Scenario, file: &str, opts: &RealOptions) -> Result<RealRu
     preflight(&sim)?;
     let spin_per_us = calibrate_spin();
     let mut plan = make_plan(&sim, &s, cpu_map.clone(), spin_per_us)?;
+    sys::catch_interrupts();
+    // The kernel trace is set up, or refused, before anything starts.
+    let mut ktrace = match opts.trace.as_ref().map(|t| tracefs::Recording::open(t, s.duration.0, cpu_map.len())).transpose() {
+        Ok(k) => k,
+        Err(e) => {
+            sys::clear_interrupts();
+            return Err(e);
+        }
+    };
     let stat_before = proc_stat();
     let now = sys::now_ns();
     plan.start_ns = now + opts.setup_ns + 2_000_000 * sim.tasks.len() as u64;
     plan.deadline_ns = plan.start_ns + s.duration.0;
     let plan = Arc::new(plan);
-    sys::catch_interrupts();
+    if let Some(k) = &mut ktrace {
+        k.arm(plan.start_ns, plan.deadline_ns + 100_000_000);
+    }
     let outcome = spawn_and_wait(&plan, plan.deadline_ns + opts.grace_ns);
-    sys::clear_interrupts();
+    if let Some(k) = &mut ktrace {
+        k.stop();
+    }
     let stat_after = proc_stat();
     close_objs(&plan);
+    // Converted while SIGINT/SIGTERM only set the flag, so the ftrace
+    // instance is removed whatever happens (dropping it removes it).
+    let trace = match (ktrace, &outcome) {
+        (Some(k), Ok(())) => Some(k.finish(&sim.tasks, &plan)),
+        _ => None,
+    };
+    sys::clear_interrupts();
     outcome?;
+    let trace = trace.transpose()?;
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_else(|_| "?".into());
-    Ok(collect(sim, &s, file, &plan, &opts.scheduler, kernel, stat_before, stat_after))
+    let mut run = collect(sim, &s, file, &plan, &opts.scheduler, kernel, stat_before, stat_after);
+    run.trace = trace;
+    Ok(run)
 }
 
 /// Refuses what this process may not do, with the fix, before anything starts.
@@ -346,6 +375,7 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
     let mut end = plan.start_ns;
     let mut late = 0;
     let mut failed: Vec<String> = Vec::new();
+    let mut escaped: Vec<String> = Vec::new();
     for (i, tp) in plan.tasks.iter().enumerate() {
         let st = plan.shm.task(i);
         let t = &mut sim.tasks[i];
@@ -357,6 +387,17 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
         t.stats.wakeups = st.wakeups();
         t.stats.work = st.work();
         t.cpu = plan.cpu_map.iter().position(|&c| c as u32 == st.last_cpu()).unwrap_or(0) as u32;
+        // Host CPU ids back to the scenario's. A CPU outside the map means
+        // the task escaped its affinity onto a CPU the run does not use.
+        let nr = t.ran_on.nr_bits();
+        t.ran_on = crate::cpumask::CpuMask::new(nr);
+        for c in st.cpus_seen() {
+            if let Some(i) = plan.cpu_map.iter().position(|&m| m == c) {
+                t.ran_on.set(i);
+            } else {
+                escaped.push(format!("{} ran on host CPU {c}, outside the run's CPUs", tp.name));
+            }
+        }
         let m = &mut sim.metrics[tp.workload];
         m.work += st.work();
         if let Some(x) = st.exited_ns() {
@@ -376,6 +417,9 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
         if !st.finished() {
             failed.push(format!("{}: did not reach the end of the run (killed)", tp.name));
         }
+    }
+    if !escaped.is_empty() {
+        notes.push(escaped.join("; "));
     }
     if late > 0 {
         notes.push(format!("{late} tasks started more than 1ms after the common start: raise the setup time"));
@@ -409,7 +453,7 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
             CpuResult { cpu: i as u32, busy_ns: busy, util_ppm: if wall == 0 { 0 } else { (busy as u128 * 1_000_000 / wall as u128).min(1_000_000) as u64 }, switches: 0, ipis: 0, migrations_in: 0 }
         })
         .collect();
-    RealRun { results, kernel, wall_ns: wall, notes }
+    RealRun { results, kernel, wall_ns: wall, notes, trace: None }
 }
 
 fn cpulist(cpus: &[usize]) -> String {

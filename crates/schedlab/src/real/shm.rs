@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use super::sys;
 
-const SLOT_WORDS: usize = 16;
+const SLOT_WORDS: usize = 24;
 const RUNTIME: usize = 0;
 const WAIT: usize = 1;
 const SWITCHES: usize = 2;
@@ -24,6 +24,11 @@ const LAST_CPU: usize = 10;
 const ERROR: usize = 11;
 const FINISHED: usize = 12;
 const NSAMPLES: usize = 13;
+/// The task's thread id (gettid), for mapping a kernel trace.
+const TID: usize = 14;
+/// Bitmap of the CPUs the task saw itself on (sched_getcpu), 512 CPUs.
+const RAN_ON: usize = 16;
+pub(crate) const RAN_ON_CPUS: usize = 512;
 
 pub(crate) struct Shm {
     base: *mut u8,
@@ -201,6 +206,26 @@ impl Slot<'_> {
     }
     pub fn started_late_ns(&self) -> u64 {
         self.0[LATE].load(Relaxed)
+    }
+    /// Notes that the task is running on `cpu` now.
+    pub fn saw_cpu(&self, cpu: u32) {
+        let c = (cpu as usize).min(RAN_ON_CPUS - 1);
+        let w = &self.0[RAN_ON + c / 64];
+        let bit = 1u64 << (c % 64);
+        if w.load(Relaxed) & bit == 0 {
+            w.fetch_or(bit, Relaxed);
+        }
+    }
+    /// The CPUs the task saw itself on, ascending.
+    pub fn cpus_seen(&self) -> Vec<usize> {
+        (0..RAN_ON_CPUS).filter(|&c| self.0[RAN_ON + c / 64].load(Relaxed) & (1 << (c % 64)) != 0).collect()
+    }
+    pub fn set_tid(&self, tid: i32) {
+        self.0[TID].store(tid as u32 as u64, Relaxed);
+    }
+    /// The task's thread id; 0 until its thread started.
+    pub fn tid(&self) -> i32 {
+        self.0[TID].load(Relaxed) as u32 as i32
     }
     pub fn last_cpu(&self) -> u32 {
         self.0[LAST_CPU].load(Relaxed) as u32

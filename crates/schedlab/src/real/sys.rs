@@ -313,6 +313,21 @@ pub fn allowed_cpus() -> Vec<usize> {
     (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
 }
 
+/// mount -t tracefs nodev `at`.
+pub fn mount_tracefs(at: &std::path::Path) -> io::Result<()> {
+    let at = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call; no mount data.
+    let r = unsafe { libc::mount(c"nodev".as_ptr(), at.as_ptr(), c"tracefs".as_ptr(), 0, std::ptr::null()) };
+    check(r as libc::c_long).map(|_| ())
+}
+
+/// umount `at` (fails with EBUSY while it is in use).
+pub fn umount(at: &std::path::Path) -> io::Result<()> {
+    let at = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a NUL-terminated path that outlives the call.
+    check(unsafe { libc::umount(at.as_ptr()) } as libc::c_long).map(|_| ())
+}
+
 /// USER_HZ, the unit of /proc/stat.
 pub fn clock_ticks() -> u64 {
     // SAFETY: plain sysconf.

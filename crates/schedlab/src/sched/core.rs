@@ -375,6 +375,7 @@ impl Sim {
         }
         let tgid = self.task(n).tgid;
         self.rq_mut(cpu).last_tgid = Some(tgid);
+        self.task_mut(n).ran_on.set(cpu as usize);
         {
             let rq = self.rq_mut(cpu);
             rq.curr = Some(n);

@@ -40,16 +40,26 @@ impl Sim {
         // task directly, so an RT task that returns to fair with another nice
         // carries a lag in the old scale. We always rescale, so that a saved
         // lag keeps its meaning in service time (the lag bound holds).
+        //
+        // A task in sched_ext is reweighted by reweight_task_scx(), which
+        // sets only p->scx.weight: se.load keeps the weight it had, and the
+        // task takes that stale weight back to the fair class if the BPF
+        // scheduler is unloaded (seen on 7.3 by `compare --real --vm`).
+        let in_ext = old_class == ClassId::Ext;
         let new_weight = LoadWeight::for_nice(nice, policy);
-        if new_weight != self.task(p).se.load {
+        if !in_ext && new_weight != self.task(p).se.load {
             self.reweight_dequeued_fair(p, new_weight);
         }
         {
             let t = self.task_mut(p);
+            let load = t.se.load;
             t.policy = policy;
             t.nice = nice.clamp(-20, 19);
             t.rt_priority = if policy.is_rt() { rt_priority.clamp(1, 99) } else { 0 };
             t.set_sched_params();
+            if in_ext {
+                t.se.load = load;
+            }
             if t.class == ClassId::Rt && old_class != ClassId::Rt {
                 t.rt.time_slice = 0;
             }

@@ -14,7 +14,7 @@ use schedlab::sched::ext::EnableState;
 use schedlab::sim::Sim;
 use schedlab::task::{ClassId, TaskState};
 
-use crate::sim;
+use crate::{runtime_of, sim};
 
 /// Hogs (some pinned to a CPU subset), sleepers and pipe ping-pong on 4 CPUs.
 fn mixed(cpus: usize, secs: u32) -> String {
@@ -654,4 +654,124 @@ fn kick_preempt_cuts_the_running_slice() {
     // 1 s slices would give CPU 1 one switch; kicks every 10 ms give ~100.
     assert!(s.rqs[1].stats.switches > 60, "cpu1 switches {}", s.rqs[1].stats.switches);
     assert!(s.rqs[0].stats.switches < 10, "cpu0 switches {}", s.rqs[0].stats.switches);
+}
+
+/// A CPU that kicks itself with SCX_KICK_PREEMPT from ops.enqueue() of a
+/// task its timer woke (as scx_flow does). The kick's irq_work runs when
+/// the CPU enables interrupts on the way out of the timer interrupt, before
+/// the reschedule the wakeup asked for (ext.c: kick_cpus_irq_workfn() on
+/// the local CPU), so it ends the slice of the task being switched out,
+/// never the woken one's. Inserted without SCX_ENQ_PREEMPT, the woken task
+/// gets the CPU through the kick alone.
+#[test]
+fn self_kick_from_timer_wakeup_lands_before_the_switch() {
+    struct SelfKick {
+        preempt_insert: bool,
+    }
+    impl ExtOps for SelfKick {
+        fn name(&self) -> &str {
+            "self-kick"
+        }
+        fn has(&self, op: Op) -> bool {
+            matches!(op, Op::Enqueue)
+        }
+        fn enqueue(&self, sim: &mut Sim, p: TaskId, f: u64) {
+            if f & enq_flags::WAKEUP == 0 {
+                // New and preempted tasks: the back of the global DSQ, 20 ms slices.
+                kf::scx_bpf_dsq_insert(sim, p, dsq_id::GLOBAL, 20_000_000, f);
+                return;
+            }
+            let this = kf::bpf_get_smp_processor_id(sim);
+            kf::scx_bpf_kick_cpu(sim, this as i32, kick_flags::PREEMPT);
+            let flags = if self.preempt_insert { f | enq_flags::PREEMPT } else { f };
+            kf::scx_bpf_dsq_insert(sim, p, dsq_id::LOCAL, 1_000_000, flags);
+        }
+    }
+    // One CPU, a cyclictest thread woken by its timer every ms, and two
+    // hogs that start once it sleeps.
+    let toml = r#"
+seed = 1
+duration = "300ms"
+[machine]
+preset = "1cpu"
+cstates = false
+[machine.costs]
+timer_slack = "0us"
+[[workload]]
+kind = "hog"
+name = "h"
+count = 2
+start = "5ms"
+[[workload]]
+kind = "cyclictest"
+name = "ct"
+interval = "1ms"
+"#;
+    for preempt_insert in [true, false] {
+        let mut s = ext_sim(toml, Rc::new(SelfKick { preempt_insert }));
+        s.run();
+        assert!(s.scx.exit.is_none(), "{:?}", s.scx.exit);
+        let m = s.metrics.iter().find(|m| m.kind == "cyclictest").expect("cyclictest");
+        let samples = m.latency.len();
+        // Interrupt entry, wakeup, callbacks and one switch: microseconds.
+        // A kick landing on the woken task would send it behind the hogs'
+        // 20 ms slices.
+        assert!(
+            m.latency_max_ns < 20_000,
+            "preempt_insert={preempt_insert}: max wakeup latency {} ns over {samples} samples",
+            m.latency_max_ns
+        );
+        // Every sample is a timer wakeup that kicked.
+        assert!(samples > 250, "preempt_insert={preempt_insert}: {samples} samples");
+        assert!(s.scx.stats.kicks >= samples, "preempt_insert={preempt_insert}: {} kicks", s.scx.stats.kicks);
+    }
+}
+
+/// Two nice-0 hogs on one CPU under a do-nothing scheduler; one is reniced
+/// to 5 while in ext (or before the load), then the scheduler is unregistered at 1 s and
+/// both run on in the fair class until 3 s. Returns each hog's share of the
+/// fair second.
+fn fair_share_after_unload(renice_in_ext: bool) -> (f64, f64) {
+    let toml = r#"
+seed = 1
+duration = "3s"
+[machine]
+preset = "1cpu"
+[[workload]]
+kind = "hog"
+name = "h"
+count = 2
+"#;
+    let mut s = sim(toml);
+    let b = s.tasks.iter().find(|t| t.name == "h-1").unwrap().id;
+    // Both hogs are running (forked and woken) before anything changes.
+    s.run_until(1_000_000);
+    if !renice_in_ext {
+        s.sched_setattr(b, schedlab::task::Policy::Other, 5, 0);
+    }
+    s.scx_enable(Rc::new(Nothing)).unwrap();
+    if renice_in_ext {
+        s.sched_setattr(b, schedlab::task::Policy::Other, 5, 0);
+    }
+    s.run_until(1_000_000_000);
+    s.scx_unregister();
+    s.run_until(2_000_000_000);
+    let before = (runtime_of(&s, "h-0"), runtime_of(&s, "h-1"));
+    s.run();
+    let (a, b) = (runtime_of(&s, "h-0") - before.0, runtime_of(&s, "h-1") - before.1);
+    let total = (a + b) as f64;
+    (a as f64 / total, b as f64 / total)
+}
+
+/// reweight_task_scx() updates only p->scx.weight: a task reniced while in
+/// sched_ext keeps its old se.load and brings it back to the fair class
+/// when the scheduler goes away (what `compare --real --vm` measured on a
+/// 7.3 kernel after an ejection). Reniced before the load, it keeps nice 5.
+#[test]
+fn renice_in_ext_leaves_the_fair_weight_stale() {
+    let (a, b) = fair_share_after_unload(true);
+    assert!((a - 0.5).abs() < 0.02 && (b - 0.5).abs() < 0.02, "stale weights share equally: {a:.3} {b:.3}");
+    let (a, b) = fair_share_after_unload(false);
+    let want = 1024.0 / (1024.0 + 335.0);
+    assert!((a - want).abs() < 0.02, "nice 0 vs nice 5 after a clean unload: {a:.3} {b:.3}");
 }

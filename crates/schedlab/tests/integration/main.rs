@@ -14,6 +14,9 @@ mod seeds;
 mod trace;
 mod workloads;
 
+#[path = "../common/perfetto.rs"]
+mod perfetto;
+
 use schedlab::report::Results;
 use schedlab::scenario::Scenario;
 use schedlab::sim::Sim;

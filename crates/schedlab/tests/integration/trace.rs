@@ -1,120 +1,12 @@
-//! The Perfetto trace, decoded again with message types that mirror
-//! perfetto's .proto files (field numbers from protos/perfetto/trace/...),
-//! and checked event by event against the simulation.
+//! The Perfetto trace, decoded again (tests/common/perfetto.rs) and checked
+//! event by event against the simulation.
 
 use std::cell::RefCell;
 use std::io::Write;
 use std::rc::Rc;
 
-use prost::Message;
+use crate::perfetto::{decode, per_cpu, FtraceEvent, Trace};
 use schedlab::trace::{PerfettoWriter, PrevState, Recorder, TraceEvent, trace_pid};
-
-/// trace.proto
-#[derive(Clone, PartialEq, Message)]
-struct Trace {
-    #[prost(message, repeated, tag = "1")]
-    packet: Vec<TracePacket>,
-}
-
-/// trace_packet.proto (the fields used here)
-#[derive(Clone, PartialEq, Message)]
-struct TracePacket {
-    #[prost(uint64, optional, tag = "8")]
-    timestamp: Option<u64>,
-    #[prost(message, optional, tag = "1")]
-    ftrace_events: Option<FtraceEventBundle>,
-    #[prost(message, optional, tag = "2")]
-    process_tree: Option<ProcessTree>,
-    #[prost(uint32, optional, tag = "10")]
-    trusted_packet_sequence_id: Option<u32>,
-}
-
-/// ftrace_event_bundle.proto
-#[derive(Clone, PartialEq, Message)]
-struct FtraceEventBundle {
-    #[prost(uint32, optional, tag = "1")]
-    cpu: Option<u32>,
-    #[prost(message, repeated, tag = "2")]
-    event: Vec<FtraceEvent>,
-}
-
-/// ftrace_event.proto
-#[derive(Clone, PartialEq, Message)]
-struct FtraceEvent {
-    #[prost(uint64, optional, tag = "1")]
-    timestamp: Option<u64>,
-    #[prost(uint32, optional, tag = "2")]
-    pid: Option<u32>,
-    #[prost(message, optional, tag = "4")]
-    sched_switch: Option<SchedSwitch>,
-    #[prost(message, optional, tag = "20")]
-    sched_waking: Option<SchedWaking>,
-    #[prost(message, optional, tag = "114")]
-    sched_wakeup_new: Option<SchedWaking>,
-}
-
-/// sched.proto: SchedSwitchFtraceEvent
-#[derive(Clone, PartialEq, Message)]
-struct SchedSwitch {
-    #[prost(string, optional, tag = "1")]
-    prev_comm: Option<String>,
-    #[prost(int32, optional, tag = "2")]
-    prev_pid: Option<i32>,
-    #[prost(int32, optional, tag = "3")]
-    prev_prio: Option<i32>,
-    #[prost(int64, optional, tag = "4")]
-    prev_state: Option<i64>,
-    #[prost(string, optional, tag = "5")]
-    next_comm: Option<String>,
-    #[prost(int32, optional, tag = "6")]
-    next_pid: Option<i32>,
-    #[prost(int32, optional, tag = "7")]
-    next_prio: Option<i32>,
-}
-
-/// sched.proto: SchedWakingFtraceEvent / SchedWakeupNewFtraceEvent
-#[derive(Clone, PartialEq, Message)]
-struct SchedWaking {
-    #[prost(string, optional, tag = "1")]
-    comm: Option<String>,
-    #[prost(int32, optional, tag = "2")]
-    pid: Option<i32>,
-    #[prost(int32, optional, tag = "3")]
-    prio: Option<i32>,
-    #[prost(int32, optional, tag = "4")]
-    success: Option<i32>,
-    #[prost(int32, optional, tag = "5")]
-    target_cpu: Option<i32>,
-}
-
-/// ps/process_tree.proto
-#[derive(Clone, PartialEq, Message)]
-struct ProcessTree {
-    #[prost(message, repeated, tag = "1")]
-    processes: Vec<Process>,
-    #[prost(message, repeated, tag = "2")]
-    threads: Vec<Thread>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct Process {
-    #[prost(int32, optional, tag = "1")]
-    pid: Option<i32>,
-    #[prost(int32, optional, tag = "2")]
-    ppid: Option<i32>,
-    #[prost(string, repeated, tag = "3")]
-    cmdline: Vec<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct Thread {
-    #[prost(int32, optional, tag = "1")]
-    tid: Option<i32>,
-    #[prost(string, optional, tag = "2")]
-    name: Option<String>,
-    #[prost(int32, optional, tag = "3")]
-    tgid: Option<i32>,
-}
 
 /// A writer into a shared buffer.
 #[derive(Clone, Default)]
@@ -165,21 +57,9 @@ fn traced(toml: &str, window: Option<(u64, u64)>) -> (schedlab::sim::Sim, Vec<(u
     sim.run();
     sim.finish_trace().unwrap();
     let bytes = buf.0.borrow().clone();
-    let trace = Trace::decode(bytes.as_slice()).expect("the trace decodes as perfetto.protos.Trace");
+    let trace = decode(&bytes);
     let events = rec.0.borrow().clone();
     (sim, events, trace)
-}
-
-/// Decoded ftrace events per CPU, in file order.
-fn per_cpu(trace: &Trace, n: usize) -> Vec<Vec<FtraceEvent>> {
-    let mut out = vec![Vec::new(); n];
-    for p in &trace.packet {
-        if let Some(b) = &p.ftrace_events {
-            assert_eq!(p.trusted_packet_sequence_id, Some(1));
-            out[b.cpu.expect("bundle has a cpu") as usize].extend(b.event.iter().cloned());
-        }
-    }
-    out
 }
 
 fn pid(p: Option<u32>) -> i32 {

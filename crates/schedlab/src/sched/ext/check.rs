@@ -101,6 +101,9 @@ impl<T: ExtOps> ExtOps for Checked<T> {
     fn dispatch_max_batch(&self) -> u32 {
         self.inner.dispatch_max_batch()
     }
+    fn counters(&self) -> Vec<(String, u64)> {
+        self.inner.counters()
+    }
     fn has(&self, op: Op) -> bool {
         // The checker needs to see the lifecycle ops; calling an op the
         // inner scheduler lacks runs the trait's default, which is what the

@@ -614,6 +614,44 @@ impl Sim {
         }
     }
 
+    /// Runs the kicks this CPU queued for itself during the event just
+    /// handled, ahead of `finish_event`'s reschedule check.
+    ///
+    /// scx_bpf_kick_cpu() only records a kick and raises the kick irq_work
+    /// of the calling CPU, which runs as soon as that CPU enables interrupts
+    /// again: leaving the timer interrupt, or at the end of ttwu's IRQ-off
+    /// section, before the reschedule the wakeup asked for. So a self-kick
+    /// from ops.select_cpu/ops.enqueue ends the slice of the task being
+    /// preempted, not the woken one's. Kicks of other CPUs stay in the
+    /// irq_work event at `irq_until`, where their IPIs leave from; kicks
+    /// queued during the switch itself (ops.dispatch, ops.stopping, ...)
+    /// run after it, as on the kernel, where __schedule() keeps interrupts off.
+    pub(crate) fn scx_run_self_kicks(&mut self) {
+        let cpu = self.this_cpu;
+        let c = cpu as usize;
+        if !self.scx.rqs[c].kicks.iter().any(|&(target, _)| target == cpu) {
+            return;
+        }
+        let kicks = std::mem::take(&mut self.scx.rqs[c].kicks);
+        let (own, others): (Vec<_>, Vec<_>) = kicks.into_iter().partition(|&(target, _)| target == cpu);
+        if others.is_empty() {
+            // Nothing left for the irq_work: drop it unless already raised.
+            let work = Event::ScxKick { cpu };
+            let raised = self.scx.local_irq_work.len();
+            self.scx.local_irq_work.retain(|&e| e != work);
+            if self.scx.local_irq_work.len() != raised {
+                self.scx.rqs[c].kick_work_queued = false;
+            }
+        }
+        self.scx.rqs[c].kicks = others;
+        if !self.scx.enabled() {
+            return;
+        }
+        for (target, flags) in own {
+            self.scx_kick_one(cpu, target, flags);
+        }
+    }
+
     /// kick_cpus_irq_workfn(): preempt or wake the CPUs kicked from `cpu`.
     pub fn on_scx_kick(&mut self, cpu: Cpu) {
         self.this_cpu = cpu;
@@ -623,28 +661,33 @@ impl Sim {
             return;
         }
         for (target, flags) in kicks {
-            self.scx.stats.kicks += 1;
-            let curr = self.rq(target).curr;
-            if flags & kick_flags::IDLE != 0 && curr.is_some() {
-                continue;
+            self.scx_kick_one(cpu, target, flags);
+        }
+    }
+
+    /// kick_one_cpu() / kick_one_cpu_if_idle(): one kick `cpu` carries out.
+    fn scx_kick_one(&mut self, cpu: Cpu, target: Cpu, flags: u64) {
+        self.scx.stats.kicks += 1;
+        let curr = self.rq(target).curr;
+        if flags & kick_flags::IDLE != 0 && curr.is_some() {
+            return;
+        }
+        if curr.is_some_and(|c| matches!(self.task(c).class, ClassId::Rt)) {
+            return;
+        }
+        if flags & kick_flags::PREEMPT != 0 {
+            if let Some(c) = curr.filter(|&c| self.task(c).class == ClassId::Ext) {
+                self.scx.task_mut(c).c.scx.slice = 0;
             }
-            if curr.is_some_and(|c| matches!(self.task(c).class, ClassId::Rt)) {
-                continue;
-            }
-            if flags & kick_flags::PREEMPT != 0 {
-                if let Some(c) = curr.filter(|&c| self.task(c).class == ClassId::Ext) {
-                    self.scx.task_mut(c).c.scx.slice = 0;
-                }
-            }
-            if target == cpu {
-                self.rq_mut(cpu).need_resched = true;
-            } else {
-                self.resched_curr(target);
-            }
-            if flags & kick_flags::WAIT != 0 && target != cpu && curr.is_some() {
-                // The kicker waits until the target has switched.
-                self.scx.cost_acc += 2 * self.costs.ipi_ns + self.costs.context_switch_ns;
-            }
+        }
+        if target == cpu {
+            self.rq_mut(cpu).need_resched = true;
+        } else {
+            self.resched_curr(target);
+        }
+        if flags & kick_flags::WAIT != 0 && target != cpu && curr.is_some() {
+            // The kicker waits until the target has switched.
+            self.scx.cost_acc += 2 * self.costs.ipi_ns + self.costs.context_switch_ns;
         }
     }
 }

@@ -122,6 +122,7 @@ impl Sim {
             if self.scx.has(Op::Exit) {
                 self.scx_call(Op::Exit, this, None, |o, s| o.exit(s, &info));
             }
+            self.scx.counters_at_exit = self.scx.ops.as_ref().map(|o| o.counters()).unwrap_or_default();
             self.scx.ops = None;
             self.scx.state = EnableState::Disabled;
             return Err(LoadError::InitFailed(ret));
@@ -181,8 +182,11 @@ impl Sim {
         c.cpu = t.cpu;
         c.se.load.weight = t.se.load.weight;
         c.se.load.inv_weight = t.se.load.inv_weight;
-        // p->scx.weight is the cgroup-scale weight: 100 for nice 0.
-        c.scx.weight = ((t.se.load.weight * 100 + 512) / 1024).clamp(1, 10_000) as u32;
+        // p->scx.weight is the cgroup-scale weight (100 for nice 0) of the
+        // task's static priority, not of se.load, which goes stale while the
+        // task is in ext (see sched_setattr).
+        let w = crate::task::LoadWeight::for_nice(t.nice, t.policy).weight;
+        c.scx.weight = ((w * 100 + 512) / 1024).clamp(1, 10_000) as u32;
         if let Some(pp) = parent {
             let pc: *mut crate::sched::ext::abi::TaskStructC = &mut *self.scx.tasks[pp as usize].c;
             self.scx.tasks[p as usize].c.real_parent = pc;
@@ -501,6 +505,7 @@ impl Sim {
         self.scx.stats.disable_done_at = Some(t);
         self.scx.state = EnableState::Disabled;
         self.scx.bypassing = false;
+        self.scx.counters_at_exit = self.scx.ops.as_ref().map(|o| o.counters()).unwrap_or_default();
         self.scx.ops = None;
         for r in &mut self.scx.rqs {
             r.flags = 0;

@@ -299,6 +299,9 @@ pub struct ScxState {
     pub next_qseq: u64,
     pub exit: Option<ExitInfo>,
     pub dump: String,
+    /// The scheduler's own counters when it was unloaded (its .bss/.data
+    /// stay readable to user space after the exit).
+    pub counters_at_exit: Vec<(String, u64)>,
     /// Armed scheduler timers: generation and the CPU they fire on.
     pub timers: BTreeMap<u64, (u32, Cpu)>,
     pub stats: ScxStats,
@@ -363,6 +366,7 @@ impl ScxState {
             next_qseq: 0,
             exit: None,
             dump: String::new(),
+            counters_at_exit: Vec::new(),
             timers: BTreeMap::new(),
             stats: ScxStats::default(),
             cost_acc: 0,

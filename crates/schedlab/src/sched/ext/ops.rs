@@ -236,6 +236,7 @@ pub enum ExitKind {
     Unreg = 64,
     UnregBpf = 65,
     UnregKern = 66,
+    #[serde(rename = "SYSRQ")]
     SysRq = 67,
     Error = 1024,
     ErrorBpf = 1025,
@@ -259,6 +260,38 @@ impl ExitKind {
 
     pub fn is_error(self) -> bool {
         self as u32 >= ExitKind::Error as u32
+    }
+
+    pub const ALL: [ExitKind; 9] = [
+        ExitKind::None,
+        ExitKind::Done,
+        ExitKind::Unreg,
+        ExitKind::UnregBpf,
+        ExitKind::UnregKern,
+        ExitKind::SysRq,
+        ExitKind::Error,
+        ExitKind::ErrorBpf,
+        ExitKind::ErrorStall,
+    ];
+
+    /// The kind with the kernel's code `code` (what a UEI records).
+    pub fn from_code(code: i64) -> Option<ExitKind> {
+        ExitKind::ALL.into_iter().find(|k| *k as i64 == code)
+    }
+
+    /// The kernel's name without the prefix: "UNREG", "ERROR_BPF", ...
+    pub fn name(self) -> &'static str {
+        match self {
+            ExitKind::None => "NONE",
+            ExitKind::Done => "DONE",
+            ExitKind::Unreg => "UNREG",
+            ExitKind::UnregBpf => "UNREG_BPF",
+            ExitKind::UnregKern => "UNREG_KERN",
+            ExitKind::SysRq => "SYSRQ",
+            ExitKind::Error => "ERROR",
+            ExitKind::ErrorBpf => "ERROR_BPF",
+            ExitKind::ErrorStall => "ERROR_STALL",
+        }
     }
 }
 
@@ -308,6 +341,11 @@ pub trait ExtOps {
     }
     /// Whether the scheduler defines `op`.
     fn has(&self, op: Op) -> bool;
+    /// The scheduler's own counters (a hosted BPF scheduler's 8-byte
+    /// integer globals), as its user space would read them.
+    fn counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 
     /// Pick a CPU for a waking task; may insert it directly (ops.select_cpu).
     fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u64) -> Cpu {
@@ -417,6 +455,9 @@ impl<T: ExtOps + ?Sized> ExtOps for std::rc::Rc<T> {
     }
     fn has(&self, op: Op) -> bool {
         (**self).has(op)
+    }
+    fn counters(&self) -> Vec<(String, u64)> {
+        (**self).counters()
     }
     fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u64) -> Cpu {
         (**self).select_cpu(sim, p, prev_cpu, wake_flags)

@@ -134,9 +134,11 @@ pub struct ModuleC {
     pub ops: *const OpsDescC,
     pub progs: *const ProgDescC,
     pub end_call: Option<unsafe extern "C" fn() -> u32>,
+    pub nr_globals: u32,
+    pub globals: *const RodataDescC,
 }
 
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// A rodata variable as the loader sees it.
 #[derive(Clone, Debug)]

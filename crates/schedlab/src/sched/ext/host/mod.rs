@@ -142,6 +142,8 @@ pub struct HostedScheduler {
     name: String,
     extra_flags: u64,
     rodata: Vec<Rodata>,
+    /// Writable scalar globals (.bss/.data).
+    globals: Vec<Rodata>,
     progs: BTreeMap<String, usize>,
     fpe_slots: Vec<usize>,
     source: PathBuf,
@@ -203,20 +205,25 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
             )));
         }
     }
-    let mut rodata = Vec::new();
-    for r in table(m.rodata.cast(), m.nr_rodata, std::mem::size_of::<loader::RodataDescC>()) {
-        // SAFETY: see above.
-        let r = unsafe { &*r.cast::<loader::RodataDescC>() };
-        rodata.push(Rodata {
-            // SAFETY: string literal of the object.
-            name: unsafe { c_str(r.name) },
-            ptr: r.ptr as usize,
-            size: r.size,
-            elem_size: r.elem_size,
-            kind: r.kind,
-            nr_elems: r.nr_elems,
-        });
-    }
+    let descs = |at: *const loader::RodataDescC, n: u32| -> Vec<Rodata> {
+        table(at.cast(), n, std::mem::size_of::<loader::RodataDescC>())
+            .map(|r| {
+                // SAFETY: see above.
+                let r = unsafe { &*r.cast::<loader::RodataDescC>() };
+                Rodata {
+                    // SAFETY: string literal of the object.
+                    name: unsafe { c_str(r.name) },
+                    ptr: r.ptr as usize,
+                    size: r.size,
+                    elem_size: r.elem_size,
+                    kind: r.kind,
+                    nr_elems: r.nr_elems,
+                }
+            })
+            .collect()
+    };
+    let rodata = descs(m.rodata, m.nr_rodata);
+    let globals = descs(m.globals, m.nr_globals);
     let mut tables = Vec::new();
     for o in table(m.ops.cast(), m.nr_ops, std::mem::size_of::<loader::OpsDescC>()) {
         // SAFETY: see above.
@@ -277,6 +284,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         name,
         extra_flags,
         rodata,
+        globals,
         progs,
         fpe_slots,
         source: source.to_path_buf(),
@@ -474,6 +482,17 @@ impl ExtOps for HostedScheduler {
 
     fn has(&self, op: Op) -> bool {
         self.f(op) != 0
+    }
+
+    /// The scheduler's own counters: every 8-byte integer global of .bss
+    /// and .data with its value now, as a loader reads them from the
+    /// object's data maps after the run.
+    fn counters(&self) -> Vec<(String, u64)> {
+        self.globals
+            .iter()
+            .filter(|g| g.size == 8 && matches!(g.kind, loader::ro_kind::SIGNED | loader::ro_kind::UNSIGNED))
+            .map(|g| (g.name.clone(), u64::from_ne_bytes(loader::read_rodata(g).try_into().unwrap_or([0; 8]))))
+            .collect()
     }
 
     fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u64) -> Cpu {

@@ -14,6 +14,9 @@
 //!   encoding (`__uint(x, N)` is `int (*x)[N]`, `__type(x, T)` is `T *x`),
 //!   so the generated descriptor has the compiler compute them with sizeof.
 //! - `const volatile T NAME [= ...];` is rodata.
+//! - any other scalar object in .bss or .data is a global the scheduler
+//!   writes (its counters, as user space reads them from the object's
+//!   .bss/.data maps).
 //! - `struct sched_ext_ops NAME = {...};` is an ops table.
 //! - a function carrying `__schedlab_sec("syscall")` is a syscall program.
 //! - `extern T NAME __schedlab_kconfig;` gets a weak zero definition.
@@ -105,6 +108,8 @@ pub struct ScannedRodata {
 pub struct Scan {
     pub maps: Vec<ScannedMap>,
     pub rodata: Vec<ScannedRodata>,
+    /// Scalar .bss/.data objects (no arrays).
+    pub globals: Vec<ScannedRodata>,
     pub ops: Vec<String>,
     pub syscalls: Vec<String>,
     pub kconfig: Vec<String>,
@@ -368,7 +373,27 @@ pub fn scan(preprocessed: &str) -> Scan {
         let head = &first[..eq0];
         let (has_const, has_volatile) =
             (head.iter().any(|t| t.text == "const"), head.iter().any(|t| t.text == "volatile"));
-        if !(has_const && has_volatile) || head.iter().any(|t| t.text == "(" || t.text == "{") {
+        if head.iter().any(|t| t.text == "(" || t.text == "{") {
+            continue;
+        }
+        if !has_const {
+            // A writable global; custom sections (private(X): ".data.X")
+            // are separate maps in BPF and are left out, as is .rodata.
+            if secs.iter().all(|x| x == ".data" || x == ".bss") {
+                for d in &decls {
+                    let eq = d.iter().position(|t| t.text == "=").unwrap_or(d.len());
+                    let Some((name, 0)) = declarator_name(&d[..eq]) else { continue };
+                    // `struct tag;` declares a type, not an object.
+                    let at = d[..eq].iter().rposition(|t| t.text == name).unwrap_or(0);
+                    let tag = at > 0 && matches!(d[at - 1].text.as_str(), "struct" | "union" | "enum");
+                    if !tag && at > 0 {
+                        s.globals.push(ScannedRodata { name, type_text: String::new(), dims: 0 });
+                    }
+                }
+            }
+            continue;
+        }
+        if !has_volatile {
             continue;
         }
         let Some((name0, dims0)) = declarator_name(head) else { continue };
@@ -467,6 +492,15 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str) -> Result<String, S
     }
     let _ = writeln!(c, "\t{{ 0 }}\n}};");
 
+    // Globals as user space reads them: only integers are counters (kind 2
+    // or 3); the rest is listed with kind 5 and never read.
+    let _ = writeln!(c, "static struct schedlab_rodata_desc __schedlab_globals[] = {{");
+    for g in &scan.globals {
+        let n = &g.name;
+        let _ = writeln!(c, "\t{{ {}, (void *)&{n}, sizeof({n}), sizeof({n}), {}, 0 }},", c_str(n), kind(n));
+    }
+    let _ = writeln!(c, "\t{{ 0 }}\n}};");
+
     let _ = writeln!(c, "static struct schedlab_ops_desc __schedlab_ops[] = {{");
     for o in &scan.ops {
         let _ = writeln!(c, "\t{{ {}, &{o} }},", c_str(o));
@@ -487,11 +521,13 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str) -> Result<String, S
          \t.sizeof_task = sizeof(struct task_struct),\n\
          \t.nr_maps = {}, .nr_map_slots = {nr_slots}, .nr_rodata = {}, .nr_ops = {}, .nr_progs = {},\n\
          \t.maps = __schedlab_maps, .map_slots = __schedlab_slots, .rodata = __schedlab_rodata,\n\
-         \t.ops = __schedlab_ops, .progs = __schedlab_progs,\n}};",
+         \t.ops = __schedlab_ops, .progs = __schedlab_progs,\n\
+         \t.nr_globals = {}, .globals = __schedlab_globals,\n}};",
         scan.maps.len(),
         scan.rodata.len(),
         scan.ops.len(),
-        scan.syscalls.len()
+        scan.syscalls.len(),
+        scan.globals.len()
     );
     Ok(c)
 }
