@@ -11,7 +11,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use schedlab::features::FEATURES;
 use schedlab::report::{table, Results};
-use schedlab::scenario::{Scenario, WORKLOAD_KINDS};
+use schedlab::scenario::WORKLOAD_KINDS;
 use schedlab::topology::{presets, Topology};
 use schedlab::world;
 
@@ -21,17 +21,6 @@ mod compare_real;
 mod real;
 mod sweep;
 mod vm;
-
-/// `--feature NAME[=on|off]` / `NO_NAME` as a scenario override.
-fn feature_set(f: &str) -> String {
-    match f.split_once('=') {
-        Some((n, v)) => format!("features.{}={}", n.trim(), schedlab::features::parse_switch(v.trim()).unwrap_or(true)),
-        None => match f.strip_prefix("NO_") {
-            Some(n) => format!("features.{n}=false"),
-            None => format!("features.{f}=true"),
-        },
-    }
-}
 
 #[derive(Parser)]
 #[command(
@@ -109,9 +98,9 @@ fn main() -> ExitCode {
             Ok(extra) if real.real => {
                 sets.extend(extra);
                 sets.extend(seed.map(|s| format!("seed={s}")));
-                sets.extend(features.iter().map(|f| feature_set(f)));
-                let _ = machine;
-                common::real_trace(&out, real.vm).and_then(|trace| real::run(&real, scenario, sets, json, quiet, trace).map_err(|(code, m)| if code == 2 { Failure::Input(m) } else { Failure::Io(m) }))
+                refuse_for_real(machine.as_deref(), &features, &out)
+                    .and_then(|()| common::real_trace(&out, real.vm))
+                    .and_then(|trace| real::run(&real, scenario, sets, json, quiet, trace).map_err(|(code, m)| if code == 2 { Failure::Input(m) } else { Failure::Io(m) }))
             }
             Ok(extra) => {
                 sets.extend(extra);
@@ -134,6 +123,20 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Options that mean nothing to a real kernel are refused, not ignored.
+fn refuse_for_real(machine: Option<&str>, features: &[String], out: &common::OutputArgs) -> Result<(), Failure> {
+    if machine.is_some() {
+        return Err(Failure::Input("--real: --machine does not apply: the real machine is this host (or the --vm guest, sized by --vm-cpus)".into()));
+    }
+    if let Some(f) = features.first() {
+        return Err(Failure::Input(format!("--real: --feature {f}: a real kernel's scheduler features are not schedlab's to switch; compare them in simulation (without --real)")));
+    }
+    if out.csv.is_some() || out.plot.is_some() {
+        return Err(Failure::Input("--real: --csv and --plot are for simulations; use --json for the real results (or compare --real, which writes CSV)".into()));
+    }
+    Ok(())
 }
 
 /// `--sched` and `--sched-set` as scenario overrides.
@@ -170,45 +173,8 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
     if let Some(s) = seed {
         sets.push(format!("seed={s}"));
     }
-    for f in &features {
-        let mut probe = schedlab::features::Features::default();
-        probe.apply(f).map_err(|e| Failure::Input(format!("--feature {f}: {e}")))?;
-        let (name, on) = match f.split_once('=') {
-            Some((n, v)) => (n.trim().to_string(), schedlab::features::parse_switch(v.trim()).unwrap_or(true)),
-            None => match f.strip_prefix("NO_") {
-                Some(n) => (n.to_string(), false),
-                None => (f.clone(), true),
-            },
-        };
-        sets.push(format!("features.{name}={on}"));
-    }
-    let scenario = Scenario::load(&path, &sets).map_err(|e| match e {
-        schedlab::scenario::ScenarioError::Io { .. } => Failure::Io(e.to_string()),
-        other => Failure::Input(other.to_string()),
-    })?;
-    let mut scenario = scenario;
-    if let Some(m) = machine {
-        // --machine replaces the scenario's machine choice entirely.
-        let spec = &mut scenario.machine;
-        spec.preset = None;
-        spec.cpus = None;
-        spec.sysfs = None;
-        spec.lscpu = None;
-        let as_path = std::path::Path::new(&m);
-        if as_path.exists() {
-            // A copy of /sys/devices/system/cpu, or a file of `lscpu -p` output.
-            let abs = as_path.canonicalize().map_err(|e| Failure::Io(format!("--machine {m}: {e}")))?;
-            if abs.is_dir() {
-                spec.sysfs = Some(abs);
-            } else {
-                spec.lscpu = Some(abs);
-            }
-        } else if let Ok(n) = m.parse::<usize>() {
-            spec.cpus = Some(n);
-        } else {
-            spec.preset = Some(m);
-        }
-    }
+    sets.extend(common::feature_sets(&features)?);
+    let scenario = common::load(&path, &sets, machine.as_deref())?;
     let mut sim = world::build(&scenario, &file).map_err(|e| Failure::Input(e.to_string()))?;
     let timeline = common::attach(&mut sim, &out, scenario.duration.0)?;
     let title = scenario.title(&file);

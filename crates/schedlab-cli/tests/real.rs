@@ -295,3 +295,22 @@ fn real_trace_is_cleaned_up_on_sigint() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert_eq!(tracefs_state(), before, "instance removed (and tracefs unmounted if schedlab mounted it)");
 }
+
+#[test]
+fn run_real_refuses_options_a_real_kernel_would_ignore() {
+    let s = scenario();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--feature", "RUN_TO_PARITY=off"], "--feature"),
+        (&["--machine", "8"], "--machine"),
+        (&["--csv", "/tmp/schedlab-never"], "--csv"),
+        (&["--plot", "/tmp/schedlab-never"], "--plot"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["run", "--real", s.as_str(), "--quiet"];
+        args.extend_from_slice(extra);
+        let out = schedlab(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.lines().count() == 1 && err.contains(needle), "{extra:?}: {err}");
+    }
+}
