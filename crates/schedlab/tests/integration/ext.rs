@@ -16,38 +16,9 @@ use schedlab::task::{ClassId, TaskState};
 
 use crate::{runtime_of, sim};
 
-/// Hogs (some pinned to a CPU subset), sleepers and pipe ping-pong on 4 CPUs.
+/// The shared hog mix for `secs` seconds (seed 7, 200 hackbench loops).
 fn mixed(cpus: usize, secs: u32) -> String {
-    format!(
-        r#"
-seed = 7
-duration = "{secs}s"
-[machine]
-preset = "{cpus}cpu"
-[[workload]]
-kind = "hog"
-name = "hogs"
-count = {hogs}
-[[workload]]
-kind = "hog"
-name = "pinned"
-count = 2
-cpus = "0-1"
-nice = 5
-[[workload]]
-kind = "cyclictest"
-name = "ct"
-threads = 2
-interval = "1ms"
-[[workload]]
-kind = "hackbench"
-name = "hb"
-groups = 1
-fds = 2
-loops = 200
-"#,
-        hogs = cpus * 2
-    )
+    crate::hog_mix(cpus, &format!("{secs}s"), 7, 200)
 }
 
 fn ext_sim(toml: &str, ops: Rc<dyn ExtOps>) -> Sim {

@@ -13,62 +13,16 @@ use schedlab::sched::ext::EnableState;
 use schedlab::sim::Sim;
 use schedlab::task::TaskState;
 
-use crate::sim;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-}
-
-fn shipped(name: &str) -> PathBuf {
-    root().join("../../schedulers").join(format!("{name}.bpf.c"))
-}
+use crate::{cfg, load_with, manifest, shipped, sim};
 
 fn test_sched(name: &str) -> PathBuf {
-    root().join("tests/shim").join(format!("{name}.bpf.c"))
+    manifest().join("tests/shim").join(format!("{name}.bpf.c"))
 }
 
-/// A private cache per test binary run, so tests never see stale objects.
-fn cfg() -> LoadConfig {
-    LoadConfig { cache_dir: Some(std::env::temp_dir().join("schedlab-test-cache")), ..LoadConfig::default() }
-}
-
-fn load(path: &Path, cfg: &LoadConfig) -> HostedScheduler {
-    host::load_owned(path, cfg).unwrap_or_else(|e| panic!("{e}"))
-}
-
+/// The shared hog mix for `ms` milliseconds (seed 11, 100 hackbench loops).
 fn mixed(cpus: usize, ms: u32) -> String {
-    format!(
-        r#"
-seed = 11
-duration = "{ms}ms"
-[machine]
-preset = "{cpus}cpu"
-[[workload]]
-kind = "hog"
-name = "hogs"
-count = {hogs}
-[[workload]]
-kind = "hog"
-name = "pinned"
-count = 2
-cpus = "0-1"
-nice = 5
-[[workload]]
-kind = "cyclictest"
-name = "ct"
-threads = 2
-interval = "1ms"
-[[workload]]
-kind = "hackbench"
-name = "hb"
-groups = 1
-fds = 2
-loops = 100
-"#,
-        hogs = cpus * 2
-    )
+    crate::hog_mix(cpus, &format!("{ms}ms"), 11, 100)
 }
-
 
 fn run_checked(ops: HostedScheduler, toml: &str) -> (Sim, Rc<Checked<HostedScheduler>>) {
     let ops = Rc::new(Checked::new(ops));
@@ -81,7 +35,7 @@ fn run_checked(ops: HostedScheduler, toml: &str) -> (Sim, Rc<Checked<HostedSched
 #[test]
 fn shipped_schedulers_compile_load_and_run() {
     for name in ["simple", "qmap", "central", "cpu0"] {
-        let ops = load(&shipped(name), &cfg());
+        let ops = load_with(&shipped(name), &cfg());
         let (s, ops) = run_checked(ops, &mixed(4, 500));
         assert!(s.scx.exit.is_none(), "{name}: {:?}", s.scx.exit);
         assert_eq!(s.scx.state, EnableState::Enabled, "{name}");
@@ -144,7 +98,7 @@ fn features_cfg() -> LoadConfig {
 
 #[test]
 fn features_scheduler_uses_every_part_of_the_shim() {
-    let hosted = Rc::new(load(&test_sched("features"), &features_cfg()));
+    let hosted = Rc::new(load_with(&test_sched("features"), &features_cfg()));
     assert_eq!(hosted.name(), "features");
     assert_eq!(hosted.timeout_ms(), 5000);
     let ops = Rc::new(Checked::new(hosted.clone()));
@@ -194,7 +148,7 @@ struct DivReport {
 
 #[test]
 fn division_by_zero_follows_bpf() {
-    let ops = load(&test_sched("features"), &cfg());
+    let ops = load_with(&test_sched("features"), &cfg());
     let mut s = sim(&mixed(2, 10));
     let (_, d) = syscall::<DivReport>(&ops, &mut s, "divide");
     let want = DivReport {
@@ -229,7 +183,7 @@ struct MapReport {
 
 #[test]
 fn queue_stack_and_lru_maps_behave_as_in_bpf() {
-    let ops = load(&test_sched("features"), &cfg());
+    let ops = load_with(&test_sched("features"), &cfg());
     let mut s = sim(&mixed(2, 10));
     let (_, m) = syscall::<MapReport>(&ops, &mut s, "map_semantics");
     assert_eq!(m.fifo, [1, 2, 3]);
@@ -245,8 +199,8 @@ fn queue_stack_and_lru_maps_behave_as_in_bpf() {
 
 #[test]
 fn each_load_has_its_own_globals() {
-    let a = load(&test_sched("features"), &cfg());
-    let b = load(&test_sched("features"), &cfg());
+    let a = load_with(&test_sched("features"), &cfg());
+    let b = load_with(&test_sched("features"), &cfg());
     assert!(b.cache_hit(), "the second load reuses the compiled object");
     let mut s = sim(&mixed(2, 10));
     for want in 1..=3 {
@@ -275,7 +229,7 @@ fn rodata_and_flags_are_checked_by_name() {
     let e = host::load_owned(&test_sched("features"), &c).err().expect("bad flag").to_string();
     assert!(e.contains("ENQ_LAST"), "{e}");
     c.ops_flags = vec!["SCX_OPS_ENQ_LAST".into(), "switch_partial".into()];
-    let ops = load(&test_sched("features"), &c);
+    let ops = load_with(&test_sched("features"), &c);
     assert_eq!(ops.flags(), (1 << 1) | (1 << 3));
     assert!(ops.programs().contains(&"report".to_string()));
     assert!(ops.run_syscall(&mut sim(&mixed(2, 10)), "nope", &mut []).is_err());
@@ -294,7 +248,7 @@ fn bad_arguments_eject_instead_of_crashing() {
     for (mode, msg) in cases {
         let mut c = cfg();
         c.rodata = vec![("mode".into(), mode.to_string())];
-        let ops = Rc::new(load(&test_sched("badarg"), &c));
+        let ops = Rc::new(load_with(&test_sched("badarg"), &c));
         let mut s = sim(&mixed(4, 300));
         s.scx_enable(ops).unwrap_or_else(|e| panic!("{e}"));
         s.run();

@@ -17,7 +17,10 @@ mod workloads;
 #[path = "../common/perfetto.rs"]
 mod perfetto;
 
+use std::path::{Path, PathBuf};
+
 use schedlab::report::Results;
+use schedlab::sched::ext::host::{HostedScheduler, LoadConfig};
 use schedlab::scenario::Scenario;
 use schedlab::sim::Sim;
 
@@ -39,4 +42,60 @@ pub fn run(toml: &str) -> (Sim, Results) {
 
 pub fn runtime_of(sim: &Sim, name: &str) -> u64 {
     sim.tasks.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no task {name}")).stats.runtime_ns
+}
+
+/// This crate's directory (crates/schedlab).
+pub fn manifest() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+/// A shipped scheduler's source (schedulers/NAME.bpf.c).
+pub fn shipped(name: &str) -> PathBuf {
+    manifest().join("../../schedulers").join(format!("{name}.bpf.c"))
+}
+
+/// The compile cache shared by the integration tests, apart from the
+/// user's, so tests never see objects another build left.
+pub fn cfg() -> LoadConfig {
+    LoadConfig { cache_dir: Some(std::env::temp_dir().join("schedlab-test-cache")), ..LoadConfig::default() }
+}
+
+/// Compiles (or finds in the cache) and loads a BPF C scheduler.
+pub fn load_with(path: &Path, cfg: &LoadConfig) -> HostedScheduler {
+    schedlab::sched::ext::host::load_owned(path, cfg).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Hogs (twice as many as CPUs), two nice-5 hogs pinned to CPUs 0-1, two
+/// cyclictest threads at 1 ms and one hackbench group of 2 fds.
+pub fn hog_mix(cpus: usize, duration: &str, seed: u64, hackbench_loops: u32) -> String {
+    format!(
+        r#"
+seed = {seed}
+duration = "{duration}"
+[machine]
+preset = "{cpus}cpu"
+[[workload]]
+kind = "hog"
+name = "hogs"
+count = {hogs}
+[[workload]]
+kind = "hog"
+name = "pinned"
+count = 2
+cpus = "0-1"
+nice = 5
+[[workload]]
+kind = "cyclictest"
+name = "ct"
+threads = 2
+interval = "1ms"
+[[workload]]
+kind = "hackbench"
+name = "hb"
+groups = 1
+fds = 2
+loops = {hackbench_loops}
+"#,
+        hogs = cpus * 2
+    )
 }

@@ -17,40 +17,25 @@ use std::rc::Rc;
 use schedlab::engine::TaskId;
 use schedlab::features::Feature;
 use schedlab::sched::ext::check::Checked;
-use schedlab::sched::ext::host::{self, HostedScheduler, LoadConfig};
+use schedlab::sched::ext::host::HostedScheduler;
 use schedlab::sched::ext::ops::{ExitInfo, ExitKind, ExtOps};
 use schedlab::sched::ext::EnableState;
 use schedlab::sim::Sim;
 use schedlab::task::{ClassId, TaskState};
 use schedlab::time::Ns;
 
-use crate::sim;
+use crate::{cfg, load_with, manifest, shipped, sim};
 
 const MS: Ns = 1_000_000;
-
-fn manifest() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-}
-
-fn shipped(name: &str) -> PathBuf {
-    manifest().join("../../schedulers").join(format!("{name}.bpf.c"))
-}
 
 fn broken(name: &str) -> PathBuf {
     manifest().join("tests/schedulers").join(format!("{name}.bpf.c"))
 }
 
-/// The compile cache shared by the integration tests.
-fn cfg() -> LoadConfig {
-    LoadConfig { cache_dir: Some(std::env::temp_dir().join("schedlab-test-cache")), ..LoadConfig::default() }
-}
-
 fn load(path: &Path) -> HostedScheduler {
-    host::load_owned(path, &cfg()).unwrap_or_else(|e| panic!("{e}"))
+    load_with(path, &cfg())
 }
 
-
-/// The machine section for `cpus` CPUs: the presets where they exist.
 fn machine(cpus: usize) -> String {
     match cpus {
         1 | 2 | 4 => format!("[machine]\npreset = \"{cpus}cpu\"\n"),
@@ -290,7 +275,7 @@ struct Ejection {
 fn eject(name: &str, opts: &[(&str, &str)], ms: u64) -> Ejection {
     let mut c = cfg();
     c.rodata = opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let ops = Rc::new(Checked::new(host::load_owned(&broken(name), &c).unwrap_or_else(|e| panic!("{e}"))));
+    let ops = Rc::new(Checked::new(load_with(&broken(name), &c)));
     let mut s = sim(&mixed(4, ms));
     s.scx_enable(ops.clone()).unwrap_or_else(|e| panic!("{name}: load refused: {e}"));
     let mut t = 0;
