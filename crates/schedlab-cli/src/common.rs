@@ -213,6 +213,17 @@ pub fn progress_bar(total: usize, what: &str, quiet: bool) -> indicatif::Progres
     b
 }
 
+/// A real run's (status, message): 2 is bad input, anything else I/O.
+impl From<crate::real::RealFailure> for Failure {
+    fn from((code, msg): crate::real::RealFailure) -> Failure {
+        if code == 2 {
+            Failure::Input(msg)
+        } else {
+            Failure::Io(msg)
+        }
+    }
+}
+
 impl Failure {
     /// The message without the kind.
     pub fn message(&self) -> String {

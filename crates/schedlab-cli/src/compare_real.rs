@@ -8,13 +8,13 @@
 use rayon::prelude::*;
 use schedlab::agreement::{self, Agreement, RealScx};
 use schedlab::compare::{self, RunSummary};
-use schedlab::real::{RealError, RealOptions};
+use schedlab::real::RealOptions;
 use schedlab::scenario::Scenario;
 use serde_json::Value;
 
 use crate::common;
 use crate::compare::{CompareArgs, Variant};
-use crate::vm::{self, GuestVariant};
+use crate::vm;
 use crate::Failure;
 
 /// One variant's real side.
@@ -23,14 +23,6 @@ struct Real {
     scx: Option<RealScx>,
     /// What the reader should know (notes of the executor, guest problems).
     notes: Vec<String>,
-}
-
-fn failure((code, msg): (u8, String)) -> Failure {
-    if code == 2 {
-        Failure::Input(msg)
-    } else {
-        Failure::Io(msg)
-    }
 }
 
 /// What does not apply to a real kernel, refused up front.
@@ -66,15 +58,7 @@ fn host_runs(a: &CompareArgs, scenarios: &[Scenario], labels: &[String]) -> Resu
             eprintln!("schedlab: running {l} for real on this host ({}/{}), {}", i + 1, scenarios.len(), schedlab::time::fmt_ns(s.duration.0));
         }
         let opts = RealOptions { scheduler: common::sched_label(s), ..Default::default() };
-        let run = match schedlab::real::run(s, &file, &opts) {
-            Ok(r) => r,
-            Err(RealError::Interrupted) => {
-                eprintln!("schedlab: {}", RealError::Interrupted);
-                std::process::exit(130);
-            }
-            Err(e @ (RealError::Input(_) | RealError::Privilege(_))) => return Err(Failure::Input(e.to_string())),
-            Err(e) => return Err(Failure::Io(e.to_string())),
-        };
+        let run = crate::real::run_on_host(s, &file, &opts).map_err(Failure::from)?;
         let results = serde_json::to_value(&run.results).map_err(|e| Failure::Io(e.to_string()))?;
         out.push(Real { results, scx: None, notes: run.notes });
     }
@@ -84,23 +68,13 @@ fn host_runs(a: &CompareArgs, scenarios: &[Scenario], labels: &[String]) -> Resu
 /// All variants in one guest boot.
 fn guest_runs(a: &CompareArgs, variants: &[Variant], scenarios: &[Scenario], labels: &[String]) -> Result<(usize, String, Vec<Real>), Failure> {
     let file = a.scenario.display().to_string();
-    let cpus = vm::guest_cpus(a.vm_cpus, &scenarios[0], &file).map_err(failure)?;
-    let mut guest_variants: Vec<GuestVariant> = Vec::new();
-    for (s, l) in scenarios.iter().zip(labels) {
-        let source = match (s.scheduler.kind.as_str(), s.scheduler.sched.as_deref()) {
-            ("ext", Some(name)) => Some(schedlab::world::ext_source(name, &file).map_err(|e| Failure::Input(format!("--sched {name}: {e}")))?),
-            _ => None,
-        };
-        let mut label = vm::label(l);
-        if guest_variants.iter().any(|v| v.label == label) {
-            label = format!("{label}-{}", guest_variants.len());
-        }
-        guest_variants.push(GuestVariant { label, source });
-    }
+    let cpus = vm::guest_cpus(a.vm_cpus, &scenarios[0], &file).map_err(Failure::from)?;
+    let entries = scenarios.iter().zip(labels).map(|(s, l)| (l.as_str(), s.scheduler.sched.as_deref().filter(|_| s.scheduler.kind == "ext")));
+    let guest_variants = vm::guest_variants(entries, &file).map_err(Failure::from)?;
     // The loader's options come from an ext variant's scenario (--sched-set
     // applies to every ext variant); the other overrides are common to all.
     let base = scenarios.iter().find(|s| s.scheduler.kind == "ext").unwrap_or(&scenarios[0]);
-    let guest = vm::boot(&a.scenario, base, &guest_variants, &variants[0].sets, cpus, a.quiet).map_err(failure)?;
+    let guest = vm::boot(&a.scenario, base, &guest_variants, &variants[0].sets, cpus, a.quiet).map_err(Failure::from)?;
     let mut out = Vec::new();
     for v in &guest_variants {
         let Some(g) = guest.scheds.iter().find(|g| g.name == v.label) else {
@@ -130,7 +104,7 @@ pub fn compare_real(a: &CompareArgs, variants: &[Variant], labels: &[String], sc
         .par_iter()
         .zip(cpus.par_iter())
         .map(|(s, &n)| {
-            let r = crate::real::simulate_like(s, &file, n).map_err(failure)?;
+            let r = crate::real::simulate_like(s, &file, n).map_err(Failure::from)?;
             serde_json::to_value(&r).map_err(|e| Failure::Io(e.to_string()))
         })
         .collect();

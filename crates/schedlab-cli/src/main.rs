@@ -100,7 +100,7 @@ fn main() -> ExitCode {
                 sets.extend(seed.map(|s| format!("seed={s}")));
                 refuse_for_real(machine.as_deref(), &features, &out)
                     .and_then(|()| common::real_trace(&out, real.vm))
-                    .and_then(|trace| real::run(&real, scenario, sets, json, quiet, trace).map_err(|(code, m)| if code == 2 { Failure::Input(m) } else { Failure::Io(m) }))
+                    .and_then(|trace| real::run(&real, scenario, sets, json, quiet, trace).map_err(Failure::from))
             }
             Ok(extra) => {
                 sets.extend(extra);

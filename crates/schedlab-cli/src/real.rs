@@ -80,15 +80,7 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
     if !quiet {
         eprintln!("schedlab: running {} for real on this host for {}", scenario.title(&file), schedlab::time::fmt_ns(scenario.duration.0));
     }
-    let run = match real::run(&scenario, &file, &opts) {
-        Ok(r) => r,
-        Err(RealError::Interrupted) => {
-            eprintln!("schedlab: {}", RealError::Interrupted);
-            std::process::exit(130);
-        }
-        Err(e @ (RealError::Input(_) | RealError::Privilege(_))) => return Err((2, e.to_string())),
-        Err(e) => return Err((1, e.to_string())),
-    };
+    let run = run_on_host(&scenario, &file, &opts)?;
     for l in run.trace.iter().flat_map(|t| t.lines()).filter(|_| !quiet) {
         eprintln!("schedlab: {l}");
     }
@@ -104,6 +96,20 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
         }
     }
     Ok(())
+}
+
+/// One real run on this host. An interrupted run (every worker already
+/// killed and reaped) ends the process with status 130.
+pub fn run_on_host(s: &Scenario, file: &str, opts: &RealOptions) -> Result<real::RealRun, RealFailure> {
+    match real::run(s, file, opts) {
+        Ok(r) => Ok(r),
+        Err(RealError::Interrupted) => {
+            eprintln!("schedlab: {}", RealError::Interrupted);
+            std::process::exit(130);
+        }
+        Err(e @ (RealError::Input(_) | RealError::Privilege(_))) => Err((2, e.to_string())),
+        Err(e) => Err((1, e.to_string())),
+    }
 }
 
 pub fn emit(r: &Results, json: Option<&Path>, quiet: bool) -> Result<(), RealFailure> {

@@ -230,11 +230,12 @@ pub struct GuestVariant {
     pub source: Option<PathBuf>,
 }
 
-/// The variants of a `--sched A,B` list; "eevdf" is the guest kernel's fair class.
-pub fn guest_variants(names: &[String], file: &str) -> Result<Vec<GuestVariant>, RealFailure> {
+/// The guest's entries from (name, sched_ext scheduler or None for the
+/// guest kernel's fair class); names become words, unique.
+pub fn guest_variants<'a>(entries: impl IntoIterator<Item = (&'a str, Option<&'a str>)>, file: &str) -> Result<Vec<GuestVariant>, RealFailure> {
     let mut out: Vec<GuestVariant> = Vec::new();
-    for n in names {
-        let source = if n == "eevdf" { None } else { Some(schedlab::world::ext_source(n, file).map_err(|e| (2, format!("--sched {n}: {e}")))?) };
+    for (n, sched) in entries {
+        let source = sched.map(|x| schedlab::world::ext_source(x, file).map_err(|e| (2, format!("--sched {x}: {e}")))).transpose()?;
         let mut label = label(n);
         if out.iter().any(|v| v.label == label) {
             label = format!("{label}-{}", out.len());
@@ -370,7 +371,8 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
     if s.scheduler.kind != "ext" || names.is_empty() {
         return Err((2, "--vm: name the sched_ext scheduler(s) to load: --sched NAME[,NAME...] (shipped: simple, qmap, central, cpu0, flow) or a .bpf.c path".into()));
     }
-    let variants = guest_variants(&names, &file)?;
+    // "eevdf" in the list is the guest kernel's fair class.
+    let variants = guest_variants(names.iter().map(|n| (n.as_str(), (n != "eevdf").then_some(n.as_str()))), &file)?;
     let cpus = guest_cpus(args.vm_cpus, s, &file)?;
     let guest = boot(path, s, &variants, sets, cpus, quiet)?;
     let mut failed = Vec::new();
@@ -435,7 +437,7 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
 }
 
 /// A scheduler's name in the guest's reports.
-pub fn label(n: &str) -> String {
+fn label(n: &str) -> String {
     let base = Path::new(n).file_name().map_or(n.to_string(), |f| f.to_string_lossy().trim_end_matches(".bpf.c").to_string());
     base.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }

@@ -99,7 +99,7 @@ impl Sim {
         st.load_error = self.scx.load_error.take();
         st.llc_masks = (0..self.topo.nr_llcs()).map(|l| CpuMask::from_cpus(n, (0..n).filter(|&c| self.topo.llc_of(c) == l))).collect();
         st.node_masks = (0..nodes).map(|x| CpuMask::from_cpus(n, (0..n).filter(|&c| self.topo.node_of(c) == x))).collect();
-        self.scx = Box::new(st);
+        *self.scx = st;
         for c in 0..n {
             if self.rq(c as Cpu).curr.is_none() {
                 self.scx_set_builtin_idle(c as Cpu, true);
