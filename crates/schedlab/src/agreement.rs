@@ -95,9 +95,9 @@ fn ran(r: &Value) -> (usize, usize) {
 /// Names of the tasks seen on a CPU outside their affinity.
 fn affinity_violations(r: &Value) -> Vec<String> {
     let mut out = Vec::new();
+    let nr = r["nr_cpus"].as_u64().unwrap_or(1) as usize;
     for t in tasks(r) {
         let (Some(allowed), Some(seen)) = (t["cpus_allowed"].as_str(), t["ran_on"].as_str()) else { continue };
-        let nr = r["nr_cpus"].as_u64().unwrap_or(1) as usize;
         let parse = |s: &str| if s.is_empty() { Ok(CpuMask::new(nr)) } else { CpuMask::parse_cpulist(s, nr) };
         match (parse(allowed), parse(seen)) {
             (Ok(a), Ok(s)) if s.is_subset_of(&a) => {}
