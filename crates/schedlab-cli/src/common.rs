@@ -27,7 +27,8 @@ pub struct OutputArgs {
     pub plot: Option<PathBuf>,
     /// Write a Perfetto trace (sched_switch, sched_waking, sched_wakeup_new
     /// per CPU, with thread and process names); open it in ui.perfetto.dev.
-    /// With --real: the kernel's own trace, recorded through tracefs (root).
+    /// With --real: the kernel's own trace, recorded through tracefs (root);
+    /// with --vm the guest kernel's, per scheduler (FILE-NAME.ext when several).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Keep only the trace events in this window of simulated time, e.g.
@@ -50,11 +51,8 @@ pub fn parse_window(s: &str) -> Result<(u64, u64), Failure> {
 
 /// `--trace` of `run --real`: the kernel's own trace, recorded through
 /// tracefs (`schedlab::real::TraceRequest`).
-pub fn real_trace(out: &OutputArgs, vm: bool) -> Result<Option<schedlab::real::TraceRequest>, Failure> {
+pub fn real_trace(out: &OutputArgs) -> Result<Option<schedlab::real::TraceRequest>, Failure> {
     let Some(path) = &out.trace else { return Ok(None) };
-    if vm {
-        return Err(Failure::Input("--trace with --vm: the guest kernel's trace is not brought out of the VM; drop --vm to trace this host's kernel".into()));
-    }
     let window = out.trace_window.as_deref().map(parse_window).transpose()?;
     Ok(Some(schedlab::real::TraceRequest { path: path.clone(), window }))
 }

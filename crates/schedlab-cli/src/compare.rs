@@ -14,7 +14,7 @@ pub struct CompareArgs {
     /// Scenario file (TOML).
     pub scenario: PathBuf,
     /// Schedulers to compare, comma-separated: eevdf, a shipped sched_ext
-    /// scheduler (simple, qmap, central, cpu0) or a .bpf.c path.
+    /// scheduler (simple, qmap, central, cpu0, flow) or a .bpf.c path.
     #[arg(long, value_name = "LIST")]
     pub sched: Option<String>,
     /// A feature and the settings to compare, e.g. RUN_TO_PARITY=on,off;

@@ -50,7 +50,7 @@ enum Cmd {
         #[arg(long = "feature", value_name = "NAME[=on|off]")]
         features: Vec<String>,
         /// Run under this scheduler instead of the scenario's: eevdf, a
-        /// shipped sched_ext scheduler (simple, qmap, central, cpu0) or the
+        /// shipped sched_ext scheduler (simple, qmap, central, cpu0, flow) or the
         /// path of a sched_ext .bpf.c file, which is compiled and loaded.
         #[arg(long, value_name = "NAME|FILE")]
         sched: Option<String>,
@@ -99,7 +99,7 @@ fn main() -> ExitCode {
                 sets.extend(extra);
                 sets.extend(seed.map(|s| format!("seed={s}")));
                 refuse_for_real(machine.as_deref(), &features, &out)
-                    .and_then(|()| common::real_trace(&out, real.vm))
+                    .and_then(|()| common::real_trace(&out))
                     .and_then(|trace| real::run(&real, scenario, sets, json, quiet, trace).map_err(Failure::from))
             }
             Ok(extra) => {

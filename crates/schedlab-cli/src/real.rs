@@ -64,7 +64,7 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
     let file = path.display().to_string();
     let scenario = load(&path, &sets)?;
     if args.vm {
-        return crate::vm::run(args, &path, &scenario, &sets, json, quiet);
+        return crate::vm::run(args, &path, &scenario, &sets, json, quiet, trace.as_ref());
     }
     // Inside the guest of --vm the scheduler is already loaded; the host names it.
     let guest_label = std::env::var("SCHEDLAB_REAL_LABEL").ok();

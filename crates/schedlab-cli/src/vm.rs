@@ -14,6 +14,7 @@ use schedlab::sched::ext::ops::ExitKind;
 use serde_json::Value;
 
 use crate::real::{RealArgs, RealFailure};
+use schedlab::real::TraceRequest;
 
 /// What the guest reported for one entry: a scheduler it loaded, or the
 /// kernel's own fair class (`builtin`, nothing loaded).
@@ -36,6 +37,8 @@ pub struct GuestSched {
     pub summary: Vec<String>,
     pub json: Option<Value>,
     pub run_rc: Option<i32>,
+    /// The guest kernel's trace in Perfetto format (`--trace`), base64 on the console.
+    pub trace_b64: Option<String>,
 }
 
 impl GuestSched {
@@ -107,6 +110,52 @@ pub fn scripts_dir() -> PathBuf {
     std::env::var_os("SCHEDLAB_SCRIPTS").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts"))
 }
 
+/// The workload executor for the guest, which has no dynamic loader or
+/// shared libraries: `SCHEDLAB_GUEST_EXE` if set, this executable if it is
+/// statically linked, else a static build from the source checkout.
+fn guest_executor() -> Result<PathBuf, RealFailure> {
+    let usable = |p: &Path| match is_static_elf(p) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("{} is dynamically linked; the guest needs a static executable (cargo build --target x86_64-unknown-linux-gnu with RUSTFLAGS=\"-C target-feature=+crt-static\")", p.display())),
+        Err(e) => Err(format!("{}: {e}", p.display())),
+    };
+    if let Some(p) = std::env::var_os("SCHEDLAB_GUEST_EXE").map(PathBuf::from) {
+        usable(&p).map_err(|e| (2, format!("SCHEDLAB_GUEST_EXE: {e}")))?;
+        return Ok(p);
+    }
+    let me = std::env::current_exe().map_err(|e| (1, format!("cannot find this executable: {e}")))?;
+    if usable(&me).is_ok() {
+        return Ok(me);
+    }
+    let built = PathBuf::from(scx_vm(&["guest-exe"])?.lines().last().unwrap_or("").trim());
+    usable(&built).map_err(|e| (1, e))?;
+    Ok(built)
+}
+
+/// Whether an ELF executable is statically linked: it has no PT_INTERP
+/// program header (static-pie included).
+pub fn is_static_elf(path: &Path) -> std::io::Result<bool> {
+    use std::io::{Error, ErrorKind, Read, Seek, SeekFrom};
+    const PT_INTERP: u32 = 3;
+    let bad = |what: &str| Error::new(ErrorKind::InvalidData, format!("not a 64-bit little-endian ELF file ({what})"));
+    let mut f = std::fs::File::open(path)?;
+    let mut eh = [0u8; 64];
+    f.read_exact(&mut eh).map_err(|_| bad("too short"))?;
+    if &eh[..4] != b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
+        return Err(bad("header"));
+    }
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+    let phoff = u64::from_le_bytes(eh[32..40].try_into().unwrap());
+    let (phentsize, phnum) = (u16_at(&eh, 54) as usize, u16_at(&eh, 56) as usize);
+    if phentsize < 4 {
+        return Err(bad("program header size"));
+    }
+    let mut ph = vec![0u8; phentsize * phnum];
+    f.seek(SeekFrom::Start(phoff))?;
+    f.read_exact(&mut ph).map_err(|_| bad("program headers"))?;
+    Ok(!ph.chunks(phentsize).any(|h| u32::from_le_bytes([h[0], h[1], h[2], h[3]]) == PT_INTERP))
+}
+
 /// `scx-vm check`: None when everything --vm needs is installed, else why not.
 pub fn missing_tools() -> Option<String> {
     let script = scripts_dir().join("scx-vm");
@@ -132,19 +181,27 @@ fn scx_vm(args: &[&str]) -> Result<String, RealFailure> {
 /// Parses the serial console of a guest run.
 pub fn parse_console(text: &str) -> Vec<GuestSched> {
     let mut out: Vec<GuestSched> = Vec::new();
-    let mut json: Option<String> = None;
+    // A multi-line block in progress: the results (JSON) or the trace (base64).
+    let mut block: Option<(bool, String)> = None;
     let mut in_run = false;
     for raw in text.lines() {
         let line = raw.trim_end_matches('\r');
-        if let Some(buf) = json.as_mut() {
-            if line.starts_with("SCHEDLAB_JSON_END") {
+        if let Some((is_json, buf)) = block.as_mut() {
+            let end = if *is_json { "SCHEDLAB_JSON_END" } else { "SCHEDLAB_TRACE_END" };
+            if line.starts_with(end) {
                 if let Some(g) = out.last_mut() {
-                    g.json = serde_json::from_str(buf).ok();
+                    if *is_json {
+                        g.json = serde_json::from_str(buf).ok();
+                    } else {
+                        g.trace_b64 = Some(std::mem::take(buf));
+                    }
                 }
-                json = None;
+                block = None;
             } else {
                 buf.push_str(line);
-                buf.push('\n');
+                if *is_json {
+                    buf.push('\n');
+                }
             }
             continue;
         }
@@ -192,7 +249,8 @@ pub fn parse_console(text: &str) -> Vec<GuestSched> {
                     }
                 }
             }
-            "SCHEDLAB_JSON_BEGIN" => json = Some(String::new()),
+            "SCHEDLAB_JSON_BEGIN" => block = Some((true, String::new())),
+            "SCHEDLAB_TRACE_BEGIN" => block = Some((false, String::new())),
             _ if in_run && !line.starts_with("SCHEDLAB_") => {
                 if let Some(g) = out.last_mut() {
                     g.summary.push(line.to_string());
@@ -261,12 +319,6 @@ impl Guest {
     }
 }
 
-fn cache_dir() -> PathBuf {
-    std::env::var_os("SCHEDLAB_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-        std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")).join("schedlab")
-    })
-}
-
 /// The guest's CPU count: --vm-cpus, else the scenario's, at most 4.
 pub fn guest_cpus(vm_cpus: Option<usize>, s: &Scenario, file: &str) -> Result<usize, RealFailure> {
     match vm_cpus {
@@ -278,20 +330,21 @@ pub fn guest_cpus(vm_cpus: Option<usize>, s: &Scenario, file: &str) -> Result<us
 
 /// Boots the sched_ext kernel once and runs the scenario in it under each
 /// variant in turn: load (libbpf, the real verifier), run, detach, report.
-pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String], cpus: usize, quiet: bool) -> Result<Guest, RealFailure> {
+pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String], cpus: usize, quiet: bool, trace: Option<&TraceRequest>) -> Result<Guest, RealFailure> {
     if let Some(why) = missing_tools() {
         return Err((1, format!("--vm cannot run here: {why}")));
     }
     let prep = scx_vm(&["prepare"])?;
     let version = prep.lines().find_map(|l| l.strip_prefix("VERSION=")).unwrap_or("?").to_string();
     // Stage the guest: our own binary, the scenario and the BPF objects.
-    let cache = cache_dir();
+    // One cache for everything schedlab builds or fetches (SCHEDLAB_CACHE_DIR).
+    let cache = schedlab::sched::ext::host::compile::cache_dir();
     let guest = cache.join(format!("guest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&guest);
     std::fs::create_dir_all(guest.join("bin")).map_err(|e| (1, format!("{}: {e}", guest.display())))?;
     let io = |e: std::io::Error| (1, e.to_string());
-    let exe = std::env::current_exe().map_err(io)?;
-    std::fs::copy(&exe, guest.join("bin/schedlab")).map_err(io)?;
+    let exe = guest_executor()?;
+    std::fs::copy(&exe, guest.join("bin/schedlab")).map_err(|e| (1, format!("{}: {e}", exe.display())))?;
     std::fs::copy(path, guest.join("scenario.toml")).map_err(io)?;
     // Scheduler choices are the loader's business; the rest goes to the guest.
     let guest_sets: Vec<&String> = sets.iter().filter(|x| !x.starts_with("scheduler.")).collect();
@@ -319,6 +372,10 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
         }
     }
     std::fs::write(guest.join("scheds"), scheds).map_err(io)?;
+    if let Some(t) = trace {
+        let window = t.window.map_or(String::new(), |(a, b)| format!("--trace-window {a}ns..{}", if b == u64::MAX { String::new() } else { format!("{b}ns") }));
+        std::fs::write(guest.join("trace"), window).map_err(io)?;
+    }
     let log = cache.join(format!("console-{}.log", std::process::id()));
     if !quiet {
         eprintln!("schedlab: booting Linux {version} under qemu ({cpus} CPUs) for {}", variants.iter().map(|v| v.label.as_str()).collect::<Vec<_>>().join(", "));
@@ -364,8 +421,37 @@ pub fn describe(g: &GuestSched) -> String {
     out
 }
 
+/// Writes each entry's guest kernel trace: to `path` for a single entry,
+/// else to `<stem>-<entry>.<ext>` beside it. Returns what went wrong.
+fn write_traces(guest: &Guest, path: &Path, quiet: bool) -> Vec<String> {
+    use base64::Engine as _;
+    let mut failed = Vec::new();
+    for g in &guest.scheds {
+        let file = if guest.scheds.len() == 1 {
+            path.to_path_buf()
+        } else {
+            let stem = path.file_stem().map_or("trace".into(), |x| x.to_string_lossy().into_owned());
+            let ext = path.extension().map_or(String::new(), |x| format!(".{}", x.to_string_lossy()));
+            path.with_file_name(format!("{stem}-{}{ext}", g.name))
+        };
+        let Some(b64) = &g.trace_b64 else {
+            failed.push(format!("{}: the guest recorded no trace (see its messages above)", g.name));
+            continue;
+        };
+        match base64::engine::general_purpose::STANDARD.decode(b64.as_bytes()) {
+            Ok(bytes) => match std::fs::write(&file, &bytes) {
+                Ok(()) if !quiet => eprintln!("schedlab: {}: the guest kernel's trace, {} bytes, in {}", g.name, bytes.len(), file.display()),
+                Ok(()) => {}
+                Err(e) => failed.push(format!("{}: {e}", file.display())),
+            },
+            Err(e) => failed.push(format!("{}: the trace from the guest is damaged ({e})", g.name)),
+        }
+    }
+    failed
+}
+
 /// `run --real --vm`.
-pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Option<PathBuf>, quiet: bool) -> Result<(), RealFailure> {
+pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Option<PathBuf>, quiet: bool, trace: Option<&TraceRequest>) -> Result<(), RealFailure> {
     let file = path.display().to_string();
     let names: Vec<String> = s.scheduler.sched.as_deref().unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();
     if s.scheduler.kind != "ext" || names.is_empty() {
@@ -374,8 +460,11 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
     // "eevdf" in the list is the guest kernel's fair class.
     let variants = guest_variants(names.iter().map(|n| (n.as_str(), (n != "eevdf").then_some(n.as_str()))), &file)?;
     let cpus = guest_cpus(args.vm_cpus, s, &file)?;
-    let guest = boot(path, s, &variants, sets, cpus, quiet)?;
+    let guest = boot(path, s, &variants, sets, cpus, quiet, trace)?;
     let mut failed = Vec::new();
+    if let Some(t) = trace {
+        failed.extend(write_traces(&guest, &t.path, quiet));
+    }
     let mut out = guest.header();
     for g in &guest.scheds {
         out.push_str(&describe(g));
@@ -440,4 +529,43 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
 fn label(n: &str) -> String {
     let base = Path::new(n).file_name().map_or(n.to_string(), |f| f.to_string_lossy().trim_end_matches(".bpf.c").to_string());
     base.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_static_elf;
+
+    /// A minimal ELF64 file whose program headers have these types.
+    fn elf(types: &[u32]) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        b[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        b[32..40].copy_from_slice(&64u64.to_le_bytes());
+        b[54..56].copy_from_slice(&56u16.to_le_bytes());
+        b[56..58].copy_from_slice(&(types.len() as u16).to_le_bytes());
+        for t in types {
+            let mut h = vec![0u8; 56];
+            h[..4].copy_from_slice(&t.to_le_bytes());
+            b.extend(h);
+        }
+        b
+    }
+
+    #[test]
+    fn static_executables_are_told_apart_by_their_interpreter() {
+        let dir = std::env::temp_dir().join(format!("schedlab-elf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        // PT_LOAD (1), PT_DYNAMIC (2) without PT_INTERP (3): static-pie.
+        assert!(is_static_elf(&write("static", &elf(&[1, 2, 1]))).unwrap());
+        assert!(!is_static_elf(&write("dynamic", &elf(&[6, 3, 1, 2]))).unwrap());
+        assert!(is_static_elf(&write("text", b"#!/bin/sh\necho hi\n")).is_err());
+        assert!(is_static_elf(&write("short", &elf(&[3])[..100])).is_err());
+        // This test binary is linked the usual (dynamic) way.
+        assert!(!is_static_elf(&std::env::current_exe().unwrap()).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -52,7 +52,11 @@ fn every_shipped_scheduler_compiles_for_bpf() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `run --real --vm`: one scheduler, the guest's own report.
+#[path = "../../schedlab/tests/common/perfetto.rs"]
+mod perfetto;
+
+/// `run --real --vm --trace`: one scheduler, the guest's own report, and
+/// the guest kernel's trace of the run (a window of it) in Perfetto format.
 #[test]
 fn run_real_vm_loads_runs_and_unregisters() {
     if let Some(why) = skip_reason() {
@@ -60,7 +64,13 @@ fn run_real_vm_loads_runs_and_unregisters() {
         return;
     }
     let scenario = format!("{}/tests/data/vm-mixed.toml", env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(env!("CARGO_BIN_EXE_schedlab")).args(["run", "--real", "--vm", &scenario, "--sched", "simple", "--json", "-", "--quiet"]).output().expect("run schedlab");
+    let dir = std::env::temp_dir().join(format!("schedlab-vmtrace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("simple.pftrace");
+    let out = Command::new(env!("CARGO_BIN_EXE_schedlab"))
+        .args(["run", "--real", "--vm", &scenario, "--sched", "simple", "--json", "-", "--quiet", "--trace", trace.to_str().unwrap(), "--trace-window", "500ms..1500ms"])
+        .output()
+        .expect("run schedlab");
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
     let g = &v.as_array().expect("one entry per scheduler")[0];
@@ -79,6 +89,21 @@ fn run_real_vm_loads_runs_and_unregisters() {
         }
     }
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The guest kernel's own switches under the BPF scheduler: the pinned
+    // hogs (pids 1 and 2, named as in a simulated trace) take turns on CPU
+    // 0 and never appear on CPU 1, within the window only.
+    let t = perfetto::decode(&std::fs::read(&trace).unwrap_or_else(|e| panic!("{}: {e}", trace.display())));
+    let cpus = perfetto::per_cpu(&t, 2);
+    let switches_in = |c: usize, pid: i32| cpus[c].iter().filter(|e| e.sched_switch.as_ref().is_some_and(|s| s.next_pid == Some(pid))).count();
+    for pid in [1, 2] {
+        assert!(switches_in(0, pid) >= 1, "hog pid {pid} is switched in on CPU 0 in the guest's trace");
+        assert_eq!(switches_in(1, pid), 0, "hog pid {pid} is pinned to CPU 0");
+    }
+    assert_eq!(perfetto::threads(&t)[&1].0, "hogs-0");
+    let ts: Vec<u64> = cpus.iter().flatten().filter_map(|e| e.timestamp).collect();
+    assert!(!ts.is_empty() && ts.iter().all(|t| (500_000_000..1_500_000_000).contains(t)), "events outside the window: {:?}..{:?}", ts.iter().min(), ts.iter().max());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `compare --real --vm`: the guest kernel's fair class, every shipped

@@ -195,7 +195,7 @@ pub struct SchedulerSpec {
     pub rt_bandwidth: Option<String>,
     pub base_slice: Option<Duration>,
     pub migration_cost: Option<Duration>,
-    /// ext: a shipped scheduler's name (simple, qmap, central, cpu0) or the
+    /// ext: a shipped scheduler's name (simple, qmap, central, cpu0, flow) or the
     /// path of a `.bpf.c` file, relative to the scenario file.
     pub sched: Option<String>,
     /// ext: read-only settings (`const volatile` globals) by name, as a
