@@ -1,6 +1,13 @@
 //! The discrete-event engine: a priority queue of events ordered by
 //! (time, sequence number), so that events at the same instant run in the
 //! order they were scheduled, and a running hash of everything processed.
+//!
+//! Besides the heap there is one re-armable timer per CPU for the end of
+//! the running task's current step. That deadline moves on every switch and
+//! every interrupt, so in the heap most of its entries would be superseded
+//! before they fire; a tournament tree over the CPUs holds exactly one live
+//! key per CPU instead. Its keys come from the same sequence counter, so the
+//! merged order is the one a single heap would give.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -107,10 +114,73 @@ impl Ord for Entry {
     }
 }
 
+/// No pending step in a slot.
+const NO_KEY: u128 = u128::MAX;
+
+/// The per-CPU step timers: a tournament tree whose leaves are the CPUs'
+/// (time, seq) keys and whose inner nodes hold the least key below them
+/// with its CPU. Re-arming or cancelling a slot costs O(log CPUs) at most,
+/// and stops as soon as a node comes out unchanged.
+#[derive(Debug, Default)]
+struct StepTimers {
+    /// `nodes[k]` for k in 1..n: the least (key, slot) below node k;
+    /// `nodes[n + i]`: slot i's own key. Padded to a power of two.
+    nodes: Vec<(u128, u32)>,
+    /// The generation each armed slot's event carries.
+    gens: Vec<u32>,
+}
+
+impl StepTimers {
+    fn new(cpus: usize) -> Self {
+        let n = cpus.max(1).next_power_of_two();
+        let mut nodes = vec![(NO_KEY, 0); 2 * n];
+        for (i, leaf) in nodes[n..].iter_mut().enumerate() {
+            leaf.1 = i as u32;
+        }
+        for k in (1..n).rev() {
+            nodes[k] = Self::least(nodes[2 * k], nodes[2 * k + 1]);
+        }
+        StepTimers { nodes, gens: vec![0; n] }
+    }
+
+    #[inline]
+    fn least(a: (u128, u32), b: (u128, u32)) -> (u128, u32) {
+        if b.0 < a.0 {
+            b
+        } else {
+            a
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, slot: usize, key: u128) {
+        let n = self.nodes.len() / 2;
+        let mut k = n + slot;
+        self.nodes[k].0 = key;
+        while k > 1 {
+            k /= 2;
+            let m = Self::least(self.nodes[2 * k], self.nodes[2 * k + 1]);
+            if self.nodes[k] == m {
+                break;
+            }
+            self.nodes[k] = m;
+        }
+    }
+
+    /// The slot with the earliest key, if any is armed.
+    #[inline]
+    fn first(&self) -> Option<(usize, u128)> {
+        // The root (for a single CPU, its leaf).
+        let (key, slot) = *self.nodes.get(1)?;
+        (key != NO_KEY).then_some((slot as usize, key))
+    }
+}
+
 /// The event queue and the simulated clock.
 #[derive(Debug, Default)]
 pub struct Engine {
     heap: BinaryHeap<Entry>,
+    steps: StepTimers,
     seq: u64,
     now: Ns,
     processed: u64,
@@ -120,6 +190,26 @@ pub struct Engine {
 impl Engine {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An engine with step timers for `cpus` CPUs.
+    pub fn with_cpus(cpus: usize) -> Self {
+        Engine { steps: StepTimers::new(cpus), ..Self::default() }
+    }
+
+    /// Arms `cpu`'s step timer: `Event::StepDone { cpu, gen }` at `at`
+    /// (never in the past), replacing whatever it held; None disarms it.
+    #[inline]
+    pub fn set_step(&mut self, cpu: Cpu, at: Option<Ns>, gen: u32) {
+        let key = match at {
+            Some(at) => {
+                self.seq += 1;
+                ((at.max(self.now) as u128) << 64) | self.seq as u128
+            }
+            None => NO_KEY,
+        };
+        self.steps.gens[cpu as usize] = gen;
+        self.steps.set(cpu as usize, key);
     }
 
     /// Current simulated time.
@@ -139,7 +229,14 @@ impl Engine {
     /// Pops the next event, advancing the clock to it.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ns, Event)> {
-        let e = self.heap.pop()?;
+        let step = self.steps.first();
+        let e = match (step, self.heap.peek()) {
+            (Some((cpu, key)), top) if top.is_none_or(|t| key < t.key) => {
+                self.steps.set(cpu, NO_KEY);
+                Entry { key, event: Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] } }
+            }
+            _ => self.heap.pop()?,
+        };
         let time = e.time();
         debug_assert!(time >= self.now, "time went backwards");
         self.now = time;
@@ -164,7 +261,9 @@ impl Engine {
 
     /// Time of the next pending event.
     pub fn peek_time(&self) -> Option<Ns> {
-        self.heap.peek().map(|e| e.time())
+        let step = self.steps.first().map(|(_, key)| (key >> 64) as Ns);
+        let heap = self.heap.peek().map(|e| e.time());
+        step.into_iter().chain(heap).min()
     }
 
     pub fn events_processed(&self) -> u64 {
@@ -172,7 +271,8 @@ impl Engine {
     }
 
     pub fn pending(&self) -> usize {
-        self.heap.len()
+        let n = self.steps.nodes.len() / 2;
+        self.heap.len() + self.steps.nodes[n..].iter().filter(|x| x.0 != NO_KEY).count()
     }
 
     pub fn hash(&self) -> u64 {
@@ -248,6 +348,99 @@ mod tests {
         }
         times.sort();
         assert_eq!(popped, times);
+    }
+
+    /// Step timers merge with the heap in (time, seq) order, re-arming
+    /// replaces a slot's deadline, and disarming removes it.
+    #[test]
+    fn step_timers_merge_in_key_order() {
+        let mut e = Engine::with_cpus(5);
+        e.schedule(10, Event::Tick { cpu: 0 });
+        e.set_step(3, Some(10), 7);
+        e.set_step(4, Some(30), 1);
+        e.set_step(1, Some(5), 2);
+        e.set_step(1, Some(20), 3);
+        e.set_step(0, Some(1), 9);
+        e.set_step(0, None, 10);
+        e.schedule(20, Event::Tick { cpu: 1 });
+        assert_eq!(e.peek_time(), Some(10));
+        assert_eq!(e.pending(), 5);
+        let order: Vec<_> = std::iter::from_fn(|| e.pop()).collect();
+        assert_eq!(
+            order,
+            vec![
+                (10, Event::Tick { cpu: 0 }),
+                (10, Event::StepDone { cpu: 3, gen: 7 }),
+                (20, Event::StepDone { cpu: 1, gen: 3 }),
+                (20, Event::Tick { cpu: 1 }),
+                (30, Event::StepDone { cpu: 4, gen: 1 }),
+            ]
+        );
+        // One CPU: the leaf is the root.
+        let mut one = Engine::with_cpus(1);
+        one.set_step(0, Some(7), 1);
+        one.set_step(0, Some(9), 2);
+        one.schedule(8, Event::End);
+        assert_eq!(one.pop(), Some((8, Event::End)));
+        assert_eq!(one.pop(), Some((9, Event::StepDone { cpu: 0, gen: 2 })));
+        assert_eq!(one.pop(), None);
+        // A deadline in the past fires now.
+        e.set_step(2, Some(0), 4);
+        assert_eq!(e.pop(), Some((30, Event::StepDone { cpu: 2, gen: 4 })));
+        assert_eq!(e.pop(), None);
+    }
+
+    /// Against the heap alone, holding superseded step events that are
+    /// skipped when they pop (how the engine used to work): the same live
+    /// events come out at the same times in the same order.
+    #[test]
+    fn step_timers_match_a_heap_with_stale_entries() {
+        let cpus = 37;
+        let mut e = Engine::with_cpus(cpus);
+        let mut old = Engine::new();
+        let mut gens = vec![0u32; cpus];
+        let mut live: Vec<Option<u32>> = vec![None; cpus];
+        let mut r = crate::rng::Rng::new(11, crate::rng::Stream::Scheduler);
+        let mut now = 0;
+        for round in 0..50_000u32 {
+            let cpu = r.below(cpus as u64) as usize;
+            match r.below(5) {
+                0 => {
+                    let at = now + r.below(40);
+                    e.schedule(at, Event::Tick { cpu: cpu as Cpu });
+                    old.schedule(at, Event::Tick { cpu: cpu as Cpu });
+                }
+                1 => {
+                    gens[cpu] += 1;
+                    live[cpu] = None;
+                    e.set_step(cpu as Cpu, None, gens[cpu]);
+                }
+                _ => {
+                    gens[cpu] += 1;
+                    // Now and then in the past: it fires at once.
+                    let at = (now + r.below(100)).saturating_sub(5);
+                    live[cpu] = Some(gens[cpu]);
+                    e.set_step(cpu as Cpu, Some(at), gens[cpu]);
+                    old.schedule(at, Event::StepDone { cpu: cpu as Cpu, gen: gens[cpu] });
+                }
+            }
+            if round % 2 == 0 {
+                let got = e.pop();
+                let want = loop {
+                    match old.pop() {
+                        Some((_, Event::StepDone { cpu, gen })) if live[cpu as usize] != Some(gen) => continue,
+                        other => break other,
+                    }
+                };
+                assert_eq!(got, want, "round {round}");
+                if let Some((t, ev)) = got {
+                    now = t;
+                    if let Event::StepDone { cpu, .. } = ev {
+                        live[cpu as usize] = None;
+                    }
+                }
+            }
+        }
     }
 
     #[test]

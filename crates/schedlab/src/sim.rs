@@ -305,7 +305,7 @@ impl Sim {
             .collect();
         let nr_llcs = topo.nr_llcs();
         Sim {
-            engine: Engine::new(),
+            engine: Engine::with_cpus(n),
             nohz_idle: CpuMask::full(n),
             topo,
             domains,

@@ -286,9 +286,7 @@ impl Sim {
         rq.step_gen = rq.step_gen.wrapping_add(1);
         rq.step_at = at;
         let gen = rq.step_gen;
-        if let Some(at) = at {
-            self.engine.schedule(at, Event::StepDone { cpu, gen });
-        }
+        self.engine.set_step(cpu, at, gen);
     }
 
     /// Cancels the pending step event of `cpu`.
@@ -296,6 +294,8 @@ impl Sim {
         let rq = self.rq_mut(cpu);
         rq.step_gen = rq.step_gen.wrapping_add(1);
         rq.step_at = None;
+        let gen = rq.step_gen;
+        self.engine.set_step(cpu, None, gen);
     }
 
     /// Charges `ns` of interrupt work to `cpu`: the running task makes no

@@ -63,6 +63,9 @@ pub struct Inner {
     pub map_addr: BTreeMap<usize, usize>,
     /// Task pointers handed to C -> task.
     pub tasks: BTreeMap<usize, TaskId>,
+    /// The pointer registered in `tasks` for each task (0: none yet), so a
+    /// task handed to C again is not looked up in the map.
+    pub task_addr: Vec<usize>,
     /// Live `bpf_cpumask`s by address.
     pub cpumasks: BTreeMap<usize, Box<BpfCpumaskC>>,
     /// Masks lent by scx_bpf_get_*_cpumask(), valid until the op returns.
@@ -195,9 +198,18 @@ impl HostState {
     /// The C view of task `p`, registered so later arguments can be checked.
     pub fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
         let c = kfuncs::task_c(sim, p);
-        if self.last_task.get() != (c as usize, p) {
-            self.inner.borrow_mut().tasks.insert(c as usize, p);
-            self.last_task.set((c as usize, p));
+        let addr = c as usize;
+        if self.last_task.get() != (addr, p) {
+            let mut i = self.inner.borrow_mut();
+            if i.task_addr.get(p as usize) != Some(&addr) {
+                i.tasks.insert(addr, p);
+                if i.task_addr.len() <= p as usize {
+                    i.task_addr.resize(p as usize + 1, 0);
+                }
+                i.task_addr[p as usize] = addr;
+            }
+            drop(i);
+            self.last_task.set((addr, p));
         }
         c
     }
