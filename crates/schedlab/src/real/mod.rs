@@ -373,7 +373,7 @@ fn proc_stat() -> Vec<(usize, u64)> {
 fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str, kernel: String, before: Vec<(usize, u64)>, after: Vec<(usize, u64)>) -> RealRun {
     let mut notes = Vec::new();
     let mut end = plan.start_ns;
-    let mut late = 0;
+    let (mut late, mut late_max) = (0, 0);
     let mut failed: Vec<String> = Vec::new();
     let mut escaped: Vec<String> = Vec::new();
     for (i, tp) in plan.tasks.iter().enumerate() {
@@ -405,8 +405,9 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
             m.last_exit_ns = m.last_exit_ns.max(x.saturating_sub(plan.start_ns));
         }
         end = end.max(st.ended_ns());
-        if st.started_late_ns() > 1_000_000 {
+        if st.started_late_ns() > 0 {
             late += 1;
+            late_max = late_max.max(st.started_late_ns());
         }
         if let Some(e) = st.error() {
             failed.push(format!("{}: {e}", tp.name));
@@ -422,7 +423,7 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
         notes.push(escaped.join("; "));
     }
     if late > 0 {
-        notes.push(format!("{late} tasks started more than 1ms after the common start: raise the setup time"));
+        notes.push(format!("{late} tasks were still being set up at the common start (up to {} late): their runs start that much later", crate::time::fmt_ns(late_max)));
     }
     if !failed.is_empty() {
         notes.push(format!("{} tasks had problems: {}", failed.len(), failed.join("; ")));
