@@ -2,12 +2,13 @@
 //! (time, sequence number), so that events at the same instant run in the
 //! order they were scheduled, and a running hash of everything processed.
 //!
-//! Besides the heap there is one re-armable timer per CPU for the end of
-//! the running task's current step. That deadline moves on every switch and
-//! every interrupt, so in the heap most of its entries would be superseded
-//! before they fire; a tournament tree over the CPUs holds exactly one live
-//! key per CPU instead. Its keys come from the same sequence counter, so the
-//! merged order is the one a single heap would give.
+//! Two kinds of events get a timer per CPU instead of heap entries: the end
+//! of the running task's current step, a deadline that moves on every
+//! switch and every interrupt (in the heap most of its entries would be
+//! superseded before they fire), and the scheduler tick, of which a CPU has
+//! at most one pending. A tournament tree over the CPUs holds one live key
+//! per CPU for each. Their keys come from the same sequence counter as the
+//! heap's, so the merged order is the one a single heap would give.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -117,20 +118,20 @@ impl Ord for Entry {
 /// No pending step in a slot.
 const NO_KEY: u128 = u128::MAX;
 
-/// The per-CPU step timers: a tournament tree whose leaves are the CPUs'
+/// Per-CPU timers: a tournament tree whose leaves are the CPUs'
 /// (time, seq) keys and whose inner nodes hold the least key below them
 /// with its CPU. Re-arming or cancelling a slot costs O(log CPUs) at most,
 /// and stops as soon as a node comes out unchanged.
 #[derive(Debug, Default)]
-struct StepTimers {
+struct CpuTimers {
     /// `nodes[k]` for k in 1..n: the least (key, slot) below node k;
     /// `nodes[n + i]`: slot i's own key. Padded to a power of two.
     nodes: Vec<(u128, u32)>,
-    /// The generation each armed slot's event carries.
+    /// The generation each armed slot's event carries (step timers).
     gens: Vec<u32>,
 }
 
-impl StepTimers {
+impl CpuTimers {
     fn new(cpus: usize) -> Self {
         let n = cpus.max(1).next_power_of_two();
         let mut nodes = vec![(NO_KEY, 0); 2 * n];
@@ -140,7 +141,7 @@ impl StepTimers {
         for k in (1..n).rev() {
             nodes[k] = Self::least(nodes[2 * k], nodes[2 * k + 1]);
         }
-        StepTimers { nodes, gens: vec![0; n] }
+        CpuTimers { nodes, gens: vec![0; n] }
     }
 
     #[inline]
@@ -180,7 +181,8 @@ impl StepTimers {
 #[derive(Debug, Default)]
 pub struct Engine {
     heap: BinaryHeap<Entry>,
-    steps: StepTimers,
+    steps: CpuTimers,
+    ticks: CpuTimers,
     seq: u64,
     now: Ns,
     processed: u64,
@@ -194,7 +196,7 @@ impl Engine {
 
     /// An engine with step timers for `cpus` CPUs.
     pub fn with_cpus(cpus: usize) -> Self {
-        Engine { steps: StepTimers::new(cpus), ..Self::default() }
+        Engine { steps: CpuTimers::new(cpus), ticks: CpuTimers::new(cpus), ..Self::default() }
     }
 
     /// Arms `cpu`'s step timer: `Event::StepDone { cpu, gen }` at `at`
@@ -223,19 +225,33 @@ impl Engine {
     pub fn schedule(&mut self, at: Ns, event: Event) {
         let time = at.max(self.now);
         self.seq += 1;
-        self.heap.push(Entry { key: ((time as u128) << 64) | self.seq as u128, event });
+        let key = ((time as u128) << 64) | self.seq as u128;
+        match event {
+            Event::Tick { cpu } if (cpu as usize) < self.ticks.gens.len() => {
+                debug_assert!(self.ticks.nodes[self.ticks.gens.len() + cpu as usize].0 == NO_KEY, "a second pending tick on CPU {cpu}");
+                self.ticks.set(cpu as usize, key);
+            }
+            _ => self.heap.push(Entry { key, event }),
+        }
     }
 
     /// Pops the next event, advancing the clock to it.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ns, Event)> {
-        let step = self.steps.first();
-        let e = match (step, self.heap.peek()) {
-            (Some((cpu, key)), top) if top.is_none_or(|t| key < t.key) => {
-                self.steps.set(cpu, NO_KEY);
-                Entry { key, event: Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] } }
-            }
-            _ => self.heap.pop()?,
+        let heap = self.heap.peek().map_or(NO_KEY, |e| e.key);
+        let (step, tick) = (self.steps.first(), self.ticks.first());
+        let step_key = step.map_or(NO_KEY, |x| x.1);
+        let tick_key = tick.map_or(NO_KEY, |x| x.1);
+        let e = if step_key < heap && step_key < tick_key {
+            let cpu = step?.0;
+            self.steps.set(cpu, NO_KEY);
+            Entry { key: step_key, event: Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] } }
+        } else if tick_key < heap {
+            let cpu = tick?.0;
+            self.ticks.set(cpu, NO_KEY);
+            Entry { key: tick_key, event: Event::Tick { cpu: cpu as Cpu } }
+        } else {
+            self.heap.pop()?
         };
         let time = e.time();
         debug_assert!(time >= self.now, "time went backwards");
@@ -261,9 +277,9 @@ impl Engine {
 
     /// Time of the next pending event.
     pub fn peek_time(&self) -> Option<Ns> {
-        let step = self.steps.first().map(|(_, key)| (key >> 64) as Ns);
+        let key = |t: &CpuTimers| t.first().map(|(_, key)| (key >> 64) as Ns);
         let heap = self.heap.peek().map(|e| e.time());
-        step.into_iter().chain(heap).min()
+        [key(&self.steps), key(&self.ticks), heap].into_iter().flatten().min()
     }
 
     pub fn events_processed(&self) -> u64 {
@@ -271,8 +287,8 @@ impl Engine {
     }
 
     pub fn pending(&self) -> usize {
-        let n = self.steps.nodes.len() / 2;
-        self.heap.len() + self.steps.nodes[n..].iter().filter(|x| x.0 != NO_KEY).count()
+        let armed = |t: &CpuTimers| t.nodes[t.nodes.len() / 2..].iter().filter(|x| x.0 != NO_KEY).count();
+        self.heap.len() + armed(&self.steps) + armed(&self.ticks)
     }
 
     pub fn hash(&self) -> u64 {
@@ -353,7 +369,7 @@ mod tests {
     /// Step timers merge with the heap in (time, seq) order, re-arming
     /// replaces a slot's deadline, and disarming removes it.
     #[test]
-    fn step_timers_merge_in_key_order() {
+    fn cpu_timers_merge_in_key_order() {
         let mut e = Engine::with_cpus(5);
         e.schedule(10, Event::Tick { cpu: 0 });
         e.set_step(3, Some(10), 7);
@@ -390,26 +406,35 @@ mod tests {
         assert_eq!(e.pop(), None);
     }
 
-    /// Against the heap alone, holding superseded step events that are
-    /// skipped when they pop (how the engine used to work): the same live
-    /// events come out at the same times in the same order.
+    /// Against the heap alone, holding ticks and superseded step events
+    /// that are skipped when they pop (how the engine used to work): the
+    /// same live events come out at the same times in the same order.
     #[test]
-    fn step_timers_match_a_heap_with_stale_entries() {
+    fn cpu_timers_match_a_heap_with_stale_entries() {
         let cpus = 37;
         let mut e = Engine::with_cpus(cpus);
         let mut old = Engine::new();
         let mut gens = vec![0u32; cpus];
         let mut live: Vec<Option<u32>> = vec![None; cpus];
+        let mut tick_pending = vec![false; cpus];
         let mut r = crate::rng::Rng::new(11, crate::rng::Stream::Scheduler);
         let mut now = 0;
         for round in 0..50_000u32 {
             let cpu = r.below(cpus as u64) as usize;
-            match r.below(5) {
+            match r.below(6) {
                 0 => {
                     let at = now + r.below(40);
+                    e.schedule(at, Event::Ipi { cpu: cpu as Cpu });
+                    old.schedule(at, Event::Ipi { cpu: cpu as Cpu });
+                }
+                // A CPU has at most one tick pending.
+                5 if !tick_pending[cpu] => {
+                    let at = now + r.below(60);
+                    tick_pending[cpu] = true;
                     e.schedule(at, Event::Tick { cpu: cpu as Cpu });
                     old.schedule(at, Event::Tick { cpu: cpu as Cpu });
                 }
+                5 => {}
                 1 => {
                     gens[cpu] += 1;
                     live[cpu] = None;
@@ -435,8 +460,10 @@ mod tests {
                 assert_eq!(got, want, "round {round}");
                 if let Some((t, ev)) = got {
                     now = t;
-                    if let Event::StepDone { cpu, .. } = ev {
-                        live[cpu as usize] = None;
+                    match ev {
+                        Event::StepDone { cpu, .. } => live[cpu as usize] = None,
+                        Event::Tick { cpu } => tick_pending[cpu as usize] = false,
+                        _ => {}
                     }
                 }
             }
