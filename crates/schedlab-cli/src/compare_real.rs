@@ -78,7 +78,7 @@ fn guest_runs(a: &CompareArgs, variants: &[Variant], scenarios: &[Scenario], lab
     let mut out = Vec::new();
     for v in &guest_variants {
         let Some(g) = guest.scheds.iter().find(|g| g.name == v.label) else {
-            return Err(Failure::Io(format!("--vm: the guest reported nothing for {} (see the console in the cache: last-console.log)", v.label)));
+            return Err(Failure::Io(format!("--vm: the guest reported nothing for {} (its console: {})", v.label, guest.console.display())));
         };
         let mut notes = g.run_failures();
         notes.extend(g.summary.iter().filter_map(|l| l.strip_prefix("note: ").map(str::to_string)));

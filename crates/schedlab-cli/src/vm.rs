@@ -311,6 +311,8 @@ pub struct Guest {
     pub up: String,
     pub wall_s: f64,
     pub scheds: Vec<GuestSched>,
+    /// The guest's serial console, kept in the cache.
+    pub console: PathBuf,
 }
 
 impl Guest {
@@ -376,7 +378,10 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
         let window = t.window.map_or(String::new(), |(a, b)| format!("--trace-window {a}ns..{}", if b == u64::MAX { String::new() } else { format!("{b}ns") }));
         std::fs::write(guest.join("trace"), window).map_err(io)?;
     }
-    let log = cache.join(format!("console-{}.log", std::process::id()));
+    // Each boot's console stays in the cache for a day, for a look after a
+    // failure (runs in parallel each keep their own).
+    prune_consoles(&cache);
+    let log = cache.join(format!("console-{}-{}.log", std::process::id(), BOOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     if !quiet {
         eprintln!("schedlab: booting Linux {version} under qemu ({cpus} CPUs) for {}", variants.iter().map(|v| v.label.as_str()).collect::<Vec<_>>().join(", "));
     }
@@ -385,16 +390,29 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
     let wall_s = t0.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&guest);
     let console = std::fs::read_to_string(&log).unwrap_or_default();
-    // The last console stays in the cache for a look after a failure.
-    let _ = std::fs::rename(&log, cache.join("last-console.log"));
+    let _ = std::fs::copy(&log, cache.join("last-console.log"));
     booted?;
     let up = console.lines().find_map(|l| l.split("SCHEDLAB_GUEST_UP ").nth(1)).and_then(|r| r.split_whitespace().next()).unwrap_or("?").to_string();
     let scheds = parse_console(&console);
     if scheds.is_empty() {
         let tail: Vec<&str> = console.lines().rev().take(30).collect();
-        return Err((1, format!("the guest reported nothing; the end of its console:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"))));
+        return Err((1, format!("the guest reported nothing; the end of its console ({}):\n{}", log.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"))));
     }
-    Ok(Guest { version, cpus, up, wall_s, scheds })
+    Ok(Guest { version, cpus, up, wall_s, scheds, console: log })
+}
+
+static BOOTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Removes guest consoles older than a day from the cache.
+fn prune_consoles(cache: &Path) {
+    let day = std::time::Duration::from_secs(24 * 3600);
+    for e in std::fs::read_dir(cache).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let old = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age > day);
+        if name.starts_with("console-") && name.ends_with(".log") && old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// What a guest entry printed: state, exit, counters, loader messages and
@@ -504,6 +522,7 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
                         "exit_reason": g.exit_reason, "exit_msg": g.exit_msg,
                         "counters": g.counters.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
                         "results": g.json, "problems": g.problems(),
+                        "output": g.summary, "loader": g.loader, "console": guest.console,
                     })
                 })
                 .collect(),
@@ -521,7 +540,7 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
     if failed.is_empty() {
         Ok(())
     } else {
-        Err((1, format!("--vm: {}", failed.join(" | "))))
+        Err((1, format!("--vm: {} (the guest's console: {})", failed.join(" | "), guest.console.display())))
     }
 }
 
