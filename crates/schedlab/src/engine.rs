@@ -153,10 +153,26 @@ impl CpuTimers {
         }
     }
 
+    /// How many slots (CPUs, padded to a power of two); 0 without timers.
+    #[inline]
+    fn slots(&self) -> usize {
+        self.nodes.len() / 2
+    }
+
+    /// The key slot `slot` holds (NO_KEY when disarmed).
+    #[inline]
+    fn key(&self, slot: usize) -> u128 {
+        self.nodes[self.slots() + slot].0
+    }
+
+    /// Slots holding a key.
+    fn armed(&self) -> usize {
+        (0..self.slots()).filter(|&i| self.key(i) != NO_KEY).count()
+    }
+
     #[inline]
     fn set(&mut self, slot: usize, key: u128) {
-        let n = self.nodes.len() / 2;
-        let mut k = n + slot;
+        let mut k = self.slots() + slot;
         self.nodes[k].0 = key;
         while k > 1 {
             k /= 2;
@@ -227,8 +243,8 @@ impl Engine {
         self.seq += 1;
         let key = ((time as u128) << 64) | self.seq as u128;
         match event {
-            Event::Tick { cpu } if (cpu as usize) < self.ticks.gens.len() => {
-                debug_assert!(self.ticks.nodes[self.ticks.gens.len() + cpu as usize].0 == NO_KEY, "a second pending tick on CPU {cpu}");
+            Event::Tick { cpu } if (cpu as usize) < self.ticks.slots() => {
+                debug_assert!(self.ticks.key(cpu as usize) == NO_KEY, "a second pending tick on CPU {cpu}");
                 self.ticks.set(cpu as usize, key);
             }
             _ => self.heap.push(Entry { key, event }),
@@ -287,8 +303,7 @@ impl Engine {
     }
 
     pub fn pending(&self) -> usize {
-        let armed = |t: &CpuTimers| t.nodes[t.nodes.len() / 2..].iter().filter(|x| x.0 != NO_KEY).count();
-        self.heap.len() + armed(&self.steps) + armed(&self.ticks)
+        self.heap.len() + self.steps.armed() + self.ticks.armed()
     }
 
     pub fn hash(&self) -> u64 {
