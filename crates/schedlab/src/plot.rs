@@ -27,6 +27,13 @@ fn register_font() {
     });
 }
 
+/// A chart in the house style: title, margin and the label areas' sizes.
+fn framed<'a, 'b, DB: DrawingBackend>(root: &'a DrawingArea<DB, Shift>, title: impl AsRef<str>, label_areas: (u32, u32)) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 26)).margin(16).x_label_area_size(label_areas.0).y_label_area_size(label_areas.1);
+    b
+}
+
 fn err<E: std::fmt::Debug>(e: E) -> String {
     format!("plot: {e:?}")
 }
@@ -101,11 +108,7 @@ fn draw_hist<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, ser
     let (lo, hi) = latency_range(series);
     let binned: Vec<Vec<(f64, f64, u64)>> = series.iter().map(|s| log_bins(s.1)).collect();
     let ymax = binned.iter().flatten().map(|b| b.2).max().unwrap_or(1).max(1) as f64;
-    let mut chart = ChartBuilder::on(root)
-        .caption(title, ("sans-serif", 26))
-        .margin(16)
-        .x_label_area_size(56)
-        .y_label_area_size(80)
+    let mut chart = framed(root, title, (56, 80))
         .build_cartesian_2d((lo..hi).log_scale(), (0.8..ymax * 2.0).log_scale())
         .map_err(err)?;
     chart
@@ -147,11 +150,7 @@ fn draw_hist<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, ser
 fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, series: &[LatencySeries]) -> Result<(), String> {
     root.fill(&WHITE).map_err(err)?;
     let (lo, hi) = latency_range(series);
-    let mut chart = ChartBuilder::on(root)
-        .caption(title, ("sans-serif", 26))
-        .margin(16)
-        .x_label_area_size(56)
-        .y_label_area_size(80)
+    let mut chart = framed(root, title, (56, 80))
         .build_cartesian_2d((lo..hi).log_scale(), 0.0..100.0)
         .map_err(err)?;
     chart
@@ -237,11 +236,7 @@ fn draw_util<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, tl:
     let n = tl.busy_ns.len().max(1);
     let buckets = tl.nr_buckets().max(1);
     let ms = |i: usize| (i as u64 * tl.bucket_ns) as f64 / 1e6;
-    let mut chart = ChartBuilder::on(&main)
-        .caption(title, ("sans-serif", 26))
-        .margin(16)
-        .x_label_area_size(56)
-        .y_label_area_size(70)
+    let mut chart = framed(&main, title, (56, 70))
         .build_cartesian_2d(0.0..ms(buckets), 0.0..n as f64)
         .map_err(err)?;
     chart
@@ -299,11 +294,7 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, b: &Bars) -> Res
     let ymax = b.series.iter().flat_map(|s| s.1.iter()).map(|(v, w)| w.map_or(*v, |w| w.1.max(*v))).fold(0.0, f64::max);
     let ymax = if ymax > 0.0 { ymax * 1.3 } else { 1.0 };
     let cats = b.categories.clone();
-    let mut chart = ChartBuilder::on(root)
-        .caption(&b.title, ("sans-serif", 26))
-        .margin(16)
-        .x_label_area_size(70)
-        .y_label_area_size(80)
+    let mut chart = framed(root, &b.title, (70, 80))
         .build_cartesian_2d(0.0..ncat as f64, 0.0..ymax)
         .map_err(err)?;
     chart
