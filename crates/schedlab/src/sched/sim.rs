@@ -12,7 +12,8 @@ use crate::machine::cpumask::CpuMask;
 use crate::machine::irqoff::IrqOffModel;
 use crate::machine::topology::Topology;
 use crate::sched::features::Features;
-use crate::sched::rq::{CfsRq, DomainState, Rq};
+use crate::sched::balance::Nohz;
+use crate::sched::rq::{CfsRq, DomainState, RootDomain, Rq};
 use crate::sched::task::{Program, Task};
 use crate::sched::topology::SchedDomain;
 
@@ -49,11 +50,10 @@ pub struct Sim {
     pub this_cpu: Cpu,
     /// Per-LLC "has idle cores" hint (sd_llc_shared->has_idle_cores).
     pub llc_has_idle_cores: Vec<bool>,
-    /// CPUs whose tick is stopped because they are idle (nohz.idle_cpus_mask).
-    pub nohz_idle: CpuMask,
-    pub nohz_next_balance: Ns,
-    /// CPUs with more than one queued task (rd->overloaded, as a count).
-    pub nr_overloaded: u32,
+    /// Nohz idle balancing state (fair.c's `nohz`).
+    pub nohz: Nohz,
+    /// The root domain's balancing state (`struct root_domain`).
+    pub rd: RootDomain,
     /// The next free process id, for fork().
     pub next_tgid: u32,
     /// Cache-aware scheduling state: per process, per CPU, and totals.
@@ -96,7 +96,7 @@ impl Sim {
         let nr_llcs = topo.nr_llcs();
         Sim {
             engine: Engine::with_cpus(n),
-            nohz_idle: CpuMask::full(n),
+            nohz: Nohz { idle_cpus: CpuMask::full(n), next_balance: 0 },
             topo,
             domains,
             costs,
@@ -115,8 +115,7 @@ impl Sim {
             end_ns,
             this_cpu: 0,
             llc_has_idle_cores: vec![true; nr_llcs],
-            nohz_next_balance: 0,
-            nr_overloaded: 0,
+            rd: RootDomain::default(),
             next_tgid: 1,
             mm_sched: Vec::new(),
             cpu_cache: vec![Default::default(); n],

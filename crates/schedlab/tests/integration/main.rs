@@ -5,6 +5,7 @@ mod ext;
 mod fair;
 mod golden;
 mod host;
+mod invariants;
 mod placement;
 mod programs;
 mod properties;
