@@ -257,6 +257,9 @@ pub struct Sim {
     pub end_ns: Ns,
     /// The CPU whose event is being handled (smp_processor_id()).
     pub this_cpu: Cpu,
+    /// The context the event is handled in ([`IrqCtx`]): what
+    /// in_hardirq() / in_serving_softirq() see.
+    pub irq_ctx: IrqCtx,
     /// Per-LLC "has idle cores" hint (sd_llc_shared->has_idle_cores).
     pub llc_has_idle_cores: Vec<bool>,
     /// CPUs whose tick is stopped because they are idle (nohz.idle_cpus_mask).
@@ -324,6 +327,7 @@ impl Sim {
             seed,
             end_ns,
             this_cpu: 0,
+            irq_ctx: IrqCtx::Task,
             llc_has_idle_cores: vec![true; nr_llcs],
             nohz_next_balance: 0,
             nr_overloaded: 0,
@@ -432,6 +436,7 @@ impl Sim {
 
     /// Handles one event; returns false for a stale event that had no effect.
     fn dispatch(&mut self, t: Ns, ev: Event) -> bool {
+        self.irq_ctx = IrqCtx::of(&ev);
         match ev {
             Event::End => {
                 self.engine.account(t, &ev);
@@ -614,6 +619,44 @@ impl Sim {
             if let Some(ws) = t.wait_start.take() {
                 t.stats.wait_ns += now.saturating_sub(ws);
             }
+        }
+    }
+}
+
+/// The kernel context an event runs in (preempt_count()'s HARDIRQ and
+/// SOFTIRQ bits): the tick, hrtimer wakeups, the RT period timer, IPIs and
+/// irq_work run in hard interrupt context; bpf_timer callbacks and the
+/// bypass load balancer's timer in softirq (their hrtimers are soft);
+/// everything else (task steps, workqueue items, attach and detach) in
+/// task context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrqCtx {
+    Task,
+    SoftIrq,
+    HardIrq,
+}
+
+impl IrqCtx {
+    pub fn of(ev: &Event) -> IrqCtx {
+        match ev {
+            Event::Tick { .. }
+            | Event::Timer { .. }
+            | Event::Ipi { .. }
+            | Event::RtBandwidth { .. }
+            | Event::ScxDeferred { .. }
+            | Event::ScxKick { .. } => IrqCtx::HardIrq,
+            Event::ScxTimer { .. } | Event::ScxBypassLb => IrqCtx::SoftIrq,
+            _ => IrqCtx::Task,
+        }
+    }
+
+    /// The preempt_count() bits of this context (HARDIRQ_OFFSET 1 << 16,
+    /// SOFTIRQ_OFFSET 1 << 8).
+    pub fn preempt_count(self) -> u32 {
+        match self {
+            IrqCtx::Task => 0,
+            IrqCtx::SoftIrq => 1 << 8,
+            IrqCtx::HardIrq => 1 << 16,
         }
     }
 }
