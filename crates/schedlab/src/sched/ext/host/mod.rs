@@ -651,10 +651,11 @@ impl ExtOps for HostedScheduler {
     fn exit_task(&self, sim: &mut Sim, p: TaskId, cancelled: bool) {
         let mut args = ExitTaskArgsC { cancelled };
         let mut a = [self.task(sim, p), &mut args as *mut ExitTaskArgsC as u64];
-        self.call_void(sim, Op::ExitTask, &mut a);
-        if sim.task(p).state == crate::task::TaskState::Dead {
-            self.free_task_storage(sim, p);
-        }
+        self.call_void(sim, Op::ExitTask, &mut a)
+    }
+
+    fn task_freed(&self, sim: &mut Sim, p: TaskId) {
+        self.free_task_storage(sim, p);
     }
 
     fn enable(&self, sim: &mut Sim, p: TaskId) {
