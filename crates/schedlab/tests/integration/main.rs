@@ -4,6 +4,7 @@ mod bpfrt;
 mod determinism;
 mod ext;
 mod fair;
+mod golden;
 mod host;
 mod placement;
 mod programs;
