@@ -59,6 +59,7 @@ impl Sim {
 
     /// Handles one event; returns false for a stale event that had no effect.
     fn dispatch(&mut self, t: Ns, ev: Event) -> bool {
+        self.irq_ctx = crate::sched::sim::IrqCtx::of(&ev);
         match ev {
             Event::End => {
                 self.engine.account(t, &ev);

@@ -6,7 +6,7 @@
 
 use crate::engine::rng::{Rng, Stream};
 use crate::engine::time::Ns;
-use crate::engine::{Cpu, Engine, TaskId};
+use crate::engine::{Cpu, Engine, Event, TaskId};
 use crate::machine::cost::CostModel;
 use crate::machine::cpumask::CpuMask;
 use crate::machine::irqoff::IrqOffModel;
@@ -48,6 +48,9 @@ pub struct Sim {
     pub end_ns: Ns,
     /// The CPU whose event is being handled (smp_processor_id()).
     pub this_cpu: Cpu,
+    /// The context the event is handled in ([`IrqCtx`]): what
+    /// in_hardirq() / in_serving_softirq() see.
+    pub irq_ctx: IrqCtx,
     /// Per-LLC "has idle cores" hint (sd_llc_shared->has_idle_cores).
     pub llc_has_idle_cores: Vec<bool>,
     /// Nohz idle balancing state (fair.c's `nohz`).
@@ -114,6 +117,7 @@ impl Sim {
             seed,
             end_ns,
             this_cpu: 0,
+            irq_ctx: IrqCtx::Task,
             llc_has_idle_cores: vec![true; nr_llcs],
             rd: RootDomain::default(),
             next_tgid: 1,
@@ -170,5 +174,43 @@ impl Sim {
         self.tasks.push(t);
         self.scx_task_added(id);
         id
+    }
+}
+
+/// The kernel context an event runs in (preempt_count()'s HARDIRQ and
+/// SOFTIRQ bits): the tick, hrtimer wakeups, the RT period timer, IPIs and
+/// irq_work run in hard interrupt context; bpf_timer callbacks and the
+/// bypass load balancer's timer in softirq (their hrtimers are soft);
+/// everything else (task steps, workqueue items, attach and detach) in
+/// task context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrqCtx {
+    Task,
+    SoftIrq,
+    HardIrq,
+}
+
+impl IrqCtx {
+    pub fn of(ev: &Event) -> IrqCtx {
+        match ev {
+            Event::Tick { .. }
+            | Event::Timer { .. }
+            | Event::Ipi { .. }
+            | Event::RtBandwidth { .. }
+            | Event::ScxDeferred { .. }
+            | Event::ScxKick { .. } => IrqCtx::HardIrq,
+            Event::ScxTimer { .. } | Event::ScxBypassLb => IrqCtx::SoftIrq,
+            _ => IrqCtx::Task,
+        }
+    }
+
+    /// The preempt_count() bits of this context (HARDIRQ_OFFSET 1 << 16,
+    /// SOFTIRQ_OFFSET 1 << 8).
+    pub fn preempt_count(self) -> u32 {
+        match self {
+            IrqCtx::Task => 0,
+            IrqCtx::SoftIrq => 1 << 8,
+            IrqCtx::HardIrq => 1 << 16,
+        }
     }
 }
