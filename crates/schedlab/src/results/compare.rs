@@ -1,5 +1,5 @@
 //! Run summaries and side-by-side comparison tables (`schedlab compare`),
-//! in the shape of the seeds' tables: one row per scheduler or feature
+//! in the shape of the experiments' tables: one row per scheduler or feature
 //! setting, with max latency, spikes over a threshold, percentiles and
 //! throughput. Sweeps store the same summaries per run.
 

@@ -101,7 +101,7 @@ pub struct CpuResult {
     pub migrations_in: u64,
 }
 
-/// Cache-aware scheduling's scan work (seed 004), when SCHED_CACHE is on.
+/// Cache-aware scheduling's scan work (experiment 004), when SCHED_CACHE is on.
 #[derive(Debug, Serialize)]
 pub struct SchedCacheResult {
     pub scans: u64,
@@ -131,12 +131,12 @@ pub struct ScxResult {
     pub keep_prev: u64,
     pub dfl_slice_refills: u64,
     pub deferred_irq_works: u64,
-    /// ... of those, for another CPU's runqueue (where seed 000's change acts).
+    /// ... of those, for another CPU's runqueue (where experiment 000's change acts).
     pub deferred_remote: u64,
     /// CPU time charged for callbacks, kfuncs and DSQ locks (incl. waiting).
     pub overhead_ns: u64,
     pub dsq_lock_wait_ns: u64,
-    /// Local DSQ residence: insert to removal (seed 000's metric).
+    /// Local DSQ residence: insert to removal (experiment 000's metric).
     pub local_dsq_residence: Option<LatencyStats>,
     pub local_dsq_residence_over_128us: u64,
     pub local_dsq_residence_over_256us: u64,

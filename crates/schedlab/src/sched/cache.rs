@@ -1,4 +1,4 @@
-//! Cache-aware scheduling (CONFIG_SCHED_CACHE, seed 004).
+//! Cache-aware scheduling (CONFIG_SCHED_CACHE, experiment 004).
 //!
 //! Each process (mm) keeps, per CPU, how much it ran there, halved every
 //! 10 ms epoch, next to the CPU's own decayed runtime. Periodically a task of
@@ -8,7 +8,7 @@
 //! start from the preferred CPU, unless that LLC is over-aggregated, and load
 //! balancing does not pull tasks out of their preferred LLC (llc_balancing).
 //!
-//! Which CPUs the scan reads is the seed's change: SC_NODE scans the CPUs of
+//! Which CPUs the scan reads is the source document's change: SC_NODE scans the CPUs of
 //! the current node, SC_VISIT only the CPUs the process visited recently
 //! (evicted after `EPOCH_AFFINITY_TIMEOUT` epochs), neither scans every CPU.
 

@@ -539,7 +539,7 @@ impl Sim {
     }
 
     /// YIELD_TO_LAG_CREDIT: make a not-yet-eligible yield_to() target eligible
-    /// by crediting it lag up to V, within the lag bound (seed 003).
+    /// by crediting it lag up to V, within the lag bound (experiment 003).
     fn credit_entity_vlag(&mut self, cpu: Cpu, p: TaskId) {
         if self.entity_eligible(cpu, p) {
             return;

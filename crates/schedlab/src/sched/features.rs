@@ -39,18 +39,18 @@ sched_features! {
     DELAY_DEQUEUE = true, "a sleeping task that is not eligible stays queued until its lag is burnt off";
     DELAY_ZERO = true, "a delayed task that is requeued or dequeued has positive lag clipped to zero";
     WAKEUP_PREEMPTION = true, "a waking task may preempt the current one if it is the better EEVDF pick";
-    SCHED_CACHE = false, "cache-aware scheduling: processes prefer the LLC holding their cache (llc_balancing/enabled, seed 004)";
-    SC_VISIT = true, "cache-aware scans read only the CPUs the process visited recently (seed 004)";
+    SCHED_CACHE = false, "cache-aware scheduling: processes prefer the LLC holding their cache (llc_balancing/enabled, experiment 004)";
+    SC_VISIT = true, "cache-aware scans read only the CPUs the process visited recently (experiment 004)";
     SC_NODE = false, "cache-aware scans read the CPUs of the current node (without SC_VISIT); neither scans every CPU";
-    YIELD_TO_LAG_CREDIT = false, "yield_to() credits the target with lag so it is eligible, and forces a local resched at most every 6 ms (seed 003)";
+    YIELD_TO_LAG_CREDIT = false, "yield_to() credits the target with lag so it is eligible, and forces a local resched at most every 6 ms (experiment 003)";
     // Placement and balancing
     WA_IDLE = true, "wake_affine prefers an idle waker or previous CPU";
     WA_WEIGHT = true, "wake_affine compares the load of the waker and previous CPUs";
     WA_BIAS = true, "wake_affine's load comparison is biased by the domain's imbalance_pct";
     SIS_UTIL = true, "select_idle_cpu limits how many CPUs it scans by LLC utilisation";
     // sched_ext (kernel/sched/ext.c)
-    SCX_DEFERRED_ON_TARGET = true, "deferred sched_ext work (remote reenqueues) is queued as irq_work on the target CPU (7.1), not on the calling CPU (seed 000)";
-    SCX_BYPASS_PERCPU = true, "bypass mode uses per-CPU bypass DSQs, a load balancer, immediate loop exits and the hard-lockup hook (6.19), not per-node global DSQs (seed 002)";
+    SCX_DEFERRED_ON_TARGET = true, "deferred sched_ext work (remote reenqueues) is queued as irq_work on the target CPU (7.1), not on the calling CPU (experiment 000)";
+    SCX_BYPASS_PERCPU = true, "bypass mode uses per-CPU bypass DSQs, a load balancer, immediate loop exits and the hard-lockup hook (6.19), not per-node global DSQs (experiment 002)";
 }
 
 impl Feature {

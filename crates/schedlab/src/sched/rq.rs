@@ -139,7 +139,7 @@ pub struct Rq {
     pub tick_armed: bool,
     pub next_balance: Ns,
     pub domains: Vec<DomainState>,
-    /// Last time the yield_to() lag-credit path forced a local resched (seed 003).
+    /// Last time the yield_to() lag-credit path forced a local resched (experiment 003).
     pub yield_to_resched_last: Option<Ns>,
     /// Start of the current RT-bandwidth / fair-server period.
     pub bw_period_start: Ns,

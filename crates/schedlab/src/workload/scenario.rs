@@ -273,7 +273,7 @@ pub const WORKLOAD_KINDS: &[(&str, &str)] = &[
     ("stress", "stress-ng stressors: cpu, yield, switch (pipe ping-pong pairs), fork (fork + wait storms); reports bogo ops"),
     ("vm", "overcommitted KVM guests: vCPU threads whose guest work takes a guest spinlock; pause-loop exits yield_to the holder"),
     ("schbench", "schbench: message threads waking worker threads (or -R requests/s), per-CPU lock, cache footprint; wakeup and request latency, RPS"),
-    ("mixed", "seed 000's background load: oversubscribed hogs at mixed nice, yielders, switch pairs, SCHED_FIFO bursts, fork storms"),
+    ("mixed", "experiment 000's background load: oversubscribed hogs at mixed nice, yielders, switch pairs, SCHED_FIFO bursts, fork storms"),
     ("server", "multi-instance server: N processes of a dispatcher and M-1 workers sharing a working set; request latency and throughput"),
     ("rtapp", "rt-app JSON import (file = \"x.json\"): run, runtime, sleep, timer, lock/unlock, barrier, fork, yield, loop, phases"),
 ];
@@ -314,7 +314,7 @@ pub struct SchbenchSpec {
     pub start: Option<Duration>,
 }
 
-/// Seed 000's background load as one workload: `oversubscription` x CPUs
+/// Experiment 000's background load as one workload: `oversubscription` x CPUs
 /// threads of steady load (run/sleep hogs at mixed nice levels, sched_yield()
 /// loops and pinned pipe ping-pong pairs), periodic SCHED_FIFO bursts and
 /// periodic fork storms. The same mix as scenarios/mixed-load.toml writes out
@@ -347,7 +347,7 @@ pub struct MixedSpec {
     pub start: Option<Duration>,
 }
 
-/// A multi-instance server (Redis-like, seed 004's second workload):
+/// A multi-instance server (Redis-like, experiment 004's second workload):
 /// `instances` processes, each of `threads` threads: one dispatcher and
 /// `threads - 1` workers sharing the process's `working_set`. The
 /// dispatcher keeps `connections` requests in flight: it hands each to the
@@ -390,7 +390,7 @@ pub struct RtappSpec {
     pub base_dir: PathBuf,
 }
 
-/// Overcommitted virtual machines (seed 003): each VM is a host process with
+/// Overcommitted virtual machines (experiment 003): each VM is a host process with
 /// `vcpus` vCPU threads. Guest work alternates between unlocked work and a
 /// critical section under a VM-wide guest spinlock. A vCPU that spins longer
 /// than the pause-loop-exit window exits to the host, which calls yield_to()

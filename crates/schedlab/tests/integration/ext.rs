@@ -388,7 +388,7 @@ fn bypass_load_balancer_spreads_a_concentrated_queue() {
     let _ = enq_flags::IMMED;
 }
 
-/// qmap -I -F N in Rust, for checking seed 000's mechanism without the host.
+/// qmap -I -F N in Rust, for checking experiment 000's mechanism without the host.
 struct MiniQmap {
     n: Cell<u64>,
     nth: u64,
@@ -445,7 +445,7 @@ impl ExtOps for MiniQmap {
 }
 
 #[test]
-fn seed000_probe() {
+fn exp000_probe() {
     let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/mixed-load.toml")).unwrap();
     for on_target in [false, true] {
         let mut t = base.replace("cstates = false", "cstates = false\n[machine.irqoff]\nevery = \"exp:500us\"\nlength = \"exp:60us\"");

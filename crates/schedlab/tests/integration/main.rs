@@ -2,6 +2,7 @@
 
 mod bpfrt;
 mod determinism;
+mod experiments;
 mod ext;
 mod fair;
 mod golden;
@@ -13,7 +14,6 @@ mod properties;
 mod rt;
 mod rtapp;
 mod scheds;
-mod seeds;
 mod trace;
 mod workloads;
 

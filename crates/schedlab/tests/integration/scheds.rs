@@ -7,7 +7,7 @@
 //!   the kernel's, and runs are deterministic;
 //! - ejection: each deliberately broken scheduler of tests/schedulers ends
 //!   in the right exit kind, and every task carries on under fair;
-//! - bypass: cpu0's concentration on `epyc-2s-192` and seed 002's
+//! - bypass: cpu0's concentration on `epyc-2s-192` and experiment 002's
 //!   affinitized scx_simple load, disabled with per-CPU bypass DSQs (6.19)
 //!   and with the old per-node global DSQs.
 
@@ -509,15 +509,15 @@ fn bypass_cpu0_concentration_on_epyc() {
     assert!(old.took < new.took, "if this flips, update the comment above: per-CPU {} ns vs per-node {} ns", new.took, old.took);
 }
 
-/// Seed 002's contention case, scaled to 4,000 tasks: scx_simple (hosted)
+/// Experiment 002's contention case, scaled to 4,000 tasks: scx_simple (hosted)
 /// with 20 groups of hogs, each affinitized to its own CPU subset,
 /// unregistered at 0.8 s.
 #[test]
 fn bypass_simple_affinitized_groups_on_epyc() {
     // 2,000 tasks put the two modes level (12 ms each); the gap opens with
-    // the load: 4,000 tasks 25 ms vs 44 ms, seed 002's 8,000 86 ms vs 692 ms.
+    // the load: 4,000 tasks 25 ms vs 44 ms, experiment 002's 8,000 86 ms vs 692 ms.
     let per = 200;
-    let base = std::fs::read_to_string(manifest().join("../../scenarios/seed002-bypass.toml")).expect("seed 002 scenario");
+    let base = std::fs::read_to_string(manifest().join("../../scenarios/exp-002-bypass.toml")).expect("experiment 002 scenario");
     let toml = base
         .replace("count = 400", &format!("count = {per}"))
         .replace("[scheduler]\nkind = \"ext\"\nsched = \"simple\"\ndetach_at = \"800ms\"\n", "")

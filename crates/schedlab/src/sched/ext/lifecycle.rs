@@ -392,7 +392,7 @@ impl Sim {
         // Before tasks can be switched, the disable path needs an RCU grace
         // period (and the fork rwsem): every task preempted right now may be
         // inside a read-side section (PREEMPT_RCU) and must run once first.
-        // Tasks stuck behind a long queue are what stalls RCU in seed 002.
+        // Tasks stuck behind a long queue are what stalls RCU in experiment 002.
         let mut left = 0;
         for p in 0..self.tasks.len() as TaskId {
             let t = self.task(p);
@@ -516,7 +516,7 @@ impl Sim {
     }
 
     /// Longest current wait of a runnable ext task, for the disable report
-    /// (the hung-task / RCU-stall symptom of seed 002).
+    /// (the hung-task / RCU-stall symptom of experiment 002).
     fn scx_track_disable_waits(&mut self) {
         let now = self.now();
         let mut worst = self.scx.stats.max_wait_while_disabling_ns;

@@ -220,7 +220,7 @@ pub struct ScxStats {
     pub hardlockups: u64,
     pub overhead_ns: Ns,
     pub dsq_lock_wait_ns: Ns,
-    /// Local DSQ residence (insert to removal), seed 000's metric.
+    /// Local DSQ residence (insert to removal), experiment 000's metric.
     pub local_residence: Histogram<u64>,
     /// Longest time any ext task waited runnable while disabling.
     pub max_wait_while_disabling_ns: Ns,

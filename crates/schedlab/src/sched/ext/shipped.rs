@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 /// (name, what it is, BPF C source).
 pub const SHIPPED: &[(&str, &str, &str)] = &[
     ("simple", "one shared DSQ, weighted vtime or FIFO (like scx_simple)", include_str!("../../../../../schedulers/simple.bpf.c")),
-    ("qmap", "five FIFO queues by weight; -I/-F IMMED options (like scx_qmap; seed 000)", include_str!("../../../../../schedulers/qmap.bpf.c")),
+    ("qmap", "five FIFO queues by weight; -I/-F IMMED options (like scx_qmap; experiment 000)", include_str!("../../../../../schedulers/qmap.bpf.c")),
     ("central", "one CPU makes every decision, with a timer (like scx_central)", include_str!("../../../../../schedulers/central.bpf.c")),
-    ("cpu0", "everything queues on CPU 0 (like scx_cpu0; seed 002)", include_str!("../../../../../schedulers/cpu0.bpf.c")),
-    ("flow", "budgets refilled on sleep, wake profiles, priority lanes, hog containment (like scx_flow v2.2.4; seed 001)", include_str!("../../../../../schedulers/flow.bpf.c")),
+    ("cpu0", "everything queues on CPU 0 (like scx_cpu0; experiment 002)", include_str!("../../../../../schedulers/cpu0.bpf.c")),
+    ("flow", "budgets refilled on sleep, wake profiles, priority lanes, hog containment (like scx_flow v2.2.4; experiment 001)", include_str!("../../../../../schedulers/flow.bpf.c")),
 ];
 
 /// The source of a shipped scheduler.
