@@ -2,8 +2,10 @@
 //! kernel counterparts in kernel/sched/:
 //!
 //! - [`sim`]: [`Sim`], the whole simulated system (runqueues, tasks, root
-//!   domain, loaded sched_ext scheduler), and the event loop that delivers
-//!   ticks, timers, IPIs and step ends to the handlers below;
+//!   domain, loaded sched_ext scheduler); [`event_loop`] delivers ticks,
+//!   timers, IPIs and step ends to the handlers below and runs the
+//!   return-from-interrupt path; [`ipc`] (wait objects, spinlocks) and
+//!   [`metrics`] (what workloads measure) are the state it holds for them;
 //! - [`task`]: `task_struct`: policy, priority, weights, the per-class
 //!   entities, statistics, and the behaviour program a task runs;
 //! - [`rq`]: `struct rq` and the per-class runqueues (sched.h);
