@@ -209,4 +209,7 @@ impl<T: ExtOps> ExtOps for Checked<T> {
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         self.inner.timer_fired(sim, timer)
     }
+    fn attached(&self, sim: &mut Sim) {
+        self.inner.attached(sim)
+    }
 }

@@ -21,6 +21,7 @@ mod idle;
 pub mod kfuncs;
 mod lifecycle;
 pub mod ops;
+pub mod profile;
 pub mod shipped;
 
 use std::collections::BTreeMap;
