@@ -5,6 +5,7 @@ mod ext;
 mod fair;
 mod host;
 mod placement;
+mod profiles;
 mod programs;
 mod properties;
 mod rt;

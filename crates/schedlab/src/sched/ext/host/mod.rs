@@ -155,8 +155,8 @@ pub struct HostedScheduler {
     /// SEC("syscall") runs for right after the attach (a loader profile's
     /// `phase = "attach"`).
     after_attach: std::cell::RefCell<Vec<crate::sched::ext::profile::resolve::Run>>,
-    /// Storage of the RESIZABLE_ARRAY()s (see [`resizable`]).
-    _arrays: Vec<Vec<u64>>,
+    /// Storage of the RESIZABLE_ARRAY()s (see [`resizable`]), by name.
+    arrays: Vec<(String, Vec<u64>)>,
     /// Keeps the object mapped; dropped last.
     _loaded: Loaded,
 }
@@ -301,7 +301,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         source: source.to_path_buf(),
         cache_hit: compiled.cache_hit,
         after_attach: Default::default(),
-        _arrays: arrays,
+        arrays,
         _loaded: loaded,
     };
     for (k, v) in &cfg.rodata {
@@ -318,7 +318,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
 /// object cannot grow a global, so the descriptor unit (scan.rs) compiles
 /// `arr` as `(*__schedlab_resizable_arr)`, a pointer to the array the host
 /// allocates here (zeroed, 8-byte aligned), before any program runs.
-fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<Vec<u64>>, String> {
+fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<(String, Vec<u64>)>, String> {
     for (name, _) in resize {
         if !arrays.iter().any(|a| &a.name == name) {
             let have: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
@@ -337,7 +337,7 @@ fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<Vec<u64>
         let mut store = vec![0u64; (bytes as usize).div_ceil(8).max(1)];
         let p = store.as_mut_ptr() as usize;
         loader::write_rodata(a, 0, &p.to_ne_bytes()[..a.size as usize])?;
-        out.push(store);
+        out.push((a.name.clone(), store));
     }
     Ok(out)
 }
@@ -433,6 +433,17 @@ impl HostedScheduler {
         let r = self.run_syscall(sim, name, ctx);
         sim.this_cpu = saved;
         r
+    }
+
+    /// The current bytes of a writable global (.bss/.data, including a
+    /// RESIZABLE_ARRAY() at its resized length), as user space reads its
+    /// data maps.
+    pub fn global_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        if let Some(g) = self.globals.iter().find(|g| g.name == name) {
+            return Some(loader::read_rodata(g));
+        }
+        let (_, store) = self.arrays.iter().find(|(n, _)| n == name)?;
+        Some(store.iter().flat_map(|w| w.to_ne_bytes()).collect())
     }
 
     /// The current bytes of rodata `name`.

@@ -184,7 +184,9 @@ fn strip_attrs(item: &[Tok]) -> (Vec<Tok>, Vec<String>) {
         if is_group && i + 1 < item.len() && item[i + 1].text == "(" {
             let end = close_of(item, i + 1);
             if t == "__schedlab_sec" && i + 2 < end {
-                secs.push(item[i + 2].text.trim_matches('"').to_string());
+                // Adjacent literals concatenate: SEC("." "data" "." "x").
+                let lit: String = item[i + 2..end].iter().map(|t| t.text.trim_matches('"')).collect();
+                secs.push(lit);
             }
             i = end + 1;
             continue;
@@ -592,7 +594,7 @@ struct pidq fifo0 __schedlab_sec(".maps");
 int helper(int a) { if (a) { return 1; } return 0; }
 __attribute__((used)) __schedlab_sec("syscall") int run_me(void *ctx) { return 0; }
 __schedlab_sec(".struct_ops.link") struct sched_ext_ops simple_ops = { .name = "simple", };
-u64 cpu_started_at[1] __schedlab_sec(".data.cpu_started_at");
+u64 cpu_started_at[1] __schedlab_sec("." "data" "." "cpu_started_at");
 u64 not_resizable[1] __schedlab_sec(".data.other");
 struct sched_ext_ops *not_ops(void);
 "#;
