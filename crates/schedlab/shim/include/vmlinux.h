@@ -614,6 +614,8 @@ struct sched_ext_ops {
 	void *priv;
 };
 
+#include "schedlab_kobj.h"
+
 #endif /* __SCHEDLAB_VMLINUX_H__ */
 
 #endif /* __BPF__ */

@@ -212,4 +212,7 @@ impl<T: ExtOps> ExtOps for Checked<T> {
     fn attached(&self, sim: &mut Sim) {
         self.inner.attached(sim)
     }
+    fn task_freed(&self, sim: &mut Sim, p: TaskId) {
+        self.inner.task_freed(sim, p)
+    }
 }

@@ -443,6 +443,12 @@ pub trait ExtOps {
     fn attached(&self, sim: &mut Sim) {
         let _ = sim;
     }
+    /// Task `p` exited and its task_struct goes (sched_ext_free(), then
+    /// bpf_task_storage_free()): not an op, called whether or not the
+    /// scheduler defines exit_task. Hosted schedulers drop its local storage.
+    fn task_freed(&self, sim: &mut Sim, p: TaskId) {
+        let _ = (sim, p);
+    }
 }
 
 /// A shared scheduler is a scheduler (lets tests keep a handle on a hosted
@@ -543,5 +549,8 @@ impl<T: ExtOps + ?Sized> ExtOps for std::rc::Rc<T> {
     }
     fn attached(&self, sim: &mut Sim) {
         (**self).attached(sim)
+    }
+    fn task_freed(&self, sim: &mut Sim, p: TaskId) {
+        (**self).task_freed(sim, p)
     }
 }
