@@ -202,4 +202,20 @@ fn sched_args_and_profile() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no loader profile"), "{err}");
+
+/// `--check` runs the invariant checks without changing a result: the JSON
+/// is byte-identical with and without it; with --real it is refused.
+#[test]
+fn check_flag_keeps_results_identical() {
+    let p = write_tmp("check.toml", GOOD);
+    let plain = schedlab(&["run", p.to_str().unwrap(), "--json", "-", "--quiet"]);
+    let checked = schedlab(&["run", p.to_str().unwrap(), "--json", "-", "--quiet", "--check"]);
+    assert_eq!(plain.status.code(), Some(0), "{}", String::from_utf8_lossy(&plain.stderr));
+    assert_eq!(checked.status.code(), Some(0), "{}", String::from_utf8_lossy(&checked.stderr));
+    assert!(!plain.stdout.is_empty());
+    assert_eq!(plain.stdout, checked.stdout);
+    let real = schedlab(&["run", p.to_str().unwrap(), "--real", "--check"]);
+    let err = String::from_utf8_lossy(&real.stderr);
+    assert_eq!(real.status.code(), Some(2), "{err}");
+    assert!(err.contains("--check"), "{err}");
 }
