@@ -202,6 +202,7 @@ fn sched_args_and_profile() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no loader profile"), "{err}");
+}
 
 /// `--check` runs the invariant checks without changing a result: the JSON
 /// is byte-identical with and without it; with --real it is refused.
