@@ -15,7 +15,7 @@
  * <schedlab-bpf/vmlinux.h> in an include directory after this one
  * (scripts/scx-vm does this). Kfunc prototypes are the scx headers' own.
  */
-#if defined(__BPF__)
+#if defined(__BPF__) && !defined(__SCHEDLAB_NATIVE__)
 #ifndef __SCHEDLAB_VMLINUX_BPF_H__
 #define __SCHEDLAB_VMLINUX_BPF_H__
 #ifndef BPF_NO_KFUNC_PROTOTYPES
@@ -167,8 +167,129 @@ struct sched_ext_entity {
 };
 
 struct mm_struct;
+
+/* Fixed-width names (include/linux/types.h). */
+typedef u8 uint8_t;
+typedef u16 uint16_t;
+typedef u32 uint32_t;
+typedef u64 uint64_t;
+typedef s8 int8_t;
+typedef s16 int16_t;
+typedef s32 int32_t;
+typedef s64 int64_t;
+typedef u8 u_int8_t;
+typedef u16 u_int16_t;
+typedef u32 u_int32_t;
+typedef u64 u_int64_t;
+
+/*
+ * Cgroups, as far as sched_ext schedulers read them: the kernfs node's id
+ * (the cgroup id) and name, the depth and the ancestors. The simulated
+ * kernel has the root cgroup (level 0, id 1).
+ */
+struct kernfs_node {
+	struct kernfs_node *__parent;
+	const char *name;
+	u64 id;
+	void *priv;
+};
+
 struct cgroup;
-struct rq;
+struct cgroup_subsys;
+
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+	struct cgroup_subsys *ss;
+	struct cgroup_subsys_state *parent;
+	int id;
+	unsigned int flags;
+	u64 serial_nr;
+};
+
+struct cgroup {
+	struct cgroup_subsys_state self;
+	unsigned long flags;
+	int level;
+	int max_depth;
+	int nr_descendants;
+	int nr_dying_descendants;
+	int max_descendants;
+	struct kernfs_node *kn;
+	/* ancestors[0] is the root, ancestors[level] this cgroup. */
+	struct cgroup *ancestors[];
+};
+
+/* include/linux/bpf.h: bpf_iter_css_new() orders. */
+enum bpf_cgroup_iter_order {
+	BPF_CGROUP_ITER_ORDER_UNSPEC = 0,
+	BPF_CGROUP_ITER_SELF_ONLY = 1,
+	BPF_CGROUP_ITER_DESCENDANTS_PRE = 2,
+	BPF_CGROUP_ITER_DESCENDANTS_POST = 3,
+	BPF_CGROUP_ITER_ANCESTORS_UP = 4,
+	BPF_CGROUP_ITER_CHILDREN = 5,
+};
+
+/* include/uapi/linux/mempolicy.h */
+enum {
+	MPOL_DEFAULT = 0,
+	MPOL_PREFERRED = 1,
+	MPOL_BIND = 2,
+	MPOL_INTERLEAVE = 3,
+	MPOL_LOCAL = 4,
+	MPOL_PREFERRED_MANY = 5,
+	MPOL_WEIGHTED_INTERLEAVE = 6,
+	MPOL_MAX = 7,
+};
+
+/* MAX_NUMNODES = 1 << CONFIG_NODES_SHIFT (10). */
+typedef struct {
+	unsigned long bits[1024 / 64];
+} nodemask_t;
+
+/* A task's NUMA memory policy; NULL in task_struct is the default policy. */
+struct mempolicy {
+	atomic_t refcnt;
+	unsigned short mode;
+	unsigned short flags;
+	nodemask_t nodes;
+	int home_node;
+};
+
+/* include/uapi/linux/bpf.h: bpf_perf_event_read_value()'s result. */
+struct bpf_perf_event_value {
+	u64 counter;
+	u64 enabled;
+	u64 running;
+};
+
+/* The RCU guard class (include/linux/rcupdate.h's DEFINE_LOCK_GUARD_0(rcu)). */
+typedef struct {
+	void *lock;
+} class_rcu_t;
+
+/* include/linux/mm_types.h: enum page_size_enum (what BTF shows for PAGE_SIZE). */
+enum page_size_enum {
+	__PAGE_SIZE = 4096,
+};
+
+/*
+ * The runqueue, as far as sched_ext kfuncs expose it (scx_bpf_cpu_rq(),
+ * scx_bpf_locked_rq()): its current task.
+ */
+struct rq {
+	struct task_struct *curr;
+};
+
+/*
+ * A CPU-id mask (7.2+ cid API): bits for cids base .. base + nr_cids - 1 in
+ * alloc_words u64 words.
+ */
+struct scx_cmask {
+	u32 base;
+	u32 nr_cids;
+	u32 alloc_words;
+	u64 bits[];
+};
 
 struct task_struct {
 	u32 schedlab_id;
@@ -202,6 +323,10 @@ struct task_struct {
 	u64 stime;
 	int numa_preferred_nid;
 	int __schedlab_pad2;
+	/* NULL: the default policy (the simulator models none other). */
+	struct mempolicy *mempolicy;
+	/* The task's CPU-controller group; NULL (the root) in the simulator. */
+	struct task_group *sched_task_group;
 };
 
 #define TASK_COMM_LEN 16
@@ -248,9 +373,48 @@ struct bpf_iter_bits {
 	u64 __opaque[2];
 } __attribute__((aligned(8)));
 
-struct bpf_iter_task;
-struct bpf_iter_css;
-struct cgroup_subsys_state;
+/* Sizes follow the kernel's (kernel/bpf/task_iter.c, cgroup_iter.c). */
+struct bpf_iter_task {
+	u64 __opaque[3];
+} __attribute__((aligned(8)));
+
+struct bpf_iter_css {
+	u64 __opaque[3];
+} __attribute__((aligned(8)));
+
+struct bpf_iter_css_task {
+	u64 __opaque[1];
+} __attribute__((aligned(8)));
+
+/* A tracepoint record's common header (include/linux/trace_events.h). */
+struct trace_entry {
+	unsigned short type;
+	unsigned char flags;
+	unsigned char preempt_count;
+	int pid;
+};
+
+/* include/linux/cpufreq.h, the members schedulers read. */
+struct cpufreq_cpuinfo {
+	unsigned int max_freq;
+	unsigned int min_freq;
+	unsigned int transition_latency;
+};
+
+struct cpufreq_policy {
+	cpumask_var_t cpus;
+	cpumask_var_t related_cpus;
+	unsigned int cpu;
+	struct cpufreq_cpuinfo cpuinfo;
+	unsigned int min;
+	unsigned int max;
+	unsigned int cur;
+};
+
+/* The CPU controller's group (kernel/sched/sched.h), as far as BPF reads it. */
+struct task_group {
+	struct cgroup_subsys_state css;
+};
 struct bpf_prog_aux;
 
 /* include/uapi/linux/bpf.h */
@@ -613,6 +777,8 @@ struct sched_ext_ops {
 	char name[SCX_OPS_NAME_LEN];
 	void *priv;
 };
+
+#include "schedlab_native.h"
 
 #endif /* __SCHEDLAB_VMLINUX_H__ */
 

@@ -29,6 +29,10 @@ pub const SHIM_FILES: &[(&str, &str)] = &[
     ("include/bpf/bpf_endian.h", include_str!("../../../../shim/include/bpf/bpf_endian.h")),
     ("include/asm-generic/errno.h", include_str!("../../../../shim/include/asm-generic/errno.h")),
     ("include/asm-generic/errno-base.h", include_str!("../../../../shim/include/asm-generic/errno-base.h")),
+    ("include/schedlab_native.h", include_str!("../../../../shim/include/schedlab_native.h")),
+    ("include/schedlab_native_post.h", include_str!("../../../../shim/include/schedlab_native_post.h")),
+    ("pre/bpf_experimental.h", include_str!("../../../../shim/pre/bpf_experimental.h")),
+    ("pre/bpf_arena_common.bpf.h", include_str!("../../../../shim/pre/bpf_arena_common.bpf.h")),
     ("include/scx/common.bpf.h", include_str!("../../../../shim/include/scx/common.bpf.h")),
     ("include/scx/compat.bpf.h", include_str!("../../../../shim/include/scx/compat.bpf.h")),
     ("include/scx/user_exit_info.h", include_str!("../../../../shim/include/scx/user_exit_info.h")),
@@ -217,6 +221,15 @@ fn echo_diagnostics() -> bool {
     std::env::var_os("SCHEDLAB_QUIET_CC").is_none_or(|v| v.is_empty() || v == "0")
 }
 
+/// What every scheduler object is compiled with besides the flags: BPF
+/// C (`__BPF__`, which scx's headers test to declare their BPF side),
+/// natively (`__SCHEDLAB_NATIVE__`, which keeps the shim's headers from
+/// deferring to libbpf's as they do for `clang -target bpf`), and scx's
+/// target-architecture define.
+fn unit_defines() -> [&'static str; 3] {
+    ["-D__BPF__", "-D__SCHEDLAB_NATIVE__", arch_define()]
+}
+
 /// The target-architecture define scx's build passes (`-D__SCX_TARGET_ARCH_x86`).
 fn arch_define() -> &'static str {
     if cfg!(target_arch = "aarch64") {
@@ -293,7 +306,7 @@ fn quick_key(cc: &str, spec: &BuildSpec, shim: &str) -> String {
     part(QUICK_VERSION);
     part(CACHE_TAG);
     part(&compiler_identity(cc));
-    part(arch_define());
+    part(&unit_defines().join(" "));
     part(shim);
     part(&spec.main.to_string_lossy());
     for p in spec.extra.iter().chain(spec.includes.iter()) {
@@ -362,7 +375,11 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
     let version = compiler_version(&cc)?;
     let flags = if version.contains("clang") { CLANG_FLAGS } else { GCC_FLAGS };
     let mut include_args: Vec<std::ffi::OsString> = Vec::new();
-    for d in spec.includes.iter().chain(std::iter::once(&shim.join("include"))) {
+    // The shim's wrappers first (they #include_next the scheduler's own
+    // header), then the scheduler's directories, then the shim's kernel
+    // and libbpf headers.
+    let (pre, inc) = (shim.join("pre"), shim.join("include"));
+    for d in std::iter::once(&pre).chain(spec.includes.iter()).chain(std::iter::once(&inc)) {
         include_args.push("-I".into());
         include_args.push(d.into());
     }
@@ -376,7 +393,7 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
                 let (cc, include_args) = (&cc, &include_args);
                 s.spawn(move || {
                     run(
-                        Command::new(cc).args(flags).arg(arch_define()).arg("-E").arg("-D__SCHEDLAB_SCAN__").args(include_args).arg(src),
+                        Command::new(cc).args(flags).args(unit_defines()).arg("-E").arg("-D__SCHEDLAB_SCAN__").args(include_args).arg(src),
                         cc,
                         src,
                         echo_diagnostics(),
@@ -399,7 +416,7 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
     }
 
     let mut h = Sha256::new();
-    for part in [CACHE_TAG, &version, &flags.join(" "), arch_define(), &shim_h] {
+    for part in [CACHE_TAG, &version, &flags.join(" "), &unit_defines().join(" "), &shim_h] {
         h.update(part.as_bytes());
         h.update([0]);
     }
@@ -449,7 +466,7 @@ impl BuildCtx<'_> {
     fn object(&self, i: usize, unit: &Path, src: &Path, debug: bool) -> Result<PathBuf, HostError> {
         let obj = self.dir.join(format!("unit{i}{}.o", if debug { "-g" } else { "" }));
         let mut cmd = Command::new(self.cc);
-        cmd.args(self.flags).arg(arch_define()).args(self.include_args).arg("-c").arg("-o").arg(&obj).arg(unit);
+        cmd.args(self.flags).args(unit_defines()).args(self.include_args).arg("-c").arg("-o").arg(&obj).arg(unit);
         if debug {
             cmd.arg("-g");
         }
