@@ -98,8 +98,17 @@
 
 #define KERNEL_VERSION(a, b, c) (((a) << 16) + ((b) << 8) + ((c) > 255 ? 255 : (c)))
 
-/* A weak kfunc the runtime does not define resolves to NULL. */
+/*
+ * A weak kfunc the runtime does not define resolves to NULL. The scan pass
+ * records which symbols a scheduler tests: calling a missing weak kfunc it
+ * never tests is refused at load (host/compile.rs), as the verifier refuses
+ * a reachable call to an unresolved kfunc.
+ */
+#ifdef __SCHEDLAB_SCAN__
+#define bpf_ksym_exists(sym) __schedlab_ksym_exists(sym)
+#else
 #define bpf_ksym_exists(sym) (!!(sym))
+#endif
 
 enum libbpf_pin_type {
 	LIBBPF_PIN_NONE,

@@ -441,7 +441,9 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
 
     let build = cache.join(format!("build-{}", unique_suffix()));
     std::fs::create_dir_all(&build).map_err(io_err(format!("creating {}", build.display())))?;
-    let result = build_objects(&BuildCtx { cc: &cc, flags, include_args: &include_args, shim: &shim, dir: &build }, &sources, &units)
+    let tested: Vec<String> = scans.iter().flat_map(|s| s.ksym_tested.iter().cloned()).collect();
+    let ctx = BuildCtx { cc: &cc, flags, include_args: &include_args, shim: &shim, dir: &build };
+    let result = build_objects(&ctx, &sources, &units, &pres, &tested)
         .and_then(|out| {
             let bytes = std::fs::read(&out).map_err(io_err(format!("reading {}", out.display())))?;
             write_atomic(&so, &bytes)
@@ -499,7 +501,13 @@ impl BuildCtx<'_> {
 /// symbol nothing defines (a kfunc or helper the runtime lacks) is refused
 /// the way the kernel's loader refuses it: one line naming the symbol and
 /// where the scheduler first uses it.
-fn build_objects(ctx: &BuildCtx, sources: &[&PathBuf], units: &[String]) -> Result<PathBuf, HostError> {
+fn build_objects(
+    ctx: &BuildCtx,
+    sources: &[&PathBuf],
+    units: &[String],
+    pres: &[String],
+    tested: &[String],
+) -> Result<PathBuf, HostError> {
     let mut unit_paths = Vec::new();
     for (i, u) in units.iter().enumerate() {
         let p = ctx.dir.join(format!("unit{i}.c"));
@@ -521,7 +529,13 @@ fn build_objects(ctx: &BuildCtx, sources: &[&PathBuf], units: &[String]) -> Resu
         }
     }
     match ctx.link(&objs, sources[0], false) {
-        Ok(out) => Ok(out),
+        Ok(out) => {
+            if let Some(sym) = untested_weak_call(&out, &objs, tested) {
+                let at = pres.iter().find_map(|p| first_call_in(p, &sym));
+                return Err(HostError::Unsupported { path: sources[0].clone(), symbol: sym, at });
+            }
+            Ok(out)
+        }
         Err(HostError::Compile { stderr, .. }) => {
             let Some(sym) = undefined_symbol(&stderr) else {
                 if echo_diagnostics() {
@@ -544,6 +558,77 @@ fn build_objects(ctx: &BuildCtx, sources: &[&PathBuf], units: &[String]) -> Resu
         }
         Err(e) => Err(e),
     }
+}
+
+/// A weak function the object calls, that nothing defines and the source
+/// never tests with bpf_ksym_exists(): natively a call through NULL. The
+/// kernel's verifier refuses a reachable call to a kfunc libbpf could not
+/// resolve; this is the same refusal, made from the object's dynamic
+/// symbols (`nm -D`) and call relocations (`objdump -r`). Without binutils
+/// the check is skipped.
+fn untested_weak_call(so: &Path, objs: &[PathBuf], tested: &[String]) -> Option<String> {
+    let nm = Command::new("nm").arg("-D").arg("--undefined-only").arg(so).output().ok()?;
+    let weak: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next()? == "w").then(|| it.next().map(str::to_string)).flatten()
+        })
+        .filter(|s| !s.starts_with("__") && !s.starts_with("_ITM"))
+        .collect();
+    if weak.is_empty() {
+        return None;
+    }
+    let mut called = Vec::new();
+    for o in objs {
+        let out = Command::new("objdump").arg("-r").arg(o).output().ok()?;
+        for l in String::from_utf8_lossy(&out.stdout).lines() {
+            let mut it = l.split_whitespace();
+            let (Some(_), Some(ty), Some(target)) = (it.next(), it.next(), it.next()) else { continue };
+            if ty.ends_with("PLT32") || ty.ends_with("_CALL26") || ty.ends_with("_JUMP26") {
+                let name = target.split(['-', '+']).next().unwrap_or(target);
+                if !called.iter().any(|c: &String| c == name) {
+                    called.push(name.to_string());
+                }
+            }
+        }
+    }
+    weak.into_iter().find(|w| called.contains(w) && !tested.contains(w))
+}
+
+/// `file:line` of the first call of `sym` inside a function body of a
+/// preprocessed text (its line markers name the file and line).
+fn first_call_in(pre: &str, sym: &str) -> Option<String> {
+    let (mut file, mut line, mut depth) = (String::new(), 0u32, 0i32);
+    for l in pre.lines() {
+        if let Some(rest) = l.strip_prefix("# ") {
+            let mut it = rest.splitn(2, ' ');
+            if let (Some(n), Some(f)) = (it.next().and_then(|n| n.parse::<u32>().ok()), it.next()) {
+                line = n;
+                file = f.split('"').nth(1).unwrap_or("").to_string();
+                continue;
+            }
+        }
+        let b = l.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'{' => depth += 1,
+                b'}' => depth -= 1,
+                _ => {}
+            }
+            if depth > 0 && l[i..].starts_with(sym) {
+                let before_ok = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+                let after = l[i + sym.len()..].trim_start();
+                if before_ok && after.starts_with('(') {
+                    return Some(format!("{file}:{line}"));
+                }
+            }
+            i += 1;
+        }
+        line += 1;
+    }
+    None
 }
 
 /// The first symbol a linker's "undefined reference to `x'" names.

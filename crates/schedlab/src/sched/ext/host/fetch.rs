@@ -223,10 +223,9 @@ pub fn fetch(spec: &str, cache: &Path) -> Result<PathBuf, String> {
         };
         return Err(format!("crate:{name}@{version} has no src/bpf/main.bpf.c: {why}; refused"));
     }
+    // Its headers go into the cache too, so later runs need nothing else.
     if let Some(v) = super::source::scx_cargo_version(&root) {
-        if super::source::find_bpf_h(&root, &v, cache).is_none() {
-            scx_cargo_headers(&v, cache)?;
-        }
+        scx_cargo_headers(&v, cache)?;
     }
     Ok(root)
 }

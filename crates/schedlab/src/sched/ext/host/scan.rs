@@ -113,6 +113,8 @@ pub struct Scan {
     pub ops: Vec<String>,
     pub syscalls: Vec<String>,
     pub kconfig: Vec<String>,
+    /// Symbols tested with bpf_ksym_exists().
+    pub ksym_tested: Vec<String>,
 }
 
 /// Splits the token stream into top-level items: declarations ending in
@@ -291,6 +293,11 @@ fn array_of_maps_slots(init: &[Tok]) -> Vec<(String, String)> {
 pub fn scan(preprocessed: &str) -> Scan {
     let toks = tokenize(preprocessed);
     let mut s = Scan::default();
+    for w in toks.windows(3) {
+        if w[0].text == "__schedlab_ksym_exists" && w[1].text == "(" && w[2].ident && !s.ksym_tested.contains(&w[2].text) {
+            s.ksym_tested.push(w[2].text.clone());
+        }
+    }
     let mut tags: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for item in items(&toks) {
         let (t, secs) = strip_attrs(item);

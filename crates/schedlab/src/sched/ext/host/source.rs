@@ -197,13 +197,9 @@ pub fn resolve(
     if let Some(co) = &checkout {
         includes.push(co.join("scheds/include"));
         includes.push(co.join("scheds/include/bpf-compat"));
-    } else if let Some(root) = &crate_root {
-        let Some(v) = scx_cargo_version(root) else {
-            return Err(format!(
-                "{}: a scheduler crate that does not build-depend on scx_cargo; schedlab builds only schedulers built with scx_cargo's headers",
-                root.display()
-            ));
-        };
+    } else if let Some(v) = crate_root.as_deref().and_then(scx_cargo_version) {
+        // (A crate without scx_cargo gets schedlab's own scx headers.)
+        let root = crate_root.as_deref().unwrap_or(&dir);
         let bpf_h = match find_bpf_h(root, &v, cache) {
             Some(d) => d,
             None => fetch_bpf_h(&v)?,
