@@ -1,26 +1,54 @@
 //! schedlab: a deterministic discrete-event simulator of the Linux CPU
-//! scheduler (EEVDF and RT classes, sched_ext to follow) on a modelled machine.
+//! scheduler (the EEVDF fair class, the RT class and sched_ext with hosted
+//! BPF C schedulers) on a modelled machine, and a runner of the same
+//! scenarios on the live kernel.
+//!
+//! # Layers
+//!
+//! Read from the bottom up; each layer imports only the layers listed
+//! before it (the module doc of each folder repeats its own rule):
+//!
+//! | folder | what lives there | kernel counterpart |
+//! |---|---|---|
+//! | [`engine`] | simulated time, per-purpose RNG streams, the event queue ordered by `(time, seq)` and the running event-stream hash | — |
+//! | [`machine`] | CPU masks, the machine model (nodes, packages, LLCs, cores, SMT) with its presets and lscpu / sysfs importers, the cost model | `include/linux/cpumask.h`, arch topology |
+//! | [`sched`] | the simulated kernel: tasks, runqueues, the [`Sim`](sched::sim::Sim) state and event loop, the core, the fair / RT / sched_ext classes, balancing, the sched-domain builder, features, PELT, the behaviour-program interpreter | `kernel/sched/` |
+//! | hosting | loading BPF C schedulers natively: [`sched::ext::host`] (Rust, all the `unsafe`), `crates/schedlab/shim/` (C headers and runtime), `schedulers/` (the shipped `.bpf.c`) | `kernel/bpf/`, libbpf |
+//! | [`workload`] | scenarios (TOML), the world builder, the workload kinds, rt-app JSON | the user-space benchmarks |
+//! | [`results`] | what a run reports: results and JSON, CSV, comparisons, sweeps, plots, Perfetto traces, sim-vs-real agreement | `tracing`, schedstat |
+//! | [`real`] | real mode: the same workloads as processes and threads on the live kernel, read back through schedstat and tracefs | — |
+//!
+//! The `schedlab` binary (crates/schedlab-cli) sits on top of all of them.
+//!
+//! One exception to the bottom-up rule, as in the kernel: the simulated
+//! kernel calls its tracepoints ([`results::trace`]), and the consumers
+//! attached there (Perfetto writer, utilisation timeline) live with the
+//! results.
+//!
+//! # Determinism
+//!
+//! The same scenario and seed give byte-identical output: time is integer
+//! nanoseconds, events are ordered by `(time, seq)`, every random draw comes
+//! from a named stream ([`engine::rng::Stream`]), and hash-ordered maps are
+//! banned (clippy.toml).
 
-pub mod agreement;
-pub mod compare;
-pub mod cost;
-pub mod cpumask;
-pub mod csv;
 pub mod engine;
-pub mod exec;
-pub mod features;
-pub mod plot;
-pub mod report;
+pub mod machine;
 pub mod real;
-pub mod rng;
-pub mod rtapp;
-pub mod scenario;
-pub mod sweep;
+pub mod results;
 pub mod sched;
-pub mod sim;
-pub mod task;
-pub mod time;
-pub mod topology;
-pub mod trace;
 pub mod workload;
-pub mod world;
+
+// The flat module paths of earlier versions (`schedlab::sim::Sim`,
+// `schedlab::scenario::Scenario`, ...), kept so that code written against
+// them keeps building.
+#[doc(hidden)]
+pub use engine::{rng, time};
+#[doc(hidden)]
+pub use machine::{cost, cpumask, topology};
+#[doc(hidden)]
+pub use results::{agreement, compare, csv, plot, report, sweep, trace};
+#[doc(hidden)]
+pub use sched::{exec, features, sim, task};
+#[doc(hidden)]
+pub use workload::{rtapp, scenario, world};

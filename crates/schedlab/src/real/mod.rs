@@ -1,7 +1,7 @@
 //! Real mode: run a scenario's workloads on the live kernel.
 //!
 //! The simulator's builder turns the scenario into tasks, behaviour programs
-//! and wait objects exactly as for a simulation ([`crate::world::build`]);
+//! and wait objects exactly as for a simulation ([`crate::workload::world::build`]);
 //! this module then executes those programs with real primitives instead of
 //! simulating them: one process per simulated tgid, one thread per task;
 //! `Run` is busy work measured in thread CPU time, `SleepPeriodic` is
@@ -25,11 +25,11 @@ mod tracefs;
 
 use std::sync::Arc;
 
-use crate::report::{CpuResult, Results};
-use crate::scenario::Scenario;
-use crate::sim::Sim;
-use crate::task::{Op, Policy};
-use crate::time::fmt_ns;
+use crate::results::report::{CpuResult, Results};
+use crate::workload::scenario::Scenario;
+use crate::sched::sim::Sim;
+use crate::sched::task::{Op, Policy};
+use crate::engine::time::fmt_ns;
 
 pub use exec::calibrate_spin;
 pub use tracefs::{TraceRequest, TraceStats};
@@ -114,7 +114,7 @@ pub(crate) struct TaskPlan {
     pub first_wake_ns: u64,
     /// When the task's workload starts, from the common start.
     pub start_ns: u64,
-    pub rng: crate::rng::Rng,
+    pub rng: crate::engine::rng::Rng,
 }
 
 /// A wait object made real.
@@ -129,7 +129,7 @@ pub(crate) enum RealObj {
 /// Everything a worker needs; built before the fork, copied into each worker.
 pub(crate) struct Plan {
     pub tasks: Vec<TaskPlan>,
-    pub programs: Vec<crate::task::Program>,
+    pub programs: Vec<crate::sched::task::Program>,
     pub objs: Vec<RealObj>,
     pub shm: shm::Shm,
     pub start_ns: u64,
@@ -162,7 +162,7 @@ pub fn host_scenario(s: &Scenario, host_cpus: usize) -> Scenario {
 pub fn run(scenario: &Scenario, file: &str, opts: &RealOptions) -> Result<RealRun, RealError> {
     let cpu_map = sys::allowed_cpus();
     let s = host_scenario(scenario, cpu_map.len());
-    let sim = crate::world::build(&s, file).map_err(|e| RealError::Input(format!("{e} (real mode runs on this host's {} usable CPUs)", cpu_map.len())))?;
+    let sim = crate::workload::world::build(&s, file).map_err(|e| RealError::Input(format!("{e} (real mode runs on this host's {} usable CPUs)", cpu_map.len())))?;
     preflight(&sim)?;
     let spin_per_us = calibrate_spin();
     let mut plan = make_plan(&sim, &s, cpu_map.clone(), spin_per_us)?;
@@ -264,7 +264,7 @@ fn make_plan(sim: &Sim, s: &Scenario, cpu_map: Vec<usize>, spin_per_us: u64) -> 
             continue;
         }
         let hb = obj_workload[i].and_then(|w| match &s.workloads[w] {
-            crate::scenario::WorkloadSpec::Hackbench(h) => Some(h),
+            crate::workload::scenario::WorkloadSpec::Hackbench(h) => Some(h),
             _ => None,
         });
         let socket = hb.is_some_and(|h| h.ipc.as_deref().unwrap_or("socket") == "socket");
@@ -390,7 +390,7 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
         // Host CPU ids back to the scenario's. A CPU outside the map means
         // the task escaped its affinity onto a CPU the run does not use.
         let nr = t.ran_on.nr_bits();
-        t.ran_on = crate::cpumask::CpuMask::new(nr);
+        t.ran_on = crate::machine::cpumask::CpuMask::new(nr);
         for c in st.cpus_seen() {
             if let Some(i) = plan.cpu_map.iter().position(|&m| m == c) {
                 t.ran_on.set(i);
@@ -423,7 +423,7 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
         notes.push(escaped.join("; "));
     }
     if late > 0 {
-        notes.push(format!("{late} tasks were still being set up at the common start (up to {} late): their runs start that much later", crate::time::fmt_ns(late_max)));
+        notes.push(format!("{late} tasks were still being set up at the common start (up to {} late): their runs start that much later", crate::engine::time::fmt_ns(late_max)));
     }
     if !failed.is_empty() {
         notes.push(format!("{} tasks had problems: {}", failed.len(), failed.join("; ")));

@@ -25,8 +25,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use super::{sys, Plan, RealError};
 use crate::engine::TaskId;
-use crate::task::Task;
-use crate::trace::{trace_pid, PerfettoWriter, ThreadInfo, WakeKind, Who};
+use crate::sched::task::Task;
+use crate::results::trace::{trace_pid, PerfettoWriter, ThreadInfo, WakeKind, Who};
 
 /// What `--trace` asks of a real run.
 #[derive(Clone, Debug)]

@@ -4,14 +4,14 @@
 //! periodically from the tick, when a CPU becomes newly idle, and on behalf
 //! of idle CPUs by the nohz idle balancer.
 
-use crate::cpumask::CpuMask;
+use crate::machine::cpumask::CpuMask;
 use crate::engine::{Cpu, TaskId};
-use crate::features::Feature;
+use crate::sched::features::Feature;
 use crate::sched::wf;
-use crate::sim::Sim;
-use crate::task::ClassId;
-use crate::time::{Ns, NSEC_PER_MSEC};
-use crate::topology::SchedDomain;
+use crate::sched::sim::Sim;
+use crate::sched::task::ClassId;
+use crate::engine::time::{Ns, NSEC_PER_MSEC};
+use crate::sched::topology::SchedDomain;
 
 const SCHED_CAPACITY_SCALE: u64 = 1024;
 
@@ -240,7 +240,7 @@ impl Sim {
         if !has_idle_core && self.features.on(Feature::SIS_UTIL) {
             let pct = self.domains[target as usize]
                 .iter()
-                .find(|d| d.level == crate::topology::DomainLevel::Mc)
+                .find(|d| d.level == crate::sched::topology::DomainLevel::Mc)
                 .map_or(117, |d| d.imbalance_pct as u64);
             nr = self.sis_util_nr_scan(&self.topo.llc_span[llc].clone(), pct);
             if nr == 0 {

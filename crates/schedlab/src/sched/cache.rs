@@ -12,12 +12,12 @@
 //! the current node, SC_VISIT only the CPUs the process visited recently
 //! (evicted after `EPOCH_AFFINITY_TIMEOUT` epochs), neither scans every CPU.
 
-use crate::cpumask::CpuMask;
+use crate::machine::cpumask::CpuMask;
 use crate::engine::{Cpu, TaskId};
-use crate::features::Feature;
-use crate::sim::Sim;
-use crate::task::NICE_0_LOAD;
-use crate::time::{Ns, NSEC_PER_MSEC};
+use crate::sched::features::Feature;
+use crate::sched::sim::Sim;
+use crate::sched::task::NICE_0_LOAD;
+use crate::engine::time::{Ns, NSEC_PER_MSEC};
 
 /// One epoch; occupancy halves every epoch.
 pub const EPOCH_PERIOD_NS: Ns = 10 * NSEC_PER_MSEC;

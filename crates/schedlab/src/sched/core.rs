@@ -4,9 +4,9 @@
 
 use crate::engine::{Cpu, Event, TaskId};
 use crate::sched::{class_of, classes, deq, enq, fair, wf, SchedClass};
-use crate::sim::Sim;
-use crate::task::{ClassId, TaskState};
-use crate::time::Ns;
+use crate::sched::sim::Sim;
+use crate::sched::task::{ClassId, TaskState};
+use crate::engine::time::Ns;
 
 impl Sim {
     /// Puts `p` on `cpu`'s runqueue (activate_task / enqueue_task).

@@ -26,11 +26,11 @@
 //! is the eligible entity with the earliest deadline.
 
 use crate::engine::{Cpu, TaskId};
-use crate::features::Feature;
+use crate::sched::features::Feature;
 use crate::sched::{deq, enq, wf, SchedClass};
-use crate::sim::Sim;
-use crate::task::{ClassId, LoadWeight, Policy, NICE_0_LOAD};
-use crate::time::{Ns, NSEC_PER_MSEC};
+use crate::sched::sim::Sim;
+use crate::sched::task::{ClassId, LoadWeight, Policy, NICE_0_LOAD};
+use crate::engine::time::{Ns, NSEC_PER_MSEC};
 
 /// Where virtual time starts. The timeline is a BTreeSet ordered by the raw
 /// u64 deadline, whereas the kernel compares with signed differences; starting

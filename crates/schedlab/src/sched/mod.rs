@@ -1,19 +1,48 @@
-//! The scheduler: the core (kernel/sched/core.c) and the classes, each in its
-//! own module as in kernel/sched/{rt,fair,idle}.c.
+//! The sched layer: the simulated kernel. Files are named after their
+//! kernel counterparts in kernel/sched/:
+//!
+//! - [`sim`]: [`Sim`], the whole simulated system (runqueues, tasks, root
+//!   domain, loaded sched_ext scheduler), and the event loop that delivers
+//!   ticks, timers, IPIs and step ends to the handlers below;
+//! - [`task`]: `task_struct`: policy, priority, weights, the per-class
+//!   entities, statistics, and the behaviour program a task runs;
+//! - [`rq`]: `struct rq` and the per-class runqueues (sched.h);
+//! - [`core`]: `schedule()`, wakeups, ticks, the class walk (core.c);
+//! - [`fair`] (EEVDF, fair.c), [`rt`] (rt.c), [`ext`] (sched_ext, ext.c):
+//!   the classes, reached from the core only through [`SchedClass`];
+//! - [`balance`]: load balancing and idle balancing (fair.c's balancing
+//!   half); [`topology`]: the sched-domain builder (topology.c);
+//! - [`pelt`] (pelt.c), [`cache`] (cache-aware scheduling), [`features`]
+//!   (features.h), [`syscalls`] (syscalls.c);
+//! - [`exec`]: the behaviour-program interpreter, the model of what a task
+//!   does in user space and which system calls it makes.
+//!
+//! The hosting layer lives inside [`ext`] as `ext/host/`, with the C side in
+//! `crates/schedlab/shim/` and the shipped schedulers in `schedulers/`: it
+//! compiles BPF C schedulers natively and drives them through
+//! [`ext::ops::ExtOps`]; all the hosting `unsafe` is there.
+//!
+//! May import: [`crate::engine`] and [`crate::machine`]; the only upward
+//! reference is the tracepoint hooks of [`crate::results::trace`].
 
 pub mod balance;
 pub mod cache;
 pub mod core;
+pub mod exec;
 pub mod ext;
 pub mod fair;
+pub mod features;
 pub mod pelt;
 pub mod rq;
 pub mod rt;
+pub mod sim;
 pub mod syscalls;
+pub mod task;
+pub mod topology;
 
 use crate::engine::{Cpu, TaskId};
-use crate::sim::Sim;
-use crate::task::ClassId;
+use crate::sched::sim::Sim;
+use crate::sched::task::ClassId;
 
 /// Enqueue flags (ENQUEUE_* in kernel/sched/sched.h).
 pub mod enq {

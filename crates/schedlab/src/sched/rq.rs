@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::engine::{Cpu, TaskId};
 use crate::sched::pelt::SchedAvg;
-use crate::time::Ns;
+use crate::engine::time::Ns;
 
 /// The fair-class queue of one CPU (flat: no task-group hierarchy).
 #[derive(Debug, Default)]

@@ -4,8 +4,8 @@
 
 use crate::engine::{Cpu, Event, TaskId};
 use crate::sched::{enq, SchedClass};
-use crate::sim::{RtBandwidth, Sim};
-use crate::task::{ClassId, Policy};
+use crate::sched::sim::{RtBandwidth, Sim};
+use crate::sched::task::{ClassId, Policy};
 
 pub struct RtClass;
 pub static RT_CLASS: RtClass = RtClass;

@@ -2,11 +2,11 @@
 //! (kernel/sched/syscalls.c: __sched_setscheduler, set_user_nice;
 //! core.c: __set_cpus_allowed_ptr).
 
-use crate::cpumask::CpuMask;
+use crate::machine::cpumask::CpuMask;
 use crate::engine::{Cpu, TaskId};
 use crate::sched::{class_of, deq, enq};
-use crate::sim::Sim;
-use crate::task::{ClassId, LoadWeight, Policy, TaskState};
+use crate::sched::sim::Sim;
+use crate::sched::task::{ClassId, LoadWeight, Policy, TaskState};
 
 
 impl Sim {

@@ -3,6 +3,7 @@
 mod determinism;
 mod ext;
 mod fair;
+mod golden;
 mod host;
 mod placement;
 mod programs;

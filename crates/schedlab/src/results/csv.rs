@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::report::Results;
+use crate::results::report::Results;
 
 /// Quotes a field when it needs it (RFC 4180).
 pub fn field(s: &str) -> String {

@@ -1,5 +1,15 @@
-//! The discrete-event engine: a priority queue of events ordered by
-//! (time, sequence number), so that events at the same instant run in the
+//! The engine layer: what any discrete-event simulation needs and nothing
+//! about scheduling.
+//!
+//! - [`time`]: simulated time in integer nanoseconds and the duration syntax;
+//! - [`rng`]: the project's own PRNG with one named stream per purpose;
+//! - this module: the event queue and the running event-stream hash.
+//!
+//! May import: nothing else of this crate. Every other layer imports it.
+//!
+//! # The event queue
+//!
+//! A priority queue of events ordered by (time, sequence number), so that events at the same instant run in the
 //! order they were scheduled, and a running hash of everything processed.
 //!
 //! Two kinds of events get a timer per CPU instead of heap entries: the end
@@ -10,10 +20,13 @@
 //! per CPU for each. Their keys come from the same sequence counter as the
 //! heap's, so the merged order is the one a single heap would give.
 
+pub mod rng;
+pub mod time;
+
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::time::Ns;
+use crate::engine::time::Ns;
 
 /// Index of a task in the simulator's task table.
 pub type TaskId = u32;
@@ -364,7 +377,7 @@ mod tests {
     #[test]
     fn heap_pops_in_key_order() {
         let mut e = Engine::new();
-        let mut r = crate::rng::Rng::new(3, crate::rng::Stream::Scheduler);
+        let mut r = crate::engine::rng::Rng::new(3, crate::engine::rng::Stream::Scheduler);
         let mut times: Vec<u64> = (0..5000).map(|_| r.below(1000)).collect();
         for (i, &t) in times.iter().enumerate() {
             e.schedule(t, Event::Tick { cpu: i as Cpu });
@@ -432,7 +445,7 @@ mod tests {
         let mut gens = vec![0u32; cpus];
         let mut live: Vec<Option<u32>> = vec![None; cpus];
         let mut tick_pending = vec![false; cpus];
-        let mut r = crate::rng::Rng::new(11, crate::rng::Stream::Scheduler);
+        let mut r = crate::engine::rng::Rng::new(11, crate::engine::rng::Stream::Scheduler);
         let mut now = 0;
         for round in 0..50_000u32 {
             let cpu = r.below(cpus as u64) as usize;

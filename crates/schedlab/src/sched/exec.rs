@@ -4,9 +4,9 @@
 
 use crate::engine::{Cpu, Event, TaskId};
 use crate::sched::wf;
-use crate::sim::Sim;
-use crate::task::{Dist, Measure, Op, TaskState};
-use crate::time::Ns;
+use crate::sched::sim::Sim;
+use crate::sched::task::{Dist, Measure, Op, TaskState};
+use crate::engine::time::Ns;
 
 /// Upper bound on instant steps in a row; a program that loops without ever
 /// running, sleeping or blocking would otherwise spin the engine forever.
@@ -17,7 +17,7 @@ const LOCK_HANDOFF_NS: Ns = 100;
 
 impl Sim {
     fn draw(&mut self, p: TaskId, d: &Dist) -> Ns {
-        crate::sim::draw_dist(&mut self.task_rngs[p as usize], d)
+        crate::sched::sim::draw_dist(&mut self.task_rngs[p as usize], d)
     }
 
     /// The running task on `cpu` finished its step (or became able to make progress).

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::compare::RunSummary;
+use crate::results::compare::RunSummary;
 
 /// `--seeds`: `1..10` (inclusive: ten seeds), `1..=10`, `3` or `1,5,9`.
 pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
@@ -135,7 +135,7 @@ pub fn execute(
                 None => run(job).and_then(|summary| {
                     let rec = Record { key: job.key.clone(), seed: job.seed, overrides: job.overrides.clone(), summary };
                     let text = serde_json::to_string_pretty(&rec).expect("serialize") + "\n";
-                    crate::csv::write_atomic(&record_path(dir, &job.key), text.as_bytes()).map_err(|e| format!("{}: {e}", dir.display()))?;
+                    crate::results::csv::write_atomic(&record_path(dir, &job.key), text.as_bytes()).map_err(|e| format!("{}: {e}", dir.display()))?;
                     // Aggregate what a later resume would read.
                     serde_json::from_str(&text).map(|r| (r, false)).map_err(|e| e.to_string())
                 }),
@@ -198,7 +198,7 @@ impl Stat {
 }
 
 /// The metrics aggregated per workload: (name, unit, value).
-pub fn metrics(w: &crate::compare::WorkloadSummary) -> Vec<(String, &'static str, Option<u64>)> {
+pub fn metrics(w: &crate::results::compare::WorkloadSummary) -> Vec<(String, &'static str, Option<u64>)> {
     let mut m = vec![
         ("p50".to_string(), "ns", w.p50_ns),
         ("p99".to_string(), "ns", w.p99_ns),
@@ -206,7 +206,7 @@ pub fn metrics(w: &crate::compare::WorkloadSummary) -> Vec<(String, &'static str
         ("max".to_string(), "ns", w.max_ns),
     ];
     for &(t, c) in &w.over {
-        m.push((format!("over_{}", crate::csv::exact_duration(t)), "count", Some(c)));
+        m.push((format!("over_{}", crate::results::csv::exact_duration(t)), "count", Some(c)));
     }
     m.push(("makespan".to_string(), "ns", w.makespan_ns));
     m.push(("work_per_s".to_string(), "1/s", Some(w.work_per_s)));
@@ -256,7 +256,7 @@ pub fn aggregate_csv(params: &[String], rows: &[AggRow]) -> String {
             row
         })
         .collect();
-    crate::csv::document(&header, &body)
+    crate::results::csv::document(&header, &body)
 }
 
 /// The aggregate as JSON.
@@ -275,7 +275,7 @@ pub fn aggregate_json(scenario: &str, params: &[(String, Vec<String>)], seeds: &
 /// Human table: one row per grid point and workload; the headline metrics
 /// as median [min..max] over seeds.
 pub fn aggregate_table(params: &[String], rows: &[AggRow]) -> String {
-    use crate::time::fmt_ns;
+    use crate::engine::time::fmt_ns;
     let mut keys: Vec<(Vec<(String, String)>, String)> = Vec::new();
     for r in rows {
         let k = (r.point.clone(), r.workload.clone());
@@ -305,7 +305,7 @@ pub fn aggregate_table(params: &[String], rows: &[AggRow]) -> String {
                 Some(r) => {
                     let f = |v: u64| match r.unit {
                         "ns" => fmt_ns(v),
-                        "1/s" => crate::compare::fmt_rate(v),
+                        "1/s" => crate::results::compare::fmt_rate(v),
                         _ => v.to_string(),
                     };
                     let s = &r.stat;
@@ -316,7 +316,7 @@ pub fn aggregate_table(params: &[String], rows: &[AggRow]) -> String {
         }
         table.push(row);
     }
-    crate::report::table(&table)
+    crate::results::report::table(&table)
 }
 
 #[cfg(test)]

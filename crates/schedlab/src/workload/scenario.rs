@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
-use crate::task::{Dist, Policy};
-use crate::time::{parse_duration, Ns};
+use crate::sched::task::{Dist, Policy};
+use crate::engine::time::{parse_duration, Ns};
 
 /// A scenario error: where it is, what is wrong and what is expected.
 #[derive(Debug, thiserror::Error)]

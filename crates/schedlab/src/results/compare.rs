@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{table, Results};
-use crate::time::fmt_ns;
+use crate::results::report::{table, Results};
+use crate::engine::time::fmt_ns;
 
 /// What one workload measured in one run: all integers, so a summary
 /// written to JSON and read back is identical.
@@ -131,7 +131,7 @@ struct CompareRow<'a> {
     p99_ns: Option<u64>,
     p999_ns: Option<u64>,
     max_ns: Option<u64>,
-    thresholds: Vec<crate::report::ThresholdCount>,
+    thresholds: Vec<crate::results::report::ThresholdCount>,
     makespan_ns: Option<u64>,
     work: u64,
     work_per_s: u64,
@@ -157,7 +157,7 @@ pub fn to_csv(runs: &[RunSummary]) -> String {
                 p99_ns: w.p99_ns,
                 p999_ns: w.p999_ns,
                 max_ns: w.max_ns,
-                thresholds: w.over.iter().map(|&(above_ns, count)| crate::report::ThresholdCount { above_ns, count }).collect(),
+                thresholds: w.over.iter().map(|&(above_ns, count)| crate::results::report::ThresholdCount { above_ns, count }).collect(),
                 makespan_ns: w.makespan_ns,
                 work: w.work,
                 work_per_s: w.work_per_s,
@@ -167,18 +167,18 @@ pub fn to_csv(runs: &[RunSummary]) -> String {
             });
         }
     }
-    crate::csv::table(&rows)
+    crate::results::csv::table(&rows)
 }
 
 /// The comparison as JSON.
-pub fn to_json(scenario: &str, runs: &[RunSummary], agreement: Option<&[crate::agreement::Agreement]>) -> String {
+pub fn to_json(scenario: &str, runs: &[RunSummary], agreement: Option<&[crate::results::agreement::Agreement]>) -> String {
     #[derive(Serialize)]
     struct Doc<'a> {
         schedlab_version: &'static str,
         scenario: &'a str,
         variants: &'a [RunSummary],
         #[serde(skip_serializing_if = "Option::is_none")]
-        real_vs_sim: Option<&'a [crate::agreement::Agreement]>,
+        real_vs_sim: Option<&'a [crate::results::agreement::Agreement]>,
     }
     serde_json::to_string_pretty(&Doc { schedlab_version: env!("CARGO_PKG_VERSION"), scenario, variants: runs, real_vs_sim: agreement }).expect("serialize") + "\n"
 }

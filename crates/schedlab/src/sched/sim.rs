@@ -5,15 +5,16 @@ use std::collections::VecDeque;
 
 use hdrhistogram::Histogram;
 
-use crate::cost::CostModel;
-use crate::cpumask::CpuMask;
+use crate::machine::cost::CostModel;
+use crate::machine::cpumask::CpuMask;
 use crate::engine::{Cpu, Engine, Event, TaskId};
-use crate::features::Features;
-use crate::rng::{Rng, Stream};
+use crate::sched::features::Features;
+use crate::engine::rng::{Rng, Stream};
 use crate::sched::rq::{DomainState, Rq};
-use crate::task::{Dist, Program, Task};
-use crate::time::{Ns, NSEC_PER_MSEC};
-use crate::topology::{SchedDomain, Topology};
+use crate::sched::task::{Dist, Program, Task};
+use crate::engine::time::{Ns, NSEC_PER_MSEC};
+use crate::machine::topology::Topology;
+use crate::sched::topology::SchedDomain;
 
 /// Scheduler tunables (sysctls and debugfs knobs), with kernel defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -280,7 +281,7 @@ pub struct Sim {
     /// A scheduler to load at a later time (Event::ScxAttach).
     pub scx_pending: Option<std::rc::Rc<dyn crate::sched::ext::ops::ExtOps>>,
     /// Tracepoint consumers (Perfetto trace, utilisation timeline); None: tracing off.
-    pub tracer: Option<Box<crate::trace::Tracer>>,
+    pub tracer: Option<Box<crate::results::trace::Tracer>>,
 }
 
 impl Sim {

@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use crate::sim::Sim;
-use crate::time::fmt_ns;
+use crate::sched::sim::Sim;
+use crate::engine::time::fmt_ns;
 
 #[derive(Debug, Serialize)]
 pub struct LatencyStats {
@@ -346,7 +346,7 @@ impl Results {
                 .enumerate()
                 .map(|(i, l)| LockResult { id: i as u32, acquisitions: l.acquisitions, spin_ns: l.spin_ns })
                 .collect(),
-            sched_cache: sim.features.on(crate::features::Feature::SCHED_CACHE).then_some(SchedCacheResult {
+            sched_cache: sim.features.on(crate::sched::features::Feature::SCHED_CACHE).then_some(SchedCacheResult {
                 scans: sim.cache_stats.scans,
                 cpus_scanned: sim.cache_stats.cpus_scanned,
                 preference_changes: sim.cache_stats.preference_changes,

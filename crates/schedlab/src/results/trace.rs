@@ -13,9 +13,9 @@ use std::io::Write;
 use std::rc::Rc;
 
 use crate::engine::{Cpu, TaskId};
-use crate::sim::Sim;
-use crate::task::{Task, TaskState};
-use crate::time::Ns;
+use crate::sched::sim::Sim;
+use crate::sched::task::{Task, TaskState};
+use crate::engine::time::Ns;
 
 /// What a task that leaves a CPU does next, as `sched_switch`'s prev_state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,11 +12,11 @@ pub use hdrhistogram::Histogram;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::trace::Timeline;
+use crate::results::trace::Timeline;
 
 const SIZE: (u32, u32) = (1024, 640);
 
-static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 fn register_font() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -178,7 +178,7 @@ fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, seri
         chart
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))
             .map_err(err)?
-            .label(format!("{} (p99 {})", s.0, crate::time::fmt_ns((p99 * 1000.0) as u64)))
+            .label(format!("{} (p99 {})", s.0, crate::engine::time::fmt_ns((p99 * 1000.0) as u64)))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
     }
     legend(&mut chart)?;
@@ -242,7 +242,7 @@ fn draw_util<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, tl:
     chart
         .configure_mesh()
         .disable_mesh()
-        .x_desc(format!("simulated time (ms; {} per column)", crate::time::fmt_ns(tl.bucket_ns)))
+        .x_desc(format!("simulated time (ms; {} per column)", crate::engine::time::fmt_ns(tl.bucket_ns)))
         .y_desc("CPU")
         .axis_desc_style(("sans-serif", 18))
         .label_style(("sans-serif", 15))

@@ -1,11 +1,11 @@
 //! Builds a simulator from a scenario: machine, costs, tunables, features
 //! and workloads, with errors that name the scenario field to fix.
 
-use crate::cost::CostModel;
-use crate::features::{parse_switch, Feature, Features};
-use crate::scenario::{Scenario, ScenarioError};
-use crate::sim::{RtBandwidth, Sim, Tunables};
-use crate::topology::Topology;
+use crate::machine::cost::CostModel;
+use crate::sched::features::{parse_switch, Feature, Features};
+use crate::workload::scenario::{Scenario, ScenarioError};
+use crate::sched::sim::{RtBandwidth, Sim, Tunables};
+use crate::machine::topology::Topology;
 use std::path::{Path, PathBuf};
 
 /// Scheduler kinds this build can simulate.
@@ -73,7 +73,7 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
         costs.cstates_off();
     }
     let c = &s.machine.costs;
-    let set = |dst: &mut u64, v: &Option<crate::scenario::Duration>| {
+    let set = |dst: &mut u64, v: &Option<crate::workload::scenario::Duration>| {
         if let Some(d) = v {
             *dst = d.0;
         }
@@ -97,7 +97,7 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     }
     if let Some(d) = s.scheduler.base_slice {
         if !(100_000..=100_000_000).contains(&d.0) {
-            return Err(bad(format!("scheduler.base_slice: {} is outside 0.1ms..100ms", crate::time::fmt_ns(d.0))));
+            return Err(bad(format!("scheduler.base_slice: {} is outside 0.1ms..100ms", crate::engine::time::fmt_ns(d.0))));
         }
         tunables.base_slice_normalized_ns = d.0;
     }
@@ -106,7 +106,7 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     }
     let mut features = Features::default();
     for (name, v) in &s.features {
-        let f = Feature::from_name(name).ok_or_else(|| bad(format!("features.{name}: {}", crate::features::unknown_feature(name))))?;
+        let f = Feature::from_name(name).ok_or_else(|| bad(format!("features.{name}: {}", crate::sched::features::unknown_feature(name))))?;
         let on = match v {
             toml::Value::Boolean(b) => *b,
             toml::Value::String(s) => parse_switch(s).ok_or_else(|| bad(format!("features.{name}: {s:?} is not a switch: expected true/false or \"on\"/\"off\"")))?,
@@ -119,13 +119,13 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     if let Some(irq) = &s.machine.irqoff {
         let n = sim.nr_cpus();
         let cpus = match &irq.cpus {
-            Some(crate::scenario::CpuList(l)) => crate::cpumask::CpuMask::parse_cpulist(l, n).map_err(|e| bad(format!("machine.irqoff.cpus: {e}")))?,
-            None => crate::cpumask::CpuMask::full(n),
+            Some(crate::workload::scenario::CpuList(l)) => crate::machine::cpumask::CpuMask::parse_cpulist(l, n).map_err(|e| bad(format!("machine.irqoff.cpus: {e}")))?,
+            None => crate::machine::cpumask::CpuMask::full(n),
         };
         if irq.every.0.mean() == 0 {
             return Err(bad("machine.irqoff.every: the gap between windows must be positive".into()));
         }
-        sim.irqoff = Some(crate::sim::IrqOffModel::new(irq.every.0.clone(), irq.length.0.clone(), cpus, s.seed));
+        sim.irqoff = Some(crate::sched::sim::IrqOffModel::new(irq.every.0.clone(), irq.length.0.clone(), cpus, s.seed));
     }
     for (i, w) in s.workloads.iter().enumerate() {
         crate::workload::build(&mut sim, i as u32, w).map_err(bad)?;
@@ -222,7 +222,7 @@ fn attach_ext(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioErr
     }
     if let Some(d) = spec.detach_at {
         if d.0 <= at {
-            return Err(bad(format!("scheduler.detach_at: {} is not after attach_at", crate::time::fmt_ns(d.0))));
+            return Err(bad(format!("scheduler.detach_at: {} is not after attach_at", crate::engine::time::fmt_ns(d.0))));
         }
         sim.engine.schedule(d.0, crate::engine::Event::ScxDetach);
     }

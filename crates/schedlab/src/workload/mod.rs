@@ -1,14 +1,36 @@
+//! The workload layer: what runs on the simulated machine, and how a
+//! scenario file becomes a ready-to-run simulator.
+//!
+//! - [`scenario`]: the TOML scenario format and `--set` overrides;
+//! - [`world`]: builds a [`Sim`](crate::sched::sim::Sim) from a scenario
+//!   (machine, costs, tunables, features, scheduler, workloads);
+//! - this module: the workload kinds (hog, cyclictest, hackbench, schbench,
+//!   stress-ng stressors, VMs, servers...), each turned into tasks and
+//!   behaviour programs;
+//! - [`rtapp`]: rt-app JSON task descriptions as behaviour programs.
+//!
+//! May import: [`crate::engine`], [`crate::machine`], [`crate::sched`]
+//! (tasks, programs, the `Sim` it fills) and the hosting layer (to load a
+//! scenario's sched_ext scheduler).
+//!
+//! # Workload kinds
+//!
 //! Workload models: each turns a scenario entry into tasks and behaviour
 //! programs, mirroring the flags of the tool it models.
 
-use crate::cpumask::CpuMask;
+pub mod rtapp;
+pub mod scenario;
+pub mod world;
+
+
+use crate::machine::cpumask::CpuMask;
 use crate::engine::TaskId;
-use crate::scenario::{
+use crate::workload::scenario::{
     parse_policy, CpuList, CyclictestSpec, DistSpec, HackbenchSpec, HogSpec, MixedSpec, SchbenchSpec, ServerSpec, StressSpec, VmSpec, WorkloadSpec,
 };
-use crate::sim::{Sim, Threshold, WaitObj, WorkloadMetrics};
-use crate::task::{Dist, Measure, Op, Policy, Program, RtEntity, SchedEntity, Task, TaskState, TaskStats};
-use crate::time::{Ns, NSEC_PER_MSEC, NSEC_PER_USEC};
+use crate::sched::sim::{Sim, Threshold, WaitObj, WorkloadMetrics};
+use crate::sched::task::{Dist, Measure, Op, Policy, Program, RtEntity, SchedEntity, Task, TaskState, TaskStats};
+use crate::engine::time::{Ns, NSEC_PER_MSEC, NSEC_PER_USEC};
 
 /// A workload could not be built; the message names the field.
 pub type BuildError = String;
@@ -40,7 +62,7 @@ pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i3
         rt_priority,
         static_prio: 0,
         prio: 0,
-        class: crate::task::ClassId::Fair,
+        class: crate::sched::task::ClassId::Fair,
         nr_cpus_allowed: allowed.weight() as u32,
         ran_on: CpuMask::new(allowed.nr_bits()),
         cpus_allowed: allowed,
@@ -123,7 +145,7 @@ pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildErro
         WorkloadSpec::Schbench(s) => build_schbench(sim, w, next_tgid, s, &prefix)?,
         WorkloadSpec::Mixed(m) => build_mixed(sim, w, next_tgid, m, &prefix)?,
         WorkloadSpec::Server(s) => build_server(sim, w, next_tgid, s, &prefix)?,
-        WorkloadSpec::Rtapp(r) => crate::rtapp::build(sim, w, next_tgid, r, &prefix)?,
+        WorkloadSpec::Rtapp(r) => crate::workload::rtapp::build(sim, w, next_tgid, r, &prefix)?,
     };
     sim.metrics[w as usize].nr_tasks = tasks.len() as u32;
     sim.workload_tasks[w as usize] = tasks;
@@ -186,7 +208,7 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
         let mut t = new_task(format!("{}-{i}", sim.metrics[w as usize].name), w, pid, policy, nice, h.priority.unwrap_or(0), allowed.clone(), prog);
         if let Some(s) = h.slice {
             if !(100 * NSEC_PER_USEC..=100 * NSEC_PER_MSEC).contains(&s.0) {
-                return Err(format!("{prefix}.slice: {} is outside 0.1ms..100ms", crate::time::fmt_ns(s.0)));
+                return Err(format!("{prefix}.slice: {} is outside 0.1ms..100ms", crate::engine::time::fmt_ns(s.0)));
             }
             t.se.slice = s.0;
             t.se.custom_slice = true;
@@ -238,7 +260,7 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
     }
     let m = &mut sim.metrics[w as usize];
     for t in c.spikes_above.clone().unwrap_or_default() {
-        m.thresholds.push(Threshold { label: format!(">{}", crate::time::fmt_ns(t.0)), above_ns: t.0, count: 0 });
+        m.thresholds.push(Threshold { label: format!(">{}", crate::engine::time::fmt_ns(t.0)), above_ns: t.0, count: 0 });
     }
     match c.histogram {
         Some(0) => return Err(format!("{prefix}.histogram: must be at least 1 (us), e.g. 400")),
@@ -461,7 +483,7 @@ fn build_vm(sim: &mut Sim, w: u32, tgid: u32, v: &VmSpec, prefix: &str) -> Resul
     let mut ids = Vec::new();
     for vm in 0..vms {
         let lock = sim.locks.len() as u32;
-        sim.locks.push(crate::sim::SpinLock::default());
+        sim.locks.push(crate::sched::sim::SpinLock::default());
         let prog = add_program(sim, vec![
             Op::Run(work.clone()),
             Op::Lock { lock, ple_ns: ple },
@@ -515,7 +537,7 @@ fn build_schbench(sim: &mut Sim, w: u32, tgid: u32, s: &SchbenchSpec, prefix: &s
     let lock_base = sim.locks.len() as u32;
     if !s.no_locking {
         for _ in 0..sim.nr_cpus() {
-            sim.locks.push(crate::sim::SpinLock::default());
+            sim.locks.push(crate::sched::sim::SpinLock::default());
         }
     }
     // The request: simulated networking, then the math under this CPU's lock.
@@ -671,7 +693,7 @@ fn build_mixed(sim: &mut Sim, w: u32, tgid: u32, m: &MixedSpec, prefix: &str) ->
         *tgid = sim.next_tgid;
         Ok(())
     };
-    let hog = |count: u32, nice: Option<crate::scenario::OneOrMany<i32>>, policy: Option<String>, priority: Option<u32>, run: Dist, sleep: Dist| HogSpec {
+    let hog = |count: u32, nice: Option<crate::workload::scenario::OneOrMany<i32>>, policy: Option<String>, priority: Option<u32>, run: Dist, sleep: Dist| HogSpec {
         name: None,
         count,
         nice,
@@ -704,7 +726,7 @@ fn build_mixed(sim: &mut Sim, w: u32, tgid: u32, m: &MixedSpec, prefix: &str) ->
     let levels: Vec<i32> = (0..hogs as usize).map(|i| nice[i % nice.len()]).collect();
     let run = dist_or(&m.run, Dist::Exp(4 * NSEC_PER_MSEC));
     let sleep = dist_or(&m.sleep, Dist::Exp(NSEC_PER_MSEC));
-    part(sim, "hog", WorkloadSpec::Hog(hog(hogs, Some(crate::scenario::OneOrMany::Many(levels)), None, None, run, sleep)), &mut tgid)?;
+    part(sim, "hog", WorkloadSpec::Hog(hog(hogs, Some(crate::workload::scenario::OneOrMany::Many(levels)), None, None, run, sleep)), &mut tgid)?;
     if yielders > 0 {
         part(sim, "yield", WorkloadSpec::Stress(stress("yield", yielders, None, None)), &mut tgid)?;
     }

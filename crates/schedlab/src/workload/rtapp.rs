@@ -26,12 +26,12 @@ use std::collections::BTreeMap;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::cpumask::CpuMask;
+use crate::machine::cpumask::CpuMask;
 use crate::engine::TaskId;
-use crate::scenario::RtappSpec;
-use crate::sim::{Sim, WaitObj};
-use crate::task::{Dist, Op, Policy, Program};
-use crate::time::{Ns, NSEC_PER_USEC};
+use crate::workload::scenario::RtappSpec;
+use crate::sched::sim::{Sim, WaitObj};
+use crate::sched::task::{Dist, Op, Policy, Program};
+use crate::engine::time::{Ns, NSEC_PER_USEC};
 use crate::workload::{check_nice, check_rt, new_task, BuildError};
 
 /// A JSON value that keeps object keys in file order, duplicates included.

@@ -4,10 +4,10 @@
 
 use serde::Serialize;
 
-use crate::cpumask::CpuMask;
+use crate::machine::cpumask::CpuMask;
 use crate::engine::{Cpu, TaskId};
 use crate::sched::pelt::SchedAvg;
-use crate::time::Ns;
+use crate::engine::time::Ns;
 
 /// Scheduling policy (include/uapi/linux/sched.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -6,7 +6,7 @@
 //! scheduler's own counters (shown side by side, without a verdict: their
 //! totals scale with the machine's speed).
 //!
-//! Both sides are results documents as JSON ([`crate::report::Results`]),
+//! Both sides are results documents as JSON ([`crate::results::report::Results`]),
 //! the simulated one and the real one the executor wrote (possibly inside a
 //! guest kernel).
 
@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cpumask::CpuMask;
-use crate::report::table;
+use crate::machine::cpumask::CpuMask;
+use crate::results::report::table;
 
 /// Largest difference, in percentage points, between a task's real and
 /// simulated share of its workload's CPU time that still counts as agreeing.

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::time::Ns;
+use crate::engine::time::Ns;
 
 /// One idle state (C-state): how long leaving it takes and how long the CPU
 /// must expect to stay idle before entering it is worthwhile.

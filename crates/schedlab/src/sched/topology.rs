@@ -1,0 +1,419 @@
+//! The scheduler-domain hierarchy the kernel builds on a machine: the
+//! counterpart of kernel/sched/topology.c (`build_sched_domains()`,
+//! `sd_init()`, `build_sched_groups()`, `sched_init_numa()`).
+//!
+//! It reads the machine model ([`crate::machine::topology`]) and produces,
+//! per CPU, the [`SchedDomain`]s that balancing (balance.rs) and wakeup
+//! placement walk.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::machine::cpumask::CpuMask;
+use crate::machine::topology::{Topology, LOCAL_DISTANCE, RECLAIM_DISTANCE};
+
+/// The scheduler-domain levels of the kernel's default topology, lowest
+/// first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DomainLevel {
+    /// SMT siblings of one core.
+    Smt,
+    /// CPUs sharing the last-level cache.
+    Mc,
+    /// The kernel's PKG level, whose span is `cpu_cpu_mask()`: the CPUs of
+    /// the NUMA node (equal to the package unless a package holds several
+    /// nodes).
+    Pkg,
+    /// Nodes within one distance step; there can be several NUMA levels.
+    Numa,
+}
+
+impl DomainLevel {
+    /// The name the kernel prints for this level (`SMT`, `MC`, `PKG`, `NUMA`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DomainLevel::Smt => "SMT",
+            DomainLevel::Mc => "MC",
+            DomainLevel::Pkg => "PKG",
+            DomainLevel::Numa => "NUMA",
+        }
+    }
+}
+
+impl fmt::Display for DomainLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The `SD_*` flags the simulator cares about.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DomainFlags {
+    /// `SD_SHARE_CPUCAPACITY`: members share one core's execution units.
+    pub share_cpucapacity: bool,
+    /// `SD_SHARE_LLC`: members share the last-level cache.
+    pub share_llc: bool,
+    /// `SD_NUMA`: the domain crosses NUMA nodes.
+    pub numa: bool,
+    /// `SD_WAKE_AFFINE`: wakeups may pull the wakee toward the waker.
+    pub wake_affine: bool,
+    /// `SD_BALANCE_FORK`: balance new tasks at fork.
+    pub balance_fork: bool,
+    /// `SD_BALANCE_EXEC`: balance at exec.
+    pub balance_exec: bool,
+    /// `SD_BALANCE_NEWIDLE`: balance when a CPU is about to go idle.
+    pub balance_newidle: bool,
+    /// `SD_PREFER_SIBLING`: spread tasks to sibling groups first.
+    pub prefer_sibling: bool,
+    /// `SD_SERIALIZE`: only one CPU balances this domain at a time.
+    pub serialize: bool,
+}
+
+/// One level of a CPU's scheduler-domain hierarchy, with the tunables the
+/// kernel's `sd_init()` assigns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedDomain {
+    /// Which topology level this domain comes from.
+    pub level: DomainLevel,
+    /// CPUs covered by the domain.
+    pub span: CpuMask,
+    /// The balancing groups: spans of the child level covering `span`
+    /// (single CPUs for the lowest level). The group containing the owning
+    /// CPU comes first, the rest follow in `for_each_cpu_wrap` order from
+    /// that CPU, exactly as `build_sched_groups()` links them.
+    pub groups: Vec<CpuMask>,
+    /// Behaviour flags.
+    pub flags: DomainFlags,
+    /// Imbalance threshold in percent (110 SMT, 117 elsewhere).
+    pub imbalance_pct: u32,
+    /// Minimum balance interval: the span weight, in milliseconds.
+    pub min_interval_ms: u64,
+    /// Maximum balance interval: twice the span weight, in milliseconds.
+    pub max_interval_ms: u64,
+    /// Interval multiplier while the CPU is busy.
+    pub busy_factor: u32,
+    /// Balance attempts before cache-hot tasks may be migrated.
+    pub cache_nice_tries: u32,
+}
+
+/// One candidate level of the hierarchy, before degenerate levels are
+/// dropped. `distance` is meaningful for NUMA levels only.
+#[derive(Clone, Copy, Debug)]
+struct LevelSpec {
+    level: DomainLevel,
+    distance: u32,
+}
+
+impl Topology {
+    /// The scheduler domains of `cpu`, lowest level first, as the kernel's
+    /// `build_sched_domains()` would attach them.
+    ///
+    /// Candidate levels are SMT (core), MC (LLC), PKG (node, the kernel's
+    /// `cpu_cpu_mask()`) and one NUMA level per distinct remote distance in
+    /// the table (spanning the nodes at most that far away). As in the
+    /// kernel, a level that does not contain its child is widened to do so,
+    /// a single-CPU level is dropped, and a level whose span equals the
+    /// level kept below it is dropped (handing down `prefer_sibling`).
+    /// Tunables follow `sd_init()`. Returns an empty list for a CPU the
+    /// machine does not have, and for a 1-CPU machine.
+    pub fn sched_domains(&self, cpu: usize) -> Vec<SchedDomain> {
+        if cpu >= self.nr_cpus() {
+            return Vec::new();
+        }
+        let specs = self.level_specs();
+        let mut domains: Vec<SchedDomain> = Vec::new();
+        let mut span = CpuMask::single(self.nr_cpus(), cpu);
+        for (k, spec) in specs.iter().enumerate() {
+            span = self.widen(&span, *spec, cpu);
+            if span.weight() <= 1 {
+                continue;
+            }
+            if let Some(kept) = domains.last_mut().filter(|d| d.span == span) {
+                // The kernel folds the degenerate parent into its child.
+                kept.flags.prefer_sibling |= prefers_sibling(spec.level);
+                continue;
+            }
+            let groups = self.groups(cpu, &span, &specs[..k]);
+            domains.push(initial_domain(*spec, &span, groups));
+        }
+        domains
+    }
+
+    /// All candidate levels in hierarchy order; NUMA levels use the distinct
+    /// remote distances of the whole table, as `sched_init_numa()` does, so
+    /// level `k` means the same thing on every CPU.
+    fn level_specs(&self) -> Vec<LevelSpec> {
+        let spec = |level| LevelSpec { level, distance: 0 };
+        let mut specs = vec![
+            spec(DomainLevel::Smt),
+            spec(DomainLevel::Mc),
+            spec(DomainLevel::Pkg),
+        ];
+        let distances: BTreeSet<u32> = self
+            .node_distance
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&d| d > LOCAL_DISTANCE)
+            .collect();
+        specs.extend(distances.into_iter().map(|distance| LevelSpec {
+            level: DomainLevel::Numa,
+            distance,
+        }));
+        specs
+    }
+
+    /// The span of level `spec` for `cpu`, widened to contain `child` (the
+    /// kernel's "arch topology borken" fixup). Indices are looked up with
+    /// `get` so that a hand-edited, invalid topology cannot cause a panic.
+    fn widen(&self, child: &CpuMask, spec: LevelSpec, cpu: usize) -> CpuMask {
+        let mut span = self.raw_span(spec, cpu).unwrap_or_else(|| child.clone());
+        if !child.is_subset_of(&span) {
+            span.or_assign(child);
+        }
+        span
+    }
+
+    fn raw_span(&self, spec: LevelSpec, cpu: usize) -> Option<CpuMask> {
+        let info = self.cpus.get(cpu)?;
+        match spec.level {
+            DomainLevel::Smt => self.core_span.get(info.core).cloned(),
+            DomainLevel::Mc => self.llc_span.get(info.llc).cloned(),
+            DomainLevel::Pkg => self.node_span.get(info.node).cloned(),
+            DomainLevel::Numa => {
+                let row = self.node_distance.get(info.node)?;
+                let mut span = CpuMask::new(self.nr_cpus());
+                for (node, _) in row.iter().enumerate().filter(|(_, d)| **d <= spec.distance) {
+                    span.or_assign(self.node_span.get(node)?);
+                }
+                Some(span)
+            }
+        }
+    }
+
+    /// The span that the level just below `specs` has on `cpu`, i.e. the
+    /// child domain span that `get_group()` uses for a group.
+    fn child_span(&self, cpu: usize, specs: &[LevelSpec]) -> CpuMask {
+        specs
+            .iter()
+            .fold(CpuMask::single(self.nr_cpus(), cpu), |span, spec| {
+                self.widen(&span, *spec, cpu)
+            })
+    }
+
+    /// Balancing groups of the domain `span` whose candidate levels below are
+    /// `lower`, in the kernel's order: walk the span with
+    /// `for_each_cpu_wrap` from `cpu` and add each not yet covered CPU's
+    /// child span.
+    fn groups(&self, cpu: usize, span: &CpuMask, lower: &[LevelSpec]) -> Vec<CpuMask> {
+        let mut covered = CpuMask::new(self.nr_cpus());
+        let mut groups = Vec::new();
+        for member in span.iter_wrap(cpu) {
+            if covered.test(member) {
+                continue;
+            }
+            let group = self.child_span(member, lower);
+            covered.or_assign(&group);
+            groups.push(group);
+        }
+        groups
+    }
+}
+
+/// Whether `sd_init()` leaves `SD_PREFER_SIBLING` set on this level.
+fn prefers_sibling(level: DomainLevel) -> bool {
+    level != DomainLevel::Numa
+}
+
+/// A domain with `sd_init()`'s defaults for its level.
+fn initial_domain(spec: LevelSpec, span: &CpuMask, groups: Vec<CpuMask>) -> SchedDomain {
+    let weight = span.weight();
+    let mut domain = SchedDomain {
+        level: spec.level,
+        span: span.clone(),
+        groups,
+        flags: DomainFlags {
+            wake_affine: true,
+            balance_fork: true,
+            balance_exec: true,
+            balance_newidle: true,
+            prefer_sibling: prefers_sibling(spec.level),
+            ..DomainFlags::default()
+        },
+        imbalance_pct: 117,
+        min_interval_ms: weight as u64,
+        max_interval_ms: 2 * weight as u64,
+        busy_factor: 16,
+        cache_nice_tries: 0,
+    };
+    match spec.level {
+        DomainLevel::Smt => {
+            domain.flags.share_cpucapacity = true;
+            domain.flags.share_llc = true;
+            domain.imbalance_pct = 110;
+        }
+        DomainLevel::Mc => {
+            domain.flags.share_llc = true;
+            domain.cache_nice_tries = 1;
+        }
+        DomainLevel::Pkg => domain.cache_nice_tries = 1,
+        DomainLevel::Numa => {
+            domain.flags.numa = true;
+            domain.flags.serialize = true;
+            domain.cache_nice_tries = 2;
+            if spec.distance > RECLAIM_DISTANCE {
+                // Too far for the waker's cache or memory to help the wakee.
+                domain.flags.wake_affine = false;
+                domain.flags.balance_fork = false;
+                domain.flags.balance_exec = false;
+            }
+        }
+    }
+    domain
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::topology::presets;
+
+    fn preset(name: &str) -> Topology {
+        Topology::preset(name).unwrap()
+    }
+
+    fn mask(nr: usize, cpus: &[usize]) -> CpuMask {
+        CpuMask::from_cpus(nr, cpus.iter().copied())
+    }
+
+    #[test]
+    fn ryzen_domains_in_detail() {
+        let t = preset("ryzen-3900x");
+        let d = t.sched_domains(4);
+        let (smt, mc, pkg) = (&d[0], &d[1], &d[2]);
+
+        assert_eq!(smt.span, mask(24, &[4, 16]));
+        assert_eq!(smt.groups, vec![mask(24, &[4]), mask(24, &[16])]);
+        assert!(smt.flags.share_cpucapacity && smt.flags.share_llc);
+        assert_eq!((smt.imbalance_pct, smt.cache_nice_tries), (110, 0));
+        assert_eq!(
+            (smt.min_interval_ms, smt.max_interval_ms, smt.busy_factor),
+            (2, 4, 16)
+        );
+
+        assert_eq!(mc.span, mask(24, &[3, 4, 5, 15, 16, 17]));
+        // Wrap order from CPU 4: 4, 5, 15 (new group {3,15}), ...
+        assert_eq!(
+            mc.groups,
+            vec![mask(24, &[4, 16]), mask(24, &[5, 17]), mask(24, &[3, 15])]
+        );
+        assert!(mc.flags.share_llc && !mc.flags.share_cpucapacity);
+        assert_eq!((mc.imbalance_pct, mc.cache_nice_tries), (117, 1));
+        assert_eq!((mc.min_interval_ms, mc.max_interval_ms), (6, 12));
+
+        assert_eq!(pkg.span, t.all_cpus());
+        let llcs: Vec<CpuMask> = [1, 2, 3, 0]
+            .iter()
+            .map(|&l| t.llc_span[l].clone())
+            .collect();
+        assert_eq!(pkg.groups, llcs);
+        assert!(!pkg.flags.share_llc && !pkg.flags.numa);
+        assert!(pkg.flags.wake_affine && pkg.flags.balance_fork && pkg.flags.prefer_sibling);
+        assert_eq!((pkg.imbalance_pct, pkg.cache_nice_tries), (117, 1));
+    }
+
+    #[test]
+    fn epyc_numa_level_loses_wake_affine() {
+        let t = preset("epyc-2s-192");
+        let d = t.sched_domains(100);
+        let numa = &d[3];
+        assert_eq!(numa.level, DomainLevel::Numa);
+        assert_eq!(numa.span, t.all_cpus());
+        assert_eq!(
+            numa.groups,
+            vec![t.node_span[0].clone(), t.node_span[1].clone()]
+        );
+        let f = numa.flags;
+        assert!(f.numa && f.serialize && f.balance_newidle);
+        assert!(!f.wake_affine && !f.balance_fork && !f.balance_exec && !f.prefer_sibling);
+        assert_eq!((numa.imbalance_pct, numa.cache_nice_tries), (117, 2));
+        assert_eq!((numa.min_interval_ms, numa.max_interval_ms), (192, 384));
+        // From socket 1 the local node's group comes first.
+        assert_eq!(t.sched_domains(50)[3].groups[0], t.node_span[1]);
+    }
+
+    #[test]
+    fn near_numa_level_keeps_wake_affine() {
+        let mut t = preset("epyc-2s-192");
+        t.node_distance = vec![vec![10, 21], vec![21, 10]];
+        t.validate().unwrap();
+        let numa = &t.sched_domains(0)[3];
+        assert!(numa.flags.numa && numa.flags.wake_affine && numa.flags.balance_fork);
+    }
+
+    #[test]
+    fn nps2_gives_node_pkg_and_two_numa_levels() {
+        let t = Topology::uniform("nps2", 2, 2, 2, 4, 2).unwrap();
+        assert_eq!(t.node_distance[0], vec![10, 20, 32, 32]);
+        let d = t.sched_domains(0);
+        let got: Vec<(DomainLevel, usize)> = d.iter().map(|d| (d.level, d.span.weight())).collect();
+        use DomainLevel::*;
+        assert_eq!(
+            got,
+            vec![(Smt, 2), (Mc, 8), (Pkg, 16), (Numa, 32), (Numa, 64)]
+        );
+        assert!(
+            d[3].flags.wake_affine,
+            "distance 20 is below RECLAIM_DISTANCE"
+        );
+        assert!(!d[4].flags.wake_affine);
+        assert_eq!(d[3].span, t.package_span[0]);
+        assert_eq!(d[4].groups.len(), 2, "groups of the top level are packages");
+    }
+
+    #[test]
+    fn groups_partition_each_span_with_own_group_first() {
+        for (name, _) in presets() {
+            let t = preset(name);
+            for cpu in 0..t.nr_cpus() {
+                let domains = t.sched_domains(cpu);
+                let mut child = CpuMask::single(t.nr_cpus(), cpu);
+                for d in &domains {
+                    assert!(d.span.test(cpu), "{name} cpu {cpu} {}", d.level);
+                    assert!(child.is_subset_of(&d.span));
+                    assert_ne!(child, d.span, "degenerate level kept");
+                    assert_eq!(d.groups[0], child, "{name} cpu {cpu} {}", d.level);
+                    assert!(d.groups.len() >= 2);
+                    let mut covered = CpuMask::new(t.nr_cpus());
+                    for g in &d.groups {
+                        assert!(!g.intersects(&covered), "overlapping groups");
+                        covered.or_assign(g);
+                    }
+                    assert_eq!(covered, d.span);
+                    child = d.span.clone();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sched_domains_of_missing_cpu_is_empty() {
+        assert!(preset("4cpu").sched_domains(4).is_empty());
+        assert!(preset("1cpu").sched_domains(0).is_empty());
+    }
+
+    #[test]
+    fn sched_domains_survive_an_invalid_topology() {
+        let mut t = preset("ryzen-3900x");
+        t.llc_span.clear();
+        t.node_distance = vec![vec![10, 40]];
+        assert!(t.validate().is_err());
+        // Must not panic; the exact result is unspecified.
+        let _ = t.sched_domains(3);
+    }
+
+    #[test]
+    fn domain_level_names() {
+        assert_eq!(DomainLevel::Mc.to_string(), "MC");
+        assert_eq!(DomainLevel::Numa.name(), "NUMA");
+    }
+}
