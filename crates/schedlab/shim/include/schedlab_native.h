@@ -54,4 +54,15 @@
 	})
 #endif
 
+/*
+ * `__weak __attribute__((always_inline))` global functions (scx's lib/*.bpf.c)
+ * are fine for clang's BPF target, but GCC refuses to inline a function the
+ * linker may replace. Natively inlining is only an optimisation, so the bare
+ * spelling becomes a harmless attribute; the shim's own __always_inline is
+ * spelled __always_inline__ and keeps forcing it.
+ */
+#ifndef always_inline
+#define always_inline __unused__
+#endif
+
 #endif /* __SCHEDLAB_NATIVE_H__ */

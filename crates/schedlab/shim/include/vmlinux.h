@@ -219,6 +219,12 @@ struct cgroup {
 	struct cgroup *ancestors[];
 };
 
+/* A task's cgroup memberships (include/linux/cgroup-defs.h), as read by BPF. */
+struct css_set {
+	struct cgroup_subsys_state *subsys[14];
+	struct cgroup *dfl_cgrp;
+};
+
 /* include/linux/bpf.h: bpf_iter_css_new() orders. */
 enum bpf_cgroup_iter_order {
 	BPF_CGROUP_ITER_ORDER_UNSPEC = 0,
@@ -327,6 +333,12 @@ struct task_struct {
 	struct mempolicy *mempolicy;
 	/* The task's CPU-controller group; NULL (the root) in the simulator. */
 	struct task_group *sched_task_group;
+	/*
+	 * The task's css_set. NULL until the runtime models cgroups (the next
+	 * issue): a scheduler that follows it faults, so only code paths that
+	 * are off by default (e.g. lavd's CPU bandwidth control) read it.
+	 */
+	struct css_set *cgroups;
 };
 
 #define TASK_COMM_LEN 16

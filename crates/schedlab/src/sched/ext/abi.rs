@@ -146,6 +146,8 @@ pub struct TaskStructC {
     pub mempolicy: *mut core::ffi::c_void,
     /// NULL: the root task group (CPU-controller groups are not modelled).
     pub sched_task_group: *mut core::ffi::c_void,
+    /// NULL: cgroup membership is not modelled yet.
+    pub cgroups: *mut core::ffi::c_void,
 }
 
 /// PF_* task flags (include/linux/sched.h) the shim exposes.
@@ -188,6 +190,7 @@ impl TaskStructC {
             numa_preferred_nid: -1,
             mempolicy: core::ptr::null_mut(),
             sched_task_group: core::ptr::null_mut(),
+            cgroups: core::ptr::null_mut(),
             _pad2: 0,
         });
         // The box never moves, so the self-pointer stays valid.
