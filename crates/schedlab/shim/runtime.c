@@ -11,6 +11,7 @@
  * nesting checks, kptr exchange and probe reads.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -100,7 +101,34 @@
 	X(long, bpf_timer_init, (struct bpf_timer * timer, void *map, u64 flags), (timer, map, flags)) \
 	X(long, bpf_timer_set_callback, (struct bpf_timer * timer, void *cb), (timer, cb)) \
 	X(long, bpf_timer_start, (struct bpf_timer * timer, u64 nsecs, u64 flags), (timer, nsecs, flags)) \
-	X(long, bpf_timer_cancel, (struct bpf_timer * timer), (timer))
+	X(long, bpf_timer_cancel, (struct bpf_timer * timer), (timer))   \
+	X(struct task_struct *, scx_bpf_cpu_curr, (s32 cpu), (cpu))            \
+	X(bool, scx_bpf_task_set_slice, (struct task_struct * p, u64 slice), (p, slice)) \
+	X(bool, scx_bpf_task_set_dsq_vtime, (struct task_struct * p, u64 vtime), (p, vtime)) \
+	X(struct rq *, scx_bpf_cpu_rq, (s32 cpu), (cpu))                       \
+	X(struct rq *, scx_bpf_locked_rq, (void), ())                          \
+	X(struct rq *, schedlab_percpu_rq, (u32 cpu), (cpu))                   \
+	X(void *, schedlab_preempt_count, (void), ())                          \
+	X(u32, schedlab_this_cpu, (void), ())                                  \
+	X(struct cgroup *, scx_bpf_task_cgroup, (struct task_struct * p), (p)) \
+	X(struct cgroup *, bpf_cgroup_acquire, (struct cgroup * cgrp), (cgrp)) \
+	X(struct cgroup *, bpf_cgroup_ancestor, (struct cgroup * cgrp, int level), (cgrp, level)) \
+	X(struct cgroup *, bpf_cgroup_from_id, (u64 cgid), (cgid))             \
+	X(void *, bpf_cgrp_storage_get, (void *map, struct cgroup *cgroup, void *value, u64 flags), \
+	  (map, cgroup, value, flags))                                         \
+	X(long, bpf_cgrp_storage_delete, (void *map, struct cgroup *cgroup), (map, cgroup)) \
+	X(void *, bpf_inode_storage_get, (void *map, void *inode, void *value, u64 flags), \
+	  (map, inode, value, flags))                                          \
+	X(long, bpf_inode_storage_delete, (void *map, void *inode), (map, inode)) \
+	X(void *, bpf_ringbuf_reserve, (void *ringbuf, u64 size, u64 flags), (ringbuf, size, flags)) \
+	X(long, bpf_ringbuf_output, (void *ringbuf, void *data, u64 size, u64 flags), (ringbuf, data, size, flags)) \
+	X(u64, bpf_ringbuf_query, (void *ringbuf, u64 flags), (ringbuf, flags)) \
+	X(long, schedlab_user_ringbuf_peek, (void *map, void **data), (map, data)) \
+	X(void *, bpf_arena_alloc_pages, (void *map, void *addr, u32 page_cnt, int node_id, u64 flags), \
+	  (map, addr, page_cnt, node_id, flags))                               \
+	X(int, bpf_arena_reserve_pages, (void *map, void *ptr, u32 page_cnt), (map, ptr, page_cnt)) \
+	X(long, bpf_perf_event_read_value, (void *map, u64 flags, struct bpf_perf_event_value *buf, u32 buf_size), \
+	  (map, flags, buf, buf_size))
 
 /* Host functions returning nothing. */
 #define SCHEDLAB_HOST_VOID_FNS(X)                                              \
@@ -126,7 +154,12 @@
 	X(schedlab_exit, (s64 code, const char *msg), (code, msg))             \
 	X(schedlab_error, (const char *msg), (msg))                            \
 	X(schedlab_dump, (const char *msg), (msg))                             \
-	X(schedlab_trace, (const char *msg), (msg))
+	X(schedlab_trace, (const char *msg), (msg))                            \
+	X(bpf_cgroup_release, (struct cgroup * cgrp), (cgrp))                  \
+	X(bpf_ringbuf_submit, (void *data, u64 flags), (data, flags))          \
+	X(bpf_ringbuf_discard, (void *data, u64 flags), (data, flags))         \
+	X(schedlab_user_ringbuf_release, (void *map), (map))                   \
+	X(bpf_arena_free_pages, (void *map, void *ptr, u32 page_cnt), (map, ptr, page_cnt))
 
 #define DECL_HOST(ret, name, params, args) static ret(*h_##name) params;
 #define DECL_HOST_VOID(name, params, args) static void(*h_##name) params;
@@ -395,6 +428,13 @@ s32 scx_bpf_select_cpu_and___compat(struct task_struct *p, s32 prev_cpu, u64 wak
 	return h___scx_bpf_select_cpu_and(p, cpus_allowed, &args);
 }
 
+/* 6.16's form, still in 7.1's unlocked set. */
+s32 scx_bpf_select_cpu_and(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
+			   const struct cpumask *cpus_allowed, u64 flags)
+{
+	return scx_bpf_select_cpu_and___compat(p, prev_cpu, wake_flags, cpus_allowed, flags);
+}
+
 ALIAS(s32, scx_bpf_select_cpu_and___v2, __scx_bpf_select_cpu_and,
       (struct task_struct * p, const struct cpumask *cpus_allowed, struct scx_bpf_select_cpu_and_args *args),
       (p, cpus_allowed, args))
@@ -498,17 +538,61 @@ long bpf_get_current_comm(void *buf, u32 size)
 	return 0;
 }
 
+/*
+ * The per-CPU kernel variables the runtime knows: `runqueues` (each CPU's
+ * struct rq view) and `__preempt_count` (the interrupt context of the
+ * current op, which bpf_experimental.h's bpf_in_hardirq() and friends
+ * read). Any other per-CPU symbol is not modelled: NULL.
+ */
+struct rq runqueues;
+const int __preempt_count;
+static const int other_cpu_preempt_count;
+
 void *bpf_per_cpu_ptr(const void *percpu_ptr, u32 cpu)
 {
-	(void)percpu_ptr;
-	(void)cpu;
+	if (percpu_ptr == &runqueues)
+		return h_schedlab_percpu_rq(cpu);
+	if (percpu_ptr == &__preempt_count)
+		return cpu == h_schedlab_this_cpu() ? h_schedlab_preempt_count() : (void *)&other_cpu_preempt_count;
 	return NULL;
 }
 
 void *bpf_this_cpu_ptr(const void *percpu_ptr)
 {
-	(void)percpu_ptr;
-	return NULL;
+	if (percpu_ptr == &__preempt_count)
+		return h_schedlab_preempt_count();
+	return bpf_per_cpu_ptr(percpu_ptr, h_schedlab_this_cpu());
+}
+
+/* preempt_count() bits (include/linux/preempt.h). */
+#define SOFTIRQ_MASK_ 0x0000ff00
+#define HARDIRQ_MASK_ 0x000f0000
+#define NMI_MASK_ 0x00f00000
+
+static int preempt_count_now(void)
+{
+	return *(const int *)h_schedlab_preempt_count();
+}
+
+int bpf_in_hardirq(void)
+{
+	return preempt_count_now() & HARDIRQ_MASK_;
+}
+
+int bpf_in_nmi(void)
+{
+	return preempt_count_now() & NMI_MASK_;
+}
+
+int bpf_in_serving_softirq(void)
+{
+	/* SOFTIRQ_OFFSET: serving a softirq, not just softirqs disabled. */
+	return preempt_count_now() & SOFTIRQ_MASK_ & 0x100;
+}
+
+int bpf_in_interrupt(void)
+{
+	return preempt_count_now() & (NMI_MASK_ | HARDIRQ_MASK_ | SOFTIRQ_MASK_);
 }
 
 /* ---- iterators and loops -------------------------------------------------- */
@@ -650,6 +734,9 @@ void *bpf_kptr_xchg(void *dst, void *ptr)
 static u32 locks_held;
 static u32 rcu_depth;
 
+/* Objects, lists, rbtrees, dynptrs, resilient locks, strings. */
+#include "runtime_ds.c"
+
 long bpf_spin_lock(struct bpf_spin_lock *lock)
 {
 	if (!lock) {
@@ -699,8 +786,10 @@ static u32 end_call(void)
 {
 	u32 bad = (locks_held ? 1 : 0) | (rcu_depth ? 2 : 0);
 
+	bad |= res_locks_reset() ? 1 : 0;
 	locks_held = 0;
 	rcu_depth = 0;
+	free_dead_objs();
 	return bad;
 }
 

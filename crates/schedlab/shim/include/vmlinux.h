@@ -182,43 +182,6 @@ typedef u16 u_int16_t;
 typedef u32 u_int32_t;
 typedef u64 u_int64_t;
 
-/*
- * Cgroups, as far as sched_ext schedulers read them: the kernfs node's id
- * (the cgroup id) and name, the depth and the ancestors. The simulated
- * kernel has the root cgroup (level 0, id 1).
- */
-struct kernfs_node {
-	struct kernfs_node *__parent;
-	const char *name;
-	u64 id;
-	void *priv;
-};
-
-struct cgroup;
-struct cgroup_subsys;
-
-struct cgroup_subsys_state {
-	struct cgroup *cgroup;
-	struct cgroup_subsys *ss;
-	struct cgroup_subsys_state *parent;
-	int id;
-	unsigned int flags;
-	u64 serial_nr;
-};
-
-struct cgroup {
-	struct cgroup_subsys_state self;
-	unsigned long flags;
-	int level;
-	int max_depth;
-	int nr_descendants;
-	int nr_dying_descendants;
-	int max_descendants;
-	struct kernfs_node *kn;
-	/* ancestors[0] is the root, ancestors[level] this cgroup. */
-	struct cgroup *ancestors[];
-};
-
 /* A task's cgroup memberships (include/linux/cgroup-defs.h), as read by BPF. */
 struct css_set {
 	struct cgroup_subsys_state *subsys[14];
@@ -261,13 +224,6 @@ struct mempolicy {
 	int home_node;
 };
 
-/* include/uapi/linux/bpf.h: bpf_perf_event_read_value()'s result. */
-struct bpf_perf_event_value {
-	u64 counter;
-	u64 enabled;
-	u64 running;
-};
-
 /* The RCU guard class (include/linux/rcupdate.h's DEFINE_LOCK_GUARD_0(rcu)). */
 typedef struct {
 	void *lock;
@@ -276,14 +232,6 @@ typedef struct {
 /* include/linux/mm_types.h: enum page_size_enum (what BTF shows for PAGE_SIZE). */
 enum page_size_enum {
 	__PAGE_SIZE = 4096,
-};
-
-/*
- * The runqueue, as far as sched_ext kfuncs expose it (scx_bpf_cpu_rq(),
- * scx_bpf_locked_rq()): its current task.
- */
-struct rq {
-	struct task_struct *curr;
 };
 
 /*
@@ -423,10 +371,6 @@ struct cpufreq_policy {
 	unsigned int cur;
 };
 
-/* The CPU controller's group (kernel/sched/sched.h), as far as BPF reads it. */
-struct task_group {
-	struct cgroup_subsys_state css;
-};
 struct bpf_prog_aux;
 
 /* include/uapi/linux/bpf.h */
@@ -788,6 +732,13 @@ struct sched_ext_ops {
 	u64 sub_cgroup_id;
 	char name[SCX_OPS_NAME_LEN];
 	void *priv;
+};
+
+#include "schedlab_kobj.h"
+
+/* The CPU controller's group (kernel/sched/sched.h), as far as BPF reads it. */
+struct task_group {
+	struct cgroup_subsys_state css;
 };
 
 #include "schedlab_native.h"

@@ -4,6 +4,8 @@
 //! scenario seed and a stable stream identifier, so adding a new random
 //! consumer never shifts the numbers another one sees.
 
+use crate::engine::time::Ns;
+
 /// SplitMix64 step; used to expand seeds into generator state.
 fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -128,6 +130,37 @@ fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
     }
     // log2(x) = lz + frac; -log2(x/2^bits) = bits - lz - frac
     (int_part << 32).saturating_sub(frac)
+}
+
+/// A distribution of durations used by behaviour programs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dist {
+    Const(Ns),
+    Uniform(Ns, Ns),
+    Exp(Ns),
+}
+
+impl Dist {
+    pub fn mean(&self) -> Ns {
+        match *self {
+            Dist::Const(v) | Dist::Exp(v) => v,
+            Dist::Uniform(a, b) => (a + b) / 2,
+        }
+    }
+
+    /// Draws a duration from this distribution.
+    pub fn draw(&self, rng: &mut Rng) -> Ns {
+        match *self {
+            Dist::Const(v) => v,
+            Dist::Uniform(a, b) => rng.range_inclusive(a, b),
+            Dist::Exp(mean) => rng.exponential(mean),
+        }
+    }
+}
+
+/// Draws a duration from a distribution.
+pub fn draw_dist(rng: &mut Rng, d: &Dist) -> Ns {
+    d.draw(rng)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! - [`topology`]: the machine model (NUMA nodes, packages, LLCs, cores,
 //!   SMT threads and node distances), its presets and the `lscpu -p` and
 //!   sysfs importers;
+//! - [`irqoff`]: interrupt-disabled windows (irqsave sections, softirq
+//!   storms) that delay timer interrupts and IPIs;
 //! - [`cost`]: what scheduling work costs in time on that machine
 //!   (context switch, IPI, idle exit, cache refill...).
 //!
@@ -16,4 +18,5 @@
 
 pub mod cost;
 pub mod cpumask;
+pub mod irqoff;
 pub mod topology;

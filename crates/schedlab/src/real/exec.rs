@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::shm::{Counters, Slot};
 use super::{sys, Plan, RealObj};
-use crate::sched::sim::draw_dist;
+use crate::engine::rng::draw_dist;
 use crate::sched::task::{Op, Policy};
 
 pub(crate) fn policy_num(p: Policy) -> u32 {

@@ -466,7 +466,7 @@ impl Sim {
     pub fn sched_balance_newidle(&mut self, cpu: Cpu) -> bool {
         // Not worth it when this CPU's idle periods are short, or when no CPU
         // has anything queued to give.
-        if self.rq(cpu).avg_idle < self.tunables.migration_cost_ns || self.nr_overloaded == 0 {
+        if self.rq(cpu).avg_idle < self.tunables.fair.migration_cost_ns || self.nr_overloaded == 0 {
             return false;
         }
         for level in 0..self.domains[cpu as usize].len() {
@@ -707,7 +707,7 @@ impl Sim {
         }
         let now = self.now();
         // Least recently run first, like walking cfs_tasks from its tail.
-        let loop_max = self.tunables.nr_migrate.min(self.rq(src).nr_running) as usize;
+        let loop_max = self.tunables.fair.nr_migrate.min(self.rq(src).nr_running) as usize;
         // Coldest first, at most loop_max of them (the running task is skipped below).
         let running = self.rq(src).curr;
         let candidates: Vec<TaskId> = self.rq(src).cfs.lru.iter().map(|&(_, p)| p).filter(|&p| Some(p) != running).take(loop_max).collect();
@@ -721,7 +721,7 @@ impl Sim {
             if t.class != ClassId::Fair || t.se.sched_delayed || !t.cpus_allowed.test(dst as usize) {
                 continue;
             }
-            let mut hot = now.saturating_sub(t.se.exec_start) < self.tunables.migration_cost_ns && t.se.exec_start != 0;
+            let mut hot = now.saturating_sub(t.se.exec_start) < self.tunables.fair.migration_cost_ns && t.se.exec_start != 0;
             // llc_balancing: leaving the preferred LLC counts as hot, joining it as cold.
             match self.migrate_llc_pref(p, src, dst) {
                 d if d < 0 => hot = true,

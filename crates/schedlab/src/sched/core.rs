@@ -368,7 +368,7 @@ impl Sim {
         self.scx_gp_task_ran(n);
         class_of(self.task(n).class).set_next_task(self, cpu, n, true);
         let start = now.max(self.rq(cpu).irq_until);
-        let migration_cost = self.tunables.migration_cost_ns;
+        let migration_cost = self.tunables.fair.migration_cost_ns;
         let mut switch_cost = self.costs.context_switch_ns;
         if self.rq(cpu).last_tgid != Some(self.task(n).tgid) {
             switch_cost += self.costs.mm_switch_ns;

@@ -17,7 +17,7 @@ const LOCK_HANDOFF_NS: Ns = 100;
 
 impl Sim {
     fn draw(&mut self, p: TaskId, d: &Dist) -> Ns {
-        crate::sched::sim::draw_dist(&mut self.task_rngs[p as usize], d)
+        d.draw(&mut self.task_rngs[p as usize])
     }
 
     /// The running task on `cpu` finished its step (or became able to make progress).

@@ -32,11 +32,37 @@ use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, LoadWeight, Policy, NICE_0_LOAD};
 use crate::engine::time::{Ns, NSEC_PER_MSEC};
 
+/// The fair class's tunables (sysctls and debugfs knobs of fair.c and
+/// core.c), with the kernel's defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FairTunables {
+    /// normalized_sysctl_sched_base_slice before CPU-count scaling (0.7 ms).
+    pub base_slice_normalized_ns: Ns,
+    /// sysctl_sched_migration_cost: a task that ran this recently is cache hot.
+    pub migration_cost_ns: Ns,
+    /// sysctl_sched_nr_migrate: tasks moved per balance pass at most.
+    pub nr_migrate: u32,
+}
+
+impl Default for FairTunables {
+    fn default() -> Self {
+        FairTunables { base_slice_normalized_ns: 700_000, migration_cost_ns: 500_000, nr_migrate: 32 }
+    }
+}
+
 /// Where virtual time starts. The timeline is a BTreeSet ordered by the raw
 /// u64 deadline, whereas the kernel compares with signed differences; starting
 /// far from zero keeps every vruntime and deadline clear of the wrap, so the
 /// two orders agree (2^62 ns of virtual time is decades even at nice 19).
 pub const VRUNTIME_BASE: u64 = 1 << 62;
+
+impl crate::sched::rq::CfsRq {
+    /// An empty fair runqueue whose zero_vruntime starts at
+    /// [`VRUNTIME_BASE`] (`init_cfs_rq()`).
+    pub fn new() -> Self {
+        crate::sched::rq::CfsRq { zero_vruntime: VRUNTIME_BASE, ..Default::default() }
+    }
+}
 
 pub struct FairClass;
 pub static FAIR_CLASS: FairClass = FairClass;
@@ -260,7 +286,7 @@ impl Sim {
     /// for the shortest queued slice under RUN_TO_PARITY, or for one base
     /// slice without it (set_protect_slice).
     fn set_protect_slice(&mut self, cpu: Cpu, p: TaskId) {
-        let mut slice = self.tunables.base_slice_normalized_ns;
+        let mut slice = self.tunables.fair.base_slice_normalized_ns;
         if self.features.on(Feature::RUN_TO_PARITY) {
             slice = self.cfs_min_slice(cpu);
         }

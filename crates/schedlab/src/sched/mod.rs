@@ -28,10 +28,13 @@
 pub mod balance;
 pub mod cache;
 pub mod core;
+pub mod event_loop;
 pub mod exec;
 pub mod ext;
 pub mod fair;
 pub mod features;
+pub mod ipc;
+pub mod metrics;
 pub mod pelt;
 pub mod rq;
 pub mod rt;
@@ -43,6 +46,16 @@ pub mod topology;
 use crate::engine::{Cpu, TaskId};
 use crate::sched::sim::Sim;
 use crate::sched::task::ClassId;
+
+/// Scheduler tunables (sysctls and debugfs knobs), each part defined beside
+/// the class that owns it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tunables {
+    /// fair.c's: base slice, migration cost, nr_migrate.
+    pub fair: fair::FairTunables,
+    /// rt.c's: RR quantum, RT bandwidth, the fair server.
+    pub rt: rt::RtTunables,
+}
 
 /// Enqueue flags (ENQUEUE_* in kernel/sched/sched.h).
 pub mod enq {

@@ -4,15 +4,53 @@
 
 use crate::engine::{Cpu, Event, TaskId};
 use crate::sched::{enq, SchedClass};
-use crate::sched::sim::{RtBandwidth, Sim};
+use crate::engine::time::{Ns, NSEC_PER_MSEC};
+use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, Policy};
+
+/// The RT class's tunables (rt.c's sysctls, and the fair deadline server
+/// that protects fair tasks from RT), with the kernel's defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RtTunables {
+    /// RR quantum (RR_TIMESLICE, 100 ms).
+    pub rr_timeslice_ns: Ns,
+    /// RT bandwidth period and runtime (sched_rt_period_us / sched_rt_runtime_us).
+    pub rt_period_ns: Ns,
+    pub rt_runtime_ns: Ns,
+    pub rt_bandwidth: RtBandwidth,
+    /// Fair deadline server runtime per period (50 ms per 1 s).
+    pub fair_server_runtime_ns: Ns,
+}
+
+impl Default for RtTunables {
+    fn default() -> Self {
+        RtTunables {
+            rr_timeslice_ns: 100 * NSEC_PER_MSEC,
+            rt_period_ns: 1_000 * NSEC_PER_MSEC,
+            rt_runtime_ns: 950 * NSEC_PER_MSEC,
+            rt_bandwidth: RtBandwidth::FairServer,
+            fair_server_runtime_ns: 50 * NSEC_PER_MSEC,
+        }
+    }
+}
+
+/// How RT tasks are kept from starving the fair class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtBandwidth {
+    /// 6.12+: a deferred deadline server runs fair tasks for 50 ms per second when RT starves them.
+    FairServer,
+    /// Legacy RT throttling: RT may use 950 ms per second on each CPU.
+    Throttle,
+    /// No protection (sched_rt_runtime_us = -1).
+    Off,
+}
 
 pub struct RtClass;
 pub static RT_CLASS: RtClass = RtClass;
 
 impl Sim {
     fn rr_ticks(&self) -> u32 {
-        (self.tunables.rr_timeslice_ns / self.costs.tick_ns()).max(1) as u32
+        (self.tunables.rt.rr_timeslice_ns / self.costs.tick_ns()).max(1) as u32
     }
 
     /// Priority of what `cpu` runs, as cpupri sees it: RT prio, 100 for fair, 101 for idle.
@@ -122,7 +160,7 @@ impl Sim {
 
     /// Per-tick RT bandwidth bookkeeping: arms the period timer on first use.
     pub fn rt_bandwidth_tick(&mut self, cpu: Cpu) {
-        if self.tunables.rt_bandwidth == RtBandwidth::Off {
+        if self.tunables.rt.rt_bandwidth == RtBandwidth::Off {
             return;
         }
         let rq = self.rq(cpu);
@@ -141,19 +179,19 @@ impl Sim {
     fn arm_bandwidth_timer(&mut self, cpu: Cpu) {
         let now = self.now();
         let rq = self.rq(cpu);
-        let period_end = rq.bw_period_start + self.tunables.rt_period_ns;
-        let at = match self.tunables.rt_bandwidth {
+        let period_end = rq.bw_period_start + self.tunables.rt.rt_period_ns;
+        let at = match self.tunables.rt.rt_bandwidth {
             RtBandwidth::FairServer if !rq.fair_server_active => {
                 // Deferred server: it activates when the fair class could only
                 // just get its runtime before the period ends (zero laxity).
                 // Once that point has passed with nothing starved, the next
                 // decision is at the period's end.
-                let left = self.tunables.fair_server_runtime_ns.saturating_sub(rq.fair_time);
+                let left = self.tunables.rt.fair_server_runtime_ns.saturating_sub(rq.fair_time);
                 let zero_laxity = period_end.saturating_sub(left);
                 if zero_laxity > now { zero_laxity } else { period_end }
             }
             RtBandwidth::Throttle if !rq.rt.throttled => {
-                let left = self.tunables.rt_runtime_ns.saturating_sub(rq.rt.rt_time);
+                let left = self.tunables.rt.rt_runtime_ns.saturating_sub(rq.rt.rt_time);
                 (now + left).min(period_end)
             }
             _ => period_end,
@@ -170,7 +208,7 @@ impl Sim {
                 self.update_curr_fair(cpu);
             }
         }
-        let period_end = self.rq(cpu).bw_period_start + self.tunables.rt_period_ns;
+        let period_end = self.rq(cpu).bw_period_start + self.tunables.rt.rt_period_ns;
         if now >= period_end {
             let rq = self.rq_mut(cpu);
             rq.bw_period_start = now;
@@ -185,12 +223,12 @@ impl Sim {
             }
             self.resched_curr(cpu);
         } else {
-            match self.tunables.rt_bandwidth {
+            match self.tunables.rt.rt_bandwidth {
                 RtBandwidth::FairServer => {
                     // The fair server, and since 6.19 the ext server, run
                     // starved fair / sched_ext tasks.
                     let starved = self.rq(cpu).cfs.h_nr_runnable > 0 || self.scx.rqs[cpu as usize].nr_running > 0;
-                    let left = self.tunables.fair_server_runtime_ns.saturating_sub(self.rq(cpu).fair_time);
+                    let left = self.tunables.rt.fair_server_runtime_ns.saturating_sub(self.rq(cpu).fair_time);
                     if self.rq(cpu).fair_server_active {
                         self.rq_mut(cpu).fair_server_active = false;
                         self.resched_curr(cpu);
@@ -202,7 +240,7 @@ impl Sim {
                     }
                 }
                 RtBandwidth::Throttle => {
-                    if self.rq(cpu).rt.rt_time >= self.tunables.rt_runtime_ns {
+                    if self.rq(cpu).rt.rt_time >= self.tunables.rt.rt_runtime_ns {
                         self.rq_mut(cpu).rt.throttled = true;
                         self.resched_curr(cpu);
                     }

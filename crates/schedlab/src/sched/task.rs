@@ -152,22 +152,7 @@ pub enum TaskState {
     Dead,
 }
 
-/// A distribution of durations used by behaviour programs.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Dist {
-    Const(Ns),
-    Uniform(Ns, Ns),
-    Exp(Ns),
-}
-
-impl Dist {
-    pub fn mean(&self) -> Ns {
-        match *self {
-            Dist::Const(v) | Dist::Exp(v) => v,
-            Dist::Uniform(a, b) => (a + b) / 2,
-        }
-    }
-}
+pub use crate::engine::rng::Dist;
 
 /// Index into the simulator's wait-object table.
 pub type ObjId = u32;

@@ -18,6 +18,7 @@
 //! Workload models: each turns a scenario entry into tasks and behaviour
 //! programs, mirroring the flags of the tool it models.
 
+mod common;
 pub mod rtapp;
 pub mod scenario;
 pub mod world;
@@ -26,96 +27,18 @@ pub mod world;
 use crate::machine::cpumask::CpuMask;
 use crate::engine::TaskId;
 use crate::workload::scenario::{
-    parse_policy, CpuList, CyclictestSpec, DistSpec, HackbenchSpec, HogSpec, MixedSpec, SchbenchSpec, ServerSpec, StressSpec, VmSpec, WorkloadSpec,
+    parse_policy, CyclictestSpec, DistSpec, HackbenchSpec, HogSpec, MixedSpec, SchbenchSpec, ServerSpec, StressSpec, VmSpec, WorkloadSpec,
 };
-use crate::sched::sim::{Sim, Threshold, WaitObj, WorkloadMetrics};
-use crate::sched::task::{Dist, Measure, Op, Policy, Program, RtEntity, SchedEntity, Task, TaskState, TaskStats};
+use crate::sched::ipc::{SpinLock, WaitObj};
+use crate::sched::metrics::{Threshold, WorkloadMetrics};
+use crate::sched::sim::Sim;
+use crate::sched::task::{Dist, Measure, Op, Policy, Program, Task};
 use crate::engine::time::{Ns, NSEC_PER_MSEC, NSEC_PER_USEC};
 
-/// A workload could not be built; the message names the field.
-pub type BuildError = String;
-
-pub(crate) fn cpus(sim: &Sim, list: &Option<CpuList>, field: &str) -> Result<CpuMask, BuildError> {
-    match list {
-        None => Ok(CpuMask::full(sim.nr_cpus())),
-        Some(CpuList(s)) => CpuMask::parse_cpulist(s, sim.nr_cpus()).map_err(|e| format!("{field}: {e}")).and_then(|m| {
-            if m.is_empty() {
-                Err(format!("{field}: the CPU list is empty"))
-            } else {
-                Ok(m)
-            }
-        }),
-    }
-}
-
-/// A task with the scheduler-visible attributes filled in, state New.
-#[allow(clippy::too_many_arguments)]
-pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i32, rt_priority: u32, allowed: CpuMask, prog: u32) -> Task {
-    Task {
-        id: 0,
-        name,
-        workload,
-        tgid,
-        cgroup: "/".into(),
-        policy,
-        nice,
-        rt_priority,
-        static_prio: 0,
-        prio: 0,
-        class: crate::sched::task::ClassId::Fair,
-        nr_cpus_allowed: allowed.weight() as u32,
-        ran_on: CpuMask::new(allowed.nr_bits()),
-        cpus_allowed: allowed,
-        state: TaskState::New,
-        cpu: 0,
-        on_rq: false,
-        se: SchedEntity::default(),
-        rt: RtEntity::default(),
-        working_set: 0,
-        prog,
-        pc: 0,
-        loop_counts: Vec::new(),
-        run_left: None,
-        ple_deadline: None,
-        next_wake: 0,
-        measure_on_run: false,
-        timer_gen: 0,
-        wait_start: None,
-        refill_left: 0,
-        spinning: None,
-        spin_start: 0,
-        spin_retry: false,
-        peers: Vec::new(),
-        parent: None,
-        wakee_flips: 0,
-        wakee_flip_decay_ts: 0,
-        last_wakee: None,
-        recent_used_cpu: 0,
-        last_ran: 0,
-        created_at: 0,
-        exited_at: None,
-        stats: TaskStats::default(),
-        stamp: None,
-        woken_at: None,
-        cpu_lock: None,
-        timers: Vec::new(),
-    }
-}
-
-pub(crate) fn check_nice(nice: i32, prefix: &str) -> Result<i32, BuildError> {
-    if (-20..=19).contains(&nice) {
-        Ok(nice)
-    } else {
-        Err(format!("{prefix}.nice: {nice} is outside -20..19"))
-    }
-}
-
-pub(crate) fn check_rt(policy: Policy, prio: u32, field: &str) -> Result<(), BuildError> {
-    if policy.is_rt() && !(1..=99).contains(&prio) {
-        return Err(format!("{field}: SCHED_FIFO/SCHED_RR need priority 1..99, got {prio}"));
-    }
-    Ok(())
-}
+// The helpers rtapp.rs shares with the kinds here live below both, in
+// common.rs; they are re-exported under their old paths.
+pub use common::{new_task, BuildError};
+pub(crate) use common::{check_nice, check_rt, cpus};
 
 /// Adds the workload `spec` (index `w`) to the simulator.
 pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildError> {
@@ -483,7 +406,7 @@ fn build_vm(sim: &mut Sim, w: u32, tgid: u32, v: &VmSpec, prefix: &str) -> Resul
     let mut ids = Vec::new();
     for vm in 0..vms {
         let lock = sim.locks.len() as u32;
-        sim.locks.push(crate::sched::sim::SpinLock::default());
+        sim.locks.push(SpinLock::default());
         let prog = add_program(sim, vec![
             Op::Run(work.clone()),
             Op::Lock { lock, ple_ns: ple },
@@ -537,7 +460,7 @@ fn build_schbench(sim: &mut Sim, w: u32, tgid: u32, s: &SchbenchSpec, prefix: &s
     let lock_base = sim.locks.len() as u32;
     if !s.no_locking {
         for _ in 0..sim.nr_cpus() {
-            sim.locks.push(crate::sched::sim::SpinLock::default());
+            sim.locks.push(SpinLock::default());
         }
     }
     // The request: simulated networking, then the math under this CPU's lock.

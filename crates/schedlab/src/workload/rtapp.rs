@@ -29,10 +29,11 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use crate::machine::cpumask::CpuMask;
 use crate::engine::TaskId;
 use crate::workload::scenario::RtappSpec;
-use crate::sched::sim::{Sim, WaitObj};
+use crate::sched::ipc::WaitObj;
+use crate::sched::sim::Sim;
 use crate::sched::task::{Dist, Op, Policy, Program};
 use crate::engine::time::{Ns, NSEC_PER_USEC};
-use crate::workload::{check_nice, check_rt, new_task, BuildError};
+use crate::workload::common::{check_nice, check_rt, new_task, BuildError};
 
 /// A JSON value that keeps object keys in file order, duplicates included.
 #[derive(Clone, Debug, PartialEq)]

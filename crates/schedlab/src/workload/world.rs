@@ -4,7 +4,9 @@
 use crate::machine::cost::CostModel;
 use crate::sched::features::{parse_switch, Feature, Features};
 use crate::workload::scenario::{Scenario, ScenarioError};
-use crate::sched::sim::{RtBandwidth, Sim, Tunables};
+use crate::sched::rt::RtBandwidth;
+use crate::sched::sim::Sim;
+use crate::sched::Tunables;
 use crate::machine::topology::Topology;
 use std::path::{Path, PathBuf};
 
@@ -88,7 +90,7 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     set(&mut costs.xllc_msg_ns, &c.xllc_msg);
     let mut tunables = Tunables::default();
     if let Some(b) = &s.scheduler.rt_bandwidth {
-        tunables.rt_bandwidth = match b.as_str() {
+        tunables.rt.rt_bandwidth = match b.as_str() {
             "fair_server" => RtBandwidth::FairServer,
             "throttle" => RtBandwidth::Throttle,
             "off" => RtBandwidth::Off,
@@ -99,10 +101,10 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
         if !(100_000..=100_000_000).contains(&d.0) {
             return Err(bad(format!("scheduler.base_slice: {} is outside 0.1ms..100ms", crate::engine::time::fmt_ns(d.0))));
         }
-        tunables.base_slice_normalized_ns = d.0;
+        tunables.fair.base_slice_normalized_ns = d.0;
     }
     if let Some(d) = s.scheduler.migration_cost {
-        tunables.migration_cost_ns = d.0;
+        tunables.fair.migration_cost_ns = d.0;
     }
     let mut features = Features::default();
     for (name, v) in &s.features {
@@ -125,7 +127,7 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
         if irq.every.0.mean() == 0 {
             return Err(bad("machine.irqoff.every: the gap between windows must be positive".into()));
         }
-        sim.irqoff = Some(crate::sched::sim::IrqOffModel::new(irq.every.0.clone(), irq.length.0.clone(), cpus, s.seed));
+        sim.irqoff = Some(crate::machine::irqoff::IrqOffModel::new(irq.every.0.clone(), irq.length.0.clone(), cpus, s.seed));
     }
     for (i, w) in s.workloads.iter().enumerate() {
         crate::workload::build(&mut sim, i as u32, w).map_err(bad)?;

@@ -1,5 +1,6 @@
 //! Integration tests: whole simulations from small TOML scenarios.
 
+mod bpfrt;
 mod determinism;
 mod ext;
 mod fair;

@@ -55,8 +55,12 @@ enum bpf_enum_value_kind {
 #define bpf_core_type_exists(type) ((void)sizeof(type), 1)
 #define bpf_core_type_matches(type) ((void)sizeof(type), 1)
 #define bpf_core_type_size(type) sizeof(type)
-#define bpf_core_type_id_local(type) 0
-#define bpf_core_type_id_kernel(type) 0
+/*
+ * Natively there is no BTF: a type's "id" is its size, which is all
+ * bpf_obj_new_impl() needs from it (shim/runtime_ds.c).
+ */
+#define bpf_core_type_id_local(type) ((__u64)sizeof(type))
+#define bpf_core_type_id_kernel(type) ((__u64)sizeof(type))
 #define bpf_core_enum_value_exists(enum_type, enum_value) ((void)(enum_value), 1)
 #define bpf_core_enum_value(enum_type, enum_value) ((u64)(enum_value))
 #define bpf_core_cast(ptr, type) ((type *)(ptr))

@@ -187,6 +187,27 @@ long bpf_get_current_comm(void *buf, u32 size_of_buf);
 /* Per-CPU kernel variables (__ksym) are not modelled: always NULL. */
 void *bpf_per_cpu_ptr(const void *percpu_ptr, u32 cpu);
 void *bpf_this_cpu_ptr(const void *percpu_ptr);
+/* Ring buffers and dynptrs (kernel/bpf/ringbuf.c, helpers.c). */
+void *bpf_ringbuf_reserve(void *ringbuf, u64 size, u64 flags);
+void bpf_ringbuf_submit(void *data, u64 flags);
+void bpf_ringbuf_discard(void *data, u64 flags);
+long bpf_ringbuf_output(void *ringbuf, void *data, u64 size, u64 flags);
+u64 bpf_ringbuf_query(void *ringbuf, u64 flags);
+long bpf_ringbuf_reserve_dynptr(void *ringbuf, u32 size, u64 flags, struct bpf_dynptr *ptr);
+void bpf_ringbuf_submit_dynptr(struct bpf_dynptr *ptr, u64 flags);
+void bpf_ringbuf_discard_dynptr(struct bpf_dynptr *ptr, u64 flags);
+long bpf_user_ringbuf_drain(void *map, void *callback_fn, void *ctx, u64 flags);
+long bpf_dynptr_from_mem(void *data, u32 size, u64 flags, struct bpf_dynptr *ptr);
+long bpf_dynptr_read(void *dst, u32 len, const struct bpf_dynptr *src, u32 offset, u64 flags);
+long bpf_dynptr_write(const struct bpf_dynptr *dst, u32 offset, void *src, u32 len, u64 flags);
+void *bpf_dynptr_data(const struct bpf_dynptr *ptr, u32 offset, u32 len);
+/* Local storage of cgroups and inodes (tasks: above). */
+void *bpf_cgrp_storage_get(void *map, struct cgroup *cgroup, void *value, u64 flags);
+long bpf_cgrp_storage_delete(void *map, struct cgroup *cgroup);
+void *bpf_inode_storage_get(void *map, void *inode, void *value, u64 flags);
+long bpf_inode_storage_delete(void *map, void *inode);
+long bpf_strncmp(const char *s1, u32 s1_sz, const char *s2);
+long bpf_perf_event_read_value(void *map, u64 flags, struct bpf_perf_event_value *buf, u32 buf_size);
 
 /*
  * bpf_printk(): formatted like the kernel's bstr printf (every argument

@@ -662,3 +662,25 @@ pub fn scx_timer_cancel(sim: &mut Sim, timer_id: u64) -> bool {
 pub fn task_is_ext(sim: &Sim, p: TaskId) -> bool {
     sim.task(p).class == ClassId::Ext
 }
+
+/// scx_bpf_cpu_curr() / scx_bpf_cpu_rq(): what runs on `cpu`, `Some(None)`
+/// while its idle task does; `None` (and an error) for an invalid CPU, as
+/// kf_cpu_valid() reports it.
+pub fn scx_bpf_cpu_curr(sim: &mut Sim, cpu: i32) -> Option<Option<TaskId>> {
+    kf(sim);
+    let c = valid_cpu(sim, cpu, "")?;
+    Some(sim.rq(c).curr.filter(|&p| (p as usize) < sim.scx.tasks.len()))
+}
+
+/// scx_bpf_locked_rq(): the CPU whose rq the calling op holds locked, or
+/// an error when no op is running (a timer callback, a syscall program).
+pub fn scx_bpf_locked_rq(sim: &mut Sim) -> Option<Cpu> {
+    kf(sim);
+    match sim.scx.current_frame() {
+        Some(f) => Some(f.cpu),
+        None => {
+            sim.scx_error("scx_bpf_locked_rq() called while not holding an rq lock".into());
+            None
+        }
+    }
+}

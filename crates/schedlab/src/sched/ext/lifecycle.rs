@@ -261,6 +261,9 @@ impl Sim {
     pub fn scx_task_dead(&mut self, p: TaskId) {
         if (p as usize) < self.scx.tasks.len() && (self.scx.task(p).inited || self.scx.task(p).enabled) {
             self.scx_exit_task(p, false);
+            if let Some(ops) = self.scx.ops.clone() {
+                ops.task_freed(self, p);
+            }
         }
     }
 

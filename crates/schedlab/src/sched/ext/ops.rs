@@ -436,6 +436,12 @@ pub trait ExtOps {
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         let _ = (sim, timer);
     }
+    /// Task `p` exited and its task_struct goes (sched_ext_free(), then
+    /// bpf_task_storage_free()): not an op, called whether or not the
+    /// scheduler defines exit_task. Hosted schedulers drop its local storage.
+    fn task_freed(&self, sim: &mut Sim, p: TaskId) {
+        let _ = (sim, p);
+    }
 }
 
 /// A shared scheduler is a scheduler (lets tests keep a handle on a hosted
@@ -533,5 +539,8 @@ impl<T: ExtOps + ?Sized> ExtOps for std::rc::Rc<T> {
     }
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         (**self).timer_fired(sim, timer)
+    }
+    fn task_freed(&self, sim: &mut Sim, p: TaskId) {
+        (**self).task_freed(sim, p)
     }
 }

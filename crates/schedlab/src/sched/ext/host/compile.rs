@@ -23,6 +23,7 @@ use super::HostError;
 /// The shim, embedded: (path under the shim directory, contents).
 pub const SHIM_FILES: &[(&str, &str)] = &[
     ("include/vmlinux.h", include_str!("../../../../shim/include/vmlinux.h")),
+    ("include/schedlab_kobj.h", include_str!("../../../../shim/include/schedlab_kobj.h")),
     ("include/bpf/bpf_helpers.h", include_str!("../../../../shim/include/bpf/bpf_helpers.h")),
     ("include/bpf/bpf_tracing.h", include_str!("../../../../shim/include/bpf/bpf_tracing.h")),
     ("include/bpf/bpf_core_read.h", include_str!("../../../../shim/include/bpf/bpf_core_read.h")),
@@ -44,6 +45,7 @@ pub const SHIM_FILES: &[(&str, &str)] = &[
     ("include/scx/enum_defs.autogen.h", include_str!("../../../../shim/include/scx/enum_defs.autogen.h")),
     ("schedlab_abi.h", include_str!("../../../../shim/schedlab_abi.h")),
     ("runtime.c", include_str!("../../../../shim/runtime.c")),
+    ("runtime_ds.c", include_str!("../../../../shim/runtime_ds.c")),
 ];
 
 /// Language and code generation flags for every scheduler.

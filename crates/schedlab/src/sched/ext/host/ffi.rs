@@ -13,8 +13,9 @@ use std::ffi::{c_char, c_void, CStr};
 use crate::sched::ext::abi::{CpumaskC, DsqIterC, TaskStructC};
 use crate::sched::ext::kfuncs as k;
 
+use super::kobj::Who;
 use super::state::{bad, with_ctx};
-use super::{kptr, mapfns};
+use super::{kptr, mapfns, rtfns};
 
 /// `struct scx_bpf_select_cpu_and_args`.
 #[repr(C)]
@@ -333,12 +334,21 @@ pub extern "C" fn scx_bpf_pick_any_cpu(m: *const CpumaskC, flags: u64) -> i32 {
     pick(m, flags, None, true)
 }
 
+/// An idle task runs on its CPU whenever no other task does.
 pub extern "C" fn scx_bpf_task_running(p: *const TaskStructC) -> bool {
-    with_ctx(|sim, h| h.task_of(sim, p, "scx_bpf_task_running").is_some_and(|p| k::scx_bpf_task_running(sim, p)))
+    with_ctx(|sim, h| match h.who(sim, p, "scx_bpf_task_running") {
+        Some(Who::Task(p)) => k::scx_bpf_task_running(sim, p),
+        Some(Who::Idle(cpu)) => sim.rq(cpu).curr.is_none(),
+        None => false,
+    })
 }
 
 pub extern "C" fn scx_bpf_task_cpu(p: *const TaskStructC) -> i32 {
-    with_ctx(|sim, h| h.task_of(sim, p, "scx_bpf_task_cpu").map_or(0, |p| k::scx_bpf_task_cpu(sim, p)))
+    with_ctx(|sim, h| match h.who(sim, p, "scx_bpf_task_cpu") {
+        Some(Who::Task(p)) => k::scx_bpf_task_cpu(sim, p),
+        Some(Who::Idle(cpu)) => cpu as i32,
+        None => 0,
+    })
 }
 
 pub extern "C" fn scx_bpf_now() -> u64 {
@@ -355,17 +365,6 @@ pub extern "C" fn bpf_get_prandom_u32() -> u32 {
 
 pub extern "C" fn bpf_get_smp_processor_id() -> u32 {
     with_ctx(|sim, _| k::bpf_get_smp_processor_id(sim))
-}
-
-/// The task running on the op's CPU (`current`); NULL while it idles.
-pub extern "C" fn bpf_get_current_task_btf() -> *mut TaskStructC {
-    with_ctx(|sim, h| {
-        let cpu = k::bpf_get_smp_processor_id(sim);
-        match sim.rq(cpu).curr {
-            Some(p) if (p as usize) < sim.scx.tasks.len() => h.task_ptr(sim, p),
-            _ => std::ptr::null_mut(),
-        }
-    })
 }
 
 /// The host function the runtime asks for by `name`.
@@ -430,7 +429,35 @@ pub fn lookup(name: &str) -> Option<*mut c_void> {
         ffi::bpf_ktime_get_ns,
         ffi::bpf_get_prandom_u32,
         ffi::bpf_get_smp_processor_id,
-        ffi::bpf_get_current_task_btf,
+        rtfns::bpf_get_current_task_btf,
+        rtfns::scx_bpf_cpu_curr,
+        rtfns::scx_bpf_task_set_slice,
+        rtfns::scx_bpf_task_set_dsq_vtime,
+        rtfns::scx_bpf_cpu_rq,
+        rtfns::scx_bpf_locked_rq,
+        rtfns::schedlab_percpu_rq,
+        rtfns::schedlab_preempt_count,
+        rtfns::schedlab_this_cpu,
+        rtfns::scx_bpf_task_cgroup,
+        rtfns::bpf_cgroup_acquire,
+        rtfns::bpf_cgroup_release,
+        rtfns::bpf_cgroup_ancestor,
+        rtfns::bpf_cgroup_from_id,
+        rtfns::bpf_cgrp_storage_get,
+        rtfns::bpf_cgrp_storage_delete,
+        rtfns::bpf_inode_storage_get,
+        rtfns::bpf_inode_storage_delete,
+        rtfns::bpf_ringbuf_reserve,
+        rtfns::bpf_ringbuf_submit,
+        rtfns::bpf_ringbuf_discard,
+        rtfns::bpf_ringbuf_output,
+        rtfns::bpf_ringbuf_query,
+        rtfns::schedlab_user_ringbuf_peek,
+        rtfns::schedlab_user_ringbuf_release,
+        rtfns::bpf_arena_alloc_pages,
+        rtfns::bpf_arena_free_pages,
+        rtfns::bpf_arena_reserve_pages,
+        rtfns::bpf_perf_event_read_value,
         kptr::bpf_task_from_pid,
         kptr::bpf_task_acquire,
         kptr::bpf_task_release,

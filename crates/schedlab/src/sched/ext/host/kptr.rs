@@ -17,13 +17,14 @@ pub extern "C" fn bpf_task_from_pid(pid: i32) -> *mut TaskStructC {
     with_ctx(|sim, h| k::scx_bpf_task_from_pid(sim, pid).map_or(std::ptr::null_mut(), |p| h.task_ptr(sim, p)))
 }
 
+/// Any task, the idle tasks included, may be acquired.
 pub extern "C" fn bpf_task_acquire(p: *mut TaskStructC) -> *mut TaskStructC {
-    with_ctx(|sim, h| if h.task_of(sim, p, "bpf_task_acquire").is_some() { p } else { std::ptr::null_mut() })
+    with_ctx(|sim, h| if h.who(sim, p, "bpf_task_acquire").is_some() { p } else { std::ptr::null_mut() })
 }
 
 pub extern "C" fn bpf_task_release(p: *mut TaskStructC) {
     with_ctx(|sim, h| {
-        h.task_of(sim, p, "bpf_task_release");
+        h.who(sim, p, "bpf_task_release");
     })
 }
 

@@ -10,7 +10,7 @@ use crate::sched::ext::abi::TaskStructC;
 use crate::sched::ext::kfuncs as k;
 use crate::sim::Sim;
 
-use super::maps::{MapKind, EBUSY, EINVAL};
+use super::maps::{EBUSY, EINVAL};
 use super::state::{bad, with_ctx, HostState, Timer};
 
 /// `BPF_F_TIMER_ABS`.
@@ -80,7 +80,7 @@ pub extern "C" fn bpf_map_update_elem(map: *mut c_void, key: *const c_void, valu
 }
 
 /// Drops the timers living in the removed element `key` of map `i`.
-fn forget_timers(sim: &mut Sim, h: &HostState, i: usize, key: &[u8]) {
+pub fn forget_timers(sim: &mut Sim, h: &HostState, i: usize, key: &[u8]) {
     let gone: Vec<u64> = {
         let mut inner = h.inner.borrow_mut();
         let ids = inner.timers.iter().filter(|(_, t)| t.map == i && t.key == key).map(|(&id, _)| id).collect();
@@ -181,10 +181,10 @@ pub extern "C" fn bpf_task_storage_get(
 ) -> *mut c_void {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_task_storage_get") else { return std::ptr::null_mut() };
-        let Some(p) = h.task_of(sim, task, "bpf_task_storage_get") else { return std::ptr::null_mut() };
+        let Some(p) = h.who(sim, task, "bpf_task_storage_get") else { return std::ptr::null_mut() };
         let vs = h.inner.borrow().maps[i].def.value_size;
         let init = if value.is_null() { None } else { bytes(sim, value, vs, "bpf_task_storage_get") };
-        let r = h.inner.borrow_mut().maps[i].task_storage_get(p, init, flags);
+        let r = h.inner.borrow_mut().maps[i].storage_get(p.owner(), init, flags);
         match r {
             Ok(v) => v.cast(),
             Err(e) => {
@@ -198,14 +198,14 @@ pub extern "C" fn bpf_task_storage_get(
 pub extern "C" fn bpf_task_storage_delete(map: *mut c_void, task: *mut TaskStructC) -> i64 {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_task_storage_delete") else { return -EINVAL };
-        let Some(p) = h.task_of(sim, task, "bpf_task_storage_delete") else { return -EINVAL };
+        let Some(p) = h.who(sim, task, "bpf_task_storage_delete") else { return -EINVAL };
         let r = {
             let mut inner = h.inner.borrow_mut();
             let inner = &mut *inner;
-            inner.maps[i].task_storage_delete(p, &mut inner.grave)
+            inner.maps[i].storage_delete(p.owner(), &mut inner.grave)
         };
         if r == 0 {
-            forget_timers(sim, h, i, &p.to_ne_bytes());
+            forget_timers(sim, h, i, &p.owner().to_ne_bytes());
         }
         r
     })
@@ -288,9 +288,9 @@ pub fn timer_target(h: &HostState, sim: &mut Sim, id: u64) -> Option<(usize, usi
     let (cb, mi, key) = (t.cb, t.map, t.key.clone());
     let map_addr = *inner.map_addr.iter().find(|(_, &i)| i == mi)?.0;
     let m = &mut inner.maps[mi];
-    let value = if m.def.kind == MapKind::TaskStorage {
-        let task = u32::from_ne_bytes(key.get(..4)?.try_into().ok()?);
-        m.task_storage_get(task, None, 0).ok()?
+    let value = if m.def.kind.is_storage() {
+        let owner = u64::from_ne_bytes(key.get(..8)?.try_into().ok()?);
+        m.storage_get(owner, None, 0).ok()?
     } else {
         m.lookup(&key, cpu, nr)
     };

@@ -1,6 +1,8 @@
 //! BPF maps for hosted schedulers (kernel/bpf/arraymap.c, hashtab.c,
-//! queue_stack_maps.c, bpf_task_storage.c, map_in_map.c), with the
-//! kernel's flag rules and error codes.
+//! queue_stack_maps.c, bpf_task_storage.c, bpf_cgrp_storage.c,
+//! bpf_inode_storage.c, map_in_map.c), with the kernel's flag rules and
+//! error codes. Ring buffers live in ringbuf.rs, arenas in arena.rs and
+//! perf event arrays in perf.rs; this file holds them as map stores.
 //!
 //! Values live in boxed `u64` slices: 8-byte aligned like the kernel's
 //! element storage, and at a fixed address for as long as the element
@@ -15,6 +17,10 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::engine::TaskId;
+
+use super::arena::Arena;
+use super::perf::PerfSlot;
+use super::ringbuf::RingBuf;
 
 pub const EPERM: i64 = 1;
 pub const ENOENT: i64 = 2;
@@ -44,6 +50,13 @@ pub enum MapKind {
     Queue,
     Stack,
     TaskStorage,
+    HashOfMaps,
+    PerfEventArray,
+    Ringbuf,
+    UserRingbuf,
+    InodeStorage,
+    CgrpStorage,
+    Arena,
 }
 
 impl MapKind {
@@ -57,10 +70,34 @@ impl MapKind {
             22 => MapKind::Queue,
             23 => MapKind::Stack,
             29 => MapKind::TaskStorage,
+            13 => MapKind::HashOfMaps,
+            4 => MapKind::PerfEventArray,
+            27 => MapKind::Ringbuf,
+            31 => MapKind::UserRingbuf,
+            28 => MapKind::InodeStorage,
+            32 => MapKind::CgrpStorage,
+            33 => MapKind::Arena,
             _ => return None,
         })
     }
+
+    /// Local storage: values owned by a task, cgroup or inode.
+    pub fn is_storage(self) -> bool {
+        matches!(self, MapKind::TaskStorage | MapKind::CgrpStorage | MapKind::InodeStorage)
+    }
+
+    /// Maps whose values are other maps.
+    pub fn is_map_in_map(self) -> bool {
+        matches!(self, MapKind::ArrayOfMaps | MapKind::HashOfMaps)
+    }
 }
+
+/// The map types the host implements, for messages.
+pub const SUPPORTED: &str = "ARRAY, PERCPU_ARRAY, HASH, LRU_HASH, QUEUE, STACK, ARRAY_OF_MAPS, HASH_OF_MAPS, \
+                             PERF_EVENT_ARRAY, RINGBUF, USER_RINGBUF, TASK_STORAGE, CGRP_STORAGE, INODE_STORAGE, ARENA";
+
+/// `BPF_F_MMAPABLE`, which an arena requires.
+pub const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 /// What the scheduler's map definition says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +108,8 @@ pub struct MapDef {
     pub value_size: u32,
     pub max_entries: u32,
     pub flags: u32,
+    /// `map_extra` (an arena's user-space start address; 0 = any).
+    pub extra: u64,
 }
 
 /// Why a definition cannot be created, as libbpf/the kernel would refuse it.
@@ -81,7 +120,24 @@ pub fn check_def(def: &MapDef) -> Result<(), String> {
             need(def.key_size == 4, "array maps need a 4-byte key")?;
             need(def.max_entries > 0, "max_entries must be positive")?;
         }
-        MapKind::Hash | MapKind::LruHash => {
+        MapKind::PerfEventArray => {
+            need(def.key_size == 4 && def.value_size == 4, "perf event arrays need 4-byte keys and values")?;
+        }
+        MapKind::Ringbuf | MapKind::UserRingbuf => {
+            need(def.key_size == 0 && def.value_size == 0, "ring buffers have no key or value size")?;
+            need(
+                def.max_entries.is_power_of_two() && def.max_entries % 4096 == 0,
+                "a ring buffer's max_entries must be a power of 2 and a multiple of the page size (4096)",
+            )?;
+        }
+        MapKind::Arena => {
+            need(def.key_size == 0 && def.value_size == 0, "arenas have no key or value size")?;
+            need(def.max_entries > 0, "an arena's max_entries (pages) must be positive")?;
+            need(def.max_entries <= 1 << 20, "an arena spans at most 4 GiB (max_entries <= 1048576 pages)")?;
+            need(def.flags & BPF_F_MMAPABLE != 0, "an arena needs map_flags BPF_F_MMAPABLE")?;
+            return Ok(());
+        }
+        MapKind::HashOfMaps | MapKind::Hash | MapKind::LruHash => {
             need(def.key_size > 0, "hash maps need a key")?;
             need(def.max_entries > 0, "max_entries must be positive")?;
         }
@@ -89,12 +145,12 @@ pub fn check_def(def: &MapDef) -> Result<(), String> {
             need(def.key_size == 0, "queue and stack maps have no key")?;
             need(def.max_entries > 0, "max_entries must be positive")?;
         }
-        MapKind::TaskStorage => {
-            need(def.key_size == 4, "task storage needs an int key")?;
-            need(def.max_entries == 0, "task storage takes max_entries 0")?;
+        MapKind::TaskStorage | MapKind::CgrpStorage | MapKind::InodeStorage => {
+            need(def.key_size == 4, "local storage needs an int key")?;
+            need(def.max_entries == 0, "local storage takes max_entries 0")?;
         }
     }
-    if def.kind != MapKind::ArrayOfMaps {
+    if !def.kind.is_map_in_map() && !matches!(def.kind, MapKind::Ringbuf | MapKind::UserRingbuf) {
         need(def.value_size > 0, "value_size must be positive")?;
     }
     need(def.value_size <= 1 << 20, "value_size over 1 MiB")
@@ -140,10 +196,25 @@ enum Store {
         clock: u64,
     },
     Queue(VecDeque<Box<[u64]>>),
-    TaskStorage(BTreeMap<TaskId, Box<[u64]>>),
+    /// Local storage by owner ([`owner_key`]).
+    Storage(BTreeMap<u64, Box<[u64]>>),
     /// Inner map addresses (0: empty slot).
     Maps(Vec<usize>),
+    /// HASH_OF_MAPS: inner map address by key.
+    MapsByKey(BTreeMap<Vec<u8>, usize>),
+    Perf(Vec<PerfSlot>),
+    Ring(RingBuf),
+    Arena(Arena),
 }
+
+/// The key a local storage map files a task's value under (cgroups and
+/// inodes use their address; [`IDLE_OWNER`] + cpu is a CPU's idle task).
+pub fn owner_key(task: TaskId) -> u64 {
+    task as u64
+}
+
+/// Storage owners at or above this are per-CPU idle tasks.
+pub const IDLE_OWNER: u64 = 1 << 32;
 
 /// Memory a removal detached; dropped when the outermost call returns.
 pub type Graveyard = Vec<Box<[u64]>>;
@@ -163,8 +234,12 @@ impl Map {
             MapKind::PercpuArray => Store::PercpuArray(None),
             MapKind::Hash | MapKind::LruHash => Store::Hash { elems: BTreeMap::new(), lru: BTreeMap::new(), clock: 0 },
             MapKind::Queue | MapKind::Stack => Store::Queue(VecDeque::new()),
-            MapKind::TaskStorage => Store::TaskStorage(BTreeMap::new()),
+            MapKind::TaskStorage | MapKind::CgrpStorage | MapKind::InodeStorage => Store::Storage(BTreeMap::new()),
             MapKind::ArrayOfMaps => Store::Maps(vec![0; def.max_entries as usize]),
+            MapKind::HashOfMaps => Store::MapsByKey(BTreeMap::new()),
+            MapKind::PerfEventArray => Store::Perf(vec![PerfSlot::default(); def.max_entries as usize]),
+            MapKind::Ringbuf | MapKind::UserRingbuf => Store::Ring(RingBuf::new(def.max_entries)),
+            MapKind::Arena => Store::Arena(Arena::new(def.max_entries)),
         };
         Map { def, store, stride }
     }
@@ -208,7 +283,11 @@ impl Map {
                 let Store::Maps(slots) = &self.store else { unreachable!() };
                 slots[i] as *mut u8
             }
-            MapKind::Queue | MapKind::Stack | MapKind::TaskStorage => std::ptr::null_mut(),
+            MapKind::HashOfMaps => {
+                let Store::MapsByKey(m) = &self.store else { unreachable!() };
+                m.get(key).map_or(std::ptr::null_mut(), |&a| a as *mut u8)
+            }
+            _ => std::ptr::null_mut(),
         }
     }
 
@@ -247,7 +326,23 @@ impl Map {
             }
             MapKind::Hash | MapKind::LruHash => self.hash_update(key, value, op),
             MapKind::Queue | MapKind::Stack => self.push(value, flags),
-            MapKind::ArrayOfMaps | MapKind::TaskStorage => -EOPNOTSUPP,
+            MapKind::HashOfMaps => {
+                let Some(addr) = value.get(..8).and_then(|v| v.try_into().ok()).map(usize::from_ne_bytes) else {
+                    return -EINVAL;
+                };
+                let max = self.def.max_entries as usize;
+                let Store::MapsByKey(m) = &mut self.store else { unreachable!() };
+                let exists = m.contains_key(key);
+                match (op, exists) {
+                    (BPF_NOEXIST, true) => return -EEXIST,
+                    (BPF_EXIST, false) => return -ENOENT,
+                    (_, false) if m.len() >= max => return -E2BIG,
+                    _ => {}
+                }
+                m.insert(key.to_vec(), addr);
+                0
+            }
+            _ => -EOPNOTSUPP,
         }
     }
 
@@ -300,8 +395,16 @@ impl Map {
                     None => -ENOENT,
                 }
             }
-            MapKind::Array | MapKind::PercpuArray | MapKind::ArrayOfMaps => -EINVAL,
-            MapKind::Queue | MapKind::Stack | MapKind::TaskStorage => -EOPNOTSUPP,
+            MapKind::HashOfMaps => {
+                let Store::MapsByKey(m) = &mut self.store else { unreachable!() };
+                if m.remove(key).is_some() {
+                    0
+                } else {
+                    -ENOENT
+                }
+            }
+            MapKind::Array | MapKind::PercpuArray | MapKind::ArrayOfMaps | MapKind::PerfEventArray => -EINVAL,
+            _ => -EOPNOTSUPP,
         }
     }
 
@@ -345,18 +448,19 @@ impl Map {
         0
     }
 
-    /// `bpf_task_storage_get()`: the task's value; created (from `init`, or
-    /// zeroed) with F_CREATE, else NULL when absent.
-    pub fn task_storage_get(&mut self, task: TaskId, init: Option<&[u8]>, flags: u64) -> Result<*mut u8, i64> {
-        if self.def.kind != MapKind::TaskStorage {
+    /// `bpf_{task,cgrp,inode}_storage_get()` (bpf_local_storage.c): the
+    /// owner's value; created (from `init`, or zeroed) with F_CREATE, else
+    /// NULL when absent.
+    pub fn storage_get(&mut self, owner: u64, init: Option<&[u8]>, flags: u64) -> Result<*mut u8, i64> {
+        if !self.def.kind.is_storage() {
             return Err(-EINVAL);
         }
         if flags & !F_CREATE != 0 {
             return Err(-EINVAL);
         }
         let vsize = self.def.value_size;
-        let Store::TaskStorage(m) = &mut self.store else { unreachable!() };
-        if let Some(v) = m.get_mut(&task) {
+        let Store::Storage(m) = &mut self.store else { unreachable!() };
+        if let Some(v) = m.get_mut(&owner) {
             return Ok(bytes_mut(v));
         }
         if flags & F_CREATE == 0 {
@@ -366,13 +470,14 @@ impl Map {
         if let Some(init) = init {
             copy_in(&mut v, init);
         }
-        Ok(bytes_mut(m.entry(task).or_insert(v)))
+        Ok(bytes_mut(m.entry(owner).or_insert(v)))
     }
 
-    /// `bpf_task_storage_delete()`.
-    pub fn task_storage_delete(&mut self, task: TaskId, grave: &mut Graveyard) -> i64 {
-        let Store::TaskStorage(m) = &mut self.store else { return -EINVAL };
-        match m.remove(&task) {
+    /// `bpf_{task,cgrp,inode}_storage_delete()`, and the owner's death
+    /// (bpf_task_storage_free()): -ENOENT when it had no value.
+    pub fn storage_delete(&mut self, owner: u64, grave: &mut Graveyard) -> i64 {
+        let Store::Storage(m) = &mut self.store else { return -EINVAL };
+        match m.remove(&owner) {
             Some(v) => {
                 grave.push(v);
                 0
@@ -388,7 +493,35 @@ impl Map {
                 slots[i as usize] = inner;
                 true
             }
+            Store::MapsByKey(m) if m.len() < self.def.max_entries as usize => {
+                m.insert(i.to_ne_bytes().to_vec(), inner);
+                true
+            }
             _ => false,
+        }
+    }
+
+    /// The ring buffer of a RINGBUF or USER_RINGBUF map.
+    pub fn ring(&mut self) -> Option<&mut RingBuf> {
+        match &mut self.store {
+            Store::Ring(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The arena of an ARENA map.
+    pub fn arena(&mut self) -> Option<&mut Arena> {
+        match &mut self.store {
+            Store::Arena(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The slots of a PERF_EVENT_ARRAY.
+    pub fn perf_slots(&mut self) -> Option<&mut Vec<PerfSlot>> {
+        match &mut self.store {
+            Store::Perf(p) => Some(p),
+            _ => None,
         }
     }
 
@@ -422,8 +555,12 @@ impl Map {
             Store::Array(_) | Store::PercpuArray(_) => self.def.max_entries as usize,
             Store::Hash { elems, .. } => elems.len(),
             Store::Queue(q) => q.len(),
-            Store::TaskStorage(m) => m.len(),
+            Store::Storage(m) => m.len(),
             Store::Maps(s) => s.iter().filter(|&&p| p != 0).count(),
+            Store::MapsByKey(m) => m.len(),
+            Store::Perf(p) => p.iter().filter(|s| s.installed()).count(),
+            Store::Ring(r) => r.len(),
+            Store::Arena(a) => a.allocated_pages(),
         }
     }
 
@@ -448,7 +585,7 @@ impl Map {
             Store::Hash { elems, .. } => {
                 elems.iter().find(|(_, e)| within(e.val.as_ptr(), 1).is_some()).map(|(k, _)| k.clone())
             }
-            Store::TaskStorage(m) => {
+            Store::Storage(m) => {
                 m.iter().find(|(_, v)| within(v.as_ptr(), 1).is_some()).map(|(t, _)| t.to_ne_bytes().to_vec())
             }
             _ => None,
@@ -461,7 +598,7 @@ mod tests {
     use super::*;
 
     fn def(kind: MapKind, key: u32, val: u32, max: u32) -> MapDef {
-        MapDef { name: "m".into(), kind, key_size: key, value_size: val, max_entries: max, flags: 0 }
+        MapDef { name: "m".into(), kind, key_size: key, value_size: val, max_entries: max, flags: 0, extra: 0 }
     }
 
     fn read_u64(p: *mut u8) -> u64 {
@@ -558,14 +695,14 @@ mod tests {
     #[test]
     fn task_storage_create_and_delete() {
         let mut m = Map::new(def(MapKind::TaskStorage, 4, 8, 0));
-        assert!(m.task_storage_get(3, None, 0).unwrap().is_null());
-        let p = m.task_storage_get(3, Some(&9u64.to_ne_bytes()), F_CREATE).unwrap();
+        assert!(m.storage_get(3, None, 0).unwrap().is_null());
+        let p = m.storage_get(3, Some(&9u64.to_ne_bytes()), F_CREATE).unwrap();
         assert_eq!(read_u64(p), 9);
-        assert_eq!(m.task_storage_get(3, None, F_CREATE).unwrap(), p, "existing value returned");
-        assert_eq!(m.task_storage_get(3, None, 2), Err(-EINVAL));
+        assert_eq!(m.storage_get(3, None, F_CREATE).unwrap(), p, "existing value returned");
+        assert_eq!(m.storage_get(3, None, 2), Err(-EINVAL));
         let mut grave = Vec::new();
-        assert_eq!(m.task_storage_delete(3, &mut grave), 0);
-        assert_eq!(m.task_storage_delete(3, &mut grave), -ENOENT);
+        assert_eq!(m.storage_delete(3, &mut grave), 0);
+        assert_eq!(m.storage_delete(3, &mut grave), -ENOENT);
         assert_eq!(m.key_of_value_addr(p as usize), None);
     }
 

@@ -14,8 +14,11 @@
 //!   preprocessed source, and the descriptor unit generated from them;
 //! - `loader`: dlopen of a private copy, `schedlab_attach()`, rodata writes;
 //! - `state`: per-scheduler state and the thread-local context;
-//! - `ffi`, `kptr`, `mapfns`: the `extern "C"` kfuncs and helpers;
-//! - `maps`: BPF map semantics; `fpe`: BPF division by zero on x86.
+//! - `ffi`, `kptr`, `mapfns`, `rtfns`: the `extern "C"` kfuncs and helpers;
+//! - `maps`: BPF map semantics, with `ringbuf`, `arena` and `perf` for
+//!   ring buffers, arenas and perf event arrays;
+//! - `kobj`: kernel objects lent to BPF (idle tasks, rq views, the root
+//!   cgroup); `fpe`: BPF division by zero on x86.
 //!
 //! # The object's ABI
 //!
@@ -29,14 +32,19 @@
 //! struct_ops callback is a BPF_PROG, i.e. `RET name(u64 *ctx)` with the
 //! arguments packed in a u64 array, exactly as in BPF.
 
+mod arena;
 pub mod compile;
 mod ffi;
 pub mod fetch;
 mod fpe;
+mod kobj;
 mod kptr;
 pub mod loader;
 mod mapfns;
 pub mod maps;
+mod perf;
+mod ringbuf;
+mod rtfns;
 mod scan;
 pub mod source;
 mod state;
@@ -202,10 +210,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         // SAFETY: names are string literals of the object.
         let name = unsafe { c_str(d.name) };
         let kind = MapKind::from_type(d.type_).ok_or_else(|| {
-            ops_err(format!(
-                "map `{name}`: BPF map type {} is not supported (ARRAY, PERCPU_ARRAY, HASH, LRU_HASH, QUEUE, STACK, TASK_STORAGE, ARRAY_OF_MAPS are)",
-                d.type_
-            ))
+            ops_err(format!("map `{name}`: BPF map type {} is not supported ({} are)", d.type_, maps::SUPPORTED))
         })?;
         let def = MapDef {
             name,
@@ -214,6 +219,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
             value_size: d.value_size,
             max_entries: d.max_entries,
             flags: d.map_flags,
+            extra: 0,
         };
         maps::check_def(&def).map_err(ops_err)?;
         inner.map_addr.insert(d.map as usize, inner.maps.len());
@@ -401,6 +407,8 @@ impl HostedScheduler {
         };
         // SAFETY: a syscall program is `int prog(void *ctx)` in the object.
         let f: unsafe extern "C" fn(*mut c_void) -> i32 = unsafe { std::mem::transmute(f) };
+        // bpf_prog_test_run() runs in the calling task's context.
+        sim.irq_ctx = crate::sim::IrqCtx::Task;
         let p = if ctx.is_empty() { std::ptr::null_mut() } else { ctx.as_mut_ptr().cast() };
         // SAFETY: `ctx` outlives the call; the program reads at most its
         // declared context size, which the caller provides.
@@ -442,6 +450,36 @@ impl HostedScheduler {
     /// Elements in map `name`.
     pub fn map_len(&self, name: &str) -> Option<usize> {
         self.with_map(name, |m| m.len())
+    }
+
+    /// User space consumes ring buffer `name` (ring_buffer__consume()):
+    /// every submitted record, in order, up to the first one still reserved.
+    pub fn ringbuf_consume(&self, name: &str) -> Option<Vec<Vec<u8>>> {
+        self.with_map(name, |m| (m.def.kind == MapKind::Ringbuf).then(|| m.ring().map(|r| r.consume(usize::MAX))))
+            .flatten()
+            .flatten()
+    }
+
+    /// User space writes a record into USER_RINGBUF `name`: 0, -E2BIG
+    /// (larger than the buffer) or -ENOSPC (full now); None: no such map.
+    pub fn user_ringbuf_push(&self, name: &str, data: &[u8]) -> Option<i64> {
+        self.with_map(name, |m| {
+            (m.def.kind == MapKind::UserRingbuf).then(|| m.ring().map(|r| r.user_push(data).err().unwrap_or(0)))
+        })
+        .flatten()
+        .flatten()
+    }
+
+    /// Installs a perf event counting `config` of perf type `type_` on
+    /// `cpu` in slot `slot` of PERF_EVENT_ARRAY `name`, as user space does
+    /// with perf_event_open() and a map update; counting starts now.
+    pub fn perf_event_install(&self, sim: &Sim, name: &str, slot: u32, cpu: u32, type_: u32, config: u64) -> bool {
+        let busy0 = rtfns::cpu_busy_ns(sim, cpu.min(sim.nr_cpus() as u32 - 1));
+        let ev = perf::PerfEvent { type_, config, cpu, busy0, t0: sim.now() };
+        self.with_map(name, |m| {
+            m.perf_slots().and_then(|s| s.get_mut(slot as usize)).map(|s| s.event = Some(ev)).is_some()
+        })
+        .unwrap_or(false)
     }
 
     /// bpf_printk() output so far.
@@ -488,6 +526,26 @@ impl HostedScheduler {
 
     fn task(&self, sim: &mut Sim, p: TaskId) -> u64 {
         self.state.task_ptr(sim, p) as u64
+    }
+
+    /// bpf_task_storage_free(): a dead task's values in every task storage
+    /// map go (freed when the outermost call returns), with their timers.
+    fn free_task_storage(&self, sim: &mut Sim, p: TaskId) {
+        let owner = maps::owner_key(p);
+        let freed: Vec<usize> = {
+            let mut inner = self.state.inner.borrow_mut();
+            let inner = &mut *inner;
+            let mut freed = Vec::new();
+            for (i, m) in inner.maps.iter_mut().enumerate() {
+                if m.def.kind == MapKind::TaskStorage && m.storage_delete(owner, &mut inner.grave) == 0 {
+                    freed.push(i);
+                }
+            }
+            freed
+        };
+        for i in freed {
+            mapfns::forget_timers(sim, &self.state, i, &owner.to_ne_bytes());
+        }
     }
 }
 
@@ -616,7 +674,8 @@ impl ExtOps for HostedScheduler {
     }
 
     fn init_task(&self, sim: &mut Sim, p: TaskId, fork: bool) -> i32 {
-        let mut args = InitTaskArgsC { fork, cgroup: std::ptr::null_mut() };
+        let cgroup = self.state.inner.borrow_mut().kobjs.root_cgroup().cast();
+        let mut args = InitTaskArgsC { fork, cgroup };
         let mut a = [self.task(sim, p), &mut args as *mut InitTaskArgsC as u64];
         self.call_s32(sim, Op::InitTask, &mut a).unwrap_or(0)
     }
@@ -625,6 +684,10 @@ impl ExtOps for HostedScheduler {
         let mut args = ExitTaskArgsC { cancelled };
         let mut a = [self.task(sim, p), &mut args as *mut ExitTaskArgsC as u64];
         self.call_void(sim, Op::ExitTask, &mut a)
+    }
+
+    fn task_freed(&self, sim: &mut Sim, p: TaskId) {
+        self.free_task_storage(sim, p);
     }
 
     fn enable(&self, sim: &mut Sim, p: TaskId) {

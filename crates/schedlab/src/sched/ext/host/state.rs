@@ -36,6 +36,7 @@ use crate::sched::ext::abi::{CpumaskC, TaskStructC};
 use crate::sched::ext::kfuncs;
 use crate::sim::Sim;
 
+use super::kobj::{Kobjs, Who};
 use super::maps::{Graveyard, Map};
 
 /// `struct bpf_cpumask`: the mask first, so a `struct cpumask *` cast works.
@@ -80,6 +81,8 @@ pub struct Inner {
     pub grave_masks: Vec<Box<BpfCpumaskC>>,
     /// bpf_printk() output.
     pub trace: Vec<String>,
+    /// Idle tasks, rq views, the root cgroup.
+    pub kobjs: Kobjs,
 }
 
 pub struct HostState {
@@ -234,8 +237,35 @@ impl HostState {
         }
     }
 
+    /// Who a task pointer from C is: a simulated task or a CPU's idle
+    /// task (kfuncs that accept any task, e.g. bpf_task_acquire() and the
+    /// local storage helpers), or an ejection naming `what`.
+    pub fn who(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<Who> {
+        let addr = c as usize;
+        if addr != 0 && self.last_task.get().0 == addr {
+            return Some(Who::Task(self.last_task.get().1));
+        }
+        let i = self.inner.borrow();
+        if let Some(&p) = i.tasks.get(&addr) {
+            return Some(Who::Task(p));
+        }
+        if let Some(cpu) = i.kobjs.idle_of(addr) {
+            return Some(Who::Idle(cpu));
+        }
+        drop(i);
+        self.task_of(sim, c, what).map(Who::Task)
+    }
+
+    /// The C pointer for `who`.
+    pub fn who_ptr(&self, sim: &mut Sim, who: Who) -> *mut TaskStructC {
+        match who {
+            Who::Task(p) => self.task_ptr(sim, p),
+            Who::Idle(cpu) => self.inner.borrow_mut().kobjs.idle_ptr(sim, cpu),
+        }
+    }
+
     /// Whether `m` may be read as a `struct cpumask`: a bpf_cpumask, a lent
-    /// kernel mask, or a task's `cpus_mask`.
+    /// kernel mask, or a task's `cpus_mask` (an idle task's too).
     pub fn mask_ok(&self, m: *const CpumaskC) -> bool {
         let a = m as usize;
         if a == 0 {
@@ -246,7 +276,7 @@ impl HostState {
             return true;
         }
         let off = std::mem::offset_of!(TaskStructC, cpus_mask);
-        a.checked_sub(off).is_some_and(|t| i.tasks.contains_key(&t))
+        a.checked_sub(off).is_some_and(|t| i.tasks.contains_key(&t) || i.kobjs.idle_of(t).is_some())
     }
 
     /// Checks a `const struct cpumask *` argument, ejecting on a bad one.

@@ -63,6 +63,18 @@ fn c_layouts_and_constants_match_rust() {
     size::<loader::MapDescC>(&mut v, "schedlab_map_desc");
     size::<loader::RodataDescC>(&mut v, "schedlab_rodata_desc");
     size::<loader::MapSlotC>(&mut v, "schedlab_map_slot");
+    size::<kobj::RqC>(&mut v, "rq");
+    off!(v, kobj::RqC, "rq", clock_task, clock_pelt, lost_idle_time, prev_steal_time_rq, clock, nr_running, cpu);
+    off!(v, kobj::RqC, "rq", online, curr, idle, scx);
+    size::<kobj::ScxRqC>(&mut v, "scx_rq");
+    off!(v, kobj::ScxRqC, "scx_rq", extra_enq_flags, nr_running, flags, cpuperf_target, cpu_released, pnt_seq);
+    off!(v, kobj::ScxRqC, "scx_rq", local_dsq_nr);
+    size::<kobj::CgroupC>(&mut v, "cgroup");
+    off!(v, kobj::CgroupC, "cgroup", flags, level, max_depth, kn, ancestors);
+    size::<kobj::CssC>(&mut v, "cgroup_subsys_state");
+    size::<kobj::KernfsNodeC>(&mut v, "kernfs_node");
+    size::<perf::PerfValueC>(&mut v, "bpf_perf_event_value");
+    v.push(("sizeof(struct bpf_dynptr)".into(), 16));
     let consts: &[(&str, u64)] = &[
         ("SCX_DSQ_FLAG_BUILTIN", dsq_id::BUILTIN),
         ("SCX_DSQ_FLAG_LOCAL_ON", dsq_id::LOCAL_ON),

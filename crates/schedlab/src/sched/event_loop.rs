@@ -1,0 +1,237 @@
+//! The event loop: takes events off the engine's queue in `(time, seq)`
+//! order and delivers them to their handlers (tick, timer, IPI, step end,
+//! workload start, RT bandwidth, sched_ext's deferred work), the way the
+//! kernel's interrupt entry does; then runs the return-from-interrupt path
+//! (`finish_event`): the reschedule check, with sched_ext's hooks around
+//! it.
+
+use crate::engine::time::Ns;
+use crate::engine::{Cpu, Event};
+use crate::sched::sim::Sim;
+
+impl Sim {
+    /// Runs the simulation to its end time.
+    pub fn run(&mut self) {
+        self.run_with_progress(&mut |_, _| {});
+    }
+
+    /// Schedules the workload starts and the end (once).
+    fn start(&mut self) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        for w in 0..self.workload_tasks.len() {
+            let at = self.metrics[w].start_ns;
+            self.engine.schedule(at, Event::WorkloadStart { workload: w as u32 });
+        }
+        self.engine.schedule(self.end_ns, Event::End);
+    }
+
+    /// Processes every event up to and including time `limit`, then pauses;
+    /// `run` resumes from there. For tests that intervene mid-run.
+    pub fn run_until(&mut self, limit: Ns) {
+        self.start();
+        while !self.finished && self.engine.peek_time().is_some_and(|t| t <= limit) {
+            let (t, ev) = self.engine.pop().expect("peeked");
+            self.dispatch(t, ev);
+        }
+    }
+
+    /// Runs the simulation, calling `progress(now, end)` every few thousand events.
+    pub fn run_with_progress(&mut self, progress: &mut dyn FnMut(Ns, Ns)) {
+        self.start();
+        let mut n: u64 = 0;
+        while let Some((t, ev)) = self.engine.pop() {
+            if !self.dispatch(t, ev) {
+                continue;
+            }
+            if self.finished {
+                break;
+            }
+            n += 1;
+            if n % 65_536 == 0 {
+                progress(t, self.end_ns);
+            }
+        }
+        self.finish_accounting();
+    }
+
+    /// Handles one event; returns false for a stale event that had no effect.
+    fn dispatch(&mut self, t: Ns, ev: Event) -> bool {
+        self.irq_ctx = crate::sched::sim::IrqCtx::of(&ev);
+        match ev {
+            Event::End => {
+                self.engine.account(t, &ev);
+                self.finished = true;
+                return true;
+            }
+            Event::StepDone { cpu, gen } => {
+                if self.rq(cpu).step_gen != gen {
+                    return false;
+                }
+                self.rq_mut(cpu).step_at = None;
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.on_step_done(cpu);
+            }
+            Event::Tick { cpu } => {
+                if self.irq_deferred(cpu, t, ev) {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.on_tick(cpu);
+            }
+            Event::Timer { task, gen } => {
+                if self.task(task).timer_gen != gen || self.irq_deferred(self.task(task).cpu, t, ev) {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.on_timer(task);
+            }
+            Event::Ipi { cpu } => {
+                if self.irq_deferred(cpu, t, ev) {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.on_ipi(cpu);
+            }
+            Event::WorkloadStart { workload } => {
+                self.engine.account(t, &ev);
+                self.start_workload(workload);
+            }
+            Event::RtBandwidth { cpu } => {
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.on_rt_bandwidth(cpu);
+            }
+            Event::ScxDeferred { cpu, on, ipi } => {
+                // IRQ-off windows are kernel sections. An IPI to a CPU that
+                // runs a user task (the case irq_work_queue_on() is for) is
+                // taken at once; irq_work raised on the calling CPU waits
+                // for that CPU, which was in the kernel, to enable IRQs.
+                let in_user = ipi && self.rq(on).curr.is_some() && self.rq(on).irq_until <= t;
+                if !in_user && self.irq_deferred(on, t, ev) {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.on_scx_deferred(cpu, on);
+            }
+            Event::ScxKick { cpu } => {
+                if self.irq_deferred(cpu, t, ev) {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.on_scx_kick(cpu);
+            }
+            Event::ScxTimer { id, gen } => {
+                let cpu = self.scx.timers.get(&id).map(|&(_, c)| c);
+                if let Some(c) = cpu {
+                    if self.irq_deferred(c, t, ev) {
+                        return false;
+                    }
+                }
+                self.engine.account(t, &ev);
+                self.on_scx_timer(id, gen);
+            }
+            Event::ScxWatchdog => {
+                self.engine.account(t, &ev);
+                self.on_scx_watchdog();
+            }
+            Event::ScxBypassLb => {
+                self.engine.account(t, &ev);
+                self.on_scx_bypass_lb();
+            }
+            Event::ScxDisable => {
+                self.engine.account(t, &ev);
+                self.on_scx_disable();
+            }
+            Event::ScxDisableStep => {
+                self.engine.account(t, &ev);
+                self.on_scx_disable_step();
+            }
+            Event::ScxAttach => {
+                self.engine.account(t, &ev);
+                if let Some(ops) = self.scx_pending.take() {
+                    if let Err(e) = self.scx_enable(ops) {
+                        self.scx.load_error = Some(e.to_string());
+                    }
+                }
+            }
+            Event::ScxDetach => {
+                self.engine.account(t, &ev);
+                self.scx_unregister();
+            }
+        }
+        self.finish_event();
+        true
+    }
+
+    /// Defers an interrupt that arrives while `cpu` has interrupts disabled.
+    fn irq_deferred(&mut self, cpu: Cpu, t: Ns, ev: Event) -> bool {
+        // The CPU is still in interrupt or scheduler work charged to it
+        // (charge_irq), which runs with interrupts off: take it after.
+        let busy_until = self.rqs[cpu as usize].irq_until;
+        if busy_until > t {
+            self.engine.schedule(busy_until, ev);
+            return true;
+        }
+        let Some(model) = self.irqoff.as_mut() else { return false };
+        match model.disabled_until(cpu, t) {
+            Some(end) => {
+                self.engine.schedule(end, ev);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Return-from-interrupt on the local CPU: reschedule if asked to.
+    fn finish_event(&mut self) {
+        let cpu = self.this_cpu;
+        // Interrupts come back on, then the reschedule check, as on a
+        // return from interrupt; the classes' work around it is theirs.
+        self.scx_irq_exit_begin(cpu);
+        if self.rq(cpu).need_resched {
+            self.schedule(cpu);
+        }
+        self.scx_irq_exit_end(cpu);
+        if self.check_invariants {
+            self.assert_invariants();
+        }
+    }
+
+    fn start_workload(&mut self, w: u32) {
+        let tasks = self.workload_tasks[w as usize].clone();
+        for p in tasks {
+            // The launcher runs on CPU 0, or on the task's first allowed CPU if
+            // it is pinned elsewhere; fork balancing then places the task.
+            let parent_cpu = self.task(p).cpus_allowed.first().unwrap_or(0) as Cpu;
+            self.this_cpu = parent_cpu;
+            self.wake_up_new_task(p);
+            self.finish_event();
+        }
+    }
+
+    fn finish_accounting(&mut self) {
+        let now = self.now();
+        for c in 0..self.nr_cpus() {
+            let rq = &mut self.rqs[c];
+            if rq.curr.is_some() {
+                rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
+                rq.busy_since = now;
+            }
+            if let Some(p) = rq.curr {
+                let cls = crate::sched::class_of(self.tasks[p as usize].class);
+                cls.update_curr(self, c as Cpu);
+            }
+        }
+        for t in &mut self.tasks {
+            if let Some(ws) = t.wait_start.take() {
+                t.stats.wait_ns += now.saturating_sub(ws);
+            }
+        }
+    }
+}

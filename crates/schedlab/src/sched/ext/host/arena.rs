@@ -1,0 +1,146 @@
+//! BPF arenas (kernel/bpf/arena.c): a region of up to 4 GiB shared by BPF
+//! code and user space, populated page by page with
+//! bpf_arena_alloc_pages() and emptied with bpf_arena_free_pages().
+//!
+//! Natively the region is one anonymous mapping with no page committed
+//! until it is touched. In the kernel a BPF program and user space see the
+//! arena at different addresses with the same low 32 bits, and `__arena`
+//! pointers are converted between the two (cast_kern() / cast_user());
+//! here both sides use the mapping's one address, so the casts are the
+//! identity and an `__arena` pointer is an ordinary pointer. Allocation is
+//! first fit from the lowest page, as the kernel's range tree gives it;
+//! freed pages are discarded (MADV_DONTNEED) and read as zeros when they
+//! are allocated again, as fresh kernel pages do.
+
+use std::collections::BTreeSet;
+
+pub const PAGE: usize = 4096;
+
+pub struct Arena {
+    base: *mut u8,
+    pages: u32,
+    used: BTreeSet<u32>,
+    reserved: BTreeSet<u32>,
+}
+
+impl Arena {
+    pub fn new(pages: u32) -> Arena {
+        let len = pages as usize * PAGE;
+        // SAFETY: an anonymous private mapping with no address hint; the
+        // result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        let base = if p == libc::MAP_FAILED { std::ptr::null_mut() } else { p.cast() };
+        Arena { base, pages: if base.is_null() { 0 } else { pages }, used: BTreeSet::new(), reserved: BTreeSet::new() }
+    }
+
+    /// The region's start (NULL if it could not be mapped).
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    fn page_of(&self, addr: usize) -> Option<u32> {
+        let b = self.base as usize;
+        let off = addr.checked_sub(b)?;
+        (off % PAGE == 0 && off / PAGE < self.pages as usize).then_some((off / PAGE) as u32)
+    }
+
+    fn free_run(&self, first: u32, cnt: u32) -> bool {
+        (first..first + cnt).all(|p| !self.used.contains(&p) && !self.reserved.contains(&p))
+    }
+
+    /// bpf_arena_alloc_pages(): `cnt` pages at `addr` (0: the lowest free
+    /// run); None if they are not free, `addr` is not a page of the arena,
+    /// or `flags` is not 0.
+    pub fn alloc(&mut self, addr: usize, cnt: u32, flags: u64) -> Option<usize> {
+        if flags != 0 || cnt == 0 || cnt > self.pages {
+            return None;
+        }
+        let first = if addr != 0 {
+            let p = self.page_of(addr)?;
+            (p.checked_add(cnt)? <= self.pages && self.free_run(p, cnt)).then_some(p)?
+        } else {
+            (0..=self.pages - cnt).find(|&p| self.free_run(p, cnt))?
+        };
+        self.used.extend(first..first + cnt);
+        Some(self.base as usize + first as usize * PAGE)
+    }
+
+    /// bpf_arena_free_pages(): releases the allocated pages among `cnt`
+    /// from `addr`; their contents are gone.
+    pub fn free(&mut self, addr: usize, cnt: u32) {
+        let Some(first) = self.page_of(addr) else { return };
+        let end = first.saturating_add(cnt).min(self.pages);
+        for p in first..end {
+            if self.used.remove(&p) {
+                // SAFETY: page `p` lies inside this arena's mapping.
+                unsafe { libc::madvise(self.base.add(p as usize * PAGE).cast(), PAGE, libc::MADV_DONTNEED) };
+            }
+        }
+    }
+
+    /// bpf_arena_reserve_pages(): keeps free pages from being allocated;
+    /// -EINVAL outside the arena, -EBUSY if one is allocated.
+    pub fn reserve(&mut self, addr: usize, cnt: u32) -> i64 {
+        let Some(first) = self.page_of(addr) else { return -22 };
+        if first.checked_add(cnt).is_none_or(|e| e > self.pages) {
+            return -22;
+        }
+        if (first..first + cnt).any(|p| self.used.contains(&p)) {
+            return -16;
+        }
+        self.reserved.extend(first..first + cnt);
+        0
+    }
+
+    pub fn allocated_pages(&self) -> usize {
+        self.used.len()
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        if !self.base.is_null() {
+            // SAFETY: the mapping made in new(), unmapped once.
+            unsafe { libc::munmap(self.base.cast(), self.pages as usize * PAGE) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_fit_reuse_and_zeroed_pages() {
+        let mut a = Arena::new(8);
+        let base = a.base() as usize;
+        let p0 = a.alloc(0, 2, 0).unwrap();
+        assert_eq!(p0, base);
+        let p2 = a.alloc(0, 1, 0).unwrap();
+        assert_eq!(p2, base + 2 * PAGE);
+        // SAFETY: p0 is an allocated page of the arena.
+        unsafe { *(p0 as *mut u64) = 42 };
+        a.free(p0, 2);
+        assert_eq!(a.alloc(0, 1, 0), Some(base), "the lowest free page again");
+        // SAFETY: as above.
+        assert_eq!(unsafe { *(base as *const u64) }, 0, "a freed page comes back zeroed");
+        assert_eq!(a.alloc(base + 2 * PAGE, 1, 0), None, "taken");
+        assert_eq!(a.alloc(base + 3 * PAGE, 1, 0), Some(base + 3 * PAGE));
+        assert_eq!(a.alloc(base + 1, 1, 0), None, "not page aligned");
+        assert_eq!(a.alloc(0, 1, 1), None, "flags must be 0");
+        assert_eq!(a.reserve(base + 3 * PAGE, 1), -16);
+        assert_eq!(a.reserve(base + 4 * PAGE, 4), 0);
+        assert_eq!(a.alloc(0, 2, 0), None, "only page 1 is left");
+        assert_eq!(a.alloc(0, 1, 0), Some(base + PAGE));
+        assert_eq!(a.allocated_pages(), 4);
+    }
+}

@@ -1,0 +1,210 @@
+//! Kernel objects lent to BPF code: each CPU's idle task, `struct rq`
+//! views, the root cgroup, and the per-CPU variables bpf_per_cpu_ptr()
+//! resolves (`runqueues`, `__preempt_count`).
+//!
+//! All are boxed and owned by the scheduler's host state, so the addresses
+//! BPF keeps stay valid while the scheduler is loaded. A view is refreshed
+//! from the simulator each time it is handed out.
+
+use std::ffi::c_void;
+
+use crate::engine::{Cpu, TaskId};
+use crate::sched::ext::abi::{TaskStructC, PF_KTHREAD};
+use crate::sim::Sim;
+
+use super::maps::IDLE_OWNER;
+
+/// PF_IDLE (include/linux/sched.h).
+pub const PF_IDLE: u32 = 0x0000_0002;
+/// The id of the root cgroup (cgroup v2's root kernfs node).
+pub const ROOT_CGROUP_ID: u64 = 1;
+
+/// `struct scx_rq` of the shim (schedlab_kobj.h).
+#[repr(C)]
+#[derive(Default)]
+pub struct ScxRqC {
+    pub extra_enq_flags: u64,
+    pub nr_running: u32,
+    pub flags: u32,
+    pub cpuperf_target: u32,
+    pub cpu_released: bool,
+    pub _pad: [u8; 3],
+    pub pnt_seq: u64,
+    pub local_dsq_nr: u32,
+    pub _pad1: u32,
+}
+
+/// `struct rq` of the shim: the clocks scx's `rq___local` reads first.
+#[repr(C)]
+pub struct RqC {
+    pub clock_task: u64,
+    pub clock_pelt: u64,
+    pub lost_idle_time: u64,
+    pub prev_steal_time_rq: u64,
+    pub clock: u64,
+    pub nr_running: u32,
+    pub cpu: i32,
+    pub online: i32,
+    pub _pad: i32,
+    pub curr: *mut TaskStructC,
+    pub idle: *mut TaskStructC,
+    pub scx: ScxRqC,
+}
+
+#[repr(C)]
+pub struct KernfsNodeC {
+    pub id: u64,
+}
+
+#[repr(C)]
+pub struct CssC {
+    pub cgroup: *mut CgroupC,
+    pub parent: *mut CssC,
+}
+
+#[repr(C)]
+pub struct CgroupC {
+    pub self_: CssC,
+    pub flags: u64,
+    pub level: i32,
+    pub max_depth: i32,
+    pub kn: *mut KernfsNodeC,
+    pub ancestors: [*mut CgroupC; 1],
+}
+
+/// Who a `struct task_struct *` from C is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    Task(TaskId),
+    /// The idle task (swapper/N) of a CPU.
+    Idle(Cpu),
+}
+
+impl Who {
+    /// The local storage owner key of this task.
+    pub fn owner(self) -> u64 {
+        match self {
+            Who::Task(p) => p as u64,
+            Who::Idle(c) => IDLE_OWNER + c as u64,
+        }
+    }
+}
+
+#[derive(Default)]
+#[allow(clippy::vec_box)] // boxes keep their addresses, which BPF holds; the Vecs only own them
+pub struct Kobjs {
+    idle: Vec<Box<TaskStructC>>,
+    rqs: Vec<Box<RqC>>,
+    root: Option<(Box<CgroupC>, Box<KernfsNodeC>)>,
+    /// The preempt count bpf_this_cpu_ptr(&__preempt_count) points at.
+    preempt: Box<i32>,
+}
+
+fn idle_task(cpu: Cpu) -> Box<TaskStructC> {
+    let mut t = TaskStructC::new(u32::MAX - cpu);
+    t.pid = 0;
+    t.tgid = 0;
+    t.flags = PF_IDLE | PF_KTHREAD;
+    t.cpu = cpu;
+    t.mm = std::ptr::null_mut();
+    t.nr_cpus_allowed = 1;
+    t.cpus_mask.bits[cpu as usize / 64] |= 1 << (cpu % 64);
+    let name = format!("swapper/{cpu}");
+    let n = name.len().min(15);
+    t.comm[..n].copy_from_slice(&name.as_bytes()[..n]);
+    let p: *mut TaskStructC = &mut *t;
+    t.group_leader = p;
+    t
+}
+
+impl Kobjs {
+    fn ensure(&mut self, nr_cpus: usize) {
+        while self.idle.len() < nr_cpus {
+            let cpu = self.idle.len() as Cpu;
+            self.idle.push(idle_task(cpu));
+        }
+    }
+
+    /// CPU `cpu`'s idle task, with `on_cpu` as it is now.
+    pub fn idle_ptr(&mut self, sim: &Sim, cpu: Cpu) -> *mut TaskStructC {
+        self.ensure(sim.nr_cpus());
+        let t = &mut self.idle[cpu as usize];
+        t.on_cpu = sim.rq(cpu).curr.is_none() as i32;
+        &mut **t
+    }
+
+    /// Whether `addr` is an idle task this state lent.
+    pub fn idle_of(&self, addr: usize) -> Option<Cpu> {
+        self.idle.iter().position(|t| std::ptr::eq(&**t, addr as *const TaskStructC)).map(|c| c as Cpu)
+    }
+
+    /// The root cgroup.
+    pub fn root_cgroup(&mut self) -> *mut CgroupC {
+        let (cg, _) = self.root.get_or_insert_with(|| {
+            let mut kn = Box::new(KernfsNodeC { id: ROOT_CGROUP_ID });
+            let mut cg = Box::new(CgroupC {
+                self_: CssC { cgroup: std::ptr::null_mut(), parent: std::ptr::null_mut() },
+                flags: 0,
+                level: 0,
+                max_depth: i32::MAX,
+                kn: &mut *kn,
+                ancestors: [std::ptr::null_mut()],
+            });
+            let p: *mut CgroupC = &mut *cg;
+            cg.self_.cgroup = p;
+            cg.ancestors[0] = p;
+            (cg, kn)
+        });
+        &mut **cg
+    }
+
+    /// Whether `addr` is a cgroup this state lent.
+    pub fn is_cgroup(&self, addr: usize) -> bool {
+        self.root.as_ref().is_some_and(|(c, _)| std::ptr::eq(&**c, addr as *const CgroupC))
+    }
+
+    /// The preempt count of the current context, where
+    /// bpf_this_cpu_ptr(&__preempt_count) points.
+    pub fn preempt_count(&mut self, sim: &Sim) -> *mut c_void {
+        *self.preempt = sim.irq_ctx.preempt_count() as i32;
+        (&mut *self.preempt as *mut i32).cast()
+    }
+
+    /// CPU `cpu`'s `struct rq`, refreshed; `curr` is a task pointer from
+    /// the caller (the running task, or the idle task).
+    pub fn rq(&mut self, sim: &Sim, cpu: Cpu, curr: *mut TaskStructC) -> *mut RqC {
+        let idle = self.idle_ptr(sim, cpu);
+        while self.rqs.len() < sim.nr_cpus() {
+            self.rqs.push(Box::new(RqC {
+                clock_task: 0,
+                clock_pelt: 0,
+                lost_idle_time: 0,
+                prev_steal_time_rq: 0,
+                clock: 0,
+                nr_running: 0,
+                cpu: self.rqs.len() as i32,
+                online: 1,
+                _pad: 0,
+                curr: std::ptr::null_mut(),
+                idle: std::ptr::null_mut(),
+                scx: ScxRqC::default(),
+            }));
+        }
+        let now = sim.now();
+        let (rq, srq) = (sim.rq(cpu), &sim.scx.rqs[cpu as usize]);
+        let v = &mut self.rqs[cpu as usize];
+        // No IRQ-time or steal accounting and full capacity: every clock is now.
+        v.clock = now;
+        v.clock_task = now;
+        v.clock_pelt = now;
+        v.nr_running = rq.nr_running;
+        v.curr = curr;
+        v.idle = idle;
+        v.scx.nr_running = srq.nr_running;
+        v.scx.flags = srq.flags;
+        v.scx.cpuperf_target = srq.cpuperf;
+        v.scx.pnt_seq = srq.pnt_seq;
+        v.scx.local_dsq_nr = sim.scx.dsqs.get(sim.scx.local(cpu) as usize).map_or(0, |d| d.nr() as u32);
+        &mut **v
+    }
+}

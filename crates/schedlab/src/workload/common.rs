@@ -1,0 +1,94 @@
+//! What every workload builder needs (the kinds in mod.rs and rt-app
+//! import alike): the error type, CPU-list and priority checks, and a new
+//! task with its scheduler-visible attributes. It sits below both, so
+//! that rtapp.rs and the kinds do not import each other.
+
+use crate::machine::cpumask::CpuMask;
+use crate::sched::sim::Sim;
+use crate::sched::task::{Policy, RtEntity, SchedEntity, Task, TaskState, TaskStats};
+use crate::workload::scenario::CpuList;
+
+/// A workload could not be built; the message names the field.
+pub type BuildError = String;
+
+pub(crate) fn cpus(sim: &Sim, list: &Option<CpuList>, field: &str) -> Result<CpuMask, BuildError> {
+    match list {
+        None => Ok(CpuMask::full(sim.nr_cpus())),
+        Some(CpuList(s)) => CpuMask::parse_cpulist(s, sim.nr_cpus()).map_err(|e| format!("{field}: {e}")).and_then(|m| {
+            if m.is_empty() {
+                Err(format!("{field}: the CPU list is empty"))
+            } else {
+                Ok(m)
+            }
+        }),
+    }
+}
+
+/// A task with the scheduler-visible attributes filled in, state New.
+#[allow(clippy::too_many_arguments)]
+pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i32, rt_priority: u32, allowed: CpuMask, prog: u32) -> Task {
+    Task {
+        id: 0,
+        name,
+        workload,
+        tgid,
+        cgroup: "/".into(),
+        policy,
+        nice,
+        rt_priority,
+        static_prio: 0,
+        prio: 0,
+        class: crate::sched::task::ClassId::Fair,
+        nr_cpus_allowed: allowed.weight() as u32,
+        ran_on: CpuMask::new(allowed.nr_bits()),
+        cpus_allowed: allowed,
+        state: TaskState::New,
+        cpu: 0,
+        on_rq: false,
+        se: SchedEntity::default(),
+        rt: RtEntity::default(),
+        working_set: 0,
+        prog,
+        pc: 0,
+        loop_counts: Vec::new(),
+        run_left: None,
+        ple_deadline: None,
+        next_wake: 0,
+        measure_on_run: false,
+        timer_gen: 0,
+        wait_start: None,
+        refill_left: 0,
+        spinning: None,
+        spin_start: 0,
+        spin_retry: false,
+        peers: Vec::new(),
+        parent: None,
+        wakee_flips: 0,
+        wakee_flip_decay_ts: 0,
+        last_wakee: None,
+        recent_used_cpu: 0,
+        last_ran: 0,
+        created_at: 0,
+        exited_at: None,
+        stats: TaskStats::default(),
+        stamp: None,
+        woken_at: None,
+        cpu_lock: None,
+        timers: Vec::new(),
+    }
+}
+
+pub(crate) fn check_nice(nice: i32, prefix: &str) -> Result<i32, BuildError> {
+    if (-20..=19).contains(&nice) {
+        Ok(nice)
+    } else {
+        Err(format!("{prefix}.nice: {nice} is outside -20..19"))
+    }
+}
+
+pub(crate) fn check_rt(policy: Policy, prio: u32, field: &str) -> Result<(), BuildError> {
+    if policy.is_rt() && !(1..=99).contains(&prio) {
+        return Err(format!("{field}: SCHED_FIFO/SCHED_RR need priority 1..99, got {prio}"));
+    }
+    Ok(())
+}
