@@ -168,19 +168,23 @@ struct sched_ext_entity {
 
 struct mm_struct;
 
-/* Fixed-width names (include/linux/types.h). */
-typedef u8 uint8_t;
-typedef u16 uint16_t;
-typedef u32 uint32_t;
-typedef u64 uint64_t;
-typedef s8 int8_t;
-typedef s16 int16_t;
-typedef s32 int32_t;
-typedef s64 int64_t;
-typedef u8 u_int8_t;
-typedef u16 u_int16_t;
-typedef u32 u_int32_t;
-typedef u64 u_int64_t;
+/*
+ * Fixed-width names (include/linux/types.h), spelled as glibc spells them on
+ * LP64 so that a scheduler that also includes <stdint.h> or <sys/types.h>
+ * sees the same typedefs.
+ */
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long uint64_t;
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long int64_t;
+typedef unsigned char u_int8_t;
+typedef unsigned short u_int16_t;
+typedef unsigned int u_int32_t;
+typedef unsigned long u_int64_t;
 
 /* A task's cgroup memberships (include/linux/cgroup-defs.h), as read by BPF. */
 struct css_set {
