@@ -108,13 +108,16 @@ pub struct ScannedRodata {
 pub struct Scan {
     pub maps: Vec<ScannedMap>,
     pub rodata: Vec<ScannedRodata>,
-    /// Scalar .bss/.data objects (no arrays).
+    /// .bss/.data objects: scalars and one-dimensional arrays.
     pub globals: Vec<ScannedRodata>,
     pub ops: Vec<String>,
     pub syscalls: Vec<String>,
     pub kconfig: Vec<String>,
     /// Symbols tested with bpf_ksym_exists().
     pub ksym_tested: Vec<String>,
+    /// RESIZABLE_ARRAY()s: arrays alone in a `.data.NAME` / `.bss.NAME`
+    /// section of their own name (libbpf resizes such a section's map).
+    pub resizable: Vec<String>,
 }
 
 /// Splits the token stream into top-level items: declarations ending in
@@ -183,7 +186,9 @@ fn strip_attrs(item: &[Tok]) -> (Vec<Tok>, Vec<String>) {
         if is_group && i + 1 < item.len() && item[i + 1].text == "(" {
             let end = close_of(item, i + 1);
             if t == "__schedlab_sec" && i + 2 < end {
-                secs.push(item[i + 2].text.trim_matches('"').to_string());
+                // Adjacent literals concatenate: SEC("." "data" "." "x").
+                let lit: String = item[i + 2..end].iter().map(|t| t.text.trim_matches('"')).collect();
+                secs.push(lit);
             }
             i = end + 1;
             continue;
@@ -384,17 +389,26 @@ pub fn scan(preprocessed: &str) -> Scan {
             continue;
         }
         if !has_const {
+            if let ([sec], [d]) = (secs.as_slice(), decls.as_slice()) {
+                let eq = d.iter().position(|t| t.text == "=").unwrap_or(d.len());
+                if let Some((name, 1..)) = declarator_name(&d[..eq]) {
+                    if *sec == format!(".data.{name}") || *sec == format!(".bss.{name}") {
+                        s.resizable.push(name);
+                        continue;
+                    }
+                }
+            }
             // A writable global; custom sections (private(X): ".data.X")
             // are separate maps in BPF and are left out, as is .rodata.
             if secs.iter().all(|x| x == ".data" || x == ".bss") {
                 for d in &decls {
                     let eq = d.iter().position(|t| t.text == "=").unwrap_or(d.len());
-                    let Some((name, 0)) = declarator_name(&d[..eq]) else { continue };
+                    let Some((name, dims @ 0..=1)) = declarator_name(&d[..eq]) else { continue };
                     // `struct tag;` declares a type, not an object.
                     let at = d[..eq].iter().rposition(|t| t.text == name).unwrap_or(0);
                     let tag = at > 0 && matches!(d[at - 1].text.as_str(), "struct" | "union" | "enum");
                     if !tag && at > 0 {
-                        s.globals.push(ScannedRodata { name, type_text: String::new(), dims: 0 });
+                        s.globals.push(ScannedRodata { name, type_text: String::new(), dims });
                     }
                 }
             }
@@ -434,7 +448,8 @@ pub enum Part<'a> {
 
 /// Table entry counts of a scan: maps, slots, rodata, globals, ops, progs.
 fn counts(s: &Scan) -> [usize; 6] {
-    [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), s.globals.len(), s.ops.len(), s.syscalls.len()]
+    let globals = s.globals.len() + s.resizable.len();
+    [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), globals, s.ops.len(), s.syscalls.len()]
 }
 
 const TABLES: [(&str, &str); 6] = [
@@ -461,6 +476,11 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part) -> Resu
     if let Part::Other(k) = part {
         // Every object may carry the license; BPF's linker merges them.
         let _ = writeln!(c, "#define _license __schedlab_license_{k}\n#define _version __schedlab_version_{k}");
+    }
+    // A RESIZABLE_ARRAY() becomes a pointer to storage the host sizes at
+    // load (host::resizable); every use indexes through it.
+    for r in &scan.resizable {
+        let _ = writeln!(c, "#define {r} (*__schedlab_resizable_{r})");
     }
     let _ = writeln!(c, "#include {}", c_str(source));
     let _ = writeln!(c, "#include {}", c_str(abi_header));
@@ -557,7 +577,18 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part) -> Resu
     open(&mut c, 3);
     for g in &scan.globals {
         let n = &g.name;
-        let _ = writeln!(c, "\t{{ {}, (void *)&{n}, sizeof({n}), sizeof({n}), {}, 0 }},", c_str(n), kind(n));
+        let line = if g.dims == 1 {
+            // One-dimensional arrays, for loaders that fill them per CPU.
+            let k = kind(&format!("{n}[0]"));
+            format!("{{ {}, (void *)&{n}, sizeof({n}), sizeof({n}[0]), {k}, sizeof({n}) / sizeof({n}[0]) }}", c_str(n))
+        } else {
+            format!("{{ {}, (void *)&{n}, sizeof({n}), sizeof({n}), {}, 0 }}", c_str(n), kind(n))
+        };
+        let _ = writeln!(c, "\t{line},");
+    }
+    for r in &scan.resizable {
+        let p = format!("__schedlab_resizable_{r}");
+        let _ = writeln!(c, "\t{{ {}, (void *)&{p}, sizeof({p}), sizeof((*{p})[0]), 6, 1 }},", c_str(r));
     }
     let _ = writeln!(c, "\t{{ 0 }}\n}};");
 
@@ -650,6 +681,8 @@ struct pidq fifo0 __schedlab_sec(".maps");
 int helper(int a) { if (a) { return 1; } return 0; }
 __attribute__((used)) __schedlab_sec("syscall") int run_me(void *ctx) { return 0; }
 __schedlab_sec(".struct_ops.link") struct sched_ext_ops simple_ops = { .name = "simple", };
+u64 cpu_started_at[1] __schedlab_sec("." "data" "." "cpu_started_at");
+u64 not_resizable[1] __schedlab_sec(".data.other");
 struct sched_ext_ops *not_ops(void);
 "#;
 
@@ -668,6 +701,10 @@ struct sched_ext_ops *not_ops(void);
         assert_eq!(s.ops, ["simple_ops"]);
         assert_eq!(s.syscalls, ["run_me"]);
         assert_eq!(s.kconfig, ["LINUX_KERNEL_VERSION", "CONFIG_X"]);
+        assert_eq!(s.resizable, ["cpu_started_at"]);
+        let c = generate(&s, "a.bpf.c", "abi.h", Part::Main { others: &[] }).unwrap();
+        assert!(c.contains("#define cpu_started_at (*__schedlab_resizable_cpu_started_at)\n#include \"a.bpf.c\""));
+        assert!(c.contains("sizeof((*__schedlab_resizable_cpu_started_at)[0]), 6, 1 }"));
     }
 
     #[test]
