@@ -35,6 +35,12 @@ pub struct OutputArgs {
     /// 2s..3s (with --real: of the run's time from the common start).
     #[arg(long, value_name = "FROM..TO", requires = "trace")]
     pub trace_window: Option<String>,
+    /// Check the simulator's invariants after every event (runqueue counts,
+    /// affinity, EEVDF keys and lag, sched_ext's DSQs and counts), as debug
+    /// builds do; a violation stops the run with a message naming it. Slower;
+    /// for long runs whose results you doubt.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// `--trace-window 2s..3s` in nanoseconds.

@@ -136,6 +136,9 @@ fn refuse_for_real(machine: Option<&str>, features: &[String], out: &common::Out
     if out.csv.is_some() || out.plot.is_some() {
         return Err(Failure::Input("--real: --csv and --plot are for simulations; use --json for the real results (or compare --real, which writes CSV)".into()));
     }
+    if out.check {
+        return Err(Failure::Input("--real: --check checks the simulator's invariants; a real run has none to check (drop --check or --real)".into()));
+    }
     Ok(())
 }
 
@@ -176,6 +179,7 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
     sets.extend(common::feature_sets(&features)?);
     let scenario = common::load(&path, &sets, machine.as_deref())?;
     let mut sim = world::build(&scenario, &file).map_err(|e| Failure::Input(e.to_string()))?;
+    sim.check_invariants |= out.check;
     let timeline = common::attach(&mut sim, &out, scenario.duration.0)?;
     let title = scenario.title(&file);
     if !quiet {

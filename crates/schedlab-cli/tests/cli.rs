@@ -166,3 +166,20 @@ fn nonsense_values_are_rejected_not_defaulted() {
     assert_bad("slice.toml", &format!("{GOOD}[scheduler]\nbase_slice = \"0ns\"\n"), &["scheduler.base_slice"]);
     assert_bad("hz.toml", &GOOD.replace("preset = \"4cpu\"", "preset = \"4cpu\"\nhz = 7"), &["machine.hz"]);
 }
+
+/// `--check` runs the invariant checks without changing a result: the JSON
+/// is byte-identical with and without it; with --real it is refused.
+#[test]
+fn check_flag_keeps_results_identical() {
+    let p = write_tmp("check.toml", GOOD);
+    let plain = schedlab(&["run", p.to_str().unwrap(), "--json", "-", "--quiet"]);
+    let checked = schedlab(&["run", p.to_str().unwrap(), "--json", "-", "--quiet", "--check"]);
+    assert_eq!(plain.status.code(), Some(0), "{}", String::from_utf8_lossy(&plain.stderr));
+    assert_eq!(checked.status.code(), Some(0), "{}", String::from_utf8_lossy(&checked.stderr));
+    assert!(!plain.stdout.is_empty());
+    assert_eq!(plain.stdout, checked.stdout);
+    let real = schedlab(&["run", p.to_str().unwrap(), "--real", "--check"]);
+    let err = String::from_utf8_lossy(&real.stderr);
+    assert_eq!(real.status.code(), Some(2), "{err}");
+    assert!(err.contains("--check"), "{err}");
+}

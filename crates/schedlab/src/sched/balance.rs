@@ -67,6 +67,15 @@ impl GroupStats {
     }
 }
 
+/// Nohz idle balancing state (`struct nohz` in fair.c).
+#[derive(Clone, Debug)]
+pub struct Nohz {
+    /// CPUs whose tick is stopped because they are idle (`nohz.idle_cpus_mask`).
+    pub idle_cpus: CpuMask,
+    /// When an idle load balance is next due (`nohz.next_balance`).
+    pub next_balance: Ns,
+}
+
 impl Sim {
     /// idle_cpu(): nothing running or queued.
     #[inline]
@@ -466,7 +475,7 @@ impl Sim {
     pub fn sched_balance_newidle(&mut self, cpu: Cpu) -> bool {
         // Not worth it when this CPU's idle periods are short, or when no CPU
         // has anything queued to give.
-        if self.rq(cpu).avg_idle < self.tunables.fair.migration_cost_ns || self.nr_overloaded == 0 {
+        if self.rq(cpu).avg_idle < self.tunables.fair.migration_cost_ns || self.rd.nr_overloaded == 0 {
             return false;
         }
         for level in 0..self.domains[cpu as usize].len() {
@@ -486,13 +495,13 @@ impl Sim {
     /// A busy CPU kicks an idle one to balance for all idle CPUs (nohz_balancer_kick).
     fn nohz_balancer_kick(&mut self, cpu: Cpu) {
         let now = self.now();
-        if now < self.nohz_next_balance || self.rq(cpu).nr_running < 2 {
+        if now < self.nohz.next_balance || self.rq(cpu).nr_running < 2 {
             return;
         }
-        let Some(ilb) = self.nohz_idle.iter().find(|&c| c as Cpu != cpu && self.idle_cpu(c as Cpu)) else {
+        let Some(ilb) = self.nohz.idle_cpus.iter().find(|&c| c as Cpu != cpu && self.idle_cpu(c as Cpu)) else {
             return;
         };
-        self.nohz_next_balance = now + self.costs.tick_ns();
+        self.nohz.next_balance = now + self.costs.tick_ns();
         let ilb = ilb as Cpu;
         self.rq_mut(ilb).nohz_kick = true;
         self.send_ipi(ilb);
@@ -505,7 +514,7 @@ impl Sim {
         }
         let now = self.now();
         let mut next = now + 60 * 1000 * NSEC_PER_MSEC;
-        let idle: Vec<usize> = self.nohz_idle.iter().filter(|&c| c as Cpu != ilb).chain(std::iter::once(ilb as usize)).collect();
+        let idle: Vec<usize> = self.nohz.idle_cpus.iter().filter(|&c| c as Cpu != ilb).chain(std::iter::once(ilb as usize)).collect();
         for c in idle {
             let c = c as Cpu;
             if !self.idle_cpu(c) {
@@ -519,7 +528,7 @@ impl Sim {
             }
             next = next.min(self.rq(c).next_balance);
         }
-        self.nohz_next_balance = next.max(now + self.costs.tick_ns());
+        self.nohz.next_balance = next.max(now + self.costs.tick_ns());
     }
 
     /// should_we_balance(): one CPU per group does the work.
@@ -712,6 +721,9 @@ impl Sim {
         let running = self.rq(src).curr;
         let candidates: Vec<TaskId> = self.rq(src).cfs.lru.iter().map(|&(_, p)| p).filter(|&p| Some(p) != running).take(loop_max).collect();
         let failed = self.rq(dst).domains[level].nr_balance_failed;
+        debug_assert!(src != dst, "detach_attach_tasks: balancing cpu{src} with itself");
+        debug_assert!(sd.span.test(src as usize) && sd.span.test(dst as usize), "detach_attach_tasks: cpu{src} or cpu{dst} is outside the {} domain", sd.level);
+        let (src_before, dst_before) = (self.rq(src).nr_running, self.rq(dst).nr_running);
         let mut moved = 0;
         for p in candidates {
             if idle != IdleType::NotIdle && self.rq(src).nr_running <= 1 {
@@ -748,13 +760,22 @@ impl Sim {
                 }
                 Migration::Task => imbalance -= 1,
             }
+            // Pre (can_migrate_task()): a queued fair task of `src`, not
+            // running, allowed on `dst`.
+            debug_assert!(self.task(p).on_rq && self.task(p).cpu == src && self.rq(src).curr != Some(p), "detach_attach_tasks: task {p} is not waiting on cpu{src}");
             self.move_queued_task(p, dst);
+            debug_assert!(self.task(p).on_rq && self.task(p).cpu == dst, "detach_attach_tasks: task {p} did not arrive on cpu{dst}");
             self.charge_irq(dst, self.costs.migrate_task_ns);
             moved += 1;
             if idle == IdleType::NewlyIdle || imbalance <= 0 {
                 break;
             }
         }
+        // Post: exactly `moved` tasks went from `src` to `dst`, and `src`
+        // kept its running task.
+        debug_assert_eq!(self.rq(src).nr_running + moved, src_before, "detach_attach_tasks: cpu{src} lost other than {moved} tasks");
+        debug_assert_eq!(self.rq(dst).nr_running, dst_before + moved, "detach_attach_tasks: cpu{dst} gained other than {moved} tasks");
+        debug_assert!(running.is_none() || self.rq(src).curr == running, "detach_attach_tasks: cpu{src}'s running task moved");
         moved
     }
 
@@ -765,6 +786,8 @@ impl Sim {
             return false;
         }
         self.preempt_and_migrate(src, p, dst);
+        // Post: the task left `src` for `dst`.
+        debug_assert!(self.task(p).cpu == dst && self.rq(src).curr != Some(p), "active_balance: task {p} did not move from cpu{src} to cpu{dst}");
         true
     }
 }

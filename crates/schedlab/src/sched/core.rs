@@ -17,7 +17,7 @@ impl Sim {
             let rq = self.rq_mut(cpu);
             rq.nr_running += 1;
             if rq.nr_running == 2 {
-                self.nr_overloaded += 1;
+                self.rd.nr_overloaded += 1;
             }
         }
         cls.enqueue_task(self, cpu, p, flags);
@@ -41,7 +41,7 @@ impl Sim {
         let rq = self.rq_mut(cpu);
         rq.nr_running -= 1;
         if rq.nr_running == 1 {
-            self.nr_overloaded -= 1;
+            self.rd.nr_overloaded -= 1;
         }
         self.task_mut(p).on_rq = false;
     }
@@ -392,7 +392,7 @@ impl Sim {
             }
         }
         if from_idle {
-            self.nohz_idle.clear(cpu as usize);
+            self.nohz.idle_cpus.clear(cpu as usize);
             self.update_idle_core(cpu, false);
             self.scx_update_idle(cpu, false);
         }
@@ -421,7 +421,7 @@ impl Sim {
             rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
             rq.idle_since = Some(now);
         }
-        self.nohz_idle.set(cpu as usize);
+        self.nohz.idle_cpus.set(cpu as usize);
         self.update_idle_core(cpu, true);
         self.scx_update_idle(cpu, true);
     }
@@ -585,7 +585,7 @@ impl Sim {
         // Cost is O(queued tasks), not O(all tasks ever created): it runs after
         // every event. Saved lags of dequeued tasks are checked at dequeue.
         let overloaded = self.rqs.iter().filter(|rq| rq.nr_running > 1).count() as u32;
-        assert_eq!(self.nr_overloaded, overloaded, "overloaded-CPU count drifted");
+        assert_eq!(self.rd.nr_overloaded, overloaded, "overloaded-CPU count drifted");
         for (c, rq) in self.rqs.iter().enumerate() {
             assert_eq!(
                 rq.nr_running,
@@ -611,5 +611,6 @@ impl Sim {
                 fair::assert_cfs_invariants(self, c as Cpu);
             }
         }
+        self.check_scx();
     }
 }

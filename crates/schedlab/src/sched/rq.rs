@@ -158,3 +158,12 @@ impl Rq {
         self.curr.is_none()
     }
 }
+
+/// The root domain's balancing state (`struct root_domain` in sched.h).
+/// The simulator has one root domain (no exclusive cpusets).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RootDomain {
+    /// CPUs with more than one queued task (`rd->overloaded`, kept as a
+    /// count so that it can be updated per CPU).
+    pub nr_overloaded: u32,
+}

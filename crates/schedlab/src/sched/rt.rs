@@ -116,7 +116,16 @@ impl Sim {
         if target == cpu {
             return false;
         }
+        // Pre: a queued, not running RT task of this CPU, going to a CPU it
+        // may run on that runs lower-priority work (find_lowest_rq()).
+        debug_assert!(self.task(p).class == ClassId::Rt && self.task(p).on_rq && self.task(p).cpu == cpu, "push_rt_task: task {p} is not queued RT on cpu{cpu}");
+        debug_assert!(self.rq(cpu).curr != Some(p), "push_rt_task: task {p} is running");
+        debug_assert!(self.task(p).cpus_allowed.test(target as usize), "push_rt_task: cpu{target} is outside task {p}'s affinity");
+        debug_assert!(self.cpu_prio(target) > prio, "push_rt_task: cpu{target} runs prio {} ahead of task {p}'s {prio}", self.cpu_prio(target));
         self.move_queued_task(p, target);
+        // Post: queued on the target, no longer pushable from here.
+        debug_assert!(self.task(p).cpu == target && self.task(p).on_rq, "push_rt_task: task {p} did not arrive on cpu{target}");
+        debug_assert!(!self.rq(cpu).rt.pushable.contains(&(prio, p)), "push_rt_task: task {p} still pushable on cpu{cpu}");
         true
     }
 
@@ -144,7 +153,14 @@ impl Sim {
                     continue;
                 }
             }
+            // Pre: a waiting RT task of `src` that may run here, ahead of
+            // everything queued here.
+            debug_assert!(self.task(p).class == ClassId::Rt && self.task(p).on_rq && self.task(p).cpu == src, "pull_rt_task: task {p} is not queued RT on cpu{src}");
+            debug_assert!(self.rq(src).curr != Some(p), "pull_rt_task: task {p} is running on cpu{src}");
             self.move_queued_task(p, cpu);
+            // Post: it is queued here and is this CPU's highest RT priority.
+            debug_assert!(self.task(p).cpu == cpu && self.task(p).on_rq, "pull_rt_task: task {p} did not arrive on cpu{cpu}");
+            debug_assert!(self.rq(cpu).rt.highest_prio() <= prio, "pull_rt_task: cpu{cpu} has no prio {prio} task after pulling {p}");
         }
     }
 

@@ -12,7 +12,8 @@ use crate::machine::cpumask::CpuMask;
 use crate::machine::irqoff::IrqOffModel;
 use crate::machine::topology::Topology;
 use crate::sched::features::Features;
-use crate::sched::rq::{CfsRq, DomainState, Rq};
+use crate::sched::balance::Nohz;
+use crate::sched::rq::{CfsRq, DomainState, RootDomain, Rq};
 use crate::sched::task::{Program, Task};
 use crate::sched::topology::SchedDomain;
 
@@ -52,11 +53,10 @@ pub struct Sim {
     pub irq_ctx: IrqCtx,
     /// Per-LLC "has idle cores" hint (sd_llc_shared->has_idle_cores).
     pub llc_has_idle_cores: Vec<bool>,
-    /// CPUs whose tick is stopped because they are idle (nohz.idle_cpus_mask).
-    pub nohz_idle: CpuMask,
-    pub nohz_next_balance: Ns,
-    /// CPUs with more than one queued task (rd->overloaded, as a count).
-    pub nr_overloaded: u32,
+    /// Nohz idle balancing state (fair.c's `nohz`).
+    pub nohz: Nohz,
+    /// The root domain's balancing state (`struct root_domain`).
+    pub rd: RootDomain,
     /// The next free process id, for fork().
     pub next_tgid: u32,
     /// Cache-aware scheduling state: per process, per CPU, and totals.
@@ -99,7 +99,7 @@ impl Sim {
         let nr_llcs = topo.nr_llcs();
         Sim {
             engine: Engine::with_cpus(n),
-            nohz_idle: CpuMask::full(n),
+            nohz: Nohz { idle_cpus: CpuMask::full(n), next_balance: 0 },
             topo,
             domains,
             costs,
@@ -119,8 +119,7 @@ impl Sim {
             this_cpu: 0,
             irq_ctx: IrqCtx::Task,
             llc_has_idle_cores: vec![true; nr_llcs],
-            nohz_next_balance: 0,
-            nr_overloaded: 0,
+            rd: RootDomain::default(),
             next_tgid: 1,
             mm_sched: Vec::new(),
             cpu_cache: vec![Default::default(); n],

@@ -6,6 +6,7 @@ mod ext;
 mod fair;
 mod golden;
 mod host;
+mod invariants;
 mod placement;
 mod programs;
 mod properties;

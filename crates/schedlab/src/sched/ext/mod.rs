@@ -18,6 +18,7 @@ mod dispatch;
 pub mod dsq;
 pub mod host;
 mod idle;
+mod invariants;
 mod irq;
 pub mod kfuncs;
 mod lifecycle;
