@@ -58,6 +58,14 @@ enum Cmd {
         /// global), as its user space would before loading it.
         #[arg(long = "sched-set", value_name = "NAME=VALUE")]
         sched_sets: Vec<String>,
+        /// The sched_ext scheduler's own command line, read with its loader
+        /// profile's flags, e.g. --sched crate:scx_bpfland --sched-args "-s 5000 -m performance".
+        #[arg(long = "sched-args", value_name = "ARGS", allow_hyphen_values = true)]
+        sched_cmdline: Option<String>,
+        /// A loader profile (TOML) for the sched_ext scheduler instead of the
+        /// shipped one ("none": the object's defaults only).
+        #[arg(long = "sched-profile", value_name = "FILE")]
+        sched_profile: Option<String>,
         /// Use a machine preset, a CPU count, a copy of /sys/devices/system/cpu
         /// or a file of `lscpu -p` output instead of the scenario's machine.
         #[arg(long)]
@@ -94,7 +102,10 @@ enum Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Run { scenario, seed, mut sets, features, sched, sched_sets, machine, json, quiet, out, real } => match sched_args(sched, sched_sets) {
+        Cmd::Run { scenario, seed, mut sets, features, sched, sched_sets, sched_cmdline, sched_profile, machine, json, quiet, out, real } => match sched_args(sched, sched_sets).and_then(|mut s| {
+            s.extend(loader_args(sched_cmdline, sched_profile)?);
+            Ok(s)
+        }) {
             Ok(extra) if real.real => {
                 sets.extend(extra);
                 sets.extend(seed.map(|s| format!("seed={s}")));
@@ -166,6 +177,25 @@ fn sched_args(sched: Option<String>, sched_sets: Vec<String>) -> Result<Vec<Stri
         // Numbers and booleans as themselves, anything else as a string.
         let val = if v.parse::<i64>().is_ok() || v == "true" || v == "false" { v.to_string() } else { toml::Value::String(v.to_string()).to_string() };
         sets.push(format!("scheduler.options.{k}={val}"));
+    }
+    Ok(sets)
+}
+
+/// `--sched-args` and `--sched-profile` as scenario overrides.
+fn loader_args(cmdline: Option<String>, profile: Option<String>) -> Result<Vec<String>, Failure> {
+    let mut sets = Vec::new();
+    if let Some(a) = cmdline {
+        sets.push(format!("scheduler.args={}", toml::Value::String(a)));
+    }
+    if let Some(p) = profile {
+        // A path is taken from the current directory, not the scenario's.
+        let path = std::path::Path::new(&p);
+        let p = if p != "none" {
+            path.canonicalize().map_err(|e| Failure::Input(format!("--sched-profile {p}: {e}; give the path of a loader profile (TOML) or \"none\"")))?.display().to_string()
+        } else {
+            p
+        };
+        sets.push(format!("scheduler.profile={}", toml::Value::String(p)));
     }
     Ok(sets)
 }

@@ -167,6 +167,43 @@ fn nonsense_values_are_rejected_not_defaulted() {
     assert_bad("hz.toml", &GOOD.replace("preset = \"4cpu\"", "preset = \"4cpu\"\nhz = 7"), &["machine.hz"]);
 }
 
+/// `--sched-args` read with a loader profile (`--sched-profile`): good flags
+/// run, an unknown one is one line naming it and the flags it could be.
+#[test]
+fn sched_args_and_profile() {
+    let p = write_tmp("sched-args.toml", GOOD);
+    let shim = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schedlab/tests/shim");
+    let (src, prof) = (shim.join("loader.bpf.c"), shim.join("loader.toml"));
+    let run = |args: &str| {
+        schedlab(&[
+            "run",
+            p.to_str().unwrap(),
+            "--sched",
+            src.to_str().unwrap(),
+            "--sched-profile",
+            prof.to_str().unwrap(),
+            "--sched-args",
+            args,
+            "--json",
+            "-",
+        ])
+    };
+    let out = run("-s 2000 --nosmt -m 0x3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(json.contains("\"primary_mask\": 3") || json.contains("\"primary_mask\":3"), "{json}");
+    let out = run("-q 1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("unknown flag `-q` for loader-test; it accepts: -s, --slice-us"), "{err}");
+    // Flags without a profile to read them with are refused too.
+    let out = schedlab(&["run", p.to_str().unwrap(), "--sched", "simple", "--sched-args", "-s 1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no loader profile"), "{err}");
+}
+
 /// `--check` runs the invariant checks without changing a result: the JSON
 /// is byte-identical with and without it; with --real it is refused.
 #[test]

@@ -153,6 +153,8 @@ pub fn host_scenario(s: &Scenario, host_cpus: usize) -> Scenario {
     s.scheduler.sched = None;
     s.scheduler.options.clear();
     s.scheduler.ops_flags.clear();
+    s.scheduler.profile = None;
+    s.scheduler.args = None;
     s.scheduler.attach_at = None;
     s.scheduler.detach_at = None;
     s

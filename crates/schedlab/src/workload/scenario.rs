@@ -206,6 +206,14 @@ pub struct SchedulerSpec {
     /// (e.g. "ALWAYS_ENQ_IMMED"), as a loader sets them on the skeleton.
     #[serde(default)]
     pub ops_flags: Vec<String>,
+    /// ext: the loader profile (a TOML file, relative to the scenario):
+    /// what the scheduler's user space sets up before attaching. Default:
+    /// the shipped profile of a published scx scheduler, if it has one;
+    /// "none" loads with the object's defaults only.
+    pub profile: Option<String>,
+    /// ext: the scheduler's own command line, read through its profile's
+    /// flags (e.g. "-s 5000 -m performance" for scx_bpfland).
+    pub args: Option<String>,
     /// ext: when the scheduler is loaded (default 0) and unregistered.
     pub attach_at: Option<Duration>,
     pub detach_at: Option<Duration>,
@@ -224,6 +232,8 @@ impl Default for SchedulerSpec {
             sched: None,
             options: BTreeMap::new(),
             ops_flags: Vec::new(),
+            profile: None,
+            args: None,
             attach_at: None,
             detach_at: None,
             bypass_lb_interval: None,

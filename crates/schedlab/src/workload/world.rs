@@ -61,8 +61,9 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
         let known: Vec<&str> = SCHEDULERS.iter().map(|s| s.0).collect();
         return Err(bad(format!("scheduler.kind: unknown scheduler {:?}: expected one of {}", s.scheduler.kind, known.join(", "))));
     }
-    if s.scheduler.kind != "ext" && (s.scheduler.sched.is_some() || !s.scheduler.options.is_empty() || !s.scheduler.ops_flags.is_empty()) {
-        return Err(bad("scheduler.sched/options/ops_flags: these configure a sched_ext scheduler: set scheduler.kind = \"ext\"".into()));
+    let sc = &s.scheduler;
+    if sc.kind != "ext" && (sc.sched.is_some() || !sc.options.is_empty() || !sc.ops_flags.is_empty() || sc.profile.is_some() || sc.args.is_some()) {
+        return Err(bad("scheduler.sched/options/ops_flags/profile/args: these configure a sched_ext scheduler: set scheduler.kind = \"ext\"".into()));
     }
     let mut costs = CostModel::default();
     if let Some(hz) = s.machine.hz {
@@ -157,6 +158,39 @@ pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, String> {
     Err(format!("no scheduler {name:?}: expected a shipped one ({}) or the path of a .bpf.c file", names.join(", ")))
 }
 
+/// The loader profile a scenario's scheduler uses (`scheduler.profile`,
+/// else the shipped one of the scheduler it names), resolved for the
+/// machine with `scheduler.args`; None without a profile.
+pub fn loader_plan(
+    spec: &crate::scenario::SchedulerSpec,
+    name: &str,
+    source: &Path,
+    topo: &Topology,
+    file: &str,
+) -> Result<Option<crate::sched::ext::profile::Plan>, ScenarioError> {
+    use crate::sched::ext::profile::{self, args, resolve, Machine, Profile};
+    let bad = |msg: String| ScenarioError::invalid(file, None, msg);
+    let prof = match spec.profile.as_deref() {
+        Some("none") => None,
+        Some(p) => {
+            let rel = Path::new(file).parent().map(|d| d.join(p)).filter(|c| c.is_file()).unwrap_or_else(|| PathBuf::from(p));
+            Some(Profile::load(&rel).map_err(|e| bad(format!("scheduler.profile: {e}")))?)
+        }
+        None => profile::scheduler_of(name, source).and_then(|(s, _)| profile::shipped(&s)),
+    };
+    let argv = args::split_words(spec.args.as_deref().unwrap_or("")).map_err(|e| bad(format!("scheduler.args: {e}")))?;
+    let Some(prof) = prof else {
+        if !argv.is_empty() {
+            return Err(bad(format!(
+                "scheduler.args: {name} has no loader profile to read its flags with; give one with scheduler.profile (--sched-profile FILE)"
+            )));
+        }
+        return Ok(None);
+    };
+    let plan = resolve::resolve(&prof, &Machine::new(topo), &argv).map_err(|e| bad(format!("scheduler.profile: {e}")))?;
+    Ok(Some(plan))
+}
+
 /// A rodata value as text, for the loader's parser.
 fn option_text(v: &toml::Value) -> Option<String> {
     match v {
@@ -178,12 +212,25 @@ fn attach_ext(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioErr
     })?;
     let path = ext_source(name, file).map_err(|e| bad(format!("scheduler.sched: {e}")))?;
     let mut cfg = crate::sched::ext::host::LoadConfig::default();
+    let mut options = Vec::new();
     for (k, v) in &spec.options {
         let text = option_text(v).ok_or_else(|| bad(format!("scheduler.options.{k}: {v} is not a number, boolean or string")))?;
-        cfg.rodata.push((k.clone(), text));
+        options.push((k.clone(), text));
     }
     cfg.ops_flags = spec.ops_flags.clone();
+    let plan = loader_plan(spec, name, &path, &sim.topo, file)?;
+    if let Some(p) = &plan {
+        crate::sched::ext::profile::apply::load_config(p, &mut cfg);
+    }
     let ops = crate::sched::ext::host::load(&path, &cfg).map_err(|e| bad(format!("scheduler.sched {name}: {e}")))?;
+    // The loader's set-up first, then the scenario's own options on top
+    // (as --sched-set overrides what the loader chose).
+    if let Some(p) = &plan {
+        crate::sched::ext::profile::apply::before_attach(&ops, sim, p).map_err(|e| bad(format!("scheduler.profile ({name}): {e}")))?;
+    }
+    for (k, v) in &options {
+        ops.set_rodata(k, v).map_err(|e| bad(format!("scheduler.options.{k}: {e}")))?;
+    }
     if let Some(d) = spec.bypass_lb_interval {
         sim.scx.bypass_lb_intv_ns = d.0;
     }

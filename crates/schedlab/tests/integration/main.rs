@@ -8,6 +8,7 @@ mod golden;
 mod host;
 mod invariants;
 mod placement;
+mod profiles;
 mod programs;
 mod properties;
 mod rt;

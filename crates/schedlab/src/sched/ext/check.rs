@@ -209,6 +209,9 @@ impl<T: ExtOps> ExtOps for Checked<T> {
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         self.inner.timer_fired(sim, timer)
     }
+    fn attached(&self, sim: &mut Sim) {
+        self.inner.attached(sim)
+    }
     fn task_freed(&self, sim: &mut Sim, p: TaskId) {
         self.inner.task_freed(sim, p)
     }

@@ -139,6 +139,10 @@ impl Sim {
             }
         }
         self.scx_arm_watchdog();
+        // The loader's work after bpf_map__attach_struct_ops() returns.
+        if let Some(ops) = self.scx.ops.clone() {
+            ops.attached(self);
+        }
         Ok(())
     }
 

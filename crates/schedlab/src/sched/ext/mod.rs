@@ -23,6 +23,7 @@ mod irq;
 pub mod kfuncs;
 mod lifecycle;
 pub mod ops;
+pub mod profile;
 pub mod shipped;
 
 use std::collections::BTreeMap;

@@ -436,6 +436,13 @@ pub trait ExtOps {
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         let _ = (sim, timer);
     }
+    /// The attach is complete (ops.init() succeeded and the tasks were
+    /// switched): what a scheduler's user space does right after
+    /// `bpf_map__attach_struct_ops()` (e.g. scx_tickless starting its timer
+    /// through a SEC("syscall") program).
+    fn attached(&self, sim: &mut Sim) {
+        let _ = sim;
+    }
     /// Task `p` exited and its task_struct goes (sched_ext_free(), then
     /// bpf_task_storage_free()): not an op, called whether or not the
     /// scheduler defines exit_task. Hosted schedulers drop its local storage.
@@ -539,6 +546,9 @@ impl<T: ExtOps + ?Sized> ExtOps for std::rc::Rc<T> {
     }
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         (**self).timer_fired(sim, timer)
+    }
+    fn attached(&self, sim: &mut Sim) {
+        (**self).attached(sim)
     }
     fn task_freed(&self, sim: &mut Sim, p: TaskId) {
         (**self).task_freed(sim, p)

@@ -94,6 +94,9 @@ pub mod ro_kind {
     pub const SIGNED: u32 = 2;
     pub const UNSIGNED: u32 = 3;
     pub const CHAR: u32 = 4;
+    /// A RESIZABLE_ARRAY(): the entry is the pointer the array is compiled
+    /// as, `elem_size` its element size (see host::resizable).
+    pub const RESIZABLE: u32 = 6;
 }
 
 #[repr(C)]

@@ -99,6 +99,10 @@ pub struct LoadConfig {
     pub ops: Option<String>,
     /// Overrides the cache directory (default: [`compile::cache_dir`]).
     pub cache_dir: Option<PathBuf>,
+    /// RESIZABLE_ARRAY()s to resize before anything runs, as libbpf's
+    /// `bpf_map__set_value_size()` on their `.data.NAME` / `.bss.NAME` map:
+    /// (array, elements).
+    pub resize: Vec<(String, u64)>,
 }
 
 /// `struct scx_init_task_args` and friends, as the shim declares them.
@@ -156,6 +160,11 @@ pub struct HostedScheduler {
     fpe_slots: Vec<usize>,
     source: PathBuf,
     cache_hit: bool,
+    /// SEC("syscall") runs for right after the attach (a loader profile's
+    /// `phase = "attach"`).
+    after_attach: std::cell::RefCell<Vec<crate::sched::ext::profile::resolve::Run>>,
+    /// Storage of the RESIZABLE_ARRAY()s (see [`resizable`]), by name.
+    arrays: Vec<(String, Vec<u64>)>,
     /// Keeps the object mapped; dropped last.
     _loaded: Loaded,
 }
@@ -229,7 +238,9 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
             .collect()
     };
     let rodata = descs(m.rodata, m.nr_rodata);
-    let globals = descs(m.globals, m.nr_globals);
+    let (arrays, globals): (Vec<Rodata>, Vec<Rodata>) =
+        descs(m.globals, m.nr_globals).into_iter().partition(|g| g.kind == loader::ro_kind::RESIZABLE);
+    let arrays = resizable(&arrays, &cfg.resize).map_err(ops_err)?;
     let mut tables = Vec::new();
     for o in table(m.ops.cast(), m.nr_ops, std::mem::size_of::<loader::OpsDescC>()) {
         // SAFETY: see above.
@@ -295,12 +306,46 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         fpe_slots,
         source: source.to_path_buf(),
         cache_hit: compiled.cache_hit,
+        after_attach: Default::default(),
+        arrays,
         _loaded: loaded,
     };
     for (k, v) in &cfg.rodata {
         hosted.set_rodata(k, v)?;
     }
     Ok(hosted)
+}
+
+/// Gives every RESIZABLE_ARRAY() its storage: `resize` elements where the
+/// loader resized it, else the one element it is declared with.
+///
+/// `u64 RESIZABLE_ARRAY(data, arr);` is `arr[1]` in section `.data.arr`;
+/// libbpf resizes such an array by resizing its map before load. A native
+/// object cannot grow a global, so the descriptor unit (scan.rs) compiles
+/// `arr` as `(*__schedlab_resizable_arr)`, a pointer to the array the host
+/// allocates here (zeroed, 8-byte aligned), before any program runs.
+fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<(String, Vec<u64>)>, String> {
+    for (name, _) in resize {
+        if !arrays.iter().any(|a| &a.name == name) {
+            let have: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
+            return Err(format!(
+                "resize `{name}`: no RESIZABLE_ARRAY() of that name; the scheduler's resizable arrays are: {}",
+                if have.is_empty() { "(none)".to_string() } else { have.join(", ") }
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    for a in arrays {
+        let n = resize.iter().rev().find(|(n, _)| n == &a.name).map_or(1, |r| r.1);
+        let bytes = (a.elem_size as u64).checked_mul(n).filter(|b| *b <= 1 << 30).ok_or_else(|| {
+            format!("resize `{}`: {n} elements of {} bytes is too large", a.name, a.elem_size)
+        })?;
+        let mut store = vec![0u64; (bytes as usize).div_ceil(8).max(1)];
+        let p = store.as_mut_ptr() as usize;
+        loader::write_rodata(a, 0, &p.to_ne_bytes()[..a.size as usize])?;
+        out.push((a.name.clone(), store));
+    }
+    Ok(out)
 }
 
 impl Drop for HostedScheduler {
@@ -332,14 +377,7 @@ impl HostedScheduler {
     }
 
     fn find_rodata(&self, name: &str) -> Result<(&Rodata, Option<usize>), HostError> {
-        let (base, index) = match name.split_once('[') {
-            Some((b, rest)) => {
-                let idx = rest.trim_end_matches(']').trim().parse::<usize>();
-                let idx = idx.map_err(|_| HostError::BadRodata(format!("rodata `{name}`: bad index")))?;
-                (b.trim(), Some(idx))
-            }
-            None => (name.trim(), None),
-        };
+        let (base, index) = split_index(name)?;
         match self.rodata.iter().find(|r| r.name == base) {
             Some(r) => Ok((r, index)),
             None => Err(HostError::UnknownRodata {
@@ -355,6 +393,63 @@ impl HostedScheduler {
         let (r, index) = self.find_rodata(name)?;
         let (offset, bytes) = loader::parse_rodata(r, index, value).map_err(HostError::BadRodata)?;
         loader::write_rodata(r, offset, &bytes).map_err(HostError::BadRodata)
+    }
+
+    /// Sets `name` (or `name[i]`) from text: a rodata variable, or else a
+    /// scalar .bss/.data global (as a loader writes `skel->bss->x`).
+    pub fn set_value(&self, name: &str, value: &str) -> Result<(), HostError> {
+        if self.find_rodata(name).is_ok() {
+            return self.set_rodata(name, value);
+        }
+        let (base, index) = split_index(name)?;
+        let Some(g) = self.globals.iter().find(|g| g.name == base) else {
+            let mut valid = self.rodata_names();
+            valid.extend(self.globals.iter().map(|g| g.name.clone()));
+            return Err(HostError::UnknownRodata {
+                name: base.to_string(),
+                valid: if valid.is_empty() { "(none)".into() } else { valid.join(", ") },
+            });
+        };
+        let (offset, bytes) = loader::parse_rodata(g, index, value).map_err(HostError::BadRodata)?;
+        loader::write_rodata(g, offset, &bytes).map_err(HostError::BadRodata)
+    }
+
+    /// Sets the struct_ops flags before attaching, as a loader assigns
+    /// `skel->struct_ops.NAME->flags` (`replace`) or ORs into them.
+    pub fn set_ops_flags(&self, bits: u64, replace: bool) {
+        // SAFETY: `ops` points at the scheduler's ops variable, a writable
+        // global of the loaded object; nothing else holds a reference to it
+        // while the host is not inside a callback.
+        unsafe {
+            let f = std::ptr::addr_of_mut!((*self.ops).flags);
+            f.write(if replace { bits } else { f.read() | bits });
+        }
+    }
+
+    /// Keeps `runs` for right after the attach ([`ExtOps::attached`]).
+    pub fn run_after_attach(&self, runs: Vec<crate::sched::ext::profile::resolve::Run>) {
+        self.after_attach.borrow_mut().extend(runs);
+    }
+
+    /// [`HostedScheduler::run_syscall`] on CPU `cpu`, as a loader pinned
+    /// to that CPU runs it (`bpf_get_smp_processor_id()` answers `cpu`).
+    pub fn run_syscall_on(&self, sim: &mut Sim, name: &str, ctx: &mut [u8], cpu: u32) -> Result<i32, HostError> {
+        let saved = sim.this_cpu;
+        sim.this_cpu = cpu as Cpu;
+        let r = self.run_syscall(sim, name, ctx);
+        sim.this_cpu = saved;
+        r
+    }
+
+    /// The current bytes of a writable global (.bss/.data, including a
+    /// RESIZABLE_ARRAY() at its resized length), as user space reads its
+    /// data maps.
+    pub fn global_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        if let Some(g) = self.globals.iter().find(|g| g.name == name) {
+            return Some(loader::read_rodata(g));
+        }
+        let (_, store) = self.arrays.iter().find(|(n, _)| n == name)?;
+        Some(store.iter().flat_map(|w| w.to_ne_bytes()).collect())
     }
 
     /// The current bytes of rodata `name`.
@@ -517,6 +612,18 @@ impl HostedScheduler {
     }
 }
 
+/// `name` or `name[i]`.
+fn split_index(name: &str) -> Result<(&str, Option<usize>), HostError> {
+    Ok(match name.split_once('[') {
+        Some((b, rest)) => {
+            let idx = rest.trim_end_matches(']').trim().parse::<usize>();
+            let idx = idx.map_err(|_| HostError::BadRodata(format!("`{name}`: bad index")))?;
+            (b.trim(), Some(idx))
+        }
+        None => (name.trim(), None),
+    })
+}
+
 fn cstring(s: &str) -> CString {
     CString::new(s.replace('\0', " ")).unwrap_or_default()
 }
@@ -548,7 +655,7 @@ impl ExtOps for HostedScheduler {
     fn counters(&self) -> Vec<(String, u64)> {
         self.globals
             .iter()
-            .filter(|g| g.size == 8 && matches!(g.kind, loader::ro_kind::SIGNED | loader::ro_kind::UNSIGNED))
+            .filter(|g| g.size == 8 && g.nr_elems == 0 && matches!(g.kind, loader::ro_kind::SIGNED | loader::ro_kind::UNSIGNED))
             .map(|g| (g.name.clone(), u64::from_ne_bytes(loader::read_rodata(g).try_into().unwrap_or([0; 8]))))
             .collect()
     }
@@ -703,6 +810,26 @@ impl ExtOps for HostedScheduler {
             exit_cpu: -1,
         };
         self.call_void(sim, Op::Exit, &mut [&mut ei as *mut ExitInfoC as u64]);
+    }
+
+    fn attached(&self, sim: &mut Sim) {
+        let runs = std::mem::take(&mut *self.after_attach.borrow_mut());
+        for r in runs {
+            let mut ctx = r.ctx.clone();
+            match self.run_syscall_on(sim, &r.prog, &mut ctx, r.cpu) {
+                Ok(0) => {}
+                Ok(ret) if r.fail => {
+                    // The loader bails out; its exit unregisters the scheduler.
+                    bad(sim, format!("loader: SEC(\"syscall\") {}() returned {ret} after the attach ({})", r.prog, r.origin));
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    bad(sim, format!("loader: {e} ({})", r.origin));
+                    return;
+                }
+            }
+        }
     }
 
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {

@@ -1,0 +1,418 @@
+//! The loader profile file format (TOML), parsed with the line of every
+//! field kept for messages.
+//!
+//! ```toml
+//! [profile]
+//! scheduler = "scx_bpfland"          # the crate or program it describes
+//! versions = ["1.1.4"]               # what it was written from
+//! ops = "bpfland_ops"                # optional: which struct_ops to load
+//! let = ["smt_enabled = !disable_smt && smt"]   # derived values, in order
+//! ops_flags = ["ENQ_LAST", "BUILTIN_IDLE_PER_NODE if numa_enabled"]
+//! ops_flags_mode = "replace"         # the loader assigns .flags (or "add")
+//!
+//! [[flag]]                           # the scheduler's own command line
+//! long = "slice-us"                  # --slice-us; read as `slice_us`
+//! short = "s"                        # -s
+//! type = "u64"                       # bool, u32, u64, i32, i64, string
+//! default = 1000
+//!
+//! [rodata]                           # const volatile globals, before load
+//! slice_max = "slice_us * 1000"      # an expression (see expr.rs) or a literal
+//!
+//! [[set]]                            # rodata or .bss/.data, optionally per CPU
+//! name = "cpu_capacity[cpu]"         # the index is an expression too
+//! value = "capacity(cpu)"
+//! for = "cpu"                        # cpu, llc, node, core or "q in 0..n"; binds it and `i`
+//! order = "-capacity(cpu)"           # optional sort key (ascending, stable)
+//! when = "..."                       # optional filter (before `i` counts)
+//!
+//! [[resize]]                         # RESIZE_ARRAY / bpf_map__set_value_size
+//! array = "cpu_gimme_task"
+//! len = "nr_cpu_ids"
+//!
+//! [[map]]                            # bpf_map_update_elem() from user space
+//! name = "cpu_node_map"
+//! key = ["u32 = cpu"]
+//! value = ["u32 = node(cpu)"]
+//! for = "cpu"
+//!
+//! [[syscall]]                        # bpf_prog_test_run_opts() of SEC("syscall")
+//! prog = "enable_sibling_cpu"
+//! args = ["s32 cpu_id = cpu", "s32 sibling_cpu_id = sibling(cpu)"]
+//! for = "cpu"
+//! when = "smt_enabled"
+//! phase = "load"                     # "load" (before attach) or "attach" (after)
+//! cpu = "0"                          # the CPU it runs on
+//! on_error = "fail"                  # a non-zero return: "fail" or "warn"
+//! ```
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+/// Why a profile cannot be used: the file, the line, the field and how
+/// to fix it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {field}: {msg}")]
+pub struct ProfileError {
+    pub file: String,
+    pub line: usize,
+    pub field: String,
+    pub msg: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    pub scheduler: String,
+    #[serde(default)]
+    pub versions: Vec<String>,
+    #[serde(default)]
+    pub about: Option<String>,
+    #[serde(default)]
+    pub ops: Option<String>,
+    #[serde(default, rename = "let")]
+    pub lets: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub ops_flags: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub ops_flags_mode: Option<Spanned<String>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlagDef {
+    pub long: Spanned<String>,
+    #[serde(default)]
+    pub short: Option<Spanned<String>>,
+    #[serde(rename = "type")]
+    pub ty: Spanned<String>,
+    #[serde(default)]
+    pub default: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    pub help: Option<String>,
+}
+
+/// Iteration shared by set, map and syscall entries (`for`, `when`,
+/// `order`).
+#[derive(Clone, Copy, Debug)]
+pub struct Each<'a> {
+    pub each: &'a Option<Spanned<String>>,
+    pub when: &'a Option<Spanned<String>>,
+    pub order: &'a Option<Spanned<String>>,
+}
+
+macro_rules! each_fields {
+    ($t:ident) => {
+        impl $t {
+            /// The entry's iteration.
+            pub fn each(&self) -> Each<'_> {
+                Each { each: &self.each, when: &self.when, order: &self.order }
+            }
+        }
+    };
+}
+each_fields!(SetDef);
+each_fields!(MapDef);
+each_fields!(SyscallDef);
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetDef {
+    pub name: Spanned<String>,
+    pub value: Spanned<toml::Value>,
+    #[serde(default, rename = "for")]
+    pub each: Option<Spanned<String>>,
+    #[serde(default)]
+    pub when: Option<Spanned<String>>,
+    #[serde(default)]
+    pub order: Option<Spanned<String>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeDef {
+    pub array: Spanned<String>,
+    pub len: Spanned<toml::Value>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapDef {
+    pub name: Spanned<String>,
+    pub key: Vec<Spanned<String>>,
+    pub value: Vec<Spanned<String>>,
+    #[serde(default, rename = "for")]
+    pub each: Option<Spanned<String>>,
+    #[serde(default)]
+    pub when: Option<Spanned<String>>,
+    #[serde(default)]
+    pub order: Option<Spanned<String>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyscallDef {
+    pub prog: Spanned<String>,
+    #[serde(default)]
+    pub args: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub phase: Option<Spanned<String>>,
+    #[serde(default)]
+    pub cpu: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    pub on_error: Option<Spanned<String>>,
+    #[serde(default, rename = "for")]
+    pub each: Option<Spanned<String>>,
+    #[serde(default)]
+    pub when: Option<Spanned<String>>,
+    #[serde(default)]
+    pub order: Option<Spanned<String>>,
+}
+
+/// A profile as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileDef {
+    pub profile: Header,
+    #[serde(default)]
+    pub flag: Vec<FlagDef>,
+    #[serde(default)]
+    pub rodata: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    pub set: Vec<SetDef>,
+    #[serde(default)]
+    pub resize: Vec<ResizeDef>,
+    #[serde(default)]
+    pub map: Vec<MapDef>,
+    #[serde(default)]
+    pub syscall: Vec<SyscallDef>,
+}
+
+/// A profile with the text it came from (for line numbers).
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub file: String,
+    pub text: String,
+    pub def: ProfileDef,
+}
+
+impl Profile {
+    /// Parses profile `text`, naming it `file` in messages.
+    pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
+        let def: ProfileDef = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(0, |s| line_of(text, s.start));
+            ProfileError {
+                file: file.to_string(),
+                line,
+                field: "(file)".into(),
+                msg: format!(
+                    "{}; see the format in the README (\"Loader profiles\")",
+                    e.message().trim_end()
+                ),
+            }
+        })?;
+        let p = Profile { file: file.to_string(), text: text.to_string(), def };
+        p.check()?;
+        Ok(p)
+    }
+
+    /// Reads and parses a profile file.
+    pub fn load(path: &std::path::Path) -> Result<Profile, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
+            file: path.display().to_string(),
+            line: 0,
+            field: "(file)".into(),
+            msg: format!("cannot read it: {e}; check the path given to --sched-profile or scheduler.profile"),
+        })?;
+        Profile::parse(&path.display().to_string(), &text)
+    }
+
+    /// An error at `span` of this profile's text.
+    pub fn err(&self, span: std::ops::Range<usize>, field: &str, msg: impl Into<String>) -> ProfileError {
+        ProfileError { file: self.file.clone(), line: line_of(&self.text, span.start), field: field.to_string(), msg: msg.into() }
+    }
+
+    /// The variable a flag is read as (`slice-us` -> `slice_us`).
+    pub fn flag_var(f: &FlagDef) -> String {
+        f.long.get_ref().replace('-', "_")
+    }
+
+    /// Checks what parsing alone can: flag types and names, phases, modes
+    /// and that every expression parses.
+    fn check(&self) -> Result<(), ProfileError> {
+        let d = &self.def;
+        let mut seen: Vec<String> = Vec::new();
+        for f in &d.flag {
+            let ty = f.ty.get_ref().as_str();
+            if !FLAG_TYPES.contains(&ty) {
+                return Err(self.err(f.ty.span(), "flag.type", format!("unknown type `{ty}`; use one of {}", FLAG_TYPES.join(", "))));
+            }
+            let long = f.long.get_ref();
+            if long.is_empty() || long.starts_with('-') || !long.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(self.err(f.long.span(), "flag.long", format!("`{long}`: write the long name without dashes, e.g. \"slice-us\"")));
+            }
+            if let Some(s) = &f.short {
+                if s.get_ref().chars().count() != 1 {
+                    return Err(self.err(s.span(), "flag.short", format!("`{}`: a short flag is one character, e.g. \"s\"", s.get_ref())));
+                }
+                if seen.contains(&format!("-{}", s.get_ref())) {
+                    return Err(self.err(s.span(), "flag.short", format!("-{} is defined twice; give each flag its own letter", s.get_ref())));
+                }
+                seen.push(format!("-{}", s.get_ref()));
+            }
+            if seen.contains(&format!("--{long}")) {
+                return Err(self.err(f.long.span(), "flag.long", format!("--{long} is defined twice; remove one")));
+            }
+            seen.push(format!("--{long}"));
+            if let Some(v) = &f.default {
+                super::args::parse_value(ty, &super::args::toml_text(v.get_ref()))
+                    .map_err(|m| self.err(v.span(), "flag.default", format!("{m}; give a {ty} default")))?;
+            }
+        }
+        if let Some(m) = &d.profile.ops_flags_mode {
+            if !["replace", "add"].contains(&m.get_ref().as_str()) {
+                return Err(self.err(m.span(), "profile.ops_flags_mode", format!("`{}`: use \"replace\" (the loader assigns ops.flags) or \"add\"", m.get_ref())));
+            }
+        }
+        for l in &d.profile.lets {
+            let (name, e) = l.get_ref().split_once('=').ok_or_else(|| {
+                self.err(l.span(), "profile.let", format!("`{}`: write \"NAME = EXPRESSION\"", l.get_ref()))
+            })?;
+            let name = name.trim();
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(self.err(l.span(), "profile.let", format!("`{name}` is not a name; use letters, digits and _")));
+            }
+            self.expr(l, e, "profile.let")?;
+        }
+        for f in &d.profile.ops_flags {
+            let (_, cond) = split_if(f.get_ref());
+            if let Some(c) = cond {
+                self.expr(f, c, "profile.ops_flags")?;
+            }
+        }
+        for (k, v) in &d.rodata {
+            if let toml::Value::String(s) = v.get_ref() {
+                self.expr(v, s, &format!("rodata.{k}"))?;
+            }
+        }
+        for s in &d.set {
+            self.check_each(s.each(), "set")?;
+            if let toml::Value::String(x) = s.value.get_ref() {
+                self.expr(&s.value, x, "set.value")?;
+            }
+            if let Some((_, idx)) = split_index(s.name.get_ref()) {
+                self.expr(&s.name, idx, "set.name")?;
+            }
+        }
+        for m in &d.map {
+            self.check_each(m.each(), "map")?;
+            for f in m.key.iter().chain(&m.value) {
+                self.field(f, "map.key/value")?;
+            }
+        }
+        for sc in &d.syscall {
+            self.check_each(sc.each(), "syscall")?;
+            for a in &sc.args {
+                self.field(a, "syscall.args")?;
+            }
+            if let Some(p) = &sc.phase {
+                if !["load", "attach"].contains(&p.get_ref().as_str()) {
+                    return Err(self.err(p.span(), "syscall.phase", format!("`{}`: use \"load\" (before attach) or \"attach\" (right after)", p.get_ref())));
+                }
+            }
+            if let Some(p) = &sc.on_error {
+                if !["fail", "warn"].contains(&p.get_ref().as_str()) {
+                    return Err(self.err(p.span(), "syscall.on_error", format!("`{}`: use \"fail\" or \"warn\"", p.get_ref())));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn expr<T>(&self, at: &Spanned<T>, src: &str, field: &str) -> Result<super::expr::Expr, ProfileError> {
+        super::expr::parse(src).map_err(|m| self.err(at.span(), field, format!("in `{}`: {m}", src.trim())))
+    }
+
+    fn field(&self, f: &Spanned<String>, field: &str) -> Result<(), ProfileError> {
+        let (ty, _, e) = split_field(f.get_ref()).map_err(|m| self.err(f.span(), field, m))?;
+        if super::resolve::c_type(ty).is_none() {
+            return Err(self.err(
+                f.span(),
+                field,
+                format!("unknown type `{ty}`; use one of {}", super::resolve::C_TYPES.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")),
+            ));
+        }
+        self.expr(f, e, field).map(|_| ())
+    }
+
+    fn check_each(&self, e: Each<'_>, what: &str) -> Result<(), ProfileError> {
+        if let Some(f) = e.each {
+            match split_range(f.get_ref()) {
+                Some((_, a, b)) => {
+                    self.expr(f, a, &format!("{what}.for"))?;
+                    self.expr(f, b, &format!("{what}.for"))?;
+                }
+                None if LOOPS.contains(&f.get_ref().as_str()) => {}
+                None => {
+                    return Err(self.err(
+                        f.span(),
+                        &format!("{what}.for"),
+                        format!("`{}`: loop over one of {}, or a range \"NAME in FIRST..END\"", f.get_ref(), LOOPS.join(", ")),
+                    ))
+                }
+            }
+        }
+        for (x, n) in [(e.when, "when"), (e.order, "order")] {
+            if let Some(x) = x {
+                self.expr(x, x.get_ref(), &format!("{what}.{n}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Flag value types.
+pub const FLAG_TYPES: &[&str] = &["bool", "u32", "u64", "i32", "i64", "f64", "string"];
+/// What `for` can loop over.
+pub const LOOPS: &[&str] = &["cpu", "llc", "node", "core"];
+
+/// 1-based line of byte `at` in `text`.
+pub fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// `"q in 0..n"` -> ("q", "0", "n").
+pub fn split_range(s: &str) -> Option<(&str, &str, &str)> {
+    let (var, range) = s.split_once(" in ")?;
+    let (a, b) = range.split_once("..")?;
+    let var = var.trim();
+    (!var.is_empty() && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some((var, a.trim(), b.trim()))
+}
+
+/// `"NAME if COND"` -> (NAME, Some(COND)).
+pub fn split_if(s: &str) -> (&str, Option<&str>) {
+    match s.split_once(" if ") {
+        Some((a, b)) => (a.trim(), Some(b.trim())),
+        None => (s.trim(), None),
+    }
+}
+
+/// `"name[expr]"` -> ("name", "expr"); None without an index.
+pub fn split_index(s: &str) -> Option<(&str, &str)> {
+    let open = s.find('[')?;
+    let inner = s[open + 1..].strip_suffix(']')?;
+    Some((s[..open].trim(), inner))
+}
+
+/// `"s32 cpu_id = cpu"` -> ("s32", "cpu_id", "cpu").
+pub fn split_field(s: &str) -> Result<(&str, &str, &str), String> {
+    let bad = || format!("`{s}`: write a field as \"TYPE NAME = EXPRESSION\", e.g. \"s32 cpu_id = cpu\"");
+    let (decl, e) = s.split_once('=').ok_or_else(bad)?;
+    let mut w = decl.split_whitespace();
+    let (ty, name) = (w.next().ok_or_else(bad)?, w.next().unwrap_or(""));
+    if w.next().is_some() {
+        return Err(bad());
+    }
+    Ok((ty, name, e.trim()))
+}

@@ -1,0 +1,101 @@
+//! A resolved [`Plan`] as the line-oriented file scripts/vm/scx-load.c
+//! reads (`scx-load OBJ.bpf.o --profile FILE`), so that a real run loads
+//! the scheduler exactly as the simulated one does:
+//!
+//! ```text
+//! schedlab-profile 1
+//! resize NAME ELEMENTS              RESIZE_ARRAY: the .data.NAME/.bss.NAME map
+//! write NAME INDEX VALUE            a global (rodata/.data/.bss); INDEX -1 for a scalar
+//! flags replace|add HEX             struct_ops flags
+//! map NAME KEYHEX VALUEHEX          bpf_map_update_elem() after load
+//! run load|attach PROG CPU FAIL HEX bpf_prog_test_run_opts() pinned to CPU
+//! ```
+//!
+//! Values are decimal integers (booleans 0/1); strings are written as
+//! `writes NAME HEX` (the bytes, NUL-padded by the loader).
+
+use super::expr::Value;
+use super::resolve::{Phase, Plan};
+use std::fmt::Write;
+
+fn hex(b: &[u8]) -> String {
+    if b.is_empty() {
+        return "-".into();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The plan as scx-load reads it.
+pub fn write(plan: &Plan) -> Result<String, String> {
+    let mut o = String::from("schedlab-profile 1\n");
+    for (a, n) in &plan.resize {
+        let _ = writeln!(o, "resize {a} {n}");
+    }
+    for w in &plan.writes {
+        let (name, index) = match super::format::split_index(&w.target) {
+            Some((b, i)) => (b.to_string(), i.to_string()),
+            None => (w.target.clone(), "-1".into()),
+        };
+        match &w.value {
+            Value::Int(i) => {
+                let _ = writeln!(o, "write {name} {index} {i}");
+            }
+            Value::Bool(b) => {
+                let _ = writeln!(o, "write {name} {index} {}", *b as u8);
+            }
+            Value::Str(s) if index == "-1" => {
+                let _ = writeln!(o, "writes {name} {}", hex(s.as_bytes()));
+            }
+            Value::Str(_) => return Err(format!("{}: a string cannot be written into an array element", w.origin)),
+        }
+    }
+    let bits = plan.flag_bits()?;
+    let _ = writeln!(o, "flags {} {bits:#x}", if plan.replace_flags { "replace" } else { "add" });
+    for m in &plan.maps {
+        let _ = writeln!(o, "map {} {} {}", m.map, hex(&m.key), hex(&m.value));
+    }
+    for r in &plan.runs {
+        let phase = if r.phase == Phase::Load { "load" } else { "attach" };
+        let _ = writeln!(o, "run {phase} {} {} {} {}", r.prog, r.cpu, r.fail as u8, hex(&r.ctx));
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::resolve::{MapWrite, Run, Write as W};
+    use super::*;
+
+    #[test]
+    fn every_step_has_its_line() {
+        let plan = Plan {
+            scheduler: "x".into(),
+            writes: vec![
+                W { target: "slice_ns".into(), value: Value::Int(5000), origin: String::new() },
+                W { target: "cpus[2]".into(), value: Value::Bool(true), origin: String::new() },
+                W { target: "name".into(), value: Value::Str("ab".into()), origin: String::new() },
+            ],
+            resize: vec![("arr".into(), 8)],
+            ops_flags: vec!["ENQ_LAST".into()],
+            replace_flags: true,
+            maps: vec![MapWrite { map: "m".into(), key: vec![1, 0], value: vec![], origin: String::new() }],
+            runs: vec![Run { prog: "p".into(), ctx: vec![0xff], cpu: 3, phase: Phase::Attach, fail: true, origin: String::new() }],
+            ..Plan::default()
+        };
+        let t = write(&plan).unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "schedlab-profile 1",
+                "resize arr 8",
+                "write slice_ns -1 5000",
+                "write cpus 2 1",
+                "writes name 6162",
+                "flags replace 0x2",
+                "map m 0100 -",
+                "run attach p 3 1 ff"
+            ]
+        );
+    }
+}
