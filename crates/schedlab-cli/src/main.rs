@@ -50,10 +50,16 @@ enum Cmd {
         #[arg(long = "feature", value_name = "NAME[=on|off]")]
         features: Vec<String>,
         /// Run under this scheduler instead of the scenario's: eevdf, a
-        /// shipped sched_ext scheduler (simple, qmap, central, cpu0, flow) or the
-        /// path of a sched_ext .bpf.c file, which is compiled and loaded.
-        #[arg(long, value_name = "NAME|FILE")]
+        /// shipped sched_ext scheduler (simple, qmap, central, cpu0, flow), a
+        /// published scx scheduler (crate:scx_bpfland, crate:scx_flow@2.2.5;
+        /// fetched with cargo once, then cached), or the path of a sched_ext
+        /// .bpf.c file or scheduler directory, which is compiled and loaded.
+        #[arg(long, value_name = "NAME|crate:NAME[@VER]|PATH")]
         sched: Option<String>,
+        /// An include directory for the sched_ext scheduler's build, searched
+        /// before its own and schedlab's (repeatable).
+        #[arg(long = "sched-include", value_name = "DIR")]
+        sched_includes: Vec<PathBuf>,
         /// Set a sched_ext scheduler's read-only option (a `const volatile`
         /// global), as its user space would before loading it.
         #[arg(long = "sched-set", value_name = "NAME=VALUE")]
@@ -102,8 +108,9 @@ enum Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Run { scenario, seed, mut sets, features, sched, sched_sets, sched_cmdline, sched_profile, machine, json, quiet, out, real } => match sched_args(sched, sched_sets).and_then(|mut s| {
+        Cmd::Run { scenario, seed, mut sets, features, sched, sched_includes, sched_sets, sched_cmdline, sched_profile, machine, json, quiet, out, real } => match sched_args(sched, sched_sets).and_then(|mut s| {
             s.extend(loader_args(sched_cmdline, sched_profile)?);
+            s.extend(include_args(&sched_includes)?);
             Ok(s)
         }) {
             Ok(extra) if real.real => {
@@ -163,7 +170,7 @@ fn sched_args(sched: Option<String>, sched_sets: Vec<String>) -> Result<Vec<Stri
             sets.push("scheduler.kind=\"ext\"".to_string());
             // A path is taken from the current directory, not the scenario's.
             let p = std::path::Path::new(s);
-            let name = if p.is_file() { p.canonicalize().map_err(|e| Failure::Io(format!("--sched {s}: {e}")))?.display().to_string() } else { s.to_string() };
+            let name = if p.is_file() || p.is_dir() { p.canonicalize().map_err(|e| Failure::Io(format!("--sched {s}: {e}")))?.display().to_string() } else { s.to_string() };
             sets.push(format!("scheduler.sched={}", toml::Value::String(name)));
         }
     }
@@ -179,6 +186,22 @@ fn sched_args(sched: Option<String>, sched_sets: Vec<String>) -> Result<Vec<Stri
         sets.push(format!("scheduler.options.{k}={val}"));
     }
     Ok(sets)
+}
+
+/// `--sched-include DIR...` as the scenario's `scheduler.include`.
+fn include_args(dirs: &[PathBuf]) -> Result<Vec<String>, Failure> {
+    if dirs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut list = Vec::new();
+    for d in dirs {
+        let abs = d.canonicalize().map_err(|e| Failure::Input(format!("--sched-include {}: {e}; expected an existing directory", d.display())))?;
+        if !abs.is_dir() {
+            return Err(Failure::Input(format!("--sched-include {}: not a directory", d.display())));
+        }
+        list.push(toml::Value::String(abs.display().to_string()));
+    }
+    Ok(vec![format!("scheduler.include={}", toml::Value::Array(list))])
 }
 
 /// `--sched-args` and `--sched-profile` as scenario overrides.

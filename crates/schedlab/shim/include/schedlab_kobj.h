@@ -18,6 +18,8 @@
 
 struct kernfs_node {
 	u64 id;
+	/* The node's name: "" for the root (cgroup paths are built from it). */
+	const char *name;
 };
 
 struct cgroup_subsys_state {

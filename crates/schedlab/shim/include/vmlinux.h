@@ -15,7 +15,7 @@
  * <schedlab-bpf/vmlinux.h> in an include directory after this one
  * (scripts/scx-vm does this). Kfunc prototypes are the scx headers' own.
  */
-#if defined(__BPF__)
+#if defined(__BPF__) && !defined(__SCHEDLAB_NATIVE__)
 #ifndef __SCHEDLAB_VMLINUX_BPF_H__
 #define __SCHEDLAB_VMLINUX_BPF_H__
 #ifndef BPF_NO_KFUNC_PROTOTYPES
@@ -167,8 +167,87 @@ struct sched_ext_entity {
 };
 
 struct mm_struct;
-struct cgroup;
-struct rq;
+
+/*
+ * Fixed-width names (include/linux/types.h), spelled as glibc spells them on
+ * LP64 so that a scheduler that also includes <stdint.h> or <sys/types.h>
+ * sees the same typedefs.
+ */
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long uint64_t;
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long int64_t;
+typedef unsigned char u_int8_t;
+typedef unsigned short u_int16_t;
+typedef unsigned int u_int32_t;
+typedef unsigned long u_int64_t;
+
+/* A task's cgroup memberships (include/linux/cgroup-defs.h), as read by BPF. */
+struct css_set {
+	struct cgroup_subsys_state *subsys[14];
+	struct cgroup *dfl_cgrp;
+};
+
+/* include/linux/bpf.h: bpf_iter_css_new() orders. */
+enum bpf_cgroup_iter_order {
+	BPF_CGROUP_ITER_ORDER_UNSPEC = 0,
+	BPF_CGROUP_ITER_SELF_ONLY = 1,
+	BPF_CGROUP_ITER_DESCENDANTS_PRE = 2,
+	BPF_CGROUP_ITER_DESCENDANTS_POST = 3,
+	BPF_CGROUP_ITER_ANCESTORS_UP = 4,
+	BPF_CGROUP_ITER_CHILDREN = 5,
+};
+
+/* include/uapi/linux/mempolicy.h */
+enum {
+	MPOL_DEFAULT = 0,
+	MPOL_PREFERRED = 1,
+	MPOL_BIND = 2,
+	MPOL_INTERLEAVE = 3,
+	MPOL_LOCAL = 4,
+	MPOL_PREFERRED_MANY = 5,
+	MPOL_WEIGHTED_INTERLEAVE = 6,
+	MPOL_MAX = 7,
+};
+
+/* MAX_NUMNODES = 1 << CONFIG_NODES_SHIFT (10). */
+typedef struct {
+	unsigned long bits[1024 / 64];
+} nodemask_t;
+
+/* A task's NUMA memory policy; NULL in task_struct is the default policy. */
+struct mempolicy {
+	atomic_t refcnt;
+	unsigned short mode;
+	unsigned short flags;
+	nodemask_t nodes;
+	int home_node;
+};
+
+/* The RCU guard class (include/linux/rcupdate.h's DEFINE_LOCK_GUARD_0(rcu)). */
+typedef struct {
+	void *lock;
+} class_rcu_t;
+
+/* include/linux/mm_types.h: enum page_size_enum (what BTF shows for PAGE_SIZE). */
+enum page_size_enum {
+	__PAGE_SIZE = 4096,
+};
+
+/*
+ * A CPU-id mask (7.2+ cid API): bits for cids base .. base + nr_cids - 1 in
+ * alloc_words u64 words.
+ */
+struct scx_cmask {
+	u32 base;
+	u32 nr_cids;
+	u32 alloc_words;
+	u64 bits[];
+};
 
 struct task_struct {
 	u32 schedlab_id;
@@ -202,6 +281,16 @@ struct task_struct {
 	u64 stime;
 	int numa_preferred_nid;
 	int __schedlab_pad2;
+	/* NULL: the default policy (the simulator models none other). */
+	struct mempolicy *mempolicy;
+	/* The task's CPU-controller group; NULL (the root) in the simulator. */
+	struct task_group *sched_task_group;
+	/*
+	 * The task's css_set. NULL until the runtime models cgroups (the next
+	 * issue): a scheduler that follows it faults, so only code paths that
+	 * are off by default (e.g. lavd's CPU bandwidth control) read it.
+	 */
+	struct css_set *cgroups;
 };
 
 #define TASK_COMM_LEN 16
@@ -248,9 +337,44 @@ struct bpf_iter_bits {
 	u64 __opaque[2];
 } __attribute__((aligned(8)));
 
-struct bpf_iter_task;
-struct bpf_iter_css;
-struct cgroup_subsys_state;
+/* Sizes follow the kernel's (kernel/bpf/task_iter.c, cgroup_iter.c). */
+struct bpf_iter_task {
+	u64 __opaque[3];
+} __attribute__((aligned(8)));
+
+struct bpf_iter_css {
+	u64 __opaque[3];
+} __attribute__((aligned(8)));
+
+struct bpf_iter_css_task {
+	u64 __opaque[1];
+} __attribute__((aligned(8)));
+
+/* A tracepoint record's common header (include/linux/trace_events.h). */
+struct trace_entry {
+	unsigned short type;
+	unsigned char flags;
+	unsigned char preempt_count;
+	int pid;
+};
+
+/* include/linux/cpufreq.h, the members schedulers read. */
+struct cpufreq_cpuinfo {
+	unsigned int max_freq;
+	unsigned int min_freq;
+	unsigned int transition_latency;
+};
+
+struct cpufreq_policy {
+	cpumask_var_t cpus;
+	cpumask_var_t related_cpus;
+	unsigned int cpu;
+	struct cpufreq_cpuinfo cpuinfo;
+	unsigned int min;
+	unsigned int max;
+	unsigned int cur;
+};
+
 struct bpf_prog_aux;
 
 /* include/uapi/linux/bpf.h */
@@ -615,6 +739,13 @@ struct sched_ext_ops {
 };
 
 #include "schedlab_kobj.h"
+
+/* The CPU controller's group (kernel/sched/sched.h), as far as BPF reads it. */
+struct task_group {
+	struct cgroup_subsys_state css;
+};
+
+#include "schedlab_native.h"
 
 #endif /* __SCHEDLAB_VMLINUX_H__ */
 

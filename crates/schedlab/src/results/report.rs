@@ -113,6 +113,9 @@ pub struct SchedCacheResult {
 #[derive(Debug, Serialize)]
 pub struct ScxResult {
     pub name: String,
+    /// `crate:NAME@VERSION` when built from a published crate.
+    #[serde(rename = "crate", skip_serializing_if = "Option::is_none")]
+    pub crate_: Option<String>,
     /// "enabled" while it still ran at the end, "disabled" after an exit,
     /// "disabling" when the disable had not finished.
     pub state: &'static str,
@@ -165,6 +168,7 @@ impl ScxResult {
         let over = |ns: u64| if h.is_empty() { 0 } else { h.count_between(ns + 1, h.max().max(ns + 1)) };
         Some(ScxResult {
             name: x.name.clone(),
+            crate_: x.origin.as_ref().map(|(n, v)| format!("{n}@{v}")),
             state: match x.state {
                 crate::sched::ext::EnableState::Enabled => "enabled",
                 crate::sched::ext::EnableState::Disabling => "disabling (not finished)",
@@ -443,8 +447,9 @@ impl Results {
         }
         if let Some(x) = &self.sched_ext {
             out.push_str(&format!(
-                "sched_ext {}: {}, {} callbacks, {} kfunc calls, overhead {} ({} waiting on DSQ locks)\n",
+                "sched_ext {}{}: {}, {} callbacks, {} kfunc calls, overhead {} ({} waiting on DSQ locks)\n",
                 x.name,
+                x.crate_.as_ref().map(|c| format!(" (crate {c})")).unwrap_or_default(),
                 x.state,
                 x.op_calls.values().sum::<u64>(),
                 x.kfunc_calls,

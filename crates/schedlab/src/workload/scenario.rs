@@ -195,9 +195,14 @@ pub struct SchedulerSpec {
     pub rt_bandwidth: Option<String>,
     pub base_slice: Option<Duration>,
     pub migration_cost: Option<Duration>,
-    /// ext: a shipped scheduler's name (simple, qmap, central, cpu0, flow) or the
-    /// path of a `.bpf.c` file, relative to the scenario file.
+    /// ext: a shipped scheduler's name (simple, qmap, central, cpu0, flow),
+    /// `crate:NAME[@VERSION]` (a published scx scheduler), or the path of a
+    /// `.bpf.c` file or a scheduler's directory, relative to the scenario file.
     pub sched: Option<String>,
+    /// ext: include directories searched before the scheduler's own and
+    /// schedlab's, relative to the scenario file (`--sched-include`).
+    #[serde(default)]
+    pub include: Vec<String>,
     /// ext: read-only settings (`const volatile` globals) by name, as a
     /// scheduler's user space sets rodata before loading it.
     #[serde(default)]
@@ -230,6 +235,7 @@ impl Default for SchedulerSpec {
             base_slice: None,
             migration_cost: None,
             sched: None,
+            include: Vec::new(),
             options: BTreeMap::new(),
             ops_flags: Vec::new(),
             profile: None,

@@ -140,12 +140,17 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     Ok(sim)
 }
 
-/// The path of the scheduler a scenario names: a shipped one, or a file
-/// relative to the scenario.
+/// The path of the scheduler a scenario names: a shipped one, a published
+/// crate (`crate:NAME[@VERSION]`, fetched into the cache once), or a
+/// `.bpf.c` file or scheduler directory relative to the scenario.
 pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, String> {
     let cache = crate::sched::ext::host::compile::cache_dir();
     if let Some(p) = crate::sched::ext::shipped::materialize(name, &cache).map_err(|e| format!("{}: {e}", cache.display()))? {
         return Ok(p);
+    }
+    if name.starts_with("crate:") {
+        let root = crate::sched::ext::host::fetch::fetch(name, &cache)?;
+        return Ok(root.join("src/bpf/main.bpf.c"));
     }
     let direct = PathBuf::from(name);
     let rel = Path::new(scenario_file).parent().map(|d| d.join(name)).unwrap_or_else(|| direct.clone());
@@ -153,9 +158,30 @@ pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, String> {
         if cand.is_file() {
             return Ok(cand);
         }
+        if cand.is_dir() {
+            return crate::sched::ext::host::source::main_of_dir(&cand);
+        }
     }
     let names: Vec<&str> = crate::sched::ext::shipped::SHIPPED.iter().map(|s| s.0).collect();
-    Err(format!("no scheduler {name:?}: expected a shipped one ({}) or the path of a .bpf.c file", names.join(", ")))
+    Err(format!(
+        "no scheduler {name:?}: expected a shipped one ({}), crate:NAME[@VERSION] (e.g. crate:scx_bpfland), or the path of a .bpf.c file or a scheduler's directory",
+        names.join(", ")
+    ))
+}
+
+/// `scheduler.include` directories, relative to the scenario file (an
+/// absolute path, or one that exists from the current directory, as is).
+pub fn ext_includes(dirs: &[String], scenario_file: &str) -> Result<Vec<PathBuf>, String> {
+    dirs.iter()
+        .map(|d| {
+            let direct = PathBuf::from(d);
+            let rel = Path::new(scenario_file).parent().map(|p| p.join(d)).unwrap_or_else(|| direct.clone());
+            [rel, direct]
+                .into_iter()
+                .find(|c| c.is_dir())
+                .ok_or_else(|| format!("scheduler.include: {d:?} is not a directory (relative paths are taken from the scenario's directory)"))
+        })
+        .collect()
 }
 
 /// The loader profile a scenario's scheduler uses (`scheduler.profile`,
@@ -222,7 +248,9 @@ fn attach_ext(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioErr
     if let Some(p) = &plan {
         crate::sched::ext::profile::apply::load_config(p, &mut cfg);
     }
+    cfg.includes = ext_includes(&spec.include, file).map_err(bad)?;
     let ops = crate::sched::ext::host::load(&path, &cfg).map_err(|e| bad(format!("scheduler.sched {name}: {e}")))?;
+    sim.scx.origin = ops.origin().cloned();
     // The loader's set-up first, then the scenario's own options on top
     // (as --sched-set overrides what the loader chose).
     if let Some(p) = &plan {

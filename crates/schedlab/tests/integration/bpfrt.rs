@@ -257,3 +257,23 @@ fn arena_pages_locks_strings_maps_of_maps_and_inode_storage() {
     assert_eq!((r.inode_val, r.inode_null), (4, 1));
     assert_eq!(hosted.map_len("arena"), Some(5), "pages allocated");
 }
+
+/// The same scenario and seed twice: identical results, event hash and
+/// scheduler counters (the runtime keeps no address- or hash-ordered state
+/// that reaches the simulation).
+#[test]
+fn runtime_scheduler_runs_are_byte_identical() {
+    let once = || {
+        let hosted = Rc::new(runtime_sched());
+        let mut s = sim(&scenario(200, true));
+        for cpu in 0..4 {
+            hosted.perf_event_install(&s, "pmu", cpu, cpu, 0, 1);
+        }
+        s.scx_enable(Rc::new(Checked::new(hosted.clone()))).unwrap_or_else(|e| panic!("{e}"));
+        s.run();
+        let r: SchedReport = syscall(&hosted, &mut s, "sched_report");
+        let res = schedlab::report::Results::collect(&s, "test", "runtime");
+        (res.to_json(), res.event_hash, format!("{r:?}"))
+    };
+    assert_eq!(once(), once());
+}

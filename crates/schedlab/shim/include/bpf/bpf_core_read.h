@@ -11,7 +11,7 @@
  * BPF-target mode (clang -target bpf, which predefines __BPF__): libbpf's
  * own header, found after this directory in the include path.
  */
-#if defined(__BPF__)
+#if defined(__BPF__) && !defined(__SCHEDLAB_NATIVE__)
 #include_next <bpf/bpf_core_read.h>
 #else
 
@@ -45,8 +45,12 @@ enum bpf_enum_value_kind {
 	BPF_ENUMVAL_VALUE = 1,
 };
 
-#define bpf_core_field_exists(field...) ((void)sizeof(field), 1)
-#define bpf_core_field_size(field...) sizeof(field)
+/* One argument (an access expression) or two (a type and a member). */
+#define ___core_field1(field) field
+#define ___core_field2(type, field) (((type *)0)->field)
+#define ___core_field(args...) ___bpf_apply(___core_field, ___bpf_narg(args))(args)
+#define bpf_core_field_exists(field...) ((void)sizeof(___core_field(field)), 1)
+#define bpf_core_field_size(field...) sizeof(___core_field(field))
 #define bpf_core_field_offset(type, field) __builtin_offsetof(type, field)
 #define bpf_core_type_exists(type) ((void)sizeof(type), 1)
 #define bpf_core_type_matches(type) ((void)sizeof(type), 1)

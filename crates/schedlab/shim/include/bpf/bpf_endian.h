@@ -4,7 +4,7 @@
  * BPF-target mode (clang -target bpf, which predefines __BPF__): libbpf's
  * own header, found after this directory in the include path.
  */
-#if defined(__BPF__)
+#if defined(__BPF__) && !defined(__SCHEDLAB_NATIVE__)
 #include_next <bpf/bpf_endian.h>
 #else
 

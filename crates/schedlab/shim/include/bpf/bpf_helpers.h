@@ -13,7 +13,7 @@
  * BPF-target mode (clang -target bpf, which predefines __BPF__): libbpf's
  * own header, found after this directory in the include path.
  */
-#if defined(__BPF__)
+#if defined(__BPF__) && !defined(__SCHEDLAB_NATIVE__)
 #include_next <bpf/bpf_helpers.h>
 #else
 
@@ -45,7 +45,7 @@
 #define __ulong(name, val) enum { ___bpf_concat(__unique_value, __COUNTER__) = val } name
 
 #ifndef __always_inline
-#define __always_inline inline __attribute__((always_inline))
+#define __always_inline inline __attribute__((__always_inline__))
 #endif
 #ifndef __noinline
 #define __noinline __attribute__((noinline))
@@ -98,8 +98,17 @@
 
 #define KERNEL_VERSION(a, b, c) (((a) << 16) + ((b) << 8) + ((c) > 255 ? 255 : (c)))
 
-/* A weak kfunc the runtime does not define resolves to NULL. */
+/*
+ * A weak kfunc the runtime does not define resolves to NULL. The scan pass
+ * records which symbols a scheduler tests: calling a missing weak kfunc it
+ * never tests is refused at load (host/compile.rs), as the verifier refuses
+ * a reachable call to an unresolved kfunc.
+ */
+#ifdef __SCHEDLAB_SCAN__
+#define bpf_ksym_exists(sym) __schedlab_ksym_exists(sym)
+#else
 #define bpf_ksym_exists(sym) (!!(sym))
+#endif
 
 enum libbpf_pin_type {
 	LIBBPF_PIN_NONE,

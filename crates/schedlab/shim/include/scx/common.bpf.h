@@ -159,26 +159,7 @@ void ___scx_bpf_bstr_format_checker(const char *fmt, ...) {}
 /* One element; user space may not resize it here (no BTF), so it stays 1. */
 #define RESIZABLE_ARRAY(elfsec, arr) arr[1] SEC("." #elfsec "." #arr)
 
-/*
- * MEMBER_VPTR(base, member): a pointer to (base)member, or NULL when the
- * offset falls outside @base. In BPF an asm sequence keeps the verifier's
- * bounds; natively a comparison does the same.
- */
-#define MEMBER_VPTR(base, member)                                              \
-	(__typeof__((base) member) *)({                                        \
-		u64 __base = (u64) & (base);                                   \
-		u64 __addr = (u64) & ((base) member) - __base;                 \
-		_Static_assert(sizeof(base) >= sizeof((base) member),          \
-			       "@base is smaller than @member, is @base a pointer?"); \
-		__addr <= sizeof(base) - sizeof((base) member) ? __addr + __base : 0; \
-	})
-
-#define ARRAY_ELEM_PTR(arr, i, n)                                              \
-	(__typeof__(arr[i]) *)({                                               \
-		u64 __base = (u64)arr;                                         \
-		u64 __addr = (u64) & (arr[i]) - __base;                        \
-		__addr <= sizeof(arr[0]) * ((n) - 1) ? __addr + __base : 0;    \
-	})
+/* MEMBER_VPTR() and ARRAY_ELEM_PTR(): see schedlab_native.h. */
 
 #define __sink(expr) __asm__ __volatile__("" : "+g"(expr))
 

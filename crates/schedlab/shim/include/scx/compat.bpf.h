@@ -11,7 +11,7 @@
 
 #define __COMPAT_scx_bpf_task_cgroup(p) scx_bpf_task_cgroup(p)
 
-#if defined(__BPF__)
+#if defined(__BPF__) && !defined(__SCHEDLAB_NATIVE__)
 /*
  * BPF-target mode: the running kernel decides which kfuncs exist and with
  * which signature. Each call goes to the newest flavour the kernel has:
@@ -86,7 +86,7 @@ void scx_bpf_dsq_move_set_vtime(struct bpf_iter_scx_dsq *it__iter, u64 vtime) __
 bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id, u64 enq_flags) __ksym;
 bool scx_bpf_dsq_move_vtime(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id, u64 enq_flags) __ksym;
 
-#if !defined(__BPF__)
+#if !defined(__BPF__) || defined(__SCHEDLAB_NATIVE__)
 /* scx_bpf_dsq_move_to_local(dsq_id) (6.13) or (dsq_id, enq_flags) (7.1). */
 #define ___scx_mtl_pick(_1, _2, N, ...) N
 #define ___scx_mtl1(dsq_id) scx_bpf_dsq_move_to_local___v2((dsq_id), 0)

@@ -142,6 +142,12 @@ pub struct TaskStructC {
     /// NUMA balancing's preferred node: -1, NUMA balancing is not modelled.
     pub numa_preferred_nid: i32,
     pub _pad2: i32,
+    /// NULL: the default NUMA memory policy (no other is modelled).
+    pub mempolicy: *mut core::ffi::c_void,
+    /// NULL: the root task group (CPU-controller groups are not modelled).
+    pub sched_task_group: *mut core::ffi::c_void,
+    /// NULL: cgroup membership is not modelled yet.
+    pub cgroups: *mut core::ffi::c_void,
 }
 
 /// PF_* task flags (include/linux/sched.h) the shim exposes.
@@ -182,6 +188,9 @@ impl TaskStructC {
             utime: 0,
             stime: 0,
             numa_preferred_nid: -1,
+            mempolicy: core::ptr::null_mut(),
+            sched_task_group: core::ptr::null_mut(),
+            cgroups: core::ptr::null_mut(),
             _pad2: 0,
         });
         // The box never moves, so the self-pointer stays valid.

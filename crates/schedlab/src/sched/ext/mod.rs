@@ -280,6 +280,8 @@ pub struct ScxState {
     has: [bool; Op::ALL.len()],
     pub ops_flags: u64,
     pub name: String,
+    /// The published crate (name, version) the scheduler was built from.
+    pub origin: Option<(String, String)>,
     pub state: EnableState,
     /// Without SCX_OPS_SWITCH_PARTIAL every fair-policy task is in ext.
     pub switch_all: bool,
@@ -350,6 +352,7 @@ impl ScxState {
             has: [false; Op::ALL.len()],
             ops_flags: 0,
             name: String::new(),
+            origin: None,
             state: EnableState::Disabled,
             switch_all: false,
             bypassing: false,

@@ -54,6 +54,7 @@ pub struct RqC {
 #[repr(C)]
 pub struct KernfsNodeC {
     pub id: u64,
+    pub name: *const core::ffi::c_char,
 }
 
 #[repr(C)]
@@ -141,7 +142,7 @@ impl Kobjs {
     /// The root cgroup.
     pub fn root_cgroup(&mut self) -> *mut CgroupC {
         let (cg, _) = self.root.get_or_insert_with(|| {
-            let mut kn = Box::new(KernfsNodeC { id: ROOT_CGROUP_ID });
+            let mut kn = Box::new(KernfsNodeC { id: ROOT_CGROUP_ID, name: c"".as_ptr() });
             let mut cg = Box::new(CgroupC {
                 self_: CssC { cgroup: std::ptr::null_mut(), parent: std::ptr::null_mut() },
                 flags: 0,

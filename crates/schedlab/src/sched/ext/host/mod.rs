@@ -35,6 +35,7 @@
 mod arena;
 pub mod compile;
 mod ffi;
+pub mod fetch;
 mod fpe;
 mod kobj;
 mod kptr;
@@ -45,6 +46,7 @@ mod perf;
 mod ringbuf;
 mod rtfns;
 mod scan;
+pub mod source;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -66,8 +68,12 @@ use state::{bad, HostState, Inner};
 /// Why a scheduler could not be compiled or loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    #[error("{}: compile error:\n{stderr}", path.display())]
+    #[error("{}", compile_failure(path, stderr))]
     Compile { path: PathBuf, stderr: String },
+    #[error("loading {}: the runtime lacks `{symbol}`{}; refused, as the kernel's loader refuses a program that calls a kfunc or helper the kernel does not have", path.display(), at.as_ref().map(|a| format!(" (first used at {a})")).unwrap_or_default())]
+    Unsupported { path: PathBuf, symbol: String, at: Option<String> },
+    #[error("{0}")]
+    Source(String),
     #[error("cannot run the C compiler `{cc}` ({err}); install a C compiler (e.g. gcc) or set SCHEDLAB_CC")]
     NoCompiler { cc: String, err: std::io::Error },
     #[error("{what}: {err}")]
@@ -88,6 +94,19 @@ pub enum HostError {
     UnknownProgram { name: String, valid: String },
 }
 
+/// The one-line summary of a failed compile: the first error (the
+/// compiler's diagnostics went to stderr line by line as it printed them).
+fn compile_failure(path: &Path, stderr: &str) -> String {
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error:") || l.contains("error ")).collect();
+    match errors.first() {
+        Some(first) if errors.len() > 1 => {
+            format!("{}: compile error: {} (and {} more; the compiler's diagnostics are above)", path.display(), first.trim(), errors.len() - 1)
+        }
+        Some(first) => format!("{}: compile error: {}", path.display(), first.trim()),
+        None => format!("{}: compile error:\n{stderr}", path.display()),
+    }
+}
+
 /// How to load: what a scheduler's user space would set before attaching.
 #[derive(Clone, Debug, Default)]
 pub struct LoadConfig {
@@ -99,6 +118,9 @@ pub struct LoadConfig {
     pub ops: Option<String>,
     /// Overrides the cache directory (default: [`compile::cache_dir`]).
     pub cache_dir: Option<PathBuf>,
+    /// Include directories searched first (`--sched-include`, scenario
+    /// `scheduler.include`).
+    pub includes: Vec<PathBuf>,
     /// RESIZABLE_ARRAY()s to resize before anything runs, as libbpf's
     /// `bpf_map__set_value_size()` on their `.data.NAME` / `.bss.NAME` map:
     /// (array, elements).
@@ -159,6 +181,8 @@ pub struct HostedScheduler {
     progs: BTreeMap<String, usize>,
     fpe_slots: Vec<usize>,
     source: PathBuf,
+    /// The published crate (name, version) the sources come from.
+    origin: Option<(String, String)>,
     cache_hit: bool,
     /// SEC("syscall") runs for right after the attach (a loader profile's
     /// `phase = "attach"`).
@@ -177,7 +201,9 @@ pub fn load(source: &Path, cfg: &LoadConfig) -> Result<Rc<HostedScheduler>, Host
 /// [`load`], returning the scheduler by value (e.g. to wrap it).
 pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, HostError> {
     let cache = cfg.cache_dir.clone().unwrap_or_else(compile::cache_dir);
-    let compiled = compile::compile(source, &cache)?;
+    let fetch_bpf_h = |v: &str| fetch::scx_cargo_headers(v, &cache);
+    let spec = source::resolve(source, &cfg.includes, &cache, &fetch_bpf_h).map_err(HostError::Source)?;
+    let compiled = compile::compile_spec(&spec, &cache)?;
     let loaded = loader::open(&compiled.so, source)?;
     let ops_err = |msg: String| HostError::Ops { path: source.to_path_buf(), msg };
     // SAFETY: `module` is the object's descriptor, valid while `loaded` is.
@@ -305,6 +331,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         progs,
         fpe_slots,
         source: source.to_path_buf(),
+        origin: spec.origin.clone(),
         cache_hit: compiled.cache_hit,
         after_attach: Default::default(),
         arrays,
@@ -361,6 +388,11 @@ impl HostedScheduler {
     }
 
     /// Whether the compile was a cache hit.
+    /// The published crate (name, version) the scheduler was built from.
+    pub fn origin(&self) -> Option<&(String, String)> {
+        self.origin.as_ref()
+    }
+
     pub fn cache_hit(&self) -> bool {
         self.cache_hit
     }

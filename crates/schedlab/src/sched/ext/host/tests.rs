@@ -29,7 +29,7 @@ fn c_layouts_and_constants_match_rust() {
     off!(v, TaskStructC, "task_struct", schedlab_id, __state, flags, on_cpu, cpu, recent_used_cpu, wake_cpu, on_rq);
     off!(v, TaskStructC, "task_struct", prio, static_prio, normal_prio, rt_priority, policy, nr_cpus_allowed);
     off!(v, TaskStructC, "task_struct", migration_disabled, pid, tgid, cpus_ptr, cpus_mask, real_parent);
-    off!(v, TaskStructC, "task_struct", group_leader, mm, se, scx, comm, utime, stime, numa_preferred_nid);
+    off!(v, TaskStructC, "task_struct", group_leader, mm, se, scx, comm, utime, stime, numa_preferred_nid, mempolicy, sched_task_group, cgroups);
     size::<SchedExtEntityC>(&mut v, "sched_ext_entity");
     off!(v, SchedExtEntityC, "sched_ext_entity", dsq, dsq_seq, dsq_flags, flags, weight, sticky_cpu, holding_cpu);
     off!(v, SchedExtEntityC, "sched_ext_entity", selected_cpu, kf_mask, ops_state, runnable_at, core_sched_at);
