@@ -46,6 +46,7 @@ mod perf;
 mod ringbuf;
 mod rtfns;
 mod scan;
+mod scx_enums;
 pub mod source;
 mod state;
 #[cfg(test)]
@@ -337,6 +338,12 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         arrays,
         _loaded: loaded,
     };
+    // What scx_utils' enum init writes before load (see scx_enums.rs).
+    let enums: Vec<(String, u64)> =
+        hosted.rodata.iter().filter_map(|r| Some((r.name.clone(), scx_enums::value_of(&r.name)?))).collect();
+    for (k, v) in enums {
+        hosted.set_rodata(&k, &v.to_string())?;
+    }
     for (k, v) in &cfg.rodata {
         hosted.set_rodata(k, v)?;
     }
