@@ -2,9 +2,15 @@
 /*
  * scx-load: a minimal sched_ext loader for schedlab's real-kernel runs.
  *
- *   scx-load OBJ.bpf.o [NAME=VALUE ...]
+ *   scx-load OBJ.bpf.o [--profile FILE] [NAME=VALUE ...]
  *
- * Opens the BPF object, sets read-only options (const volatile globals),
+ * Opens the BPF object, fills scx's enum variables (`const volatile u64
+ * __SCX_NAME`) from the running kernel's BTF as scx_utils' enum init and
+ * the kernel's SCX_ENUM_INIT() do, applies a resolved loader profile (the
+ * line format of schedlab's sched::ext::profile::wire: array resizes,
+ * rodata/.data/.bss writes, ops.flags, map updates, SEC("syscall")
+ * programs run with their argument struct on a given CPU, before and right
+ * after the attach), sets read-only options (const volatile globals),
  * loads it (the kernel's verifier checks every program) and attaches its
  * struct_ops map. It then waits for SIGINT/SIGTERM, or for the scheduler to
  * exit by itself (its user_exit_info `uei` records a kind), detaches, and
@@ -16,7 +22,10 @@
  *
  * Built statically against libbpf (>= 1.4 for sleepable struct_ops).
  */
+#define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -104,6 +113,430 @@ static int set_option(struct bpf_object *obj, const char *kv)
 	return 0;
 }
 
+
+/* ---- the loader profile (schedlab-profile 1) ---- */
+
+#define MAX_LINES 65536
+
+struct profile {
+	char *lines[MAX_LINES];
+	int n;
+	const char *path;
+};
+
+static int load_profile(struct profile *p, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char buf[65536];
+
+	p->n = 0;
+	p->path = path;
+	if (!f) {
+		fprintf(stderr, "scx-load: profile %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(buf, sizeof(buf), f)) {
+		size_t l = strlen(buf);
+		while (l && (buf[l - 1] == '\n' || buf[l - 1] == '\r'))
+			buf[--l] = 0;
+		if (!l)
+			continue;
+		if (p->n == 0 && strcmp(buf, "schedlab-profile 1")) {
+			fprintf(stderr, "scx-load: profile %s: first line is not `schedlab-profile 1`\n", path);
+			fclose(f);
+			return -1;
+		}
+		if (p->n >= MAX_LINES) {
+			fprintf(stderr, "scx-load: profile %s: more than %d lines\n", path, MAX_LINES);
+			fclose(f);
+			return -1;
+		}
+		p->lines[p->n++] = strdup(buf);
+	}
+	fclose(f);
+	return 0;
+}
+
+/* Hex digits into bytes ("-" is empty); returns the length or -1. */
+static long unhex(const char *h, unsigned char *out, size_t cap)
+{
+	size_t n = 0;
+
+	if (strcmp(h, "-") == 0)
+		return 0;
+	while (h[0] && h[1]) {
+		unsigned int b;
+		if (n >= cap || sscanf(h, "%2x", &b) != 1)
+			return -1;
+		out[n++] = b;
+		h += 2;
+	}
+	return h[0] ? -1 : (long)n;
+}
+
+/* The type a BTF id names once modifiers and typedefs are skipped. */
+static const struct btf_type *resolved(const struct btf *btf, __u32 id, __u32 *out_id)
+{
+	__s32 r = btf__resolve_type(btf, id);
+	if (r < 0)
+		return NULL;
+	if (out_id)
+		*out_id = r;
+	return btf__type_by_id(btf, r);
+}
+
+/*
+ * Where `target` lives: a global NAME, NAME.member.member (struct members),
+ * with element INDEX (-1: none) of an array at the end. Sets the map, the
+ * byte offset and the size of what is written.
+ */
+static struct bpf_map *locate(struct bpf_object *obj, const char *target, long index, __u32 *off, __u32 *size)
+{
+	struct btf *btf = bpf_object__btf(obj);
+	struct bpf_map *map;
+	char base[256];
+	const char *rest = strchr(target, '.');
+	size_t bl = rest ? (size_t)(rest - target) : strlen(target);
+
+	if (bl >= sizeof(base))
+		return NULL;
+	memcpy(base, target, bl);
+	base[bl] = 0;
+	bpf_object__for_each_map(map, obj) {
+		const struct btf_type *sec = datasec(obj, map);
+		if (!sec)
+			continue;
+		const struct btf_var_secinfo *vs = btf_var_secinfos(sec);
+		for (int i = 0; i < btf_vlen(sec); i++, vs++) {
+			const struct btf_type *var = btf__type_by_id(btf, vs->type);
+			if (strcmp(btf__name_by_offset(btf, var->name_off), base))
+				continue;
+			__u32 o = vs->offset, tid;
+			const struct btf_type *t = resolved(btf, var->type, &tid);
+			/* Struct members, by name. */
+			while (rest && t) {
+				char mname[256];
+				const char *next = strchr(rest + 1, '.');
+				size_t ml = next ? (size_t)(next - rest - 1) : strlen(rest + 1);
+				if (ml >= sizeof(mname) || !btf_is_composite(t))
+					return NULL;
+				memcpy(mname, rest + 1, ml);
+				mname[ml] = 0;
+				const struct btf_member *m = btf_members(t);
+				int found = 0;
+				for (int k = 0; k < btf_vlen(t); k++, m++) {
+					if (strcmp(btf__name_by_offset(btf, m->name_off), mname) == 0) {
+						o += btf_member_bit_offset(t, k) / 8;
+						t = resolved(btf, m->type, &tid);
+						found = 1;
+						break;
+					}
+				}
+				if (!found)
+					return NULL;
+				rest = next;
+			}
+			if (!t)
+				return NULL;
+			if (index >= 0) {
+				if (!btf_is_array(t))
+					return NULL;
+				const struct btf_array *a = btf_array(t);
+				__s64 es = btf__resolve_size(btf, a->type);
+				if (es <= 0)
+					return NULL;
+				/* A resized array may hold more than its BTF length. */
+				*off = o + (__u32)(index * es);
+				*size = es;
+			} else {
+				__s64 sz = btf__resolve_size(btf, tid);
+				if (sz <= 0)
+					return NULL;
+				*off = o;
+				*size = sz;
+			}
+			return map;
+		}
+	}
+	return NULL;
+}
+
+/* Element size of global array `name`, for a resize. */
+static __s64 elem_size(struct bpf_object *obj, const char *name)
+{
+	__u32 off, size;
+	struct btf *btf = bpf_object__btf(obj);
+	struct bpf_map *map = locate(obj, name, 0, &off, &size);
+	(void)btf;
+	return map ? (__s64)size : -1;
+}
+
+/* Little-endian integer or raw bytes into the map's initial value. */
+static int write_bytes(struct bpf_object *obj, const char *target, long index, const void *src, size_t len, int is_int)
+{
+	__u32 off, size;
+	size_t rsz;
+	struct bpf_map *map = locate(obj, target, index, &off, &size);
+	char *data = map ? bpf_map__initial_value(map, &rsz) : NULL;
+
+	if (!map) {
+		fprintf(stderr, "scx-load: profile: no global %s%s in the object\n", target, index >= 0 ? "[...]" : "");
+		return -1;
+	}
+	if (!data || off + size > rsz) {
+		fprintf(stderr, "scx-load: profile: %s[%ld] lies outside its map (%zu bytes; resize it first)\n", target, index, rsz);
+		return -1;
+	}
+	if (is_int) {
+		memcpy(data + off, src, size < 8 ? size : 8);
+	} else {
+		memset(data + off, 0, size);
+		memcpy(data + off, src, len < size ? len : size);
+	}
+	return 0;
+}
+
+/* bpf_map__set_value_size() of the .data.NAME / .bss.NAME map holding array NAME. */
+static int resize_array(struct bpf_object *obj, const char *name, unsigned long n)
+{
+	char sec[300];
+	struct bpf_map *map = NULL, *m;
+	__s64 es = elem_size(obj, name);
+
+	if (es <= 0) {
+		fprintf(stderr, "scx-load: profile: resize %s: no such global array\n", name);
+		return -1;
+	}
+	bpf_object__for_each_map(m, obj) {
+		const struct btf_type *ds = datasec(obj, m);
+		if (!ds)
+			continue;
+		const char *sname = btf__name_by_offset(bpf_object__btf(obj), ds->name_off);
+		snprintf(sec, sizeof(sec), ".data.%s", name);
+		if (strcmp(sname, sec) == 0)
+			map = m;
+		snprintf(sec, sizeof(sec), ".bss.%s", name);
+		if (strcmp(sname, sec) == 0)
+			map = m;
+	}
+	if (!map) {
+		fprintf(stderr, "scx-load: profile: resize %s: it is not alone in a .data.%s / .bss.%s section (RESIZABLE_ARRAY)\n", name, name, name);
+		return -1;
+	}
+	int err = bpf_map__set_value_size(map, es * (n ? n : 1));
+	if (err) {
+		fprintf(stderr, "scx-load: profile: resize %s to %lu: %s\n", name, n, strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
+/* The struct_ops map's `flags` member, as a loader sets skel->struct_ops.X->flags. */
+static int set_ops_flags(struct bpf_object *obj, struct bpf_map *ops, int replace, unsigned long long bits)
+{
+	struct btf *btf = bpf_object__btf(obj);
+	size_t sz;
+	char *data = bpf_map__initial_value(ops, &sz);
+	const struct btf_type *t = btf ? resolved(btf, bpf_map__btf_value_type_id(ops), NULL) : NULL;
+
+	if (!data || !t || !btf_is_composite(t)) {
+		fprintf(stderr, "scx-load: profile: cannot reach %s's flags\n", bpf_map__name(ops));
+		return -1;
+	}
+	const struct btf_member *m = btf_members(t);
+	for (int k = 0; k < btf_vlen(t); k++, m++) {
+		if (strcmp(btf__name_by_offset(btf, m->name_off), "flags"))
+			continue;
+		__u32 o = btf_member_bit_offset(t, k) / 8;
+		unsigned long long v = 0;
+		if (o + 8 > sz)
+			return -1;
+		memcpy(&v, data + o, 8);
+		v = replace ? bits : (v | bits);
+		memcpy(data + o, &v, 8);
+		return 0;
+	}
+	fprintf(stderr, "scx-load: profile: %s has no flags member\n", bpf_map__name(ops));
+	return -1;
+}
+
+/* The struct_ops map the profile names (`ops NAME`), else the only one. */
+static struct bpf_map *pick_ops(struct bpf_object *obj, struct profile *p)
+{
+	struct bpf_map *map, *ops = NULL;
+	const char *want = NULL;
+
+	for (int i = 0; p && i < p->n; i++)
+		if (strncmp(p->lines[i], "ops ", 4) == 0)
+			want = p->lines[i] + 4;
+	bpf_object__for_each_map(map, obj) {
+		if (bpf_map__type(map) != BPF_MAP_TYPE_STRUCT_OPS)
+			continue;
+		if (want && strcmp(bpf_map__name(map), want))
+			continue;
+		if (!ops)
+			ops = map;
+	}
+	if (!ops && want)
+		fprintf(stderr, "scx-load: profile: no struct_ops map %s\n", want);
+	return ops;
+}
+
+/* Everything of the profile that happens before bpf_object__load(). */
+static int profile_before_load(struct bpf_object *obj, struct bpf_map *ops, struct profile *p)
+{
+	static unsigned char buf[1 << 16];
+
+	for (int i = 1; i < p->n; i++) {
+		char *l = p->lines[i], a[256], b[65536];
+		long idx;
+		unsigned long n;
+		long long v;
+		unsigned long long bits;
+
+		if (sscanf(l, "resize %255s %lu", a, &n) == 2) {
+			if (resize_array(obj, a, n))
+				return -1;
+		} else if (sscanf(l, "write %255s %ld %lld", a, &idx, &v) == 3) {
+			if (write_bytes(obj, a, idx, &v, 8, 1))
+				return -1;
+		} else if (sscanf(l, "writes %255s %65535s", a, b) == 2) {
+			long len = unhex(b, buf, sizeof(buf));
+			if (len < 0 || write_bytes(obj, a, -1, buf, len, 0))
+				return -1;
+		} else if (sscanf(l, "flags replace %llx", &bits) == 1) {
+			if (set_ops_flags(obj, ops, 1, bits))
+				return -1;
+		} else if (sscanf(l, "flags add %llx", &bits) == 1) {
+			if (set_ops_flags(obj, ops, 0, bits))
+				return -1;
+		} else if (strncmp(l, "map ", 4) && strncmp(l, "run ", 4) && strncmp(l, "ops ", 4)) {
+			fprintf(stderr, "scx-load: profile %s: line %d: cannot read `%s`\n", p->path, i + 1, l);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Map updates from user space, after the load. */
+static int profile_maps(struct bpf_object *obj, struct profile *p)
+{
+	static unsigned char key[4096], val[1 << 16];
+
+	for (int i = 1; i < p->n; i++) {
+		char name[256], kh[8200], vh[1 << 17];
+		if (sscanf(p->lines[i], "map %255s %8199s %131071s", name, kh, vh) != 3)
+			continue;
+		struct bpf_map *m = bpf_object__find_map_by_name(obj, name);
+		long kl = unhex(kh, key, sizeof(key)), vl = unhex(vh, val, sizeof(val));
+		if (!m || kl < 0 || vl < 0) {
+			fprintf(stderr, "scx-load: profile: map %s: %s\n", name, m ? "bad bytes" : "no such map");
+			return -1;
+		}
+		int err = bpf_map_update_elem(bpf_map__fd(m), key, val, 0);
+		if (err) {
+			fprintf(stderr, "scx-load: profile: bpf_map_update_elem(%s): %s\n", name, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The SEC("syscall") programs of one phase, each on its CPU. */
+static int profile_runs(struct bpf_object *obj, struct profile *p, const char *phase)
+{
+	static unsigned char ctx[1 << 16];
+	cpu_set_t all, one;
+
+	sched_getaffinity(0, sizeof(all), &all);
+	for (int i = 1; i < p->n; i++) {
+		char ph[16], prog[256], hx[1 << 17];
+		int cpu, fail;
+		if (sscanf(p->lines[i], "run %15s %255s %d %d %131071s", ph, prog, &cpu, &fail, hx) != 5 || strcmp(ph, phase))
+			continue;
+		struct bpf_program *pr = bpf_object__find_program_by_name(obj, prog);
+		long len = unhex(hx, ctx, sizeof(ctx));
+		if (!pr || len < 0) {
+			fprintf(stderr, "scx-load: profile: run %s: %s\n", prog, pr ? "bad bytes" : "no such program");
+			return -1;
+		}
+		/* A syscall program runs on the CPU of the thread that runs it. */
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one))
+			fprintf(stderr, "scx-load: profile: run %s: cannot move to CPU %d: %s\n", prog, cpu, strerror(errno));
+		LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = len ? ctx : NULL, .ctx_size_in = len);
+		int err = bpf_prog_test_run_opts(bpf_program__fd(pr), &opts);
+		sched_setaffinity(0, sizeof(all), &all);
+		if (err || (fail && opts.retval)) {
+			fprintf(stderr, "scx-load: profile: %s on CPU %d: %s (returned %d)\n", prog, cpu, err ? strerror(errno) : "failed", (int)opts.retval);
+			if (err || fail)
+				return -1;
+		}
+		printf("SCX_PROFILE_RUN %s phase=%s cpu=%d ret=%d\n", prog, phase, cpu, (int)opts.retval);
+	}
+	return 0;
+}
+
+/*
+ * scx's enum variables: every `__SCX_NAME` global takes the value of the
+ * enumerator SCX_NAME in the running kernel's BTF; names the kernel lacks
+ * stay 0 (as __COMPAT_ENUM_OR_ZERO gives).
+ */
+static void fill_scx_enums(struct bpf_object *obj)
+{
+	struct btf *vm = btf__load_vmlinux_btf(), *btf = bpf_object__btf(obj);
+	struct bpf_map *map;
+	int filled = 0;
+
+	if (!vm || !btf) {
+		fprintf(stderr, "scx-load: no kernel BTF; scx's enum variables stay 0\n");
+		return;
+	}
+	bpf_object__for_each_map(map, obj) {
+		const struct btf_type *sec = datasec(obj, map);
+		size_t rsz;
+		char *data = sec ? bpf_map__initial_value(map, &rsz) : NULL;
+		if (!data)
+			continue;
+		const struct btf_var_secinfo *vs = btf_var_secinfos(sec);
+		for (int i = 0; i < btf_vlen(sec); i++, vs++) {
+			const struct btf_type *var = btf__type_by_id(btf, vs->type);
+			const char *name = btf__name_by_offset(btf, var->name_off);
+			if (strncmp(name, "__SCX_", 6) || vs->size != 8 || vs->offset + 8 > rsz)
+				continue;
+			for (__u32 id = 1; id < btf__type_cnt(vm); id++) {
+				const struct btf_type *t = btf__type_by_id(vm, id);
+				int hit = 0;
+				unsigned long long v = 0;
+				if (btf_is_enum(t)) {
+					const struct btf_enum *e = btf_enum(t);
+					for (int k = 0; k < btf_vlen(t) && !hit; k++, e++)
+						if (strcmp(btf__name_by_offset(vm, e->name_off), name + 2) == 0) {
+							v = (unsigned long long)(btf_kflag(t) ? (long long)e->val : (unsigned int)e->val);
+							hit = 1;
+						}
+				} else if (btf_is_enum64(t)) {
+					const struct btf_enum64 *e = btf_enum64(t);
+					for (int k = 0; k < btf_vlen(t) && !hit; k++, e++)
+						if (strcmp(btf__name_by_offset(vm, e->name_off), name + 2) == 0) {
+							v = btf_enum64_value(e);
+							hit = 1;
+						}
+				}
+				if (hit) {
+					memcpy(data + vs->offset, &v, 8);
+					filled++;
+					break;
+				}
+			}
+		}
+	}
+	if (filled)
+		printf("SCX_ENUMS %d\n", filled);
+	btf__free(vm);
+}
+
 /* Reads the current value of an internal map into a fresh buffer. */
 static char *read_map(struct bpf_map *map)
 {
@@ -137,36 +570,57 @@ static void clean(char *s, size_t n)
 int main(int argc, char **argv)
 {
 	struct bpf_object *obj;
-	struct bpf_map *map, *ops = NULL, *uei_map;
+	struct bpf_map *ops = NULL, *uei_map, *map;
 	struct bpf_link *link;
 	__u32 uei_off = 0, uei_size = 0;
-	int err;
+	static struct profile prof;
+	struct profile *p = NULL;
+	int err, first_opt = 2;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: scx-load OBJ.bpf.o [NAME=VALUE ...]\n");
+		fprintf(stderr, "usage: scx-load OBJ.bpf.o [--profile FILE] [NAME=VALUE ...]\n");
 		return 2;
 	}
 	libbpf_set_print(print_fn);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	if (argc > 3 && strcmp(argv[2], "--profile") == 0) {
+		if (load_profile(&prof, argv[3])) {
+			printf("SCX_LOAD_FAILED profile %s\n", argv[3]);
+			return 2;
+		}
+		p = &prof;
+		first_opt = 4;
+	}
 	obj = bpf_object__open_file(argv[1], NULL);
 	if (!obj) {
 		printf("SCX_LOAD_FAILED open %s: %s\n", argv[1], strerror(errno));
 		return 1;
 	}
-	for (int i = 2; i < argc; i++)
-		if (set_option(obj, argv[i]))
-			return 2;
-	bpf_object__for_each_map(map, obj)
-		if (bpf_map__type(map) == BPF_MAP_TYPE_STRUCT_OPS)
-			ops = map;
+	ops = pick_ops(obj, p);
 	if (!ops) {
 		printf("SCX_LOAD_FAILED no struct_ops map in %s\n", argv[1]);
 		return 1;
 	}
+	fill_scx_enums(obj);
+	if (p && profile_before_load(obj, ops, p)) {
+		printf("SCX_LOAD_FAILED profile %s (see above)\n", p->path);
+		return 2;
+	}
+	for (int i = first_opt; i < argc; i++)
+		if (set_option(obj, argv[i]))
+			return 2;
+	/* Only the chosen struct_ops map is created and attached. */
+	bpf_object__for_each_map(map, obj)
+		if (bpf_map__type(map) == BPF_MAP_TYPE_STRUCT_OPS && map != ops)
+			bpf_map__set_autocreate(map, false);
 	err = bpf_object__load(obj);
 	if (err) {
 		printf("SCX_LOAD_FAILED load: %s (the verifier log is above)\n", strerror(-err));
+		return 1;
+	}
+	if (p && (profile_maps(obj, p) || profile_runs(obj, p, "load"))) {
+		printf("SCX_LOAD_FAILED profile %s (see above)\n", p->path);
 		return 1;
 	}
 	link = bpf_map__attach_struct_ops(ops);
@@ -174,6 +628,8 @@ int main(int argc, char **argv)
 		printf("SCX_LOAD_FAILED attach: %s\n", strerror(errno));
 		return 1;
 	}
+	if (p && profile_runs(obj, p, "attach"))
+		fprintf(stderr, "scx-load: a program of the attach phase failed\n");
 	printf("SCX_ATTACHED %s\n", bpf_map__name(ops));
 	fflush(stdout);
 	uei_map = find_var(obj, "uei", &uei_off, &uei_size);

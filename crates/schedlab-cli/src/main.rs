@@ -98,6 +98,14 @@ enum Cmd {
         /// One of: presets, workloads, features, schedulers (default: all).
         what: Option<String>,
     },
+    /// Fetch published schedulers into the cache ($SCHEDLAB_CACHE_DIR, else
+    /// ~/.cache/schedlab) without running anything, e.g. before going
+    /// offline or in CI; prints each one's main source.
+    Fetch {
+        /// crate:NAME[@VERSION] (a shipped name or a path is printed as it resolves).
+        #[arg(required = true, value_name = "crate:NAME[@VER]")]
+        scheds: Vec<String>,
+    },
 }
 
 enum Failure {
@@ -129,6 +137,7 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => compare::compare(a),
         Cmd::Sweep(a) => sweep::sweep(a),
         Cmd::List { what } => list(what.as_deref()),
+        Cmd::Fetch { scheds } => fetch(&scheds),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -281,6 +290,20 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
                 print!("{}", results.summary());
             }
         }
+    }
+    Ok(())
+}
+
+/// `schedlab fetch`: each scheduler's source, fetched once (crates with
+/// their scx_cargo headers), as a run would find it.
+fn fetch(scheds: &[String]) -> Result<(), Failure> {
+    for name in scheds {
+        let main = world::ext_source(name, ".").map_err(|e| Failure::Input(format!("fetch {name}: {e}")))?;
+        // The headers a crate builds with are part of what a run needs.
+        let cache = schedlab::sched::ext::host::compile::cache_dir();
+        let headers = |v: &str| schedlab::sched::ext::host::fetch::scx_cargo_headers(v, &cache);
+        schedlab::sched::ext::host::source::resolve(&main, &[], &cache, &headers).map_err(|e| Failure::Input(format!("fetch {name}: {e}")))?;
+        println!("{name} {}", main.display());
     }
     Ok(())
 }

@@ -285,6 +285,9 @@ fn share_rows(real: &Value, sim: &schedlab::report::Results) -> String {
 pub struct GuestVariant {
     /// Its name in the guest's reports (a word).
     pub label: String,
+    /// The name it was given (`crate:scx_bpfland`, a path...), which picks
+    /// its shipped loader profile.
+    pub sched: Option<String>,
     pub source: Option<PathBuf>,
 }
 
@@ -298,7 +301,7 @@ pub fn guest_variants<'a>(entries: impl IntoIterator<Item = (&'a str, Option<&'a
         if out.iter().any(|v| v.label == label) {
             label = format!("{label}-{}", out.len());
         }
-        out.push(GuestVariant { label, source });
+        out.push(GuestVariant { label, sched: sched.map(str::to_string), source });
     }
     Ok(out)
 }
@@ -365,11 +368,19 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
         match &v.source {
             None => scheds.push_str(&format!("{} -\n", v.label)),
             Some(src) => {
-                let obj = scx_vm(&["bpf", &src.display().to_string()])?;
-                let obj = obj.lines().last().unwrap_or("").trim().to_string();
+                let obj = bpf_object(src)?;
                 let base = format!("{}.bpf.o", v.label);
                 std::fs::copy(&obj, guest.join(&base)).map_err(|e| (1, format!("{obj}: {e}")))?;
-                scheds.push_str(&format!("{} {base} {}\n", v.label, opts.join(" ")));
+                // The loader profile, resolved for the machine the
+                // simulation beside it has (`cpus` CPUs), so both load the
+                // scheduler the same way.
+                let mut profile = String::new();
+                if let Some(text) = guest_profile(path, s, v, src, cpus)? {
+                    let name = format!("{}.profile", v.label);
+                    std::fs::write(guest.join(&name), text).map_err(io)?;
+                    profile = format!("--profile /{name} ");
+                }
+                scheds.push_str(&format!("{} {base} {profile}{}\n", v.label, opts.join(" ")));
             }
         }
     }
@@ -399,6 +410,46 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
         return Err((1, format!("the guest reported nothing; the end of its console ({}):\n{}", log.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"))));
     }
     Ok(Guest { version, cpus, up, wall_s, scheds, console: log })
+}
+
+/// Compiles a scheduler for the guest kernel (`scx-vm bpf`): an scx crate
+/// or a kernel tools/sched_ext example as its own build does (its include
+/// directories and every source it links), anything else against our shim.
+fn bpf_object(src: &Path) -> Result<String, RealFailure> {
+    use schedlab::sched::ext::host::{compile, fetch, source};
+    let cache = compile::cache_dir();
+    let fetch_bpf_h = |v: &str| fetch::scx_cargo_headers(v, &cache);
+    let spec = source::resolve(src, &[], &cache, &fetch_bpf_h).map_err(|e| (2, format!("{}: {e}", src.display())))?;
+    let mut args = vec!["bpf".to_string(), spec.main.display().to_string()];
+    if !spec.includes.is_empty() {
+        for d in &spec.includes {
+            args.extend(["--include".to_string(), d.display().to_string()]);
+        }
+        for x in &spec.extra {
+            args.extend(["--extra".to_string(), x.display().to_string()]);
+        }
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let obj = scx_vm(&a)?;
+    Ok(obj.lines().last().unwrap_or("").trim().to_string())
+}
+
+/// The scheduler's loader profile as scripts/vm/scx-load.c reads it
+/// (`sched::ext::profile::wire`), resolved for a flat `cpus`-CPU machine
+/// as `real::simulate_like` builds; None without a profile.
+fn guest_profile(path: &Path, s: &Scenario, v: &GuestVariant, src: &Path, cpus: usize) -> Result<Option<String>, RealFailure> {
+    let file = path.display().to_string();
+    let name = v.sched.as_deref().unwrap_or(&v.label);
+    let mut m = s.clone();
+    m.machine.preset = None;
+    m.machine.sysfs = None;
+    m.machine.lscpu = None;
+    m.machine.cpus = Some(cpus);
+    let topo = schedlab::world::topology(&m, &file).map_err(|e| (2, e.to_string()))?;
+    let Some(plan) = schedlab::world::loader_plan(&s.scheduler, name, src, &topo, &file).map_err(|e| (2, e.to_string()))? else {
+        return Ok(None);
+    };
+    schedlab::sched::ext::profile::wire::write(&plan).map(Some).map_err(|e| (2, format!("{name}: the loader profile: {e}")))
 }
 
 static BOOTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

@@ -2,6 +2,7 @@
 
 mod bpfrt;
 mod determinism;
+mod ecosystem;
 mod experiments;
 mod ext;
 mod fair;

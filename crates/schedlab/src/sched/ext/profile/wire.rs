@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! schedlab-profile 1
+//! ops NAME                          the struct_ops map to attach (when named)
 //! resize NAME ELEMENTS              RESIZE_ARRAY: the .data.NAME/.bss.NAME map
 //! write NAME INDEX VALUE            a global (rodata/.data/.bss); INDEX -1 for a scalar
 //! flags replace|add HEX             struct_ops flags
@@ -12,7 +13,10 @@
 //! ```
 //!
 //! Values are decimal integers (booleans 0/1); strings are written as
-//! `writes NAME HEX` (the bytes, NUL-padded by the loader).
+//! `writes NAME HEX` (the bytes, NUL-padded by the loader). A NAME may
+//! reach into struct members (`topo.nr_cpus`). The loader also fills scx's
+//! `__SCX_*` enum variables from the running kernel's BTF by itself, as
+//! scx_utils does, so they are not part of the plan.
 
 use super::expr::Value;
 use super::resolve::{Phase, Plan};
@@ -28,6 +32,9 @@ fn hex(b: &[u8]) -> String {
 /// The plan as scx-load reads it.
 pub fn write(plan: &Plan) -> Result<String, String> {
     let mut o = String::from("schedlab-profile 1\n");
+    if let Some(ops) = &plan.ops {
+        let _ = writeln!(o, "ops {ops}");
+    }
     for (a, n) in &plan.resize {
         let _ = writeln!(o, "resize {a} {n}");
     }
@@ -70,6 +77,7 @@ mod tests {
     fn every_step_has_its_line() {
         let plan = Plan {
             scheduler: "x".into(),
+            ops: Some("x_ops".into()),
             writes: vec![
                 W { target: "slice_ns".into(), value: Value::Int(5000), origin: String::new() },
                 W { target: "cpus[2]".into(), value: Value::Bool(true), origin: String::new() },
@@ -88,6 +96,7 @@ mod tests {
             lines,
             [
                 "schedlab-profile 1",
+                "ops x_ops",
                 "resize arr 8",
                 "write slice_ns -1 5000",
                 "write cpus 2 1",
