@@ -57,22 +57,23 @@ pub struct Entry {
     pub sched: &'static str,
     /// Its own command line (`scheduler.args`, read by its loader profile).
     pub args: &'static str,
-    /// Whether it spreads tasks over every CPU (scx_cpu0 runs all on CPU 0
-    /// by design).
-    pub all_cpus: bool,
+    /// Whether it spreads tasks over the CPUs: every CPU must run tasks on
+    /// mixed.toml and no task may wait 500 ms for its first run (scx_cpu0
+    /// runs everything on CPU 0 by design, 20 ms slices each).
+    pub spreads: bool,
     pub expect: Expect,
 }
 
 const fn e(sched: &'static str, expect: Expect) -> Entry {
-    Entry { sched, args: "", all_cpus: true, expect }
+    Entry { sched, args: "", spreads: true, expect }
 }
 
 /// The single table of the acceptance matrix: flip an entry to `Pass` when
 /// its scheduler runs (the test says which ones to flip).
 pub const SCHEDULERS: &[Entry] = &[
-    e("crate:scx_bpfland@1.1.4", Pass),
-    e("crate:scx_beerland@1.1.4", Pass),
-    e("crate:scx_cosmos@1.1.7", Pass),
+    e("crate:scx_bpfland@1.1.4", Known("on epyc-2s-192 (mixed.toml) only CPUs 0-47 and 96-103 run tasks: 136 of 192 stay idle, a hog never runs")),
+    e("crate:scx_beerland@1.1.4", Known("on epyc-2s-192 (mixed.toml) only CPUs 0-47 and 96-103 run tasks: 136 of 192 stay idle, a hog never runs")),
+    e("crate:scx_cosmos@1.1.7", Known("on epyc-2s-192 (mixed.toml) only CPUs 0-47 and 96-103 run tasks: 136 of 192 stay idle, a hog never runs")),
     e("crate:scx_flash@1.1.4", Pass),
     e("crate:scx_tickless@1.1.4", Pass),
     e("crate:scx_flow@2.2.5", Pass),
@@ -82,8 +83,8 @@ pub const SCHEDULERS: &[Entry] = &[
     e("crate:scx_layered@1.1.4", Known("does not compile: task_struct fields missing from vmlinux.h; no layer configuration yet")),
     e("kernel:scx_simple", Pass),
     e("kernel:scx_qmap", Known("the 7.3 source uses names newer than the shim's API")),
-    e("kernel:scx_central", Known("on 32 CPUs and more only CPUs 0-4 run tasks")),
-    Entry { sched: "kernel:scx_cpu0", args: "", all_cpus: false, expect: Pass },
+    e("kernel:scx_central", Known("most CPUs never run a task (3 of 4 idle on 4 CPUs, 160 of 192 on epyc-2s-192, mixed.toml)")),
+    Entry { sched: "kernel:scx_cpu0", args: "", spreads: false, expect: Pass },
     e("kernel:scx_sdt", Known("crashes the host (SIGSEGV inside the hosted code)")),
 ];
 
@@ -203,7 +204,7 @@ fn run_once(sched: &str, scenario: &str, preset: &str, args: &str, all_cpus: boo
     let end = sim.now();
     let never: Vec<&str> =
         sim.tasks.iter().filter(|t| t.stats.runtime_ns == 0 && t.created_at + 500_000_000 <= end).map(|t| t.name.as_str()).collect();
-    if !never.is_empty() {
+    if all_cpus && !never.is_empty() {
         problems.push(format!("{} tasks never ran in their first 500 ms (first: {})", never.len(), never[0]));
     }
     let json = serde_json::to_string(&r).map_err(|e| e.to_string())?;
@@ -293,7 +294,7 @@ fn matrix() {
             for &i in &picked {
                 let en = &SCHEDULERS[i];
                 let name = sched_name(en.sched, kernel.as_ref()).unwrap();
-                let cell = format!("{name}|{sc}|{m}|{}|{}", en.args, en.all_cpus as u8);
+                let cell = format!("{name}|{sc}|{m}|{}|{}", en.args, en.spreads as u8);
                 cells.push((i, format!("{} {sc} {m}", en.sched), cell));
             }
         }
@@ -317,7 +318,8 @@ fn matrix() {
                     .output()
                     .expect("run the test binary");
                 let stdout = String::from_utf8_lossy(&out.stdout);
-                let verdict = match stdout.lines().find_map(|l| l.strip_prefix(VERDICT)) {
+                // (The harness may print `test ecosystem::cell ... ` before it on the same line.)
+                let verdict = match stdout.lines().find_map(|l| l.find(VERDICT).map(|at| &l[at + VERDICT.len()..])) {
                     Some(v) => v.trim().to_string(),
                     None => {
                         let err = String::from_utf8_lossy(&out.stderr);
