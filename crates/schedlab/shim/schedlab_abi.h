@@ -11,7 +11,7 @@
 #ifndef __SCHEDLAB_ABI_H__
 #define __SCHEDLAB_ABI_H__
 
-#define SCHEDLAB_ABI_VERSION 2
+#define SCHEDLAB_ABI_VERSION 3
 
 /* One `SEC(".maps")` definition. */
 struct schedlab_map_desc {
@@ -47,7 +47,8 @@ struct schedlab_rodata_desc {
 	u32 size;
 	u32 elem_size;
 	u32 kind;
-	u32 nr_elems; /* 0 for a scalar */
+	u32 nr_elems; /* 0 for a scalar; all elements of a 2-D array */
+	u32 row_elems; /* elements per row of a 2-D array, else 0 */
 };
 
 struct schedlab_ops_desc {

@@ -107,6 +107,7 @@ pub struct RodataDescC {
     pub elem_size: u32,
     pub kind: u32,
     pub nr_elems: u32,
+    pub row_elems: u32,
 }
 
 #[repr(C)]
@@ -141,7 +142,7 @@ pub struct ModuleC {
     pub globals: *const RodataDescC,
 }
 
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 
 /// A rodata variable as the loader sees it.
 #[derive(Clone, Debug)]
@@ -151,7 +152,10 @@ pub struct Rodata {
     pub size: u32,
     pub elem_size: u32,
     pub kind: u32,
+    /// Elements (0 for a scalar; of a two-dimensional array, all of them).
     pub nr_elems: u32,
+    /// Elements per row of a two-dimensional array (`T a[R][C]`: C), else 0.
+    pub row_elems: u32,
 }
 
 /// A loaded object.
@@ -389,7 +393,7 @@ mod tests {
     use super::*;
 
     fn ro(kind: u32, size: u32, elem: u32, n: u32) -> Rodata {
-        Rodata { name: "x".into(), ptr: 0, size, elem_size: elem, kind, nr_elems: n }
+        Rodata { name: "x".into(), ptr: 0, size, elem_size: elem, kind, nr_elems: n, row_elems: 0 }
     }
 
     #[test]
