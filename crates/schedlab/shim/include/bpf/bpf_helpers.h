@@ -57,10 +57,18 @@
 #define __hidden __attribute__((visibility("hidden")))
 #endif
 #define __ksym
+#ifdef __SCHEDLAB_SCAN__
+/* Marks kptr fields for the scan (host/scan.rs: special fields of map values). */
+#define __kptr __schedlab_kptr
+#define __kptr_untrusted __schedlab_kptr
+#define __kptr_ref __schedlab_kptr
+#define __percpu_kptr __schedlab_kptr
+#else
 #define __kptr
 #define __kptr_untrusted
 #define __kptr_ref
 #define __percpu_kptr
+#endif
 #define __uptr
 #define __rcu
 #define __user

@@ -140,9 +140,19 @@ pub struct ModuleC {
     pub end_call: Option<unsafe extern "C" fn() -> u32>,
     pub nr_globals: u32,
     pub globals: *const RodataDescC,
+    pub nr_map_fields: u32,
+    pub map_fields: *const MapFieldC,
 }
 
-pub const ABI_VERSION: u32 = 3;
+/// `struct schedlab_map_field`.
+#[repr(C)]
+pub struct MapFieldC {
+    pub map: u32,
+    pub offset: u32,
+    pub size: u32,
+}
+
+pub const ABI_VERSION: u32 = 4;
 
 /// A rodata variable as the loader sees it.
 #[derive(Clone, Debug)]

@@ -247,6 +247,14 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
             )));
         }
     }
+    for f in table(m.map_fields.cast(), m.nr_map_fields, std::mem::size_of::<loader::MapFieldC>()) {
+        // SAFETY: see above.
+        let f = unsafe { &*f.cast::<loader::MapFieldC>() };
+        let Some(map) = inner.maps.get_mut(f.map as usize) else {
+            return Err(ops_err(format!("special field of map #{}: no such map", f.map)));
+        };
+        map.add_special(f.offset, f.size).map_err(ops_err)?;
+    }
     let descs = |at: *const loader::RodataDescC, n: u32| -> Vec<Rodata> {
         table(at.cast(), n, std::mem::size_of::<loader::RodataDescC>())
             .map(|r| {

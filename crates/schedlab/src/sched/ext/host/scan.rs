@@ -93,6 +93,9 @@ pub struct ScannedMap {
     pub members: Vec<String>,
     /// Static ARRAY_OF_MAPS contents: (slot expression, inner map name).
     pub slots: Vec<(String, String)>,
+    /// Special fields of the value type (kptrs, locks, timers, list and
+    /// rbtree heads, refcounts), as member paths (`cpumask`, `a.lock`).
+    pub special: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -309,10 +312,8 @@ fn struct_tag_body<'a>(ty: &[Tok], bodies: &'a Bodies) -> Option<&'a [Tok]> {
 /// union member belong to the enclosing struct, as in C11). Bit-fields
 /// are left out: their address cannot be taken, and no loader writes one
 /// by name here.
-fn struct_members(body: &[Tok], prefix: &str, bodies: &Bodies, depth: usize, out: &mut Vec<ScannedRodata>) {
-    if depth > 8 {
-        return;
-    }
+/// The member declarations of a struct body, without bit-fields.
+fn split_members(body: &[Tok]) -> Vec<&[Tok]> {
     let (mut start, mut d) = (0, 0);
     let mut members = Vec::new();
     for (i, t) in body.iter().enumerate() {
@@ -326,20 +327,94 @@ fn struct_members(body: &[Tok], prefix: &str, bodies: &Bodies, depth: usize, out
             _ => {}
         }
     }
-    for m in members.into_iter().filter(|m| !m.is_empty()) {
+    members.retain(|m| {
         let mut d = 0;
-        let mut bitfield = false;
-        for t in m {
-            match t.text.as_str() {
-                "(" | "[" | "{" => d += 1,
-                ")" | "]" | "}" => d -= 1,
-                ":" if d == 0 => bitfield = true,
-                _ => {}
-            }
-        }
-        if bitfield {
+        !m.is_empty()
+            && !m.iter().any(|t| {
+                match t.text.as_str() {
+                    "(" | "[" | "{" => d += 1,
+                    ")" | "]" | "}" => d -= 1,
+                    _ => {}
+                }
+                d == 0 && t.text == ":"
+            })
+    });
+    members
+}
+
+/// BPF objects that are fields of a value type's btf_record (besides
+/// kptrs): map updates leave them alone.
+const SPECIAL_TYPES: [&str; 10] = [
+    "bpf_spin_lock",
+    "bpf_res_spin_lock",
+    "bpf_timer",
+    "bpf_wq",
+    "bpf_task_work",
+    "bpf_list_head",
+    "bpf_list_node",
+    "bpf_rb_root",
+    "bpf_rb_node",
+    "bpf_refcount",
+];
+
+/// The special fields of a map's value type, from the map definition's
+/// body (`__type(value, struct TAG)` is `__typeof__(struct TAG) *value`).
+fn value_special(map_body: &[Tok], bodies: &Bodies) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in split_members(map_body) {
+        let n = m.len();
+        if n < 6 || m[n - 1].text != "value" || m[n - 2].text != "*" || m[0].text != "__typeof__" || m[1].text != "(" {
             continue;
         }
+        let c = close_of(m, 1);
+        if let Some(b) = struct_tag_body(&m[2..c], bodies) {
+            special_fields(b, "", bodies, 0, &mut out);
+        }
+    }
+    out
+}
+
+fn special_fields(body: &[Tok], prefix: &str, bodies: &Bodies, depth: usize, out: &mut Vec<String>) {
+    if depth > 8 {
+        return;
+    }
+    let path = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
+    for m in split_members(body) {
+        if let Some(o) = m.iter().position(|t| t.text == "{") {
+            let c = o + close_of(&m[o..], 0);
+            let decls: Vec<&[Tok]> = split_commas(&m[c + 1..]).into_iter().filter(|d| !d.is_empty()).collect();
+            if decls.is_empty() {
+                special_fields(&m[o + 1..c], prefix, bodies, depth + 1, out);
+            }
+            for dcl in decls {
+                if let Some((name, 0)) = declarator_name(dcl) {
+                    special_fields(&m[o + 1..c], &path(&name), bodies, depth + 1, out);
+                }
+            }
+            continue;
+        }
+        let kptr = m.iter().any(|t| t.text == "__schedlab_kptr");
+        let decls = split_commas(m);
+        let tag = decls[0].iter().position(|t| t.text == "struct" || t.text == "union").and_then(|p| decls[0].get(p + 1));
+        let special_type = tag.is_some_and(|t| SPECIAL_TYPES.contains(&t.text.as_str()));
+        let nested = struct_tag_body(decls[0], bodies);
+        for dcl in decls {
+            let Some((name, dims)) = declarator_name(dcl) else { continue };
+            let pointer = dcl.iter().any(|t| t.text == "*");
+            if kptr || (special_type && !pointer) {
+                out.push(path(&name));
+            } else if let (Some(b), false, 0) = (nested, pointer, dims) {
+                special_fields(b, &path(&name), bodies, depth + 1, out);
+            }
+        }
+    }
+}
+
+fn struct_members(body: &[Tok], prefix: &str, bodies: &Bodies, depth: usize, out: &mut Vec<ScannedRodata>) {
+    if depth > 8 {
+        return;
+    }
+    for m in split_members(body) {
         if let Some(o) = m.iter().position(|t| t.text == "{") {
             // struct [TAG] { ... } [name[, name2]];
             let c = o + close_of(&m[o..], 0);
@@ -430,23 +505,25 @@ pub fn scan(preprocessed: &str) -> Scan {
         }
         if secs.iter().any(|x| x == ".maps") {
             // struct [TAG] { members } NAME [= init] [, NAME2 ...];  or  struct TAG NAME ...;
-            let (members, decls_from) = match open {
+            let (members, decls_from, body) = match open {
                 Some(o) => {
                     let c = close_of(&t, o);
-                    (member_names(&t[o + 1..c]), c + 1)
+                    (member_names(&t[o + 1..c]), c + 1, Some(&t[o + 1..c]))
                 }
                 None => match t.iter().position(|t| t.text == "struct") {
                     Some(p) if t.get(p + 1).is_some_and(|t| t.ident) => {
-                        (tags.get(&t[p + 1].text).cloned().unwrap_or_default(), p + 2)
+                        let tag = &t[p + 1].text;
+                        (tags.get(tag).cloned().unwrap_or_default(), p + 2, bodies.get(tag).map(|b| b.as_slice()))
                     }
                     _ => continue,
                 },
             };
+            let special = body.map(|b| value_special(b, &bodies)).unwrap_or_default();
             for d in split_commas(&t[decls_from..t.len() - 1]) {
                 let eq = d.iter().position(|t| t.text == "=");
                 if let Some((name, _)) = declarator_name(&d[..eq.unwrap_or(d.len())]) {
                     let slots = eq.map(|e| array_of_maps_slots(&d[e + 1..])).unwrap_or_default();
-                    s.maps.push(ScannedMap { name, members: members.clone(), slots });
+                    s.maps.push(ScannedMap { name, members: members.clone(), slots, special: special.clone() });
                 }
             }
             continue;
@@ -552,19 +629,22 @@ pub enum Part<'a> {
     Other(usize),
 }
 
-/// Table entry counts of a scan: maps, slots, rodata, globals, ops, progs.
-fn counts(s: &Scan) -> [usize; 6] {
+/// Table entry counts of a scan: maps, slots, rodata, globals, ops, progs,
+/// special fields of map values.
+fn counts(s: &Scan) -> [usize; 7] {
     let globals = s.globals.len() + s.resizable.len();
-    [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), globals, s.ops.len(), s.syscalls.len()]
+    let fields = s.maps.iter().map(|m| m.special.len()).sum();
+    [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), globals, s.ops.len(), s.syscalls.len(), fields]
 }
 
-const TABLES: [(&str, &str); 6] = [
+const TABLES: [(&str, &str); 7] = [
     ("maps", "schedlab_map_desc"),
     ("slots", "schedlab_map_slot"),
     ("rodata", "schedlab_rodata_desc"),
     ("globals", "schedlab_rodata_desc"),
     ("ops", "schedlab_ops_desc"),
     ("progs", "schedlab_prog_desc"),
+    ("fields", "schedlab_map_field"),
 ];
 
 /// The descriptor unit: the scheduler source included first, then the
@@ -725,6 +805,15 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, linked:
     }
     let _ = writeln!(c, "\t{{ 0 }}\n}};");
 
+    open(&mut c, 6);
+    for (mi, m) in scan.maps.iter().enumerate() {
+        let ty = format!("__typeof__(*{}.value)", m.name);
+        for f in &m.special {
+            let _ = writeln!(c, "\t{{ {mi}, (u32)__builtin_offsetof({ty}, {f}), (u32)sizeof((({ty} *)0)->{f}) }},");
+        }
+    }
+    let _ = writeln!(c, "\t{{ 0 }}\n}};");
+
     if let Part::Other(_) = part {
         return Ok(c);
     }
@@ -747,6 +836,9 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, linked:
                 if *name == "slots" {
                     let _ = writeln!(c, "\tfor (i = 0; i < {}; i++)\n\t\t__schedlab_slots[{} + i].outer += {};", n[t], at[t], at[0]);
                 }
+                if *name == "fields" {
+                    let _ = writeln!(c, "\tfor (i = 0; i < {}; i++)\n\t\t__schedlab_fields[{} + i].map += {};", n[t], at[t], at[0]);
+                }
             }
             for (a, x) in at.iter_mut().zip(n) {
                 *a += x;
@@ -764,8 +856,9 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, linked:
          \t.nr_maps = {}, .nr_map_slots = {}, .nr_rodata = {}, .nr_ops = {}, .nr_progs = {},\n\
          \t.maps = __schedlab_maps, .map_slots = __schedlab_slots, .rodata = __schedlab_rodata,\n\
          \t.ops = __schedlab_ops, .progs = __schedlab_progs,\n\
-         \t.nr_globals = {}, .globals = __schedlab_globals,\n}};",
-        total[0], total[1], total[2], total[4], total[5], total[3]
+         \t.nr_globals = {}, .globals = __schedlab_globals,\n\
+         \t.nr_map_fields = {}, .map_fields = __schedlab_fields,\n}};",
+        total[0], total[1], total[2], total[4], total[5], total[3], total[6]
     );
     Ok(c)
 }
@@ -873,6 +966,39 @@ const volatile u64 masks[4][8];
     }
 
     #[test]
+    fn special_fields_of_map_values() {
+        let src = r#"
+struct lock_box { struct bpf_spin_lock lock; u64 n; };
+struct dom {
+	u32 id;
+	struct bpf_spin_lock vtime_lock;
+	struct bpf_cpumask __schedlab_kptr *cpumask, *other;
+	struct bpf_cpumask *plain;
+	struct lock_box box;
+	struct { struct bpf_timer t; } inner;
+	struct bpf_timer *not_special;
+};
+struct {
+	int (*type)[BPF_MAP_TYPE_ARRAY];
+	__typeof__(u32) *key;
+	__typeof__(struct dom) *value;
+	int (*max_entries)[4];
+} doms __schedlab_sec(".maps");
+struct tagged { int (*type)[1]; __typeof__(struct lock_box) *value; };
+struct tagged boxes __schedlab_sec(".maps");
+"#;
+        let s = scan(src);
+        assert_eq!(s.maps[0].special, ["vtime_lock", "cpumask", "other", "box.lock", "inner.t"]);
+        assert_eq!(s.maps[1].special, ["lock"]);
+        let c = generate(&s, "a.bpf.c", "abi.h", Part::Main { others: &[] }, &[]).unwrap();
+        assert!(
+            c.contains("{ 0, (u32)__builtin_offsetof(__typeof__(*doms.value), box.lock), (u32)sizeof(((__typeof__(*doms.value) *)0)->box.lock) },"),
+            "{c}"
+        );
+        assert!(c.contains(".nr_map_fields = 6, .map_fields = __schedlab_fields"), "{c}");
+    }
+
+    #[test]
     fn resizable_arrays_of_other_objects_are_referred_to_by_pointer() {
         let s = scan("extern char uei_dump[];\nconst volatile u32 uei_dump_len;\n");
         assert!(s.resizable.is_empty());
@@ -894,7 +1020,7 @@ const volatile u64 masks[4][8];
         assert!(c.contains("{ \"simple_ops\", &simple_ops }"));
         assert!(c.contains("__attribute__((weak)) __typeof__(CONFIG_X) CONFIG_X;"));
         let bad = Scan {
-            maps: vec![ScannedMap { name: "m".into(), members: vec!["key".into()], slots: vec![] }],
+            maps: vec![ScannedMap { name: "m".into(), members: vec!["key".into()], slots: vec![], special: vec![] }],
             ..Scan::default()
         };
         assert!(generate(&bad, "a", "b", Part::Main { others: &[] }, &[]).unwrap_err().contains("no __uint(type"));
