@@ -34,6 +34,7 @@ pub const SHIM_FILES: &[(&str, &str)] = &[
     ("include/schedlab_native_post.h", include_str!("../../../../shim/include/schedlab_native_post.h")),
     ("pre/bpf_experimental.h", include_str!("../../../../shim/pre/bpf_experimental.h")),
     ("pre/bpf_arena_common.bpf.h", include_str!("../../../../shim/pre/bpf_arena_common.bpf.h")),
+    ("pre/scx/bpf_arena_common.bpf.h", include_str!("../../../../shim/pre/scx/bpf_arena_common.bpf.h")),
     ("include/scx/common.bpf.h", include_str!("../../../../shim/include/scx/common.bpf.h")),
     ("include/scx/compat.bpf.h", include_str!("../../../../shim/include/scx/compat.bpf.h")),
     ("include/scx/user_exit_info.h", include_str!("../../../../shim/include/scx/user_exit_info.h")),
