@@ -445,8 +445,8 @@ fn guest_profile(path: &Path, s: &Scenario, v: &GuestVariant, src: &Path, cpus: 
     m.machine.sysfs = None;
     m.machine.lscpu = None;
     m.machine.cpus = Some(cpus);
-    let topo = schedlab::world::topology(&m, &file).map_err(|e| (2, e.to_string()))?;
-    let Some(plan) = schedlab::world::loader_plan(&s.scheduler, name, src, &topo, &file).map_err(|e| (2, e.to_string()))? else {
+    let topo = schedlab::workload::world::topology(&m, &file).map_err(|e| (2, e.to_string()))?;
+    let Some(plan) = schedlab::workload::world::loader_plan(&s.scheduler, name, src, &topo, &file).map_err(|e| (2, e.to_string()))? else {
         return Ok(None);
     };
     schedlab::sched::ext::profile::wire::write(&plan).map(Some).map_err(|e| (2, format!("{name}: the loader profile: {e}")))

@@ -177,7 +177,7 @@ fn run_once(sched: &str, scenario: &str, preset: &str, args: &str, all_cpus: boo
     let c0 = thread_cpu_s();
     let mut sim: Sim = world::build(&sc, &file_s).map_err(|e| e.to_string())?;
     sim.check_invariants = cfg!(debug_assertions) && invariants_on(sim.nr_cpus());
-    let path = world::ext_source(sched, &file_s)?;
+    let path = world::ext_source(sched, &file_s).map_err(|e| e.to_string())?;
     let plan = world::loader_plan(&spec, sched, &path, &sim.topo, &file_s).map_err(|e| e.to_string())?;
     let mut cfg = schedlab::sched::ext::host::LoadConfig::default();
     if let Some(p) = &plan {
