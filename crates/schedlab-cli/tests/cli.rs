@@ -227,7 +227,8 @@ fn check_flag_keeps_results_identical() {
 /// every run and names the ejected ones; `--op-timeout` is checked.
 #[test]
 fn faulting_scheduler_is_ejected_in_run_compare_and_sweep() {
-    let p = write_tmp("fault.toml", &GOOD.replace("count = 2\ncpus = \"0\"", "count = 6"));
+    // Sleeping hogs: enough enqueues to reach the default fault_after (20).
+    let p = write_tmp("fault.toml", &GOOD.replace("count = 2\ncpus = \"0\"", "count = 6\nrun = \"1ms\"\nsleep = \"1ms\""));
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schedlab/tests/schedulers/null_deref.bpf.c");
     let src = src.to_str().unwrap();
     let run = || schedlab(&["run", p.to_str().unwrap(), "--sched", src, "--sched-set", "fault_after=3", "--json", "-", "--quiet"]);
