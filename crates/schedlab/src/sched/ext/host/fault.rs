@@ -304,7 +304,8 @@ mod imp {
     impl Drop for SlotOwner {
         fn drop(&mut self) {
             if let Some(s) = SLOTS.get(self.0.get()) {
-                s.epoch.store(0, Ordering::Release);
+                let e = s.epoch.load(Ordering::Acquire);
+                s.epoch.store((e | 1) + 1, Ordering::Release);
                 s.tid.store(0, Ordering::Release);
             }
         }
@@ -391,7 +392,10 @@ mod imp {
         let tid = unsafe { libc::gettid() };
         let slot = SLOTS.iter().position(|s| s.tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire).is_ok()).unwrap_or(NO_SLOT);
         if slot != NO_SLOT {
-            SLOTS[slot].epoch.store(0, Ordering::Release);
+            // Epochs go on from the slot's previous thread, so the watchdog
+            // never takes this thread's call for that one's.
+            let e = SLOTS[slot].epoch.load(Ordering::Acquire);
+            SLOTS[slot].epoch.store((e | 1) + 1, Ordering::Release);
             OWNER.with(|o| o.0.set(slot));
             WATCHDOG.call_once(|| {
                 let _ = std::thread::Builder::new().name("schedlab-op-watchdog".into()).spawn(watchdog);

@@ -214,9 +214,16 @@ impl HostState {
     /// message naming `what`, the address and the source line.
     pub fn call_c(&self, sim: &mut Sim, what: Callee, f: usize, args: [u64; 4]) -> Option<u64> {
         let budget = self.budget_ns.get();
+        let cost0 = sim.scx.cost_acc;
         match self.call(sim, || fault::call(f, args, budget)) {
             Ok(r) => Some(r),
             Err(c) => {
+                if c.kind == fault::Kind::Timeout {
+                    // The simulated cost of a call that never returned is
+                    // not its kfunc calls until the watchdog caught it (a
+                    // wall-time accident): it is charged as one callback.
+                    sim.scx.cost_acc = cost0;
+                }
                 self.fault(sim, what, &c);
                 None
             }
