@@ -18,7 +18,9 @@
 //! - `maps`: BPF map semantics, with `ringbuf`, `arena` and `perf` for
 //!   ring buffers, arenas and perf event arrays;
 //! - `kobj`: kernel objects lent to BPF (idle tasks, rq views, the root
-//!   cgroup); `fpe`: BPF division by zero on x86.
+//!   cgroup); `fpe`: BPF division by zero on x86;
+//! - `fault`: every call into the object is guarded: a fault or a callback
+//!   that does not return ejects the scheduler instead of killing schedlab.
 //!
 //! # The object's ABI
 //!
