@@ -538,7 +538,7 @@ mod imp {
         // Not ours: the previous disposition decides, as if we were not here.
         let i = SIGS.iter().position(|&s| s == sig).unwrap_or(0);
         // SAFETY: OLD[i] was filled by sigaction() before this handler could run.
-        let old = unsafe { (*(&raw const OLD[i])).assume_init_ref() };
+        let old = unsafe { &*(&raw const OLD[i]).cast::<libc::sigaction>() };
         let h = old.sa_sigaction;
         if h == libc::SIG_DFL || h == libc::SIG_IGN {
             // SAFETY: restoring the default; the instruction faults again
