@@ -63,7 +63,7 @@ use std::rc::Rc;
 use crate::engine::{Cpu, TaskId};
 use crate::sched::ext::abi::TaskStructC;
 use crate::sched::ext::ops::{ops_flags, CpuReleaseReason, ExitInfo, ExtOps, Op};
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 use loader::{c_str, Loaded, Rodata, SchedExtOpsC, OPS_MEMBERS};
 use maps::{Map, MapDef, MapKind};
@@ -533,7 +533,7 @@ impl HostedScheduler {
             return Err(HostError::Fault(format!("SEC(\"syscall\") {name}(): not run, the scheduler faulted before")));
         }
         // bpf_prog_test_run() runs in the calling task's context.
-        sim.irq_ctx = crate::sim::IrqCtx::Task;
+        sim.irq_ctx = crate::sched::sim::IrqCtx::Task;
         let p: *mut c_void = if ctx.is_empty() { std::ptr::null_mut() } else { ctx.as_mut_ptr().cast() };
         // A syscall program is `int prog(void *ctx)`; `ctx` outlives the
         // call and the program reads at most its declared context size,
