@@ -6,6 +6,7 @@ mod ecosystem;
 mod experiments;
 mod ext;
 mod fair;
+mod faults;
 mod golden;
 mod host;
 mod invariants;
