@@ -6,11 +6,11 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use schedlab::report::Results;
-use schedlab::scenario::Scenario;
-use schedlab::sim::Sim;
-use schedlab::trace::{PerfettoWriter, Timeline, TimelineSink};
-use schedlab::world;
+use schedlab::results::report::Results;
+use schedlab::workload::scenario::Scenario;
+use schedlab::sched::sim::Sim;
+use schedlab::results::trace::{PerfettoWriter, Timeline, TimelineSink};
+use schedlab::workload::world;
 
 use crate::Failure;
 
@@ -47,8 +47,8 @@ pub struct OutputArgs {
 pub fn parse_window(s: &str) -> Result<(u64, u64), Failure> {
     let bad = |m: String| Failure::Input(format!("--trace-window {s}: {m}"));
     let (a, b) = s.split_once("..").ok_or_else(|| bad("expected FROM..TO, e.g. 2s..3s".into()))?;
-    let a = if a.trim().is_empty() { 0 } else { schedlab::time::parse_duration(a).map_err(bad)? };
-    let b = if b.trim().is_empty() { u64::MAX } else { schedlab::time::parse_duration(b).map_err(bad)? };
+    let a = if a.trim().is_empty() { 0 } else { schedlab::engine::time::parse_duration(a).map_err(|e| bad(e.to_string()))? };
+    let b = if b.trim().is_empty() { u64::MAX } else { schedlab::engine::time::parse_duration(b).map_err(|e| bad(e.to_string()))? };
     if b <= a {
         return Err(bad("the window ends before it starts".into()));
     }
@@ -67,10 +67,10 @@ pub fn real_trace(out: &OutputArgs) -> Result<Option<schedlab::real::TraceReques
 pub fn feature_sets(features: &[String]) -> Result<Vec<String>, Failure> {
     let mut sets = Vec::new();
     for f in features {
-        let mut probe = schedlab::features::Features::default();
+        let mut probe = schedlab::sched::features::Features::default();
         probe.apply(f).map_err(|e| Failure::Input(format!("--feature {f}: {e}")))?;
         let (name, on) = match f.split_once('=') {
-            Some((n, v)) => (n.trim().to_string(), schedlab::features::parse_switch(v.trim()).unwrap_or(true)),
+            Some((n, v)) => (n.trim().to_string(), schedlab::sched::features::parse_switch(v.trim()).unwrap_or(true)),
             None => match f.strip_prefix("NO_") {
                 Some(n) => (n.to_string(), false),
                 None => (f.clone(), true),
@@ -108,7 +108,7 @@ pub fn apply_machine(scenario: &mut Scenario, m: &str) -> Result<(), Failure> {
 /// Loads `path` with overrides (in order) and an optional machine.
 pub fn load(path: &Path, sets: &[String], machine: Option<&str>) -> Result<Scenario, Failure> {
     let mut s = Scenario::load(path, sets).map_err(|e| match e {
-        schedlab::scenario::ScenarioError::Io { .. } => Failure::Io(e.to_string()),
+        schedlab::workload::scenario::ScenarioError::Io { .. } => Failure::Io(e.to_string()),
         other => Failure::Input(other.to_string()),
     })?;
     if let Some(m) = machine {
@@ -170,10 +170,10 @@ pub fn write_outputs(sim: &mut Sim, results: &Results, timeline: Option<Rc<RefCe
     sim.finish_trace().map_err(|e| Failure::Io(format!("{}: {e}", out.trace.as_ref().map_or(String::new(), |p| p.display().to_string()))))?;
     let mut wrote: Vec<PathBuf> = out.trace.iter().cloned().collect();
     if let Some(dir) = &out.csv {
-        wrote.extend(schedlab::csv::write_results(results, dir, stem).map_err(|e| Failure::Io(format!("{}: {e}", dir.display())))?);
+        wrote.extend(schedlab::results::csv::write_results(results, dir, stem).map_err(|e| Failure::Io(format!("{}: {e}", dir.display())))?);
     }
     if let Some(dir) = &out.plot {
-        wrote.extend(plot_run(dir, stem, &results.scenario, &results.scheduler, &sim.metrics, timeline.as_ref().map(|t| t.borrow().clone())).map_err(Failure::Io)?);
+        wrote.extend(plot_run(dir, stem, &results.scenario, &results.scheduler, &sim.metrics, timeline.as_ref().map(|t| t.borrow().clone())).map_err(|e| Failure::Io(e.to_string()))?);
     }
     if !quiet {
         for p in wrote {
@@ -185,8 +185,8 @@ pub fn write_outputs(sim: &mut Sim, results: &Results, timeline: Option<Rc<RefCe
 
 /// Latency histogram and CDF per workload that records latency, and the
 /// utilisation heat map of one run.
-pub fn plot_run(dir: &Path, stem: &str, title: &str, sched: &str, metrics: &[schedlab::sim::WorkloadMetrics], timeline: Option<Timeline>) -> Result<Vec<PathBuf>, String> {
-    use schedlab::plot;
+pub fn plot_run(dir: &Path, stem: &str, title: &str, sched: &str, metrics: &[schedlab::sched::sim::WorkloadMetrics], timeline: Option<Timeline>) -> Result<Vec<PathBuf>, schedlab::results::plot::PlotError> {
+    use schedlab::results::plot;
     let mut wrote = Vec::new();
     for m in metrics {
         if m.latency.is_empty() {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use schedlab::compare::{self, RunSummary};
+use schedlab::results::compare::{self, RunSummary};
 
 use crate::common;
 use crate::Failure;
@@ -124,7 +124,7 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         let s = common::load(&a.scenario, &v.sets, a.machine.as_deref())?;
         scenarios.push(s);
     }
-    let label_of = |v: &Variant, s: &schedlab::scenario::Scenario| if v.label.is_empty() { common::sched_label(s) } else { v.label.clone() };
+    let label_of = |v: &Variant, s: &schedlab::workload::scenario::Scenario| if v.label.is_empty() { common::sched_label(s) } else { v.label.clone() };
     if a.real {
         let labels: Vec<String> = variants.iter().zip(&scenarios).map(|(v, s)| label_of(v, s)).collect();
         return crate::compare_real::compare_real(&a, &variants, &labels, &scenarios);
@@ -167,11 +167,11 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
     let json_path = a.out.join(format!("{stem}-compare.json"));
     let json = compare::to_json(&title, &runs, None);
     let io = common::io_err;
-    schedlab::csv::write_atomic(&csv_path, compare::to_csv(&runs).as_bytes()).map_err(io(&csv_path))?;
-    schedlab::csv::write_atomic(&json_path, json.as_bytes()).map_err(io(&json_path))?;
+    schedlab::results::csv::write_atomic(&csv_path, compare::to_csv(&runs).as_bytes()).map_err(io(&csv_path))?;
+    schedlab::results::csv::write_atomic(&json_path, json.as_bytes()).map_err(io(&json_path))?;
     let mut wrote = vec![csv_path, json_path];
     if let Some(dir) = &a.plot {
-        wrote.extend(plot_compare(dir, &stem, &title, &runs, &plots).map_err(Failure::Io)?);
+        wrote.extend(plot_compare(dir, &stem, &title, &runs, &plots).map_err(|e| Failure::Io(e.to_string()))?);
     }
     match a.json.as_deref() {
         Some(p) if p.as_os_str() == "-" => {
@@ -197,24 +197,24 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
 /// What a variant contributes to the comparison plots.
 pub struct PlotData {
     pub label: String,
-    pub latency: Vec<(String, schedlab::plot::Histogram<u64>)>,
-    pub timeline: Option<schedlab::trace::Timeline>,
+    pub latency: Vec<(String, schedlab::results::plot::Histogram<u64>)>,
+    pub timeline: Option<schedlab::results::trace::Timeline>,
 }
 
-fn plot_compare(dir: &Path, stem: &str, title: &str, runs: &[RunSummary], plots: &[PlotData]) -> Result<Vec<PathBuf>, String> {
-    use schedlab::plot::{self, Bars};
+fn plot_compare(dir: &Path, stem: &str, title: &str, runs: &[RunSummary], plots: &[PlotData]) -> Result<Vec<PathBuf>, schedlab::results::plot::PlotError> {
+    use schedlab::results::plot::{self, Bars};
     let mut wrote = Vec::new();
     let Some(first) = runs.first() else { return Ok(wrote) };
     for (wi, w) in first.workloads.iter().enumerate() {
         let slug = plot::slug(&w.name);
         let has_latency = runs.iter().any(|r| r.workloads.get(wi).is_some_and(|w| w.max_ns.is_some()));
         if has_latency {
-            let series: Vec<(String, &schedlab::plot::Histogram<u64>)> =
+            let series: Vec<(String, &schedlab::results::plot::Histogram<u64>)> =
                 plots.iter().filter_map(|p| p.latency.get(wi).filter(|h| !h.1.is_empty()).map(|h| (p.label.clone(), &h.1))).collect();
             wrote.extend(plot::latency_histogram(&dir.join(format!("{stem}-compare-{slug}-latency-hist")), &format!("{title}: {} wakeup latency", w.name), &series)?);
             wrote.extend(plot::latency_cdf(&dir.join(format!("{stem}-compare-{slug}-latency-cdf")), &format!("{title}: {} wakeup latency CDF", w.name), &series)?);
             let us = |v: Option<u64>| v.unwrap_or(0) as f64 / 1000.0;
-            let metric = |name: &str, f: &dyn Fn(&schedlab::compare::WorkloadSummary) -> Option<u64>| {
+            let metric = |name: &str, f: &dyn Fn(&schedlab::results::compare::WorkloadSummary) -> Option<u64>| {
                 (name.to_string(), runs.iter().map(|r| (r.workloads.get(wi).map_or(0.0, |w| us(f(w))), None)).collect::<Vec<_>>())
             };
             let bars = Bars {

@@ -1,15 +1,15 @@
 //! `schedlab compare --real [--vm]`: every variant simulated and run for
 //! real, printed in compare's tables (a "(sim)" and a "(real)" row per
 //! variant), then the checks that do not depend on the machine's speed
-//! (schedlab::agreement). Without --vm the real runs use this host's kernel,
+//! (schedlab::results::agreement). Without --vm the real runs use this host's kernel,
 //! one after the other; with --vm one boot of a sched_ext kernel under qemu
 //! runs them all, and each simulation gets as many CPUs as the guest.
 
 use rayon::prelude::*;
-use schedlab::agreement::{self, Agreement, RealScx};
-use schedlab::compare::{self, RunSummary};
+use schedlab::results::agreement::{self, Agreement, RealScx};
+use schedlab::results::compare::{self, RunSummary};
 use schedlab::real::RealOptions;
-use schedlab::scenario::Scenario;
+use schedlab::workload::scenario::Scenario;
 use serde_json::Value;
 
 use crate::common;
@@ -55,7 +55,7 @@ fn host_runs(a: &CompareArgs, scenarios: &[Scenario], labels: &[String]) -> Resu
     let mut out = Vec::new();
     for (i, (s, l)) in scenarios.iter().zip(labels).enumerate() {
         if !a.quiet {
-            eprintln!("schedlab: running {l} for real on this host ({}/{}), {}", i + 1, scenarios.len(), schedlab::time::fmt_ns(s.duration.0));
+            eprintln!("schedlab: running {l} for real on this host ({}/{}), {}", i + 1, scenarios.len(), schedlab::engine::time::fmt_ns(s.duration.0));
         }
         let opts = RealOptions { scheduler: common::sched_label(s), ..Default::default() };
         let run = crate::real::run_on_host(s, &file, &opts).map_err(Failure::from)?;
@@ -136,8 +136,8 @@ pub fn compare_real(a: &CompareArgs, variants: &[Variant], labels: &[String], sc
     let json_path = a.out.join(format!("{stem}-compare-real.json"));
     let json = compare::to_json(&title, &runs, Some(&checks));
     let io = common::io_err;
-    schedlab::csv::write_atomic(&csv_path, compare::to_csv(&runs).as_bytes()).map_err(io(&csv_path))?;
-    schedlab::csv::write_atomic(&json_path, json.as_bytes()).map_err(io(&json_path))?;
+    schedlab::results::csv::write_atomic(&csv_path, compare::to_csv(&runs).as_bytes()).map_err(io(&csv_path))?;
+    schedlab::results::csv::write_atomic(&json_path, json.as_bytes()).map_err(io(&json_path))?;
     match a.json.as_deref() {
         Some(p) if p.as_os_str() == "-" => {
             use std::io::Write;

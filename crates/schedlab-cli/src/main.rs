@@ -9,11 +9,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use schedlab::features::FEATURES;
-use schedlab::report::{table, Results};
-use schedlab::scenario::WORKLOAD_KINDS;
-use schedlab::topology::{presets, Topology};
-use schedlab::world;
+use schedlab::sched::features::FEATURES;
+use schedlab::results::report::{table, Results};
+use schedlab::workload::scenario::WORKLOAD_KINDS;
+use schedlab::machine::topology::{presets, Topology};
+use schedlab::workload::world;
 
 mod common;
 mod compare;
@@ -236,7 +236,7 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
     let timeline = common::attach(&mut sim, &out, scenario.duration.0)?;
     let title = scenario.title(&file);
     if !quiet {
-        eprintln!("schedlab: running {title} for {} simulated, seed {}", schedlab::time::fmt_ns(scenario.duration.0), scenario.seed);
+        eprintln!("schedlab: running {title} for {} simulated, seed {}", schedlab::engine::time::fmt_ns(scenario.duration.0), scenario.seed);
     }
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal() && !quiet;

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use schedlab::real::{self, RealError, RealOptions};
-use schedlab::report::Results;
-use schedlab::scenario::Scenario;
+use schedlab::results::report::Results;
+use schedlab::workload::scenario::Scenario;
 
 #[derive(clap::Args, Debug, Default)]
 pub struct RealArgs {
@@ -35,7 +35,7 @@ pub type RealFailure = (u8, String);
 
 fn load(path: &Path, sets: &[String]) -> Result<Scenario, RealFailure> {
     Scenario::load(path, sets).map_err(|e| match e {
-        schedlab::scenario::ScenarioError::Io { .. } => (1, e.to_string()),
+        schedlab::workload::scenario::ScenarioError::Io { .. } => (1, e.to_string()),
         other => (2, other.to_string()),
     })
 }
@@ -54,7 +54,7 @@ pub fn simulate_like(s: &Scenario, file: &str, cpus: usize) -> Result<Results, R
     s.machine.sysfs = None;
     s.machine.lscpu = None;
     s.machine.cpus = Some(cpus);
-    let mut sim = schedlab::world::build(&s, file).map_err(|e| (2, e.to_string()))?;
+    let mut sim = schedlab::workload::world::build(&s, file).map_err(|e| (2, e.to_string()))?;
     sim.run();
     Ok(Results::collect(&sim, &s.title(file), &sched_label(&s)))
 }
@@ -78,7 +78,7 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
         opts.grace_ns = 20_000_000_000;
     }
     if !quiet {
-        eprintln!("schedlab: running {} for real on this host for {}", scenario.title(&file), schedlab::time::fmt_ns(scenario.duration.0));
+        eprintln!("schedlab: running {} for real on this host for {}", scenario.title(&file), schedlab::engine::time::fmt_ns(scenario.duration.0));
     }
     let run = run_on_host(&scenario, &file, &opts)?;
     for l in run.trace.iter().flat_map(|t| t.lines()).filter(|_| !quiet) {
@@ -136,22 +136,22 @@ pub fn side_by_side(real: &Results, sim: &Results) -> String {
         rows.push(vec![t.name.clone(), format!("{:.1}%", share(real, i)), format!("{:.1}%", share(sim, i)), t.switches.to_string(), s.map_or("-".into(), |s| s.switches.to_string())]);
     }
     let mut out = String::from("\nreal vs simulated\n");
-    out.push_str(&schedlab::report::table(&rows));
+    out.push_str(&schedlab::results::report::table(&rows));
     for (rw, sw) in real.workloads.iter().zip(&sim.workloads) {
         if let (Some(a), Some(b)) = (&rw.latency, &sw.latency) {
             out.push_str(&format!(
                 "{}: wakeup latency p50 {} / {}, p99 {} / {}, max {} / {} (real / sim)\n",
                 rw.name,
-                schedlab::time::fmt_ns(a.p50_ns),
-                schedlab::time::fmt_ns(b.p50_ns),
-                schedlab::time::fmt_ns(a.p99_ns),
-                schedlab::time::fmt_ns(b.p99_ns),
-                schedlab::time::fmt_ns(a.max_ns),
-                schedlab::time::fmt_ns(b.max_ns)
+                schedlab::engine::time::fmt_ns(a.p50_ns),
+                schedlab::engine::time::fmt_ns(b.p50_ns),
+                schedlab::engine::time::fmt_ns(a.p99_ns),
+                schedlab::engine::time::fmt_ns(b.p99_ns),
+                schedlab::engine::time::fmt_ns(a.max_ns),
+                schedlab::engine::time::fmt_ns(b.max_ns)
             ));
         }
         if let (Some(a), Some(b)) = (rw.makespan_ns, sw.makespan_ns) {
-            out.push_str(&format!("{}: makespan {} / {} (real / sim)\n", rw.name, schedlab::time::fmt_ns(a), schedlab::time::fmt_ns(b)));
+            out.push_str(&format!("{}: makespan {} / {} (real / sim)\n", rw.name, schedlab::engine::time::fmt_ns(a), schedlab::engine::time::fmt_ns(b)));
         }
     }
     out

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use schedlab::compare::RunSummary;
-use schedlab::sweep;
+use schedlab::results::compare::RunSummary;
+use schedlab::results::sweep;
 
 use crate::common;
 use crate::Failure;
@@ -53,8 +53,8 @@ pub struct SweepArgs {
 pub fn sweep(a: SweepArgs) -> Result<(), Failure> {
     let file = a.scenario.display().to_string();
     let text = std::fs::read_to_string(&a.scenario).map_err(|e| Failure::Io(format!("{file}: {e}")))?;
-    let seeds = sweep::parse_seeds(&a.seeds).map_err(Failure::Input)?;
-    let params: Vec<(String, Vec<String>)> = a.params.iter().map(|p| sweep::parse_param(p)).collect::<Result<_, _>>().map_err(Failure::Input)?;
+    let seeds = sweep::parse_seeds(&a.seeds).map_err(|e| Failure::Input(e.to_string()))?;
+    let params: Vec<(String, Vec<String>)> = a.params.iter().map(|p| sweep::parse_param(p)).collect::<Result<_, _>>().map_err(|e| Failure::Input(e.to_string()))?;
     let mut base = a.sets.clone();
     base.extend(common::feature_sets(&a.features)?);
     base.extend(crate::sched_args(a.sched.clone(), a.sched_sets.clone())?);
@@ -96,11 +96,11 @@ pub fn sweep(a: SweepArgs) -> Result<(), Failure> {
     let csv_path = dir.join(format!("{stem}-sweep.csv"));
     let json_path = dir.join(format!("{stem}-sweep.json"));
     let io = common::io_err;
-    schedlab::csv::write_atomic(&csv_path, sweep::aggregate_csv(&names, &rows).as_bytes()).map_err(io(&csv_path))?;
-    schedlab::csv::write_atomic(&json_path, sweep::aggregate_json(&file, &params, &seeds, &rows).as_bytes()).map_err(io(&json_path))?;
+    schedlab::results::csv::write_atomic(&csv_path, sweep::aggregate_csv(&names, &rows).as_bytes()).map_err(io(&csv_path))?;
+    schedlab::results::csv::write_atomic(&json_path, sweep::aggregate_json(&file, &params, &seeds, &rows).as_bytes()).map_err(io(&json_path))?;
     let mut wrote = vec![csv_path, json_path];
     if let Some(pd) = &a.plot {
-        wrote.extend(plot_sweep(pd, &stem, &file, &names, &points, &rows).map_err(Failure::Io)?);
+        wrote.extend(plot_sweep(pd, &stem, &file, &names, &points, &rows).map_err(|e| Failure::Io(e.to_string()))?);
     }
     if !a.quiet {
         print!(
@@ -120,8 +120,8 @@ pub fn sweep(a: SweepArgs) -> Result<(), Failure> {
 
 /// Per workload, the headline metric's median with min..max whiskers over
 /// the grid points.
-fn plot_sweep(dir: &Path, stem: &str, title: &str, names: &[String], points: &[Vec<(String, String)>], rows: &[sweep::AggRow]) -> Result<Vec<PathBuf>, String> {
-    use schedlab::plot::{self, Bars};
+fn plot_sweep(dir: &Path, stem: &str, title: &str, names: &[String], points: &[Vec<(String, String)>], rows: &[sweep::AggRow]) -> Result<Vec<PathBuf>, schedlab::results::plot::PlotError> {
+    use schedlab::results::plot::{self, Bars};
     let mut wrote = Vec::new();
     let label = |p: &Vec<(String, String)>| if p.is_empty() { "all".to_string() } else { p.iter().map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k))).collect::<Vec<_>>().join(" ") };
     let mut workloads: Vec<String> = Vec::new();

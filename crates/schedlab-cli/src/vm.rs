@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use schedlab::scenario::Scenario;
-use schedlab::agreement::RealScx;
+use schedlab::workload::scenario::Scenario;
+use schedlab::results::agreement::RealScx;
 use schedlab::sched::ext::ops::ExitKind;
 use serde_json::Value;
 
@@ -262,7 +262,7 @@ pub fn parse_console(text: &str) -> Vec<GuestSched> {
     out
 }
 
-fn share_rows(real: &Value, sim: &schedlab::report::Results) -> String {
+fn share_rows(real: &Value, sim: &schedlab::results::report::Results) -> String {
     let tasks: Vec<&Value> = real["tasks"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
     let total: u64 = tasks.iter().map(|t| t["runtime_ns"].as_u64().unwrap_or(0)).sum::<u64>().max(1);
     let sim_total: u64 = sim.tasks.iter().map(|t| t.runtime_ns).sum::<u64>().max(1);
@@ -277,7 +277,7 @@ fn share_rows(real: &Value, sim: &schedlab::report::Results) -> String {
             s.map_or("-".into(), |s| s.ran_on.clone()),
         ]);
     }
-    schedlab::report::table(&rows)
+    schedlab::results::report::table(&rows)
 }
 
 /// One entry of a guest run: a sched_ext scheduler to load, or the kernel's
@@ -293,7 +293,7 @@ pub struct GuestVariant {
 pub fn guest_variants<'a>(entries: impl IntoIterator<Item = (&'a str, Option<&'a str>)>, file: &str) -> Result<Vec<GuestVariant>, RealFailure> {
     let mut out: Vec<GuestVariant> = Vec::new();
     for (n, sched) in entries {
-        let source = sched.map(|x| schedlab::world::ext_source(x, file).map_err(|e| (2, format!("--sched {x}: {e}")))).transpose()?;
+        let source = sched.map(|x| schedlab::workload::world::ext_source(x, file).map_err(|e| (2, format!("--sched {x}: {e}")))).transpose()?;
         let mut label = label(n);
         if out.iter().any(|v| v.label == label) {
             label = format!("{label}-{}", out.len());
@@ -326,7 +326,7 @@ pub fn guest_cpus(vm_cpus: Option<usize>, s: &Scenario, file: &str) -> Result<us
     match vm_cpus {
         Some(0) => Err((2, "--vm-cpus: at least 1".into())),
         Some(n) => Ok(n),
-        None => schedlab::world::topology(s, file).map(|t| t.nr_cpus().min(4)).map_err(|e| (2, e.to_string())),
+        None => schedlab::workload::world::topology(s, file).map(|t| t.nr_cpus().min(4)).map_err(|e| (2, e.to_string())),
     }
 }
 
@@ -424,7 +424,7 @@ pub fn describe(g: &GuestSched) -> String {
     } else {
         out.push_str(&format!("\n=== sched_ext {} (real, in the guest) ===\n", g.name));
         out.push_str(&format!("state while loaded: {} (ops {}), after detach: {}\n", g.state, g.ops, g.state_after_detach));
-        out.push_str(&format!("exit: {}\n", schedlab::compare::exit_text(&g.exit_name().unwrap_or("none".into()), &g.exit_reason, &g.exit_msg)));
+        out.push_str(&format!("exit: {}\n", schedlab::results::compare::exit_text(&g.exit_name().unwrap_or("none".into()), &g.exit_reason, &g.exit_msg)));
         if !g.counters.is_empty() {
             out.push_str(&format!("scheduler counters: {}\n", g.counters.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")));
         }

@@ -4,8 +4,8 @@
 //! events per second ("elem/s").
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use schedlab::scenario::Scenario;
-use schedlab::sim::Sim;
+use schedlab::workload::scenario::Scenario;
+use schedlab::sched::sim::Sim;
 
 /// The 4-CPU mix; tests/integration/golden.rs records its event hash.
 const MIXED_4CPU: &str = include_str!("scenarios/mixed-4cpu.toml");
@@ -24,7 +24,7 @@ sleep = "exp:4ms"
 
 fn build(text: &str) -> Sim {
     let s = Scenario::parse(text, "bench.toml", &[]).expect("bench scenario parses");
-    let mut sim = schedlab::world::build(&s, "bench.toml").expect("bench scenario builds");
+    let mut sim = schedlab::workload::world::build(&s, "bench.toml").expect("bench scenario builds");
     sim.check_invariants = false;
     sim
 }

@@ -16,9 +16,9 @@
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use schedlab::scenario::Scenario;
+use schedlab::workload::scenario::Scenario;
 use schedlab::sched::ext::host::{self, LoadConfig};
-use schedlab::sim::Sim;
+use schedlab::sched::sim::Sim;
 
 fn scenario(ms: u64) -> String {
     format!(
@@ -54,7 +54,7 @@ fn cfg() -> LoadConfig {
 /// A ready-to-run world with hosted simple loaded.
 fn build(text: &str) -> Sim {
     let s = Scenario::parse(text, "bench.toml", &[]).expect("bench scenario parses");
-    let mut sim = schedlab::world::build(&s, "bench.toml").expect("bench scenario builds");
+    let mut sim = schedlab::workload::world::build(&s, "bench.toml").expect("bench scenario builds");
     sim.check_invariants = false;
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schedulers/simple.bpf.c");
     let ops = host::load(&src, &cfg()).unwrap_or_else(|e| panic!("{e}"));

@@ -38,17 +38,3 @@ pub mod real;
 pub mod results;
 pub mod sched;
 pub mod workload;
-
-// The flat module paths of earlier versions (`schedlab::sim::Sim`,
-// `schedlab::scenario::Scenario`, ...), kept so that code written against
-// them keeps building.
-#[doc(hidden)]
-pub use engine::{rng, time};
-#[doc(hidden)]
-pub use machine::{cost, cpumask, topology};
-#[doc(hidden)]
-pub use results::{agreement, compare, csv, plot, report, sweep, trace};
-#[doc(hidden)]
-pub use sched::{exec, features, sim, task};
-#[doc(hidden)]
-pub use workload::{rtapp, scenario, world};

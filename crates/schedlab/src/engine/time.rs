@@ -7,11 +7,42 @@ pub const NSEC_PER_USEC: Ns = 1_000;
 pub const NSEC_PER_MSEC: Ns = 1_000_000;
 pub const NSEC_PER_SEC: Ns = 1_000_000_000;
 
+/// A duration that does not parse; the message names the accepted form.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// A number followed by something that is not a unit.
+    #[error("unknown unit {unit:?} in {text:?}: expected a number followed by ns, us, ms or s (e.g. \"200us\")")]
+    UnknownUnit {
+        /// The unit as written.
+        unit: String,
+        /// The whole duration as written.
+        text: String,
+    },
+    /// A unit without a number.
+    #[error("{text:?} has no number: expected e.g. \"10s\", \"200us\" or \"1500ns\"")]
+    NoNumber {
+        /// The duration as written.
+        text: String,
+    },
+    /// A number that does not parse (two dots, a sign, ...).
+    #[error("{text:?} is not a duration: expected e.g. \"10s\", \"200us\" or \"1500ns\"")]
+    Malformed {
+        /// The duration as written.
+        text: String,
+    },
+    /// More nanoseconds than 64 bits hold.
+    #[error("{text:?} is too large")]
+    TooLarge {
+        /// The duration as written.
+        text: String,
+    },
+}
+
 /// Parses "10s", "200us", "1.5ms", "750000ns" or a bare integer (nanoseconds).
 ///
 /// Fractions are accepted so that "0.7ms" reads naturally; the result is
 /// rounded down to whole nanoseconds. The error text names the accepted form.
-pub fn parse_duration(text: &str) -> Result<Ns, String> {
+pub fn parse_duration(text: &str) -> Result<Ns, DurationError> {
     let s = text.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
@@ -23,25 +54,19 @@ pub fn parse_duration(text: &str) -> Result<Ns, String> {
         "ms" => NSEC_PER_MSEC,
         "s" => NSEC_PER_SEC,
         "m" | "min" => 60 * NSEC_PER_SEC,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?}: expected a number followed by ns, us, ms or s (e.g. \"200us\")"
-            ))
-        }
+        other => return Err(DurationError::UnknownUnit { unit: other.to_string(), text: text.to_string() }),
     };
     let num = num.replace('_', "");
     if num.is_empty() {
-        return Err(format!(
-            "{text:?} has no number: expected e.g. \"10s\", \"200us\" or \"1500ns\""
-        ));
+        return Err(DurationError::NoNumber { text: text.to_string() });
     }
     let (int_part, frac_part) = match num.split_once('.') {
         Some((i, f)) => (i, f),
         None => (num.as_str(), ""),
     };
-    let bad = || format!("{text:?} is not a duration: expected e.g. \"10s\", \"200us\" or \"1500ns\"");
+    let bad = || DurationError::Malformed { text: text.to_string() };
     let int: u64 = if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| bad())? };
-    let mut total = int.checked_mul(mult).ok_or_else(|| format!("{text:?} is too large"))?;
+    let mut total = int.checked_mul(mult).ok_or_else(|| DurationError::TooLarge { text: text.to_string() })?;
     if !frac_part.is_empty() {
         if frac_part.contains('.') || !frac_part.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad());
@@ -98,7 +123,7 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        assert!(parse_duration("1xs").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("1xs").unwrap_err().to_string().contains("unknown unit"));
         assert!(parse_duration("ms").is_err());
         assert!(parse_duration("1.2.3ms").is_err());
         assert!(parse_duration("-5ms").is_err());

@@ -34,8 +34,24 @@ fn framed<'a, 'b, DB: DrawingBackend>(root: &'a DrawingArea<DB, Shift>, title: i
     b
 }
 
-fn err<E: std::fmt::Debug>(e: E) -> String {
-    format!("plot: {e:?}")
+/// A chart that could not be written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlotError {
+    /// The output directory cannot be created.
+    #[error("{dir}: {err}")]
+    Dir {
+        /// The directory.
+        dir: String,
+        /// The I/O error.
+        err: String,
+    },
+    /// The drawing backend failed (font, file, or encoder).
+    #[error("plot: {0}")]
+    Draw(String),
+}
+
+fn err<E: std::fmt::Debug>(e: E) -> PlotError {
+    PlotError::Draw(format!("{e:?}"))
 }
 
 /// Colours that stay distinct in print and for common colour blindness
@@ -62,7 +78,7 @@ macro_rules! both {
         register_font();
         let base: &Path = $base;
         if let Some(d) = base.parent() {
-            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+            std::fs::create_dir_all(d).map_err(|e| PlotError::Dir { dir: d.display().to_string(), err: e.to_string() })?;
         }
         let svg = base.with_extension("svg");
         let png = base.with_extension("png");
@@ -103,7 +119,7 @@ fn latency_range(series: &[LatencySeries]) -> (f64, f64) {
     (lo / 1.5, hi * 1.5)
 }
 
-fn draw_hist<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, series: &[LatencySeries]) -> Result<(), String> {
+fn draw_hist<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, series: &[LatencySeries]) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(err)?;
     let (lo, hi) = latency_range(series);
     let binned: Vec<Vec<(f64, f64, u64)>> = series.iter().map(|s| log_bins(s.1)).collect();
@@ -147,7 +163,7 @@ fn draw_hist<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, ser
     Ok(())
 }
 
-fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, series: &[LatencySeries]) -> Result<(), String> {
+fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, series: &[LatencySeries]) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(err)?;
     let (lo, hi) = latency_range(series);
     let mut chart = framed(root, title, (56, 80))
@@ -185,7 +201,7 @@ fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, seri
     Ok(())
 }
 
-fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>) -> Result<(), String> {
+fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>) -> Result<(), PlotError> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -214,12 +230,12 @@ fn trim(v: f64) -> String {
 }
 
 /// Latency histogram: `<base>.svg` and `<base>.png`.
-pub fn latency_histogram(base: &Path, title: &str, series: &[LatencySeries]) -> Result<Vec<PathBuf>, String> {
+pub fn latency_histogram(base: &Path, title: &str, series: &[LatencySeries]) -> Result<Vec<PathBuf>, PlotError> {
     both!(base, draw_hist, title, series)
 }
 
 /// Latency CDF: `<base>.svg` and `<base>.png`.
-pub fn latency_cdf(base: &Path, title: &str, series: &[LatencySeries]) -> Result<Vec<PathBuf>, String> {
+pub fn latency_cdf(base: &Path, title: &str, series: &[LatencySeries]) -> Result<Vec<PathBuf>, PlotError> {
     both!(base, draw_cdf, title, series)
 }
 
@@ -230,7 +246,7 @@ fn heat(u: f64) -> RGBColor {
     RGBColor(lerp(247.0, 8.0), lerp(251.0, 48.0), lerp(255.0, 107.0))
 }
 
-fn draw_util<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, tl: &Timeline) -> Result<(), String> {
+fn draw_util<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, tl: &Timeline) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(err)?;
     let (main, bar) = root.split_horizontally(SIZE.0 - 110);
     let n = tl.busy_ns.len().max(1);
@@ -271,7 +287,7 @@ fn draw_util<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, tl:
 }
 
 /// Per-CPU utilisation over time as a heat map.
-pub fn utilisation(base: &Path, title: &str, tl: &Timeline) -> Result<Vec<PathBuf>, String> {
+pub fn utilisation(base: &Path, title: &str, tl: &Timeline) -> Result<Vec<PathBuf>, PlotError> {
     both!(base, draw_util, title, tl)
 }
 
@@ -287,7 +303,7 @@ pub struct Bars {
     pub series: Vec<(String, Vec<Bar>)>,
 }
 
-fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, b: &Bars) -> Result<(), String> {
+fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, b: &Bars) -> Result<(), PlotError> {
     root.fill(&WHITE).map_err(err)?;
     let ncat = b.categories.len().max(1);
     let nser = b.series.len().max(1);
@@ -337,7 +353,7 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, b: &Bars) -> Res
 }
 
 /// A grouped bar chart with optional whiskers.
-pub fn bars(base: &Path, b: &Bars) -> Result<Vec<PathBuf>, String> {
+pub fn bars(base: &Path, b: &Bars) -> Result<Vec<PathBuf>, PlotError> {
     both!(base, draw_bars, b)
 }
 

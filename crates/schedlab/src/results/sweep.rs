@@ -14,9 +14,20 @@ use sha2::{Digest, Sha256};
 
 use crate::results::compare::RunSummary;
 
+/// A `--seeds` or `--param` argument that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GridError {
+    /// `--seeds` that is neither a range, a list nor one seed.
+    #[error("--seeds {0}: expected a range like 1..10 (inclusive), a list like 1,5,9 or one seed")]
+    Seeds(String),
+    /// `--param` without a path or values.
+    #[error("--param {0}: expected PATH=V1,V2,..., e.g. workload.0.count=2,4,8")]
+    Param(String),
+}
+
 /// `--seeds`: `1..10` (inclusive: ten seeds), `1..=10`, `3` or `1,5,9`.
-pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
-    let bad = || format!("--seeds {s}: expected a range like 1..10 (inclusive), a list like 1,5,9 or one seed");
+pub fn parse_seeds(s: &str) -> Result<Vec<u64>, GridError> {
+    let bad = || GridError::Seeds(s.to_string());
     let s = s.trim();
     if let Some((a, b)) = s.split_once("..") {
         let a: u64 = a.trim().parse().map_err(|_| bad())?;
@@ -35,12 +46,12 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
 }
 
 /// `--param path=v1,v2,...`: the dotted scenario path and its values.
-pub fn parse_param(s: &str) -> Result<(String, Vec<String>), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("--param {s}: expected PATH=V1,V2,..., e.g. workload.0.count=2,4,8"))?;
+pub fn parse_param(s: &str) -> Result<(String, Vec<String>), GridError> {
+    let (k, v) = s.split_once('=').ok_or_else(|| GridError::Param(s.to_string()))?;
     let k = k.trim();
     let vals: Vec<String> = v.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect();
     if k.is_empty() || vals.is_empty() {
-        return Err(format!("--param {s}: expected PATH=V1,V2,..., e.g. workload.0.count=2,4,8"));
+        return Err(GridError::Param(s.to_string()));
     }
     Ok((k.to_string(), vals))
 }

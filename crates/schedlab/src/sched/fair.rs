@@ -647,27 +647,27 @@ impl Sim {
     }
 
     /// Debug checks of the EEVDF state of one CPU.
-    pub fn check_cfs(&self, cpu: Cpu) -> Result<(), String> {
+    pub fn check_cfs(&self, cpu: Cpu) -> Result<(), CfsViolation> {
         let cfs = &self.rq(cpu).cfs;
         let mut sum_w: u64 = 0;
         let mut sum_key: i128 = 0;
         for &(d, p) in &cfs.timeline {
             let se = &self.task(p).se;
             if se.deadline != d {
-                return Err(format!("task {p}: timeline key {d} != deadline {}", se.deadline));
+                return Err(CfsViolation::TimelineKey { task: p, key: d, deadline: se.deadline });
             }
             if !se.on_rq || self.task(p).cpu != cpu {
-                return Err(format!("task {p} on cpu{cpu}'s timeline but not queued there"));
+                return Err(CfsViolation::NotQueued { task: p, cpu });
             }
             sum_w += se.load.weight;
             sum_key += self.entity_key(cpu, p) as i128 * se.load.weight as i128;
         }
         let queued = cfs.timeline.len() + cfs.curr.filter(|&c| self.task(c).se.on_rq).map_or(0, |_| 1);
         if cfs.lru.len() != queued || cfs.nr_queued as usize != queued {
-            return Err(format!("cpu{cpu}: {} on the LRU list, {} queued, nr_queued {}", cfs.lru.len(), queued, cfs.nr_queued));
+            return Err(CfsViolation::Counts { cpu, lru: cfs.lru.len(), queued, nr_queued: cfs.nr_queued });
         }
         if sum_w != cfs.sum_weight || sum_key != cfs.sum_w_vruntime {
-            return Err(format!("cpu{cpu}: avg sums drifted ({sum_w} vs {}, {sum_key} vs {})", cfs.sum_weight, cfs.sum_w_vruntime));
+            return Err(CfsViolation::SumsDrifted { cpu, sum_w, sum_weight: cfs.sum_weight, sum_key, sum_w_vruntime: cfs.sum_w_vruntime });
         }
         // Σ lag = 0 within rounding, and each lag within its bound after placement.
         let (avg, load) = self.avg_sums(cpu);
@@ -682,7 +682,7 @@ impl Sim {
             // Flooring V is off by < 1 in virtual time: Σ w_i (V - v_i) is within Σ w_i of zero.
             let _ = avg;
             if sum_lag.abs() > load {
-                return Err(format!("cpu{cpu}: Σ weighted lag = {sum_lag}, load {load}"));
+                return Err(CfsViolation::LagSum { cpu, sum_lag, load });
             }
             // A sanity bound on live lags, in service time. Ideal EEVDF keeps
             // |lag| below one request plus the quantum (r_max + q; q is the
@@ -700,7 +700,7 @@ impl Sim {
                 let se = &self.task(p).se;
                 let lag_real = vdiff(v, se.vruntime) as i128 * se.load.weight as i128 / NICE_0_LOAD as i128;
                 if lag_real.abs() > bound {
-                    return Err(format!("cpu{cpu}: task {p} lag {lag_real} ns exceeds ±{bound} ns"));
+                    return Err(CfsViolation::LagBound { cpu, task: p, lag: lag_real, bound });
                 }
             }
         }
@@ -715,7 +715,7 @@ impl Sim {
                 .min_by_key(|&p| (self.task(p).se.deadline as i128 - self.rq(cpu).cfs.zero_vruntime as i128, p));
             if let Some(m) = eligible_min {
                 if self.task(m).se.deadline != self.task(pick).se.deadline && cfs.nr_queued > 1 {
-                    return Err(format!("cpu{cpu}: pick {pick} is not the earliest eligible deadline ({m})"));
+                    return Err(CfsViolation::Pick { cpu, pick, earliest: m });
                 }
             }
         }
@@ -723,9 +723,39 @@ impl Sim {
     }
 }
 
+/// An EEVDF invariant that does not hold (what [`Sim::check_cfs`] and
+/// [`check_saved_lag`] find).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CfsViolation {
+    /// A timeline entry keyed by something other than the deadline.
+    #[error("task {task}: timeline key {key} != deadline {deadline}")]
+    TimelineKey { task: TaskId, key: u64, deadline: u64 },
+    /// A task on a CPU's timeline that is not queued there.
+    #[error("task {task} on cpu{cpu}'s timeline but not queued there")]
+    NotQueued { task: TaskId, cpu: Cpu },
+    /// The LRU list, the queue and nr_queued disagree.
+    #[error("cpu{cpu}: {lru} on the LRU list, {queued} queued, nr_queued {nr_queued}")]
+    Counts { cpu: Cpu, lru: usize, queued: usize, nr_queued: u32 },
+    /// avg_load / avg_vruntime no longer match the timeline.
+    #[error("cpu{cpu}: avg sums drifted ({sum_w} vs {sum_weight}, {sum_key} vs {sum_w_vruntime})")]
+    SumsDrifted { cpu: Cpu, sum_w: u64, sum_weight: u64, sum_key: i128, sum_w_vruntime: i128 },
+    /// The weighted lags do not sum to zero (within rounding).
+    #[error("cpu{cpu}: Σ weighted lag = {sum_lag}, load {load}")]
+    LagSum { cpu: Cpu, sum_lag: i128, load: i128 },
+    /// A live lag beyond the sanity bound (runaway virtual time).
+    #[error("cpu{cpu}: task {task} lag {lag} ns exceeds ±{bound} ns")]
+    LagBound { cpu: Cpu, task: TaskId, lag: i128, bound: i128 },
+    /// The pick is not the earliest eligible deadline.
+    #[error("cpu{cpu}: pick {pick} is not the earliest eligible deadline ({earliest})")]
+    Pick { cpu: Cpu, pick: TaskId, earliest: TaskId },
+    /// A dequeued task's saved lag beyond entity_lag()'s clamp.
+    #[error("task {task}: saved vlag {vlag} beyond the clamp {limit}")]
+    SavedLag { task: TaskId, vlag: i64, limit: i64 },
+}
+
 /// The kernel's own lag bound: a dequeued entity's saved lag is clamped to
 /// max(2 slices, a tick) of service (entity_lag), whatever happened before.
-pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), String> {
+pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), CfsViolation> {
     let t = sim.task(p);
     if t.se.on_rq || t.class != ClassId::Fair || t.se.rel_deadline {
         return Ok(());
@@ -734,7 +764,7 @@ pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), String> {
     // A reweight while dequeued rescales vlag by old/new weight, which maps
     // the old clamp onto the new one up to fixed-point rounding.
     if t.se.vlag.abs() > limit + limit / 1000 + 2 {
-        return Err(format!("task {p}: saved vlag {} beyond the clamp {limit}", t.se.vlag));
+        return Err(CfsViolation::SavedLag { task: p, vlag: t.se.vlag, limit });
     }
     Ok(())
 }

@@ -100,19 +100,17 @@ impl Features {
 
     /// Applies "NAME", "NO_NAME", "NAME=on|off|true|false|1|0" as the
     /// kernel's debugfs `sched/features` file and our CLI accept them.
-    pub fn apply(&mut self, spec: &str) -> Result<(), String> {
+    pub fn apply(&mut self, spec: &str) -> Result<(), FeatureError> {
         let spec = spec.trim();
         let (name, value) = match spec.split_once('=') {
-            Some((n, v)) => (n.trim(), Some(parse_switch(v.trim()).ok_or_else(|| {
-                format!("feature {n:?}: value {v:?} is not a switch: expected on/off, true/false or 1/0")
-            })?)),
+            Some((n, v)) => (n.trim(), Some(parse_switch(v.trim()).ok_or_else(|| FeatureError::NotASwitch { name: n.to_string(), value: v.to_string() })?)),
             None => (spec, None),
         };
         let (name, on) = match (name.strip_prefix("NO_"), value) {
             (Some(base), None) if Feature::from_name(base).is_some() => (base, false),
             (_, v) => (name, v.unwrap_or(true)),
         };
-        let f = Feature::from_name(name).ok_or_else(|| unknown_feature(name))?;
+        let f = Feature::from_name(name).ok_or_else(|| FeatureError::Unknown(name.to_string()))?;
         self.set(f, on);
         Ok(())
     }
@@ -135,9 +133,25 @@ pub fn parse_switch(v: &str) -> Option<bool> {
     }
 }
 
-pub fn unknown_feature(name: &str) -> String {
-    let known: Vec<&str> = FEATURES.iter().map(|f| f.name).collect();
-    format!("unknown feature {name:?}: known features are {}", known.join(", "))
+/// A `sched/features` setting that cannot be applied.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FeatureError {
+    /// A name that is not a modelled feature.
+    #[error("unknown feature {0:?}: known features are {known}", known = known_features())]
+    Unknown(String),
+    /// `NAME=VALUE` with a value that is not on/off.
+    #[error("feature {name:?}: value {value:?} is not a switch: expected on/off, true/false or 1/0")]
+    NotASwitch {
+        /// The feature name as written.
+        name: String,
+        /// The value as written.
+        value: String,
+    },
+}
+
+/// The modelled features' names, comma-separated.
+fn known_features() -> String {
+    FEATURES.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
@@ -163,7 +177,7 @@ mod tests {
         f.apply("next_buddy").unwrap();
         assert!(f.on(Feature::NEXT_BUDDY));
         assert_eq!(f.changed(), vec!["NEXT_BUDDY".to_string()]);
-        assert!(f.apply("BOGUS").unwrap_err().contains("known features"));
+        assert!(f.apply("BOGUS").unwrap_err().to_string().contains("known features"));
         assert!(f.apply("PLACE_LAG=maybe").is_err());
     }
 }

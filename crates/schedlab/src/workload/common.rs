@@ -8,15 +8,73 @@ use crate::sched::sim::Sim;
 use crate::sched::task::{Policy, RtEntity, SchedEntity, Task, TaskState, TaskStats};
 use crate::workload::scenario::CpuList;
 
-/// A workload could not be built; the message names the field.
-pub type BuildError = String;
+/// A workload could not be built. The message names the scenario field
+/// (or, for rt-app, the file and the JSON path) to fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// A scenario field holds a value the workload cannot use.
+    #[error("{field}: {msg}")]
+    Field {
+        /// The dotted scenario path, e.g. `workload.0.count`.
+        field: String,
+        /// What is wrong and how to fix it.
+        msg: String,
+    },
+    /// A file the workload names cannot be read.
+    #[error("{field}: cannot read {path}: {err}")]
+    Read {
+        /// The scenario field naming the file.
+        field: String,
+        /// The path tried.
+        path: String,
+        /// The I/O error.
+        err: String,
+    },
+    /// rt-app JSON that does not parse.
+    #[error("{file}:{line}:{column}: malformed JSON: {msg}")]
+    RtappJson {
+        /// The rt-app file (or the scenario field holding the JSON).
+        file: String,
+        /// Line and column of the error.
+        line: usize,
+        /// Column of the error.
+        column: usize,
+        /// The JSON parser's message.
+        msg: String,
+    },
+    /// An rt-app description that parses but cannot be simulated.
+    #[error("{file}: {path}: {msg}")]
+    Rtapp {
+        /// The rt-app file (or the scenario field holding the JSON).
+        file: String,
+        /// The JSON path of the offending value, e.g. `tasks.t0.run`.
+        path: String,
+        /// What is wrong and how to fix it.
+        msg: String,
+    },
+    /// An rt-app document without the expected top-level object.
+    #[error("{file}: {msg}")]
+    RtappFile {
+        /// The rt-app file (or the scenario field holding the JSON).
+        file: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+impl BuildError {
+    /// A bad value in scenario field `field`.
+    pub fn field(field: impl Into<String>, msg: impl Into<String>) -> Self {
+        BuildError::Field { field: field.into(), msg: msg.into() }
+    }
+}
 
 pub(crate) fn cpus(sim: &Sim, list: &Option<CpuList>, field: &str) -> Result<CpuMask, BuildError> {
     match list {
         None => Ok(CpuMask::full(sim.nr_cpus())),
-        Some(CpuList(s)) => CpuMask::parse_cpulist(s, sim.nr_cpus()).map_err(|e| format!("{field}: {e}")).and_then(|m| {
+        Some(CpuList(s)) => CpuMask::parse_cpulist(s, sim.nr_cpus()).map_err(|e| BuildError::field(field, e.to_string())).and_then(|m| {
             if m.is_empty() {
-                Err(format!("{field}: the CPU list is empty"))
+                Err(BuildError::field(field, "the CPU list is empty"))
             } else {
                 Ok(m)
             }
@@ -83,13 +141,13 @@ pub(crate) fn check_nice(nice: i32, prefix: &str) -> Result<i32, BuildError> {
     if (-20..=19).contains(&nice) {
         Ok(nice)
     } else {
-        Err(format!("{prefix}.nice: {nice} is outside -20..19"))
+        Err(BuildError::field(format!("{prefix}.nice"), format!("{nice} is outside -20..19")))
     }
 }
 
 pub(crate) fn check_rt(policy: Policy, prio: u32, field: &str) -> Result<(), BuildError> {
     if policy.is_rt() && !(1..=99).contains(&prio) {
-        return Err(format!("{field}: SCHED_FIFO/SCHED_RR need priority 1..99, got {prio}"));
+        return Err(BuildError::field(field, format!("SCHED_FIFO/SCHED_RR need priority 1..99, got {prio}")));
     }
     Ok(())
 }

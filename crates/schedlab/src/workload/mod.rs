@@ -101,11 +101,11 @@ pub fn spawn(sim: &mut Sim, w: u32, t: Task) -> TaskId {
 
 fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Result<Vec<TaskId>, BuildError> {
     if h.count == 0 {
-        return Err(format!("{prefix}.count: must be at least 1"));
+        return Err(BuildError::field(format!("{prefix}.count"), "must be at least 1"));
     }
     if let Some(n) = h.nice.as_ref().and_then(|n| n.count()) {
         if n != h.count as usize {
-            return Err(format!("{prefix}.nice: {n} values for {} tasks: give one value or one per task", h.count));
+            return Err(BuildError::field(format!("{prefix}.nice"), format!("{n} values for {} tasks: give one value or one per task", h.count)));
         }
     }
     let policy = policy_of(&h.policy, h.priority.unwrap_or(0), prefix)?;
@@ -113,7 +113,7 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
     let run = h.run.as_ref().map(|d| d.0.clone()).unwrap_or(Dist::Const(100 * NSEC_PER_MSEC));
     let never_waits = h.sleep.as_ref().is_none_or(|s| s.0.mean() == 0);
     if run.mean() == 0 && never_waits {
-        return Err(format!("{prefix}.run: a task that neither runs nor sleeps would spin forever: give run a positive duration"));
+        return Err(BuildError::field(format!("{prefix}.run"), "a task that neither runs nor sleeps would spin forever: give run a positive duration"));
     }
     let mut ops = vec![Op::Run(run), Op::Work];
     if h.yield_after_run {
@@ -131,7 +131,7 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
         let mut t = new_task(format!("{}-{i}", sim.metrics[w as usize].name), w, pid, policy, nice, h.priority.unwrap_or(0), allowed.clone(), prog);
         if let Some(s) = h.slice {
             if !(100 * NSEC_PER_USEC..=100 * NSEC_PER_MSEC).contains(&s.0) {
-                return Err(format!("{prefix}.slice: {} is outside 0.1ms..100ms", crate::engine::time::fmt_ns(s.0)));
+                return Err(BuildError::field(format!("{prefix}.slice"), format!("{} is outside 0.1ms..100ms", crate::engine::time::fmt_ns(s.0))));
             }
             t.se.slice = s.0;
             t.se.custom_slice = true;
@@ -139,7 +139,7 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
         t.working_set = h.working_set.unwrap_or(0);
         if let Some(cg) = &h.cgroup {
             if !cg.starts_with('/') {
-                return Err(format!("{prefix}.cgroup: {cg:?} must be an absolute path such as \"/workload/a\""));
+                return Err(BuildError::field(format!("{prefix}.cgroup"), format!("{cg:?} must be an absolute path such as \"/workload/a\"")));
             }
             t.cgroup = cg.clone();
         }
@@ -154,7 +154,7 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
     let nice = check_nice(c.nice.unwrap_or(0), prefix)?;
     let interval = c.interval.map_or(1000 * NSEC_PER_USEC, |d| d.0);
     if interval == 0 {
-        return Err(format!("{prefix}.interval: must be positive"));
+        return Err(BuildError::field(format!("{prefix}.interval"), "must be positive"));
     }
     let (threads, distance, pin): (u32, Ns, Vec<CpuMask>) = if c.smp {
         let n = sim.nr_cpus();
@@ -162,7 +162,7 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
     } else {
         let threads = c.threads.unwrap_or(1);
         if threads == 0 {
-            return Err(format!("{prefix}.threads: must be at least 1"));
+            return Err(BuildError::field(format!("{prefix}.threads"), "must be at least 1"));
         }
         let distance = c.distance.map_or(500 * NSEC_PER_USEC, |d| d.0);
         let pin = match &c.affinity {
@@ -176,18 +176,18 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
         (threads, distance, pin)
     };
     if c.loops == Some(0) {
-        return Err(format!("{prefix}.loops: must be at least 1 (leave it out to run until the end)"));
+        return Err(BuildError::field(format!("{prefix}.loops"), "must be at least 1 (leave it out to run until the end)"));
     }
     if c.duration.is_some_and(|d| d.0 == 0) {
-        return Err(format!("{prefix}.duration: must be positive, e.g. \"30s\" (leave it out to run until the end)"));
+        return Err(BuildError::field(format!("{prefix}.duration"), "must be positive, e.g. \"30s\" (leave it out to run until the end)"));
     }
     let m = &mut sim.metrics[w as usize];
     for t in c.spikes_above.clone().unwrap_or_default() {
         m.thresholds.push(Threshold { label: format!(">{}", crate::engine::time::fmt_ns(t.0)), above_ns: t.0, count: 0 });
     }
     match c.histogram {
-        Some(0) => return Err(format!("{prefix}.histogram: must be at least 1 (us), e.g. 400")),
-        Some(n) if n > 10_000_000 => return Err(format!("{prefix}.histogram: {n} buckets is too many: at most 10000000 (10 s)")),
+        Some(0) => return Err(BuildError::field(format!("{prefix}.histogram"), "must be at least 1 (us), e.g. 400")),
+        Some(n) if n > 10_000_000 => return Err(BuildError::field(format!("{prefix}.histogram"), format!("{n} buckets is too many: at most 10000000 (10 s)"))),
         Some(n) => m.us_histogram = Some(vec![0; n as usize]),
         None => {}
     }
@@ -233,17 +233,17 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
     let fds = h.fds.unwrap_or(20);
     let loops = h.loops.unwrap_or(100);
     if groups == 0 || fds == 0 || loops == 0 {
-        return Err(format!("{prefix}: groups, fds and loops must be at least 1"));
+        return Err(BuildError::field(prefix, "groups, fds and loops must be at least 1"));
     }
     let threads = match h.mode.as_deref().unwrap_or("process") {
         "threads" | "thread" => true,
         "process" => false,
-        other => return Err(format!("{prefix}.mode: {other:?} is not a mode: expected \"threads\" or \"process\"")),
+        other => return Err(BuildError::field(format!("{prefix}.mode"), format!("{other:?} is not a mode: expected \"threads\" or \"process\""))),
     };
     let pipe = match h.ipc.as_deref().unwrap_or("socket") {
         "pipe" => true,
         "socket" => false,
-        other => return Err(format!("{prefix}.ipc: {other:?} is not an ipc kind: expected \"pipe\" or \"socket\"")),
+        other => return Err(BuildError::field(format!("{prefix}.ipc"), format!("{other:?} is not an ipc kind: expected \"pipe\" or \"socket\""))),
     };
     let datasize = h.datasize.unwrap_or(100).max(1);
     // Buffer room in messages: a pipe holds 16 pages; a unix stream socket's
@@ -296,7 +296,7 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
 /// RT priority (as rt-tests do), else SCHED_OTHER.
 fn policy_of(policy: &Option<String>, prio: u32, prefix: &str) -> Result<Policy, BuildError> {
     let policy = match policy {
-        Some(p) => parse_policy(p).map_err(|e| format!("{prefix}.policy: {e}"))?,
+        Some(p) => parse_policy(p).map_err(|e| BuildError::field(format!("{prefix}.policy"), e.to_string()))?,
         None if prio > 0 => Policy::Fifo,
         None => Policy::Other,
     };
@@ -380,7 +380,7 @@ fn build_stress(sim: &mut Sim, w: u32, tgid: u32, s: &StressSpec, prefix: &str) 
                 add(sim, format!("{name}-fork-{i}"), tgid + i, allowed.clone(), prog);
             }
         }
-        other => return Err(format!("{prefix}.stressor: {other:?} is not a stressor: expected \"cpu\", \"yield\", \"switch\" or \"fork\"")),
+        other => return Err(BuildError::field(format!("{prefix}.stressor"), format!("{other:?} is not a stressor: expected \"cpu\", \"yield\", \"switch\" or \"fork\""))),
     }
     Ok(ids)
 }
@@ -389,12 +389,12 @@ fn build_vm(sim: &mut Sim, w: u32, tgid: u32, v: &VmSpec, prefix: &str) -> Resul
     let vms = v.vms.unwrap_or(2);
     let vcpus = v.vcpus.unwrap_or(16);
     if vms == 0 || vcpus == 0 {
-        return Err(format!("{prefix}: vms and vcpus must be at least 1"));
+        return Err(BuildError::field(prefix, "vms and vcpus must be at least 1"));
     }
     let work = v.work.as_ref().map_or(Dist::Exp(200 * NSEC_PER_USEC), |d| d.0.clone());
     let critical = v.critical.as_ref().map_or(Dist::Exp(20 * NSEC_PER_USEC), |d| d.0.clone());
     if work.mean() == 0 && critical.mean() == 0 {
-        return Err(format!("{prefix}.work: guest work and critical section cannot both be empty"));
+        return Err(BuildError::field(format!("{prefix}.work"), "guest work and critical section cannot both be empty"));
     }
     let ple = match v.ple_window {
         None => Some(50 * NSEC_PER_USEC),
@@ -443,7 +443,7 @@ fn build_schbench(sim: &mut Sim, w: u32, tgid: u32, s: &SchbenchSpec, prefix: &s
     let msg_threads = s.message_threads.unwrap_or(1);
     let workers = s.threads.unwrap_or(allowed.weight() as u32);
     if msg_threads == 0 || workers == 0 {
-        return Err(format!("{prefix}: message_threads and threads must be at least 1"));
+        return Err(BuildError::field(prefix, "message_threads and threads must be at least 1"));
     }
     let footprint = s.cache_footprint_kb.unwrap_or(256) * 1024;
     let ops = s.operations.unwrap_or(5);
@@ -522,20 +522,20 @@ fn build_server(sim: &mut Sim, w: u32, tgid: u32, s: &ServerSpec, prefix: &str) 
     let instances = s.instances.unwrap_or(4);
     let threads = s.threads.unwrap_or(4);
     if instances == 0 {
-        return Err(format!("{prefix}.instances: must be at least 1"));
+        return Err(BuildError::field(format!("{prefix}.instances"), "must be at least 1"));
     }
     if threads < 2 {
-        return Err(format!("{prefix}.threads: {threads}: a process needs a dispatcher and at least one worker: give 2 or more"));
+        return Err(BuildError::field(format!("{prefix}.threads"), format!("{threads}: a process needs a dispatcher and at least one worker: give 2 or more")));
     }
     let workers = threads - 1;
     let connections = s.connections.unwrap_or(2 * workers);
     if connections == 0 {
-        return Err(format!("{prefix}.connections: must be at least 1"));
+        return Err(BuildError::field(format!("{prefix}.connections"), "must be at least 1"));
     }
     let work = dist_or(&s.work, Dist::Exp(50 * NSEC_PER_USEC));
     let dispatch = dist_or(&s.dispatch, Dist::Const(5 * NSEC_PER_USEC));
     if work.mean() == 0 {
-        return Err(format!("{prefix}.work: must be positive, e.g. \"exp:50us\""));
+        return Err(BuildError::field(format!("{prefix}.work"), "must be positive, e.g. \"exp:50us\""));
     }
     let working_set = s.working_set.unwrap_or(4 << 20);
     let m = &mut sim.metrics[w as usize];
@@ -584,20 +584,21 @@ fn build_mixed(sim: &mut Sim, w: u32, tgid: u32, m: &MixedSpec, prefix: &str) ->
     let ncpus = allowed.weight() as u32;
     let factor = m.oversubscription.unwrap_or(2.0);
     if !(factor > 0.0 && factor <= 100.0) {
-        return Err(format!("{prefix}.oversubscription: {factor} is not a factor: expected a number in (0, 100], e.g. 2.0"));
+        return Err(BuildError::field(format!("{prefix}.oversubscription"), format!("{factor} is not a factor: expected a number in (0, 100], e.g. 2.0")));
     }
     let yielders = m.yielders.unwrap_or(ncpus / 4);
     let pairs = m.switch_pairs.unwrap_or(ncpus / 4);
     let steady = (factor * ncpus as f64).round() as u32;
     let hogs = steady.saturating_sub(yielders + 2 * pairs);
     if hogs == 0 {
-        return Err(format!(
-            "{prefix}.oversubscription: {factor} x {ncpus} CPUs = {steady} threads leaves no room for hogs next to {yielders} yielders and {pairs} switch pairs: raise it or lower those"
+        return Err(BuildError::field(
+            format!("{prefix}.oversubscription"),
+            format!("{factor} x {ncpus} CPUs = {steady} threads leaves no room for hogs next to {yielders} yielders and {pairs} switch pairs: raise it or lower those"),
         ));
     }
     let nice = m.nice.clone().unwrap_or_else(|| vec![-5, 0, 0, 5, 10, 0, 0, 0, 5, -5, 0, 19]);
     if nice.is_empty() {
-        return Err(format!("{prefix}.nice: give at least one nice level"));
+        return Err(BuildError::field(format!("{prefix}.nice"), "give at least one nice level"));
     }
     let cpus = m.cpus.clone();
     let name = sim.metrics[w as usize].name.clone();

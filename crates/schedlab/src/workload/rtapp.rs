@@ -145,11 +145,11 @@ fn strip_comments(text: &str) -> String {
 }
 
 /// Parses rt-app JSON; errors are "FILE:LINE:COLUMN: what".
-pub fn parse(text: &str, file: &str) -> Result<Json, String> {
+pub fn parse(text: &str, file: &str) -> Result<Json, BuildError> {
     serde_json::from_str::<Json>(&strip_comments(text)).map_err(|e| {
         let msg = e.to_string();
         let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
-        format!("{file}:{}:{}: malformed JSON: {msg}", e.line(), e.column())
+        BuildError::RtappJson { file: file.to_string(), line: e.line(), column: e.column(), msg }
     })
 }
 
@@ -182,11 +182,20 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn err(&self, path: &str, msg: impl std::fmt::Display) -> String {
-        format!("{}: {path}: {msg}", self.file)
+    fn err(&self, path: &str, msg: impl std::fmt::Display) -> BuildError {
+        BuildError::Rtapp { file: self.file.clone(), path: path.to_string(), msg: msg.to_string() }
     }
 
-    fn us(&self, v: &Json, path: &str) -> Result<Ns, String> {
+    /// A scenario-field error from the shared checks, placed in this file:
+    /// its field is the JSON path.
+    fn within(&self, e: BuildError) -> BuildError {
+        match e {
+            BuildError::Field { field, msg } => BuildError::Rtapp { file: self.file.clone(), path: field, msg },
+            other => other,
+        }
+    }
+
+    fn us(&self, v: &Json, path: &str) -> Result<Ns, BuildError> {
         match v {
             Json::Int(n) if *n >= 0 => Ok(*n as Ns * NSEC_PER_USEC),
             Json::Float(f) if *f >= 0.0 => Ok((*f * NSEC_PER_USEC as f64) as Ns),
@@ -194,21 +203,21 @@ impl Builder<'_> {
         }
     }
 
-    fn int(&self, v: &Json, path: &str) -> Result<i64, String> {
+    fn int(&self, v: &Json, path: &str) -> Result<i64, BuildError> {
         match v {
             Json::Int(n) => Ok(*n),
             _ => Err(self.err(path, format!("expected an integer, got {}", v.kind()))),
         }
     }
 
-    fn string<'j>(&self, v: &'j Json, path: &str) -> Result<&'j str, String> {
+    fn string<'j>(&self, v: &'j Json, path: &str) -> Result<&'j str, BuildError> {
         match v {
             Json::Str(s) => Ok(s),
             _ => Err(self.err(path, format!("expected a string, got {}", v.kind()))),
         }
     }
 
-    fn policy(&self, v: &Json, path: &str) -> Result<Policy, String> {
+    fn policy(&self, v: &Json, path: &str) -> Result<Policy, BuildError> {
         let s = self.string(v, path)?;
         match s {
             "SCHED_OTHER" => Ok(Policy::Other),
@@ -221,7 +230,7 @@ impl Builder<'_> {
         }
     }
 
-    fn cpus(&self, v: &Json, path: &str) -> Result<CpuMask, String> {
+    fn cpus(&self, v: &Json, path: &str) -> Result<CpuMask, BuildError> {
         let n = self.sim.nr_cpus();
         let Json::Arr(list) = v else {
             return Err(self.err(path, format!("expected an array of CPU numbers such as [0, 2], got {}", v.kind())));
@@ -240,7 +249,7 @@ impl Builder<'_> {
     }
 
     /// Reads a scheduling property into `a`; false if `key` is not one.
-    fn attr(&self, key: &str, v: &Json, path: &str, a: &mut Attrs) -> Result<bool, String> {
+    fn attr(&self, key: &str, v: &Json, path: &str, a: &mut Attrs) -> Result<bool, BuildError> {
         match key {
             "policy" => a.policy = Some(self.policy(v, path)?),
             "priority" => a.priority = Some(self.int(v, path)?),
@@ -255,7 +264,7 @@ impl Builder<'_> {
     }
 
     /// (policy, nice, RT priority) for attributes over defaults.
-    fn sched(&self, a: &Attrs, base: &Attrs, path: &str) -> Result<(Policy, i32, u32), String> {
+    fn sched(&self, a: &Attrs, base: &Attrs, path: &str) -> Result<(Policy, i32, u32), BuildError> {
         let policy = a.policy.or(base.policy).unwrap_or(self.default_policy);
         let prio = a.priority.or(base.priority);
         let (nice, rt) = if policy.is_rt() {
@@ -266,14 +275,14 @@ impl Builder<'_> {
             (a.nice.or(base.nice).or(prio).unwrap_or(0), 0)
         };
         let nice = i32::try_from(nice).map_err(|_| self.err(path, format!("nice {nice} is outside -20..19")))?;
-        let nice = check_nice(nice, path).map_err(|e| format!("{}: {e}", self.file))?;
+        let nice = check_nice(nice, path).map_err(|e| self.within(e))?;
         let rt = u32::try_from(rt).map_err(|_| self.err(path, format!("priority {rt} is outside 1..99")))?;
-        check_rt(policy, rt, &format!("{path}.priority")).map_err(|e| format!("{}: {e}", self.file))?;
+        check_rt(policy, rt, &format!("{path}.priority")).map_err(|e| self.within(e))?;
         Ok((policy, nice, rt))
     }
 
     /// Compiles one event into ops.
-    fn event(&mut self, key: &str, v: &Json, path: &str, timers: &mut BTreeMap<String, u32>, ops: &mut Vec<Op>) -> Result<(), String> {
+    fn event(&mut self, key: &str, v: &Json, path: &str, timers: &mut BTreeMap<String, u32>, ops: &mut Vec<Op>) -> Result<(), BuildError> {
         // rt-app matches event kinds by prefix ("run0", "sleep2").
         let kind = ["runtime", "run", "sleep", "timer", "unlock", "lock", "barrier", "fork", "yield"]
             .into_iter()
@@ -340,7 +349,7 @@ impl Builder<'_> {
     }
 }
 
-fn loop_count(b: &Builder, v: &Json, path: &str) -> Result<Option<u32>, String> {
+fn loop_count(b: &Builder, v: &Json, path: &str) -> Result<Option<u32>, BuildError> {
     match b.int(v, path)? {
         -1 => Ok(None),
         n if n >= 1 => u32::try_from(n).map(Some).map_err(|_| b.err(path, "loop count too large")),
@@ -374,7 +383,7 @@ struct Compiled {
     finite: bool,
 }
 
-fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Compiled, String> {
+fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Compiled, BuildError> {
     let Json::Obj(fields) = v else {
         return Err(b.err(path, format!("a task must be an object of properties and events, got {}", v.kind())));
     };
@@ -499,14 +508,14 @@ pub fn build(sim: &mut Sim, w: u32, tgid: u32, spec: &RtappSpec, prefix: &str) -
     let (file, text) = match (&spec.file, &spec.json) {
         (Some(f), None) => {
             let path = spec.base_dir.join(f);
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("{prefix}.file: cannot read {}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(&path).map_err(|e| BuildError::Read { field: format!("{prefix}.file"), path: path.display().to_string(), err: e.to_string() })?;
             (path.display().to_string(), text)
         }
         (None, Some(j)) => (format!("{prefix}.json"), j.clone()),
-        _ => return Err(format!("{prefix}: give either file = \"x.json\" (relative to the scenario) or json = '...' with rt-app's JSON")),
+        _ => return Err(BuildError::field(prefix, "give either file = \"x.json\" (relative to the scenario) or json = '...' with rt-app's JSON")),
     };
     let root = parse(&text, &file)?;
-    let Json::Obj(top) = &root else { return Err(format!("{file}: expected a JSON object with \"tasks\" (and optionally \"global\")")) };
+    let Json::Obj(top) = &root else { return Err(BuildError::RtappFile { file, msg: "expected a JSON object with \"tasks\" (and optionally \"global\")".into() }) };
     let mut b = Builder { sim, file: file.clone(), default_policy: Policy::Other, mutexes: BTreeMap::new(), barriers: BTreeMap::new(), fork_progs: BTreeMap::new() };
     let mut tasks = None;
     for (k, v) in top {
@@ -661,7 +670,7 @@ mod tests {
     #[test]
     fn comments_keep_positions() {
         let text = "{\n /* a\n comment */ \"x\": // tail\n 1,\n}";
-        let e = parse(text, "t.json").unwrap_err();
+        let e = parse(text, "t.json").unwrap_err().to_string();
         assert!(e.starts_with("t.json:5:1: malformed JSON"), "{e}");
         assert_eq!(parse("{\"s\": \"/* not a comment */\"}", "t").unwrap(), Json::Obj(vec![("s".into(), Json::Str("/* not a comment */".into()))]));
     }

@@ -9,7 +9,7 @@ use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
 use crate::sched::task::{Dist, Policy};
-use crate::engine::time::{parse_duration, Ns};
+use crate::engine::time::{parse_duration, DurationError, Ns};
 
 /// A scenario error: where it is, what is wrong and what is expected.
 #[derive(Debug, thiserror::Error)]
@@ -61,20 +61,44 @@ impl<'de> Deserialize<'de> for DistSpec {
     }
 }
 
-pub fn parse_dist(s: &str) -> Result<Dist, String> {
-    let expected = "expected \"5ms\", \"exp:5ms\" or \"uniform:1ms..3ms\"";
+/// A duration distribution that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DistError {
+    /// A constant or exponential mean that is not a duration.
+    #[error("{0}; expected \"5ms\", \"exp:5ms\" or \"uniform:1ms..3ms\"")]
+    Duration(DurationError),
+    /// `uniform:` without the `..` between its bounds.
+    #[error("{text:?}: expected \"5ms\", \"exp:5ms\" or \"uniform:1ms..3ms\"")]
+    NoRange {
+        /// The distribution as written.
+        text: String,
+    },
+    /// A bound of `uniform:A..B` that is not a duration.
+    #[error(transparent)]
+    Bound(DurationError),
+    /// `uniform:A..B` with A > B.
+    #[error("{text:?}: the lower bound is above the upper bound")]
+    Inverted {
+        /// The distribution as written.
+        text: String,
+    },
+}
+
+/// Parses "5ms" (constant), "exp:5ms" (exponential with that mean) or
+/// "uniform:1ms..3ms".
+pub fn parse_dist(s: &str) -> Result<Dist, DistError> {
     if let Some(rest) = s.strip_prefix("exp:") {
-        return parse_duration(rest).map(Dist::Exp).map_err(|e| format!("{e}; {expected}"));
+        return parse_duration(rest).map(Dist::Exp).map_err(DistError::Duration);
     }
     if let Some(rest) = s.strip_prefix("uniform:") {
-        let (a, b) = rest.split_once("..").ok_or_else(|| format!("{s:?}: {expected}"))?;
-        let (a, b) = (parse_duration(a)?, parse_duration(b)?);
+        let (a, b) = rest.split_once("..").ok_or_else(|| DistError::NoRange { text: s.to_string() })?;
+        let (a, b) = (parse_duration(a).map_err(DistError::Bound)?, parse_duration(b).map_err(DistError::Bound)?);
         if a > b {
-            return Err(format!("{s:?}: the lower bound is above the upper bound"));
+            return Err(DistError::Inverted { text: s.to_string() });
         }
         return Ok(Dist::Uniform(a, b));
     }
-    parse_duration(s).map(Dist::Const).map_err(|e| format!("{e}; {expected}"))
+    parse_duration(s).map(Dist::Const).map_err(DistError::Duration)
 }
 
 /// One value or one per task.
@@ -603,9 +627,41 @@ fn find_key_line(text: &str, key: &str) -> Option<usize> {
     }).map(|i| i + 1)
 }
 
+/// A `--set PATH=VALUE` override that cannot be applied.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SetError {
+    /// No `=` in the override.
+    #[error("expected dotted.path=value")]
+    NoValue,
+    /// A path part under an array that is not a number.
+    #[error("{part:?} is not an index into {array}")]
+    NotAnIndex {
+        /// The path part as written.
+        part: String,
+        /// The path of the array.
+        array: String,
+    },
+    /// An index past the end of an array.
+    #[error("index {index} out of range: {array} has {len} entries")]
+    OutOfRange {
+        /// The index given.
+        index: usize,
+        /// The path of the array.
+        array: String,
+        /// The array's length.
+        len: usize,
+    },
+    /// A path that goes below a plain value.
+    #[error("{path} is not a table")]
+    NotATable {
+        /// The path of the plain value.
+        path: String,
+    },
+}
+
 /// Applies "a.b.0.c=value"; the value is parsed as TOML, or taken as a string.
-pub fn apply_set(root: &mut toml::Table, spec: &str) -> Result<(), String> {
-    let (path, raw) = spec.split_once('=').ok_or("expected dotted.path=value")?;
+pub fn apply_set(root: &mut toml::Table, spec: &str) -> Result<(), SetError> {
+    let (path, raw) = spec.split_once('=').ok_or(SetError::NoValue)?;
     let parts: Vec<&str> = path.trim().split('.').collect();
     let value: toml::Value = format!("v = {raw}")
         .parse::<toml::Table>()
@@ -627,16 +683,16 @@ pub fn apply_set(root: &mut toml::Table, spec: &str) -> Result<(), String> {
                 t.entry(part.to_string()).or_insert_with(|| toml::Value::Table(Default::default()))
             }
             toml::Value::Array(a) => {
-                let idx: usize = part.parse().map_err(|_| format!("{part:?} is not an index into {}", parts[..i].join(".")))?;
+                let idx: usize = part.parse().map_err(|_| SetError::NotAnIndex { part: part.to_string(), array: parts[..i].join(".") })?;
                 let len = a.len();
-                let slot = a.get_mut(idx).ok_or_else(|| format!("index {idx} out of range: {} has {len} entries", parts[..i].join(".")))?;
+                let slot = a.get_mut(idx).ok_or_else(|| SetError::OutOfRange { index: idx, array: parts[..i].join("."), len })?;
                 if last {
                     *slot = value;
                     return Ok(());
                 }
                 slot
             }
-            _ => return Err(format!("{} is not a table", parts[..i].join("."))),
+            _ => return Err(SetError::NotATable { path: parts[..i].join(".") }),
         };
     }
     if parts.len() == 1 {
@@ -645,8 +701,14 @@ pub fn apply_set(root: &mut toml::Table, spec: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub fn parse_policy(s: &str) -> Result<Policy, String> {
-    Policy::parse(s).ok_or_else(|| format!("unknown policy {s:?}: expected other, batch, idle, ext, fifo or rr"))
+/// A scheduling policy name that is not one of the modelled policies.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy {0:?}: expected other, batch, idle, ext, fifo or rr")]
+pub struct PolicyError(pub String);
+
+/// Parses a policy name (other, batch, idle, ext, fifo, rr).
+pub fn parse_policy(s: &str) -> Result<Policy, PolicyError> {
+    Policy::parse(s).ok_or_else(|| PolicyError(s.to_string()))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::workload::scenario::{Scenario, ScenarioError};
 use crate::sched::rt::RtBandwidth;
 use crate::sched::sim::Sim;
 use crate::sched::Tunables;
-use crate::machine::topology::Topology;
+use crate::machine::topology::{Topology, TopologyError};
 use std::path::{Path, PathBuf};
 
 /// Scheduler kinds this build can simulate.
@@ -45,11 +45,11 @@ pub fn topology(s: &Scenario, file: &str) -> Result<Topology, ScenarioError> {
 }
 
 /// `--machine N`: one LLC up to 16 CPUs; beyond that, LLCs of 8 CPUs.
-pub fn machine_of_size(n: usize) -> Result<Topology, String> {
+pub fn machine_of_size(n: usize) -> Result<Topology, TopologyError> {
     if n <= 16 || n % 8 != 0 {
-        Topology::flat(n).map_err(|e| e.to_string())
+        Topology::flat(n)
     } else {
-        Topology::uniform(&format!("{n}cpu"), 1, 1, n / 8, 8, 1).map_err(|e| e.to_string())
+        Topology::uniform(&format!("{n}cpu"), 1, 1, n / 8, 8, 1)
     }
 }
 
@@ -109,7 +109,7 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     }
     let mut features = Features::default();
     for (name, v) in &s.features {
-        let f = Feature::from_name(name).ok_or_else(|| bad(format!("features.{name}: {}", crate::sched::features::unknown_feature(name))))?;
+        let f = Feature::from_name(name).ok_or_else(|| bad(format!("features.{name}: {}", crate::sched::features::FeatureError::Unknown(name.to_string()))))?;
         let on = match v {
             toml::Value::Boolean(b) => *b,
             toml::Value::String(s) => parse_switch(s).ok_or_else(|| bad(format!("features.{name}: {s:?} is not a switch: expected true/false or \"on\"/\"off\"")))?,
@@ -131,7 +131,7 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
         sim.irqoff = Some(crate::machine::irqoff::IrqOffModel::new(irq.every.0.clone(), irq.length.0.clone(), cpus, s.seed));
     }
     for (i, w) in s.workloads.iter().enumerate() {
-        crate::workload::build(&mut sim, i as u32, w).map_err(bad)?;
+        crate::workload::build(&mut sim, i as u32, w).map_err(|e| bad(e.to_string()))?;
     }
     if s.scheduler.kind == "ext" {
         attach_ext(&mut sim, s, file)?;
@@ -140,16 +140,44 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     Ok(sim)
 }
 
+/// A sched_ext scheduler source or include directory that cannot be found.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// The shipped scheduler cannot be written to the cache.
+    #[error("{dir}: {err}")]
+    Cache {
+        /// The cache directory.
+        dir: String,
+        /// The I/O error.
+        err: String,
+    },
+    /// A published crate that cannot be fetched, or a scheduler directory
+    /// without one main `.bpf.c` (the hosting layer's message).
+    #[error("{0}")]
+    Host(String),
+    /// A name that is no shipped scheduler, crate or path.
+    #[error("no scheduler {name:?}: expected a shipped one ({shipped}), crate:NAME[@VERSION] (e.g. crate:scx_bpfland), or the path of a .bpf.c file or a scheduler's directory")]
+    Unknown {
+        /// The name given.
+        name: String,
+        /// The shipped schedulers, comma-separated.
+        shipped: String,
+    },
+    /// A `scheduler.include` entry that is not a directory.
+    #[error("scheduler.include: {0:?} is not a directory (relative paths are taken from the scenario's directory)")]
+    NotADirectory(String),
+}
+
 /// The path of the scheduler a scenario names: a shipped one, a published
 /// crate (`crate:NAME[@VERSION]`, fetched into the cache once), or a
 /// `.bpf.c` file or scheduler directory relative to the scenario.
-pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, String> {
+pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, SourceError> {
     let cache = crate::sched::ext::host::compile::cache_dir();
-    if let Some(p) = crate::sched::ext::shipped::materialize(name, &cache).map_err(|e| format!("{}: {e}", cache.display()))? {
+    if let Some(p) = crate::sched::ext::shipped::materialize(name, &cache).map_err(|e| SourceError::Cache { dir: cache.display().to_string(), err: e.to_string() })? {
         return Ok(p);
     }
     if name.starts_with("crate:") {
-        let root = crate::sched::ext::host::fetch::fetch(name, &cache)?;
+        let root = crate::sched::ext::host::fetch::fetch(name, &cache).map_err(SourceError::Host)?;
         return Ok(root.join("src/bpf/main.bpf.c"));
     }
     let direct = PathBuf::from(name);
@@ -159,19 +187,16 @@ pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, String> {
             return Ok(cand);
         }
         if cand.is_dir() {
-            return crate::sched::ext::host::source::main_of_dir(&cand);
+            return crate::sched::ext::host::source::main_of_dir(&cand).map_err(SourceError::Host);
         }
     }
     let names: Vec<&str> = crate::sched::ext::shipped::SHIPPED.iter().map(|s| s.0).collect();
-    Err(format!(
-        "no scheduler {name:?}: expected a shipped one ({}), crate:NAME[@VERSION] (e.g. crate:scx_bpfland), or the path of a .bpf.c file or a scheduler's directory",
-        names.join(", ")
-    ))
+    Err(SourceError::Unknown { name: name.to_string(), shipped: names.join(", ") })
 }
 
 /// `scheduler.include` directories, relative to the scenario file (an
 /// absolute path, or one that exists from the current directory, as is).
-pub fn ext_includes(dirs: &[String], scenario_file: &str) -> Result<Vec<PathBuf>, String> {
+pub fn ext_includes(dirs: &[String], scenario_file: &str) -> Result<Vec<PathBuf>, SourceError> {
     dirs.iter()
         .map(|d| {
             let direct = PathBuf::from(d);
@@ -179,7 +204,7 @@ pub fn ext_includes(dirs: &[String], scenario_file: &str) -> Result<Vec<PathBuf>
             [rel, direct]
                 .into_iter()
                 .find(|c| c.is_dir())
-                .ok_or_else(|| format!("scheduler.include: {d:?} is not a directory (relative paths are taken from the scenario's directory)"))
+                .ok_or_else(|| SourceError::NotADirectory(d.clone()))
         })
         .collect()
 }
@@ -188,7 +213,7 @@ pub fn ext_includes(dirs: &[String], scenario_file: &str) -> Result<Vec<PathBuf>
 /// else the shipped one of the scheduler it names), resolved for the
 /// machine with `scheduler.args`; None without a profile.
 pub fn loader_plan(
-    spec: &crate::scenario::SchedulerSpec,
+    spec: &crate::workload::scenario::SchedulerSpec,
     name: &str,
     source: &Path,
     topo: &Topology,
@@ -248,7 +273,7 @@ fn attach_ext(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioErr
     if let Some(p) = &plan {
         crate::sched::ext::profile::apply::load_config(p, &mut cfg);
     }
-    cfg.includes = ext_includes(&spec.include, file).map_err(bad)?;
+    cfg.includes = ext_includes(&spec.include, file).map_err(|e| bad(e.to_string()))?;
     let ops = crate::sched::ext::host::load(&path, &cfg).map_err(|e| bad(format!("scheduler.sched {name}: {e}")))?;
     sim.scx.origin = ops.origin().cloned();
     // The loader's set-up first, then the scenario's own options on top

@@ -10,8 +10,8 @@ use std::rc::Rc;
 
 use schedlab::sched::ext::check::Checked;
 use schedlab::sched::ext::host::HostedScheduler;
-use schedlab::sim::Sim;
-use schedlab::task::TaskState;
+use schedlab::sched::sim::Sim;
+use schedlab::sched::task::TaskState;
 
 use crate::{cfg, load_with, manifest, sim};
 
@@ -272,7 +272,7 @@ fn runtime_scheduler_runs_are_byte_identical() {
         s.scx_enable(Rc::new(Checked::new(hosted.clone()))).unwrap_or_else(|e| panic!("{e}"));
         s.run();
         let r: SchedReport = syscall(&hosted, &mut s, "sched_report");
-        let res = schedlab::report::Results::collect(&s, "test", "runtime");
+        let res = schedlab::results::report::Results::collect(&s, "test", "runtime");
         (res.to_json(), res.event_hash, format!("{r:?}"))
     };
     assert_eq!(once(), once());

@@ -1,13 +1,13 @@
 //! Experiments (exp-NNN, after the source documents in ../shared/seeds):
 //! the direction of each effect the source documents report.
 
-use schedlab::scenario::Scenario;
+use schedlab::workload::scenario::Scenario;
 
 fn vm_throughput(vms: u32, credit: bool) -> u64 {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/exp-003-vm-overcommit.toml");
     let sets = vec![format!("workload.0.vms={vms}"), "duration=\"2s\"".to_string(), format!("features.YIELD_TO_LAG_CREDIT={credit}")];
     let s = Scenario::load(std::path::Path::new(path), &sets).unwrap();
-    let mut sim = schedlab::world::build(&s, path).unwrap();
+    let mut sim = schedlab::workload::world::build(&s, path).unwrap();
     // The invariants are exercised elsewhere; this is a measurement.
     sim.check_invariants = false;
     sim.run();
@@ -27,7 +27,7 @@ fn exp003_yield_to_lag_credit_raises_vm_throughput() {
     }
 }
 
-fn cache_run(text: &str, features: &[(&str, bool)]) -> schedlab::sim::Sim {
+fn cache_run(text: &str, features: &[(&str, bool)]) -> schedlab::sched::sim::Sim {
     let mut text = text.to_string();
     text.push_str("[features]\n");
     if !features.iter().any(|(f, _)| *f == "SCHED_CACHE") {
@@ -37,7 +37,7 @@ fn cache_run(text: &str, features: &[(&str, bool)]) -> schedlab::sim::Sim {
         text.push_str(&format!("{f} = {on}\n"));
     }
     let s = Scenario::parse(&text, "exp-004.toml", &[]).unwrap();
-    let mut sim = schedlab::world::build(&s, "exp-004.toml").unwrap();
+    let mut sim = schedlab::workload::world::build(&s, "exp-004.toml").unwrap();
     sim.check_invariants = false;
     sim.run();
     sim
@@ -84,11 +84,11 @@ fn immed_outliers(seed: u64, on_target: bool) -> (u64, u64, u64) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/exp-000-immed-reenqueue.toml");
     let sets = vec![format!("seed={seed}"), format!("features.SCX_DEFERRED_ON_TARGET={on_target}")];
     let s = Scenario::load(std::path::Path::new(path), &sets).unwrap();
-    let mut sim = schedlab::world::build(&s, path).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = schedlab::workload::world::build(&s, path).unwrap_or_else(|e| panic!("{e}"));
     sim.check_invariants = false;
     sim.run();
     assert!(sim.scx.exit.is_none(), "qmap exited: {:?}", sim.scx.exit);
-    let r = schedlab::report::Results::collect(&sim, "exp-000", "ext:qmap");
+    let r = schedlab::results::report::Results::collect(&sim, "exp-000", "ext:qmap");
     let x = r.sched_ext.expect("sched_ext results");
     assert!(x.deferred_remote > 500, "remote deferred work: {}", x.deferred_remote);
     (x.local_dsq_residence_over_128us, x.local_dsq_residence_over_256us, x.reenqueued)
@@ -116,12 +116,12 @@ fn bypass_disable(percpu: bool) -> (u64, u64, u64) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/exp-002-bypass.toml");
     let sets = vec![format!("features.SCX_BYPASS_PERCPU={percpu}")];
     let s = Scenario::load(std::path::Path::new(path), &sets).unwrap();
-    let mut sim = schedlab::world::build(&s, path).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = schedlab::workload::world::build(&s, path).unwrap_or_else(|e| panic!("{e}"));
     sim.check_invariants = false;
     sim.run();
     let st = &sim.scx.stats;
     let took = st.disable_done_at.expect("disable finished") - st.disable_started_at.expect("disable started");
-    assert!(sim.tasks.iter().all(|t| t.class == schedlab::task::ClassId::Fair), "every task back in fair");
+    assert!(sim.tasks.iter().all(|t| t.class == schedlab::sched::task::ClassId::Fair), "every task back in fair");
     (took, st.dsq_lock_wait_ns, st.hardlockups)
 }
 
@@ -142,10 +142,10 @@ fn server_run(cache: bool, seed: u64) -> (u64, u64) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/exp-004-server.toml");
     let sets = vec![format!("features.SCHED_CACHE={cache}"), format!("seed={seed}")];
     let s = Scenario::load(std::path::Path::new(path), &sets).unwrap();
-    let mut sim = schedlab::world::build(&s, path).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = schedlab::workload::world::build(&s, path).unwrap_or_else(|e| panic!("{e}"));
     sim.check_invariants = false;
     sim.run();
-    let r = schedlab::report::Results::collect(&sim, "exp-004-server", "eevdf");
+    let r = schedlab::results::report::Results::collect(&sim, "exp-004-server", "eevdf");
     let w = &r.workloads[0];
     (w.requests_per_s.unwrap(), w.request_latency.as_ref().unwrap().p99_ns)
 }
@@ -177,7 +177,7 @@ fn exp001_run(file: &str, sets: &[String], flow: Option<&[(&str, &str)]>) -> (u6
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let path = root.join("scenarios").join(file);
     let s = Scenario::load(&path, sets).unwrap_or_else(|e| panic!("{e}"));
-    let mut sim = schedlab::world::build(&s, path.to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = schedlab::workload::world::build(&s, path.to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
     sim.check_invariants = false;
     let mut checked = None;
     if let Some(opts) = flow {

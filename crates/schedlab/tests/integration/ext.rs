@@ -11,8 +11,8 @@ use schedlab::sched::ext::check::Checked;
 use schedlab::sched::ext::kfuncs as kf;
 use schedlab::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ExitKind, ExtOps, Op};
 use schedlab::sched::ext::EnableState;
-use schedlab::sim::Sim;
-use schedlab::task::{ClassId, TaskState};
+use schedlab::sched::sim::Sim;
+use schedlab::sched::task::{ClassId, TaskState};
 
 use crate::{runtime_of, sim};
 
@@ -452,7 +452,7 @@ fn exp000_probe() {
         t = t.replace("duration = \"2s\"", "duration = \"5s\"");
         let mut s = sim(&t);
         s.check_invariants = false;
-        s.features.set(schedlab::features::Feature::SCX_DEFERRED_ON_TARGET, on_target);
+        s.features.set(schedlab::sched::features::Feature::SCX_DEFERRED_ON_TARGET, on_target);
         s.scx_enable(Rc::new(MiniQmap { n: Cell::new(0), nth: 50, prev: Default::default() })).unwrap();
         s.run();
         let h = &s.scx.stats.local_residence;
@@ -718,11 +718,11 @@ count = 2
     // Both hogs are running (forked and woken) before anything changes.
     s.run_until(1_000_000);
     if !renice_in_ext {
-        s.sched_setattr(b, schedlab::task::Policy::Other, 5, 0);
+        s.sched_setattr(b, schedlab::sched::task::Policy::Other, 5, 0);
     }
     s.scx_enable(Rc::new(Nothing)).unwrap();
     if renice_in_ext {
-        s.sched_setattr(b, schedlab::task::Policy::Other, 5, 0);
+        s.sched_setattr(b, schedlab::sched::task::Policy::Other, 5, 0);
     }
     s.run_until(1_000_000_000);
     s.scx_unregister();

@@ -8,7 +8,7 @@ fn share_ratio(nices: &str, count: u32) -> Vec<u64> {
 }
 
 fn weight(nice: i32) -> f64 {
-    schedlab::task::PRIO_TO_WEIGHT[(nice + 20) as usize] as f64
+    schedlab::sched::task::PRIO_TO_WEIGHT[(nice + 20) as usize] as f64
 }
 
 #[test]
@@ -88,6 +88,6 @@ fn short_slice_task_gets_lower_latency() {
     };
     let (s1, _) = run(&mk("slice = \"100us\""));
     let (s2, _) = run(&mk(""));
-    let wait = |s: &schedlab::sim::Sim| s.tasks.iter().find(|t| t.name == "p-0").unwrap().stats.wait_ns;
+    let wait = |s: &schedlab::sched::sim::Sim| s.tasks.iter().find(|t| t.name == "p-0").unwrap().stats.wait_ns;
     assert!(wait(&s1) < wait(&s2), "short slice wait {} vs default {}", wait(&s1), wait(&s2));
 }

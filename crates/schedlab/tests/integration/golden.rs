@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use schedlab::scenario::Scenario;
+use schedlab::workload::scenario::Scenario;
 
 /// Simulated time per scenario: long enough to start every workload and
 /// run a few hundred scheduling decisions, short enough for a debug build.
@@ -24,7 +24,7 @@ fn golden_file() -> PathBuf {
 }
 
 fn hash_of(s: &Scenario, file: &str) -> String {
-    let mut sim = schedlab::world::build(s, file).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let mut sim = schedlab::workload::world::build(s, file).unwrap_or_else(|e| panic!("{file}: {e}"));
     // The hash does not depend on the checks; skipping them keeps this fast.
     sim.check_invariants = false;
     sim.run();

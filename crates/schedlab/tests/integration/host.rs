@@ -10,8 +10,8 @@ use schedlab::sched::ext::check::Checked;
 use schedlab::sched::ext::host::{self, HostedScheduler, LoadConfig};
 use schedlab::sched::ext::ops::ExtOps;
 use schedlab::sched::ext::EnableState;
-use schedlab::sim::Sim;
-use schedlab::task::TaskState;
+use schedlab::sched::sim::Sim;
+use schedlab::sched::task::TaskState;
 
 use crate::{cfg, load_with, manifest, shipped, sim};
 

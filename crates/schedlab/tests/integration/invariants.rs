@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
 use schedlab::sched::ext::ops::{ExtOps, Op};
-use schedlab::sim::Sim;
+use schedlab::sched::sim::Sim;
 
 use crate::sim;
 

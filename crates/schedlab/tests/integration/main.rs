@@ -24,15 +24,15 @@ mod perfetto;
 
 use std::path::{Path, PathBuf};
 
-use schedlab::report::Results;
+use schedlab::results::report::Results;
 use schedlab::sched::ext::host::{HostedScheduler, LoadConfig};
-use schedlab::scenario::Scenario;
-use schedlab::sim::Sim;
+use schedlab::workload::scenario::Scenario;
+use schedlab::sched::sim::Sim;
 
 /// Builds a simulator from scenario text, with invariant checks after every event.
 pub fn sim(toml: &str) -> Sim {
     let s = Scenario::parse(toml, "test.toml", &[]).unwrap_or_else(|e| panic!("{e}"));
-    let mut sim = schedlab::world::build(&s, "test.toml").unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = schedlab::workload::world::build(&s, "test.toml").unwrap_or_else(|e| panic!("{e}"));
     sim.check_invariants = true;
     sim
 }

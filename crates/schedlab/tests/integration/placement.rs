@@ -1,5 +1,5 @@
 use crate::{run, sim};
-use schedlab::task::TaskState;
+use schedlab::sched::task::TaskState;
 
 #[test]
 fn a_hog_per_cpu_stays_put() {

@@ -10,7 +10,7 @@ use schedlab::sched::ext::host::{self, HostedScheduler};
 use schedlab::sched::ext::ops::{ops_flags, ExtOps};
 use schedlab::sched::ext::profile::{apply, resolve, Machine, Profile};
 use schedlab::sched::ext::EnableState;
-use schedlab::sim::Sim;
+use schedlab::sched::sim::Sim;
 
 use crate::{cfg, manifest, sim};
 
@@ -136,8 +136,8 @@ fn bad_flags_and_profiles_are_refused_with_file_field_and_fix() {
     let p = profile_path().display().to_string();
     let build = |extra: &str| {
         let text = scenario("4cpu", Some(extra));
-        let sc = schedlab::scenario::Scenario::parse(&text, "test.toml", &[]).unwrap();
-        schedlab::world::build(&sc, "test.toml").err().map(|e| e.to_string()).unwrap_or_default()
+        let sc = schedlab::workload::scenario::Scenario::parse(&text, "test.toml", &[]).unwrap();
+        schedlab::workload::world::build(&sc, "test.toml").err().map(|e| e.to_string()).unwrap_or_default()
     };
     let e = build(&format!("profile = {p:?}\nargs = \"-x 1\""));
     assert!(e.contains("unknown flag `-x` for loader-test; it accepts: -s, --slice-us <u64> (default 5000)"), "{e}");

@@ -2,9 +2,9 @@
 //! pause-loop exits and yield_to, sched_yield.
 
 use crate::sim;
-use schedlab::cpumask::CpuMask;
-use schedlab::sim::SpinLock;
-use schedlab::task::{Dist, Op, Policy, TaskState};
+use schedlab::machine::cpumask::CpuMask;
+use schedlab::sched::sim::SpinLock;
+use schedlab::sched::task::{Dist, Op, Policy, TaskState};
 use schedlab::workload::{add_program, add_workload, new_task, spawn};
 
 const EMPTY_1CPU: &str = "duration = \"1s\"\n[machine]\npreset = \"1cpu\"\ncstates = false\n";
@@ -91,7 +91,7 @@ fn sched_yield_alternates_equal_tasks() {
     assert!(a.work.abs_diff(b.work) <= 2, "{} vs {}", a.work, b.work);
 }
 
-fn two_hogs_with_change(change: Op, machine: &str) -> schedlab::sim::Sim {
+fn two_hogs_with_change(change: Op, machine: &str) -> schedlab::sched::sim::Sim {
     let mut s = sim(&format!("duration = \"10s\"\n[machine]\npreset = \"{machine}\"\ncstates = false\n"));
     let w = add_workload(&mut s, "hogs", "test", false);
     let n = s.nr_cpus();

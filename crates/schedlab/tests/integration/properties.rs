@@ -96,9 +96,9 @@ proptest! {
 }
 
 /// One random step of a random program (see `random_programs_keep_invariants`).
-fn op_from(kind: u8, arg: u16, cpus: usize) -> schedlab::task::Op {
-    use schedlab::cpumask::CpuMask;
-    use schedlab::task::{Dist, Op, Policy};
+fn op_from(kind: u8, arg: u16, cpus: usize) -> schedlab::sched::task::Op {
+    use schedlab::machine::cpumask::CpuMask;
+    use schedlab::sched::task::{Dist, Op, Policy};
     let arg64 = arg as u64;
     match kind % 9 {
         0 | 1 => Op::Run(Dist::Exp(1 + arg64 * 1_000)),
@@ -130,11 +130,11 @@ proptest! {
         programs in prop::collection::vec(prop::collection::vec((any::<u8>(), any::<u16>()), 1..8), 1..6),
         seed in 0u64..1_000_000,
     ) {
-        use schedlab::cpumask::CpuMask;
-        use schedlab::task::{Dist, Op, Policy};
+        use schedlab::machine::cpumask::CpuMask;
+        use schedlab::sched::task::{Dist, Op, Policy};
         use schedlab::workload::{add_program, add_workload, new_task, spawn};
         let mut s = sim(&format!("seed = {seed}\nduration = \"100ms\"\n[machine]\ncpus = {cpus}\n"));
-        s.locks.push(schedlab::sim::SpinLock::default());
+        s.locks.push(schedlab::sched::sim::SpinLock::default());
         let w = add_workload(&mut s, "random", "test", false);
         let n = programs.len();
         for (i, steps) in programs.iter().enumerate() {

@@ -11,8 +11,8 @@ fn scenario(file: &str, extra: &str) -> String {
 }
 
 fn build_error(text: &str) -> String {
-    let s = schedlab::scenario::Scenario::parse(text, "t.toml", &[]).unwrap();
-    schedlab::world::build(&s, "t.toml").err().expect("an error").to_string()
+    let s = schedlab::workload::scenario::Scenario::parse(text, "t.toml", &[]).unwrap();
+    schedlab::workload::world::build(&s, "t.toml").err().expect("an error").to_string()
 }
 
 #[test]
@@ -21,7 +21,7 @@ fn periodic_timer_threads_run_at_their_period() {
     let w = &r.workloads[0];
     assert_eq!(w.tasks, 2);
     for t in &s.tasks {
-        assert_eq!((t.policy, t.rt_priority), (schedlab::task::Policy::Fifo, 20));
+        assert_eq!((t.policy, t.rt_priority), (schedlab::sched::task::Policy::Fifo, 20));
         // 2 ms every 10 ms for 1 s.
         assert!(t.stats.runtime_ns.abs_diff(200_000_000) < 3_000_000, "{} ran {}", t.name, t.stats.runtime_ns);
     }

@@ -15,14 +15,14 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use schedlab::engine::TaskId;
-use schedlab::features::Feature;
+use schedlab::sched::features::Feature;
 use schedlab::sched::ext::check::Checked;
 use schedlab::sched::ext::host::HostedScheduler;
 use schedlab::sched::ext::ops::{ExitInfo, ExitKind, ExtOps};
 use schedlab::sched::ext::EnableState;
-use schedlab::sim::Sim;
-use schedlab::task::{ClassId, TaskState};
-use schedlab::time::Ns;
+use schedlab::sched::sim::Sim;
+use schedlab::sched::task::{ClassId, TaskState};
+use schedlab::engine::time::Ns;
 
 use crate::{cfg, load_with, manifest, shipped, sim};
 

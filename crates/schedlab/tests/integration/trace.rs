@@ -6,7 +6,7 @@ use std::io::Write;
 use std::rc::Rc;
 
 use crate::perfetto::{decode, per_cpu, FtraceEvent, Trace};
-use schedlab::trace::{PerfettoWriter, PrevState, Recorder, TraceEvent, trace_pid};
+use schedlab::results::trace::{PerfettoWriter, PrevState, Recorder, TraceEvent, trace_pid};
 
 /// A writer into a shared buffer.
 #[derive(Clone, Default)]
@@ -47,7 +47,7 @@ mode = "process"
 "#;
 
 /// Runs `toml` with a Perfetto writer (optionally windowed) and a recorder.
-fn traced(toml: &str, window: Option<(u64, u64)>) -> (schedlab::sim::Sim, Vec<(u64, TraceEvent)>, Trace) {
+fn traced(toml: &str, window: Option<(u64, u64)>) -> (schedlab::sched::sim::Sim, Vec<(u64, TraceEvent)>, Trace) {
     let mut sim = crate::sim(toml);
     let buf = Shared::default();
     let rec = Recorder::default();
@@ -191,7 +191,7 @@ fn tracing_does_not_change_the_simulation() {
 #[test]
 fn timeline_adds_up_to_the_busy_time() {
     let mut sim = crate::sim(SCENARIO);
-    let tl = schedlab::trace::TimelineSink(Rc::new(RefCell::new(schedlab::trace::Timeline::new(sim.nr_cpus(), 1_000_000))));
+    let tl = schedlab::results::trace::TimelineSink(Rc::new(RefCell::new(schedlab::results::trace::Timeline::new(sim.nr_cpus(), 1_000_000))));
     sim.add_trace_sink(Box::new(tl.clone()));
     sim.run();
     sim.finish_trace().unwrap();

@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use schedlab::report::Results;
+use schedlab::results::report::Results;
 use schedlab::sched::ext::host::compile::cache_dir;
 
 use crate::run;

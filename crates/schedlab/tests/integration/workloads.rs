@@ -100,13 +100,13 @@ fn stress_fork_storms_create_and_reap_children() {
 /// model: the CPU leaves the idle state it reached (the deepest one whose
 /// target residency the idle period covers), the timer IRQ wakes the task,
 /// and the CPU switches to it (same mm: no mm switch).
-fn idle_wakeup_path_ns(costs: &schedlab::cost::CostModel, idle_ns: u64) -> u64 {
+fn idle_wakeup_path_ns(costs: &schedlab::machine::cost::CostModel, idle_ns: u64) -> u64 {
     costs.idle_exit_ns(idle_ns) + costs.wakeup_ns + costs.context_switch_ns
 }
 
 #[test]
 fn cyclictest_idle_latency_is_exactly_the_wakeup_path() {
-    let costs = schedlab::cost::CostModel::default();
+    let costs = schedlab::machine::cost::CostModel::default();
     for (interval_us, cstates) in [(1000, true), (200, true), (1000, false)] {
         let (s, r) = run(&format!(
             "duration = \"500ms\"\n[machine]\npreset = \"2cpu\"\ncstates = {cstates}\n[[workload]]\nkind = \"cyclictest\"\npriority = 99\ninterval = \"{interval_us}us\"\nhistogram = 400\n"
@@ -146,8 +146,8 @@ fn cyclictest_histogram_overflows_duration_and_loops() {
     assert_eq!(r.workloads[0].latency.as_ref().unwrap().count, 14);
     for (field, bad) in [("histogram", "0"), ("loops", "0"), ("duration", "\"0s\"")] {
         let text = format!("{base}{field} = {bad}\n");
-        let s = schedlab::scenario::Scenario::parse(&text, "t.toml", &[]).unwrap();
-        let e = schedlab::world::build(&s, "t.toml").err().unwrap().to_string();
+        let s = schedlab::workload::scenario::Scenario::parse(&text, "t.toml", &[]).unwrap();
+        let e = schedlab::workload::world::build(&s, "t.toml").err().unwrap().to_string();
         assert!(e.contains(&format!("workload.0.{field}")), "{e}");
     }
 }
@@ -223,13 +223,13 @@ fn mixed_load_has_every_ingredient() {
     // 2 x 8 CPUs = 16 steady threads: 2 yielders, 2 switch pairs, 10 hogs.
     assert_eq!((count("-hog-"), count("-yield-"), count("-switch-")), (10, 2, 4));
     assert_eq!(count("-fifo-"), 1);
-    assert!(start.iter().any(|t| t.policy == schedlab::task::Policy::Fifo && t.rt_priority == 50));
+    assert!(start.iter().any(|t| t.policy == schedlab::sched::task::Policy::Fifo && t.rt_priority == 50));
     let nices: std::collections::BTreeSet<i32> = start.iter().map(|t| t.nice).collect();
     assert!(nices.len() >= 4, "{nices:?}");
     assert!(s.tasks.iter().filter(|t| t.parent.is_some()).count() >= 10, "fork storms");
     assert!(r.workloads[0].work > 1000);
-    let e = schedlab::world::build(
-        &schedlab::scenario::Scenario::parse("duration = \"1s\"\n[[workload]]\nkind = \"mixed\"\noversubscription = 0.5\n", "t.toml", &[]).unwrap(),
+    let e = schedlab::workload::world::build(
+        &schedlab::workload::scenario::Scenario::parse("duration = \"1s\"\n[[workload]]\nkind = \"mixed\"\noversubscription = 0.5\n", "t.toml", &[]).unwrap(),
         "t.toml",
     )
     .err()

@@ -354,7 +354,7 @@ impl Topology {
         check_spans(self, "LLC", &self.llc_span, |c| c.llc)?;
         check_spans(self, "core", &self.core_span, |c| c.core)?;
         check_threads(self)?;
-        check_distances(&self.node_distance, self.nr_nodes()).map_err(inconsistent)
+        check_distances(&self.node_distance, self.nr_nodes()).map_err(|e| inconsistent(e.to_string()))
     }
 
 }
@@ -495,32 +495,63 @@ fn check_threads(topo: &Topology) -> Result<(), TopologyError> {
     Ok(())
 }
 
+/// A node distance table that ACPI SLIT validation would reject.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DistanceError {
+    /// Not one row and one column per node.
+    #[error("node_distance must be a {nodes}x{nodes} table")]
+    NotSquare {
+        /// The number of nodes.
+        nodes: usize,
+    },
+    /// A node's distance to itself is not LOCAL_DISTANCE.
+    #[error("distance from node {node} to itself is {distance}, expected {local}", local = LOCAL_DISTANCE)]
+    SelfDistance {
+        /// The node.
+        node: usize,
+        /// Its distance to itself.
+        distance: u32,
+    },
+    /// A distance between two nodes outside LOCAL_DISTANCE+1 ..= MAX_DISTANCE.
+    #[error("distance from node {from} to node {to} is {distance}, expected {min} to {max}", min = LOCAL_DISTANCE + 1, max = MAX_DISTANCE)]
+    OutOfRange {
+        /// The first node.
+        from: usize,
+        /// The second node.
+        to: usize,
+        /// The distance given.
+        distance: u32,
+    },
+    /// A table that is not symmetric.
+    #[error("distance from node {from} to node {to} is {distance} but the reverse is {reverse}; the table must be symmetric")]
+    Asymmetric {
+        /// The first node.
+        from: usize,
+        /// The second node.
+        to: usize,
+        /// The distance from `from` to `to`.
+        distance: u32,
+        /// The distance from `to` to `from`.
+        reverse: u32,
+    },
+}
+
 /// Checks a distance table the way ACPI SLIT validation does, plus the
 /// symmetry the domain builder relies on.
-fn check_distances(table: &[Vec<u32>], nr_nodes: usize) -> Result<(), String> {
+fn check_distances(table: &[Vec<u32>], nr_nodes: usize) -> Result<(), DistanceError> {
     if table.len() != nr_nodes || table.iter().any(|row| row.len() != nr_nodes) {
-        return Err(format!(
-            "node_distance must be a {nr_nodes}x{nr_nodes} table"
-        ));
+        return Err(DistanceError::NotSquare { nodes: nr_nodes });
     }
     for (a, row) in table.iter().enumerate() {
         for (b, &d) in row.iter().enumerate() {
             if a == b && d != LOCAL_DISTANCE {
-                return Err(format!(
-                    "distance from node {a} to itself is {d}, expected {LOCAL_DISTANCE}"
-                ));
+                return Err(DistanceError::SelfDistance { node: a, distance: d });
             }
             if a != b && !(LOCAL_DISTANCE + 1..=MAX_DISTANCE).contains(&d) {
-                return Err(format!(
-                    "distance from node {a} to node {b} is {d}, expected {} to {MAX_DISTANCE}",
-                    LOCAL_DISTANCE + 1
-                ));
+                return Err(DistanceError::OutOfRange { from: a, to: b, distance: d });
             }
             if table[b][a] != d {
-                return Err(format!(
-                    "distance from node {a} to node {b} is {d} but the reverse is {}; the table must be symmetric",
-                    table[b][a]
-                ));
+                return Err(DistanceError::Asymmetric { from: a, to: b, distance: d, reverse: table[b][a] });
             }
         }
     }

@@ -7,7 +7,7 @@
 //! `scx.dsq_vtime`) here and nowhere else, so a write from a callback is seen
 //! by the class without copying.
 
-use crate::cpumask::CpuMask;
+use crate::machine::cpumask::CpuMask;
 
 /// Bits in a C `struct cpumask` (CONFIG_NR_CPUS of the shim).
 pub const NR_CPUS: usize = 1024;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::engine::{Cpu, TaskId};
 use crate::sched::ext::ops::{CpuReleaseReason, ExitInfo, ExtOps, Op};
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 /// Where a task stands, as the callbacks describe it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub struct CheckLog {
     pub calls: BTreeMap<&'static str, u64>,
     /// The CPUs each task was seen on in ops.running() (called on the CPU
     /// that picked it), for affinity checks.
-    pub ran_on: BTreeMap<TaskId, crate::cpumask::CpuMask>,
+    pub ran_on: BTreeMap<TaskId, crate::machine::cpumask::CpuMask>,
     pub violations: Vec<String>,
 }
 
@@ -77,7 +77,7 @@ impl<T: ExtOps> Checked<T> {
     }
 
     /// The CPUs `p` was seen running on.
-    pub fn ran_on(&self, p: TaskId) -> Option<crate::cpumask::CpuMask> {
+    pub fn ran_on(&self, p: TaskId) -> Option<crate::machine::cpumask::CpuMask> {
         self.log.borrow().ran_on.get(&p).cloned()
     }
 
@@ -138,7 +138,7 @@ impl<T: ExtOps> ExtOps for Checked<T> {
         self.step(sim, "running", p, &[Runnable], Some(Running));
         let n = sim.nr_cpus();
         let cpu = sim.task(p).cpu as usize;
-        self.log.borrow_mut().ran_on.entry(p).or_insert_with(|| crate::cpumask::CpuMask::new(n)).set(cpu);
+        self.log.borrow_mut().ran_on.entry(p).or_insert_with(|| crate::machine::cpumask::CpuMask::new(n)).set(cpu);
         if self.inner.has(Op::Running) {
             self.inner.running(sim, p)
         }

@@ -6,8 +6,8 @@ use crate::engine::{Cpu, TaskId};
 use crate::sched::ext::ops::{self, deq_flags, enq_flags, reenq_reason, task_flags, CpuReleaseReason, Op, SLICE_INF};
 use crate::sched::ext::{rq_flags, OpFrame, OpsState};
 use crate::sched::{deq, enq, wf, SchedClass};
-use crate::sim::Sim;
-use crate::task::{ClassId, TaskState};
+use crate::sched::sim::Sim;
+use crate::sched::task::{ClassId, TaskState};
 
 pub struct ExtClass;
 pub static EXT_CLASS: ExtClass = ExtClass;

@@ -4,14 +4,14 @@
 //! 7.1).
 
 use crate::engine::{Cpu, Event, TaskId};
-use crate::features::Feature;
+use crate::sched::features::Feature;
 use crate::sched::deq;
 use crate::sched::enq;
 use crate::sched::ext::dsq::{DsqIdx, DsqKind, DsqOrder};
 use crate::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ops_flags, reenq_reason, task_flags, Op, DSP_MAX_LOOPS, REENQ_ANY, REENQ_LOCAL_MAX_REPEAT, SLICE_BYPASS_NS, SLICE_DFL_NS};
 use crate::sched::ext::{rq_flags, DspEntry, OpsState};
-use crate::sim::Sim;
-use crate::task::{ClassId, TaskState};
+use crate::sched::sim::Sim;
+use crate::sched::task::{ClassId, TaskState};
 
 impl Sim {
     /// The slice a task gets when the kernel, not the scheduler, picks it

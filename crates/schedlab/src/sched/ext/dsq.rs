@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::engine::{Cpu, TaskId};
-use crate::time::Ns;
+use crate::engine::time::Ns;
 
 /// Where a DSQ lives; `Dsq::index` in `ScxSched::dsqs`.
 pub type DsqIdx = u32;

@@ -4,12 +4,12 @@
 //! claimed it; `test_and_clear_cpu_idle` claims it. The SMT mask holds CPUs
 //! whose whole core is idle.
 
-use crate::cpumask::CpuMask;
+use crate::machine::cpumask::CpuMask;
 use crate::engine::{Cpu, TaskId};
 use crate::sched::ext::abi::CpumaskC;
 use crate::sched::ext::ops::{ops_flags, pick_idle_flags, Op};
 use crate::sched::wf;
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 impl Sim {
     /// update_builtin_idle() plus ops.update_idle(): `cpu` enters or leaves idle.

@@ -6,13 +6,13 @@
 
 use crate::engine::{Cpu, TaskId};
 use crate::sched::ext::abi::{CpumaskC, DsqIterC};
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 use crate::sched::ext::dsq::DsqKind;
 use crate::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ops_flags, ExitKind, Op};
 use crate::sched::ext::abi::{TaskStructC, DSQ_ITER_REV};
 use crate::sched::ext::OpsState;
-use crate::task::{ClassId, TaskState};
+use crate::sched::task::{ClassId, TaskState};
 
 /// -EINVAL, -ENOENT, -EEXIST, -EBUSY, -ENODEV as kfuncs return them.
 pub const EINVAL: i32 = -22;

@@ -4,16 +4,16 @@
 
 use std::rc::Rc;
 
-use crate::cpumask::CpuMask;
+use crate::machine::cpumask::CpuMask;
 use crate::engine::{Cpu, Event, TaskId};
-use crate::features::Feature;
+use crate::sched::features::Feature;
 use crate::sched::ext::dsq::{Dsq, DsqKind};
 use crate::sched::ext::ops::{dsq_id, ops_flags, ExitInfo, ExitKind, ExtOps, Op, WATCHDOG_MAX_TIMEOUT_MS};
 use crate::sched::ext::EnableState;
 use crate::sched::{class_of, deq, enq};
-use crate::sim::Sim;
-use crate::task::{ClassId, Policy, TaskState};
-use crate::time::Ns;
+use crate::sched::sim::Sim;
+use crate::sched::task::{ClassId, Policy, TaskState};
+use crate::engine::time::Ns;
 
 /// Why a scheduler was refused at load time (scx_enable's errors).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -94,7 +94,7 @@ impl Sim {
         }
         st.ops = Some(ops);
         st.state = EnableState::Enabled;
-        st.rng = crate::rng::Rng::new(self.seed, crate::rng::Stream::Scheduler);
+        st.rng = crate::engine::rng::Rng::new(self.seed, crate::engine::rng::Stream::Scheduler);
         st.bypass_lb_intv_ns = self.scx.bypass_lb_intv_ns;
         st.smt_active = self.topo.max_smt() > 1;
         st.load_error = self.scx.load_error.take();
@@ -192,7 +192,7 @@ impl Sim {
         // p->scx.weight is the cgroup-scale weight (100 for nice 0) of the
         // task's static priority, not of se.load, which goes stale while the
         // task is in ext (see sched_setattr).
-        let w = crate::task::LoadWeight::for_nice(t.nice, t.policy).weight;
+        let w = crate::sched::task::LoadWeight::for_nice(t.nice, t.policy).weight;
         c.scx.weight = ((w * 100 + 512) / 1024).clamp(1, 10_000) as u32;
         if let Some(pp) = parent {
             let pc: *mut crate::sched::ext::abi::TaskStructC = &mut *self.tasks[pp as usize].scx.c;

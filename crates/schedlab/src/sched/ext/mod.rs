@@ -42,9 +42,9 @@ use std::rc::Rc;
 
 use hdrhistogram::Histogram;
 
-use crate::cpumask::CpuMask;
+use crate::machine::cpumask::CpuMask;
 use crate::engine::{Cpu, TaskId};
-use crate::time::Ns;
+use crate::engine::time::Ns;
 
 pub use class::EXT_CLASS;
 use abi::{CpumaskC, TaskStructC};
@@ -377,7 +377,7 @@ pub struct ScxSched {
     /// deferred work before 7.1); they fire when it enables interrupts.
     pub local_irq_work: Vec<crate::engine::Event>,
     /// bpf_get_prandom_u32()'s stream.
-    pub rng: crate::rng::Rng,
+    pub rng: crate::engine::rng::Rng,
 }
 
 impl ScxSched {
@@ -428,7 +428,7 @@ impl ScxSched {
             node_masks: Vec::new(),
             bypass_lb_intv_ns: 500_000_000,
             local_irq_work: Vec::new(),
-            rng: crate::rng::Rng::new(0, crate::rng::Stream::Scheduler),
+            rng: crate::engine::rng::Rng::new(0, crate::engine::rng::Stream::Scheduler),
         }
     }
 

@@ -9,7 +9,7 @@
 //! and falls back to its default behaviour).
 
 use crate::engine::{Cpu, TaskId};
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 /// The callbacks of `struct sched_ext_ops`, for [`ExtOps::has`] and for
 /// per-op accounting.

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 
 use crate::engine::{Cpu, TaskId};
 use crate::sched::ext::abi::{TaskStructC, PF_KTHREAD};
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 use super::maps::IDLE_OWNER;
 

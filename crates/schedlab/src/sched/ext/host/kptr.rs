@@ -9,7 +9,7 @@
 
 use crate::sched::ext::abi::{CpumaskC, TaskStructC, CPUMASK_WORDS, NR_CPUS};
 use crate::sched::ext::kfuncs as k;
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 use super::state::{bad, with_ctx, BpfCpumaskC, HostState};
 

@@ -8,7 +8,7 @@ use std::ffi::c_void;
 
 use crate::sched::ext::abi::TaskStructC;
 use crate::sched::ext::kfuncs as k;
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 use super::maps::{EBUSY, EINVAL};
 use super::state::{bad, with_ctx, HostState, Timer};

@@ -60,7 +60,7 @@ use std::rc::Rc;
 use crate::engine::{Cpu, TaskId};
 use crate::sched::ext::abi::TaskStructC;
 use crate::sched::ext::ops::{ops_flags, CpuReleaseReason, ExitInfo, ExtOps, Op};
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 use loader::{c_str, Loaded, Rodata, SchedExtOpsC, OPS_MEMBERS};
 use maps::{Map, MapDef, MapKind};
@@ -520,7 +520,7 @@ impl HostedScheduler {
         // SAFETY: a syscall program is `int prog(void *ctx)` in the object.
         let f: unsafe extern "C" fn(*mut c_void) -> i32 = unsafe { std::mem::transmute(f) };
         // bpf_prog_test_run() runs in the calling task's context.
-        sim.irq_ctx = crate::sim::IrqCtx::Task;
+        sim.irq_ctx = crate::sched::sim::IrqCtx::Task;
         let p = if ctx.is_empty() { std::ptr::null_mut() } else { ctx.as_mut_ptr().cast() };
         // SAFETY: `ctx` outlives the call; the program reads at most its
         // declared context size, which the caller provides.

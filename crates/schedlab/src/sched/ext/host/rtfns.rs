@@ -11,7 +11,7 @@ use std::ffi::c_void;
 
 use crate::sched::ext::abi::TaskStructC;
 use crate::sched::ext::kfuncs as k;
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 use super::kobj::{CgroupC, RqC, Who};
 use super::maps::{MapKind, E2BIG, EINVAL, ENOENT};

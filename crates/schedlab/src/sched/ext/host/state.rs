@@ -34,7 +34,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use crate::engine::TaskId;
 use crate::sched::ext::abi::{CpumaskC, TaskStructC};
 use crate::sched::ext::kfuncs;
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 use super::kobj::{Kobjs, Who};
 use super::maps::{Graveyard, Map};

@@ -11,7 +11,7 @@
 use super::expr::Value;
 use super::resolve::{Phase, Plan};
 use crate::sched::ext::host::{HostedScheduler, LoadConfig};
-use crate::sim::Sim;
+use crate::sched::sim::Sim;
 
 /// A value as the rodata parser reads it (booleans as 1 and 0, which
 /// `bool` and integer variables both take, as C converts them).

@@ -27,7 +27,7 @@
 //!   flag the binary parses itself, e.g. a raw PMU event id).
 
 use super::expr::Value;
-use crate::topology::Topology;
+use crate::machine::topology::Topology;
 
 /// The facts profiles read, taken from a [`Topology`].
 #[derive(Clone, Debug)]

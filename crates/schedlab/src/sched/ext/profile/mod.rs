@@ -90,14 +90,14 @@ pub fn shipped(scheduler: &str) -> Option<Profile> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Topology;
+    use crate::machine::topology::Topology;
     use std::path::Path;
 
     #[test]
     fn every_shipped_profile_parses_and_resolves_on_every_machine_shape() {
         let machines = [
             Topology::flat(4).unwrap(),
-            crate::world::machine_of_size(32).unwrap(),
+            crate::workload::world::machine_of_size(32).unwrap(),
             Topology::preset("epyc-2s-192").unwrap(),
             Topology::uniform("smt", 2, 1, 2, 2, 2).unwrap(),
         ];

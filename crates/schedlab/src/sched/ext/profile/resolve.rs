@@ -342,7 +342,7 @@ pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Topology;
+    use crate::machine::topology::Topology;
 
     const P: &str = r#"
 [profile]
