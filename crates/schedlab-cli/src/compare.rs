@@ -30,6 +30,10 @@ pub struct CompareArgs {
     /// A sched_ext scheduler option for every ext variant.
     #[arg(long = "sched-set", value_name = "NAME=VALUE")]
     pub sched_sets: Vec<String>,
+    /// Wall time one sched_ext callback may run before it is taken for an
+    /// endless loop and the scheduler is ejected (default 5s; 0 = no limit).
+    #[arg(long = "op-timeout", value_name = "DURATION")]
+    pub op_timeout: Option<String>,
     /// Machine preset, CPU count, sysfs copy or lscpu -p file.
     #[arg(long)]
     pub machine: Option<String>,
@@ -108,6 +112,7 @@ pub fn variants(a: &CompareArgs) -> Result<Vec<Variant>, Failure> {
             }
             sets.extend(fixed_sets.iter().cloned());
             sets.extend(sched_sets.iter().cloned());
+            sets.extend(crate::op_timeout_arg(a.op_timeout.as_deref()));
             sets.extend(g.iter().map(|(_, set)| set.clone()));
             out.push(Variant { label: label.join(" "), sets });
         }

@@ -72,6 +72,10 @@ enum Cmd {
         /// shipped one ("none": the object's defaults only).
         #[arg(long = "sched-profile", value_name = "FILE")]
         sched_profile: Option<String>,
+        /// Wall time one sched_ext callback may run before it is taken for an
+        /// endless loop and the scheduler is ejected (default 5s; 0 = no limit).
+        #[arg(long = "op-timeout", value_name = "DURATION")]
+        op_timeout: Option<String>,
         /// Use a machine preset, a CPU count, a copy of /sys/devices/system/cpu
         /// or a file of `lscpu -p` output instead of the scenario's machine.
         #[arg(long)]
@@ -108,8 +112,9 @@ enum Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Run { scenario, seed, mut sets, features, sched, sched_includes, sched_sets, sched_cmdline, sched_profile, machine, json, quiet, out, real } => match sched_args(sched, sched_sets).and_then(|mut s| {
+        Cmd::Run { scenario, seed, mut sets, features, sched, sched_includes, sched_sets, sched_cmdline, sched_profile, op_timeout, machine, json, quiet, out, real } => match sched_args(sched, sched_sets).and_then(|mut s| {
             s.extend(loader_args(sched_cmdline, sched_profile)?);
+            s.extend(op_timeout_arg(op_timeout.as_deref()));
             s.extend(include_args(&sched_includes)?);
             Ok(s)
         }) {
@@ -186,6 +191,12 @@ fn sched_args(sched: Option<String>, sched_sets: Vec<String>) -> Result<Vec<Stri
         sets.push(format!("scheduler.options.{k}={val}"));
     }
     Ok(sets)
+}
+
+/// `--op-timeout DURATION` as the scenario's `scheduler.op_timeout` (the
+/// scenario parser checks the value).
+pub(crate) fn op_timeout_arg(d: Option<&str>) -> Option<String> {
+    d.map(|d| format!("scheduler.op_timeout={}", toml::Value::String(d.trim().to_string())))
 }
 
 /// `--sched-include DIR...` as the scenario's `scheduler.include`.

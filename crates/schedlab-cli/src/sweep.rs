@@ -31,6 +31,10 @@ pub struct SweepArgs {
     pub sched: Option<String>,
     #[arg(long = "sched-set", value_name = "NAME=VALUE")]
     pub sched_sets: Vec<String>,
+    /// Wall time one sched_ext callback may run before it is taken for an
+    /// endless loop and the scheduler is ejected (default 5s; 0 = no limit).
+    #[arg(long = "op-timeout", value_name = "DURATION")]
+    pub op_timeout: Option<String>,
     /// Machine preset, CPU count, sysfs copy or lscpu -p file.
     #[arg(long)]
     pub machine: Option<String>,
@@ -58,6 +62,7 @@ pub fn sweep(a: SweepArgs) -> Result<(), Failure> {
     let mut base = a.sets.clone();
     base.extend(common::feature_sets(&a.features)?);
     base.extend(crate::sched_args(a.sched.clone(), a.sched_sets.clone())?);
+    base.extend(crate::op_timeout_arg(a.op_timeout.as_deref()));
     if let Some(m) = &a.machine {
         // Part of the key, so runs on another machine are not reused.
         base.push(format!("# machine={m}"));
@@ -90,14 +95,17 @@ pub fn sweep(a: SweepArgs) -> Result<(), Failure> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build().map_err(|e| Failure::Io(e.to_string()))?;
     let outcome = pool.install(|| sweep::execute(&dir, &jobs, &run, &progress));
     bar.finish_and_clear();
-    let outcome = outcome.map_err(|errs| Failure::Input(format!("{} runs failed:\n  {}", errs.len(), errs.join("\n  "))))?;
+    let outcome = outcome.map_err(Failure::Io)?;
     let names: Vec<String> = params.iter().map(|p| p.0.clone()).collect();
-    let rows = sweep::aggregate(&points, &jobs, &outcome.records);
+    // The aggregates are over the runs that completed; the failed ones
+    // (not run, or their scheduler ejected with an error) are named.
+    let rows = sweep::aggregate(&points, &outcome.jobs, &outcome.records);
+    let failed = sweep::failures(&points, &outcome);
     let csv_path = dir.join(format!("{stem}-sweep.csv"));
     let json_path = dir.join(format!("{stem}-sweep.json"));
     let io = common::io_err;
     schedlab::results::csv::write_atomic(&csv_path, sweep::aggregate_csv(&names, &rows).as_bytes()).map_err(io(&csv_path))?;
-    schedlab::results::csv::write_atomic(&json_path, sweep::aggregate_json(&file, &params, &seeds, &rows).as_bytes()).map_err(io(&json_path))?;
+    schedlab::results::csv::write_atomic(&json_path, sweep::aggregate_json(&file, &params, &seeds, &rows, &failed).as_bytes()).map_err(io(&json_path))?;
     let mut wrote = vec![csv_path, json_path];
     if let Some(pd) = &a.plot {
         wrote.extend(plot_sweep(pd, &stem, &file, &names, &points, &rows).map_err(|e| Failure::Io(e.to_string()))?);
@@ -111,9 +119,14 @@ pub fn sweep(a: SweepArgs) -> Result<(), Failure> {
             seeds.len(),
             sweep::aggregate_table(&names, &rows)
         );
+        print!("{}", sweep::failures_text(&failed));
         for p in wrote {
             eprintln!("schedlab: wrote {}", p.display());
         }
+    }
+    if !outcome.errors.is_empty() {
+        let errs: Vec<&str> = outcome.errors.iter().map(|(_, e)| e.as_str()).collect();
+        return Err(Failure::Input(format!("{} runs failed (the aggregates are over the others):\n  {}", errs.len(), errs.join("\n  "))));
     }
     Ok(())
 }

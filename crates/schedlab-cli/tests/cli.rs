@@ -220,3 +220,58 @@ fn check_flag_keeps_results_identical() {
     assert_eq!(real.status.code(), Some(2), "{err}");
     assert!(err.contains("--check"), "{err}");
 }
+
+/// A scheduler that faults (issue 13) is ejected, not fatal: `run` exits 0
+/// with the error exit in the JSON (op, address, file:line), twice the
+/// same; `compare` runs every variant and shows the exit; `sweep` completes
+/// every run and names the ejected ones; `--op-timeout` is checked.
+#[test]
+fn faulting_scheduler_is_ejected_in_run_compare_and_sweep() {
+    // Sleeping hogs: enough enqueues to reach the default fault_after (20).
+    let p = write_tmp("fault.toml", &GOOD.replace("count = 2\ncpus = \"0\"", "count = 6\nrun = \"1ms\"\nsleep = \"1ms\""));
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schedlab/tests/schedulers/null_deref.bpf.c");
+    let src = src.to_str().unwrap();
+    let run = || schedlab(&["run", p.to_str().unwrap(), "--sched", src, "--sched-set", "fault_after=3", "--json", "-", "--quiet"]);
+    let (a, b) = (run(), run());
+    assert_eq!(a.status.code(), Some(0), "{}", String::from_utf8_lossy(&a.stderr));
+    assert_eq!(a.stdout, b.stdout, "deterministic");
+    let json: serde_json::Value = serde_json::from_slice(&a.stdout).expect("JSON");
+    let exit = &json["sched_ext"]["exit"];
+    assert_eq!(exit["kind"], "ERROR", "{exit}");
+    let msg = exit["msg"].as_str().unwrap_or_default();
+    assert!(msg.starts_with("ops.enqueue(): invalid memory access: write to address 0x0"), "{msg}");
+    assert!(msg.contains("null_deref.bpf.c:") && msg.contains("verifier would have rejected"), "{msg}");
+
+    let out_dir = std::env::temp_dir().join(format!("schedlab-cli-fault-{}", std::process::id()));
+    let cmp = schedlab(&["compare", p.to_str().unwrap(), "--sched", &format!("simple,{src}"), "--out", out_dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&cmp.stdout);
+    assert_eq!(cmp.status.code(), Some(0), "{}", String::from_utf8_lossy(&cmp.stderr));
+    assert!(text.contains("ERROR (runtime error): ops.enqueue(): invalid memory access"), "{text}");
+
+    let sweep_dir = out_dir.join("sweep");
+    let sw = schedlab(&[
+        "sweep",
+        p.to_str().unwrap(),
+        "--sched",
+        src,
+        "--seeds",
+        "1..2",
+        "--param",
+        "scheduler.options.fault_after=3,1000000",
+        "--out",
+        sweep_dir.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&sw.stdout);
+    assert_eq!(sw.status.code(), Some(0), "{}", String::from_utf8_lossy(&sw.stderr));
+    assert!(text.contains("2 runs failed:"), "{text}");
+    assert!(text.contains("seed 1 scheduler.options.fault_after=3: sched_ext ejected: ERROR (runtime error): ops.enqueue()"), "{text}");
+    assert!(!text.contains("fault_after=1000000: sched_ext ejected"), "{text}");
+    let agg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(sweep_dir.join("fault-sweep.json")).unwrap()).unwrap();
+    assert_eq!(agg["failed"].as_array().map(Vec::len), Some(2), "{agg}");
+
+    let bad = schedlab(&["run", p.to_str().unwrap(), "--sched", src, "--op-timeout", "soon"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(err.contains("scheduler.op_timeout"), "{err}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

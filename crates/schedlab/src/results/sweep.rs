@@ -120,22 +120,57 @@ pub fn load(dir: &Path, job: &Job) -> Option<Record> {
 
 /// How a sweep went.
 pub struct Outcome {
-    /// One record per job, in job order.
+    /// One record per job that completed, in job order.
     pub records: Vec<Record>,
+    /// The jobs of `records`, in the same order.
+    pub jobs: Vec<Job>,
+    /// The jobs that failed to run, with why ("seed S overrides: error").
+    pub errors: Vec<(Job, String)>,
     pub reused: usize,
     pub ran: usize,
 }
 
+/// A run the aggregates leave out or flag: it failed to run, or its
+/// sched_ext scheduler was ejected with an error exit (a fault, a stall,
+/// scx_bpf_error()), so part of it ran under fair.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Failed {
+    pub point: Vec<(String, String)>,
+    pub seed: u64,
+    /// "run failed: ..." or "sched_ext ejected: KIND (reason): message".
+    pub reason: String,
+}
+
+/// The failed runs of a sweep, in job order: those that did not run
+/// (left out of the aggregates) and those whose scheduler was ejected
+/// with an error (aggregated, but named).
+pub fn failures(points: &[Vec<(String, String)>], outcome: &Outcome) -> Vec<Failed> {
+    let mut out: Vec<(usize, Failed)> = Vec::new();
+    let point = |j: &Job| points.get(j.point).cloned().unwrap_or_default();
+    for (j, e) in &outcome.errors {
+        out.push((j.point, Failed { point: point(j), seed: j.seed, reason: format!("run failed: {e}") }));
+    }
+    for (j, r) in outcome.jobs.iter().zip(&outcome.records) {
+        if let Some(x) = r.summary.sched_ext.as_ref().filter(|x| x.exit.starts_with("ERROR")) {
+            out.push((j.point, Failed { point: point(j), seed: j.seed, reason: format!("sched_ext ejected: {}", x.exit) }));
+        }
+    }
+    out.sort_by_key(|(p, f)| (*p, f.seed));
+    out.into_iter().map(|(_, f)| f).collect()
+}
+
 /// Runs every job that has no stored record, in parallel, storing each
 /// result as it finishes; `progress(done, total)` is called after each.
-/// A failed run stops nothing else; the errors are returned together.
+/// A failed run stops nothing else: it is returned in [`Outcome::errors`]
+/// (and a panicking run is one, with the panic's message). Err: the
+/// store cannot be created.
 pub fn execute(
     dir: &Path,
     jobs: &[Job],
     run: &(dyn Fn(&Job) -> Result<RunSummary, String> + Sync),
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<Outcome, Vec<String>> {
-    std::fs::create_dir_all(dir.join("runs")).map_err(|e| vec![format!("{}: {e}", dir.display())])?;
+) -> Result<Outcome, String> {
+    std::fs::create_dir_all(dir.join("runs")).map_err(|e| format!("{}: {e}", dir.display()))?;
     let total = jobs.len();
     let done = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<Result<(Record, bool), String>> = jobs
@@ -143,7 +178,7 @@ pub fn execute(
         .map(|job| {
             let out = match load(dir, job) {
                 Some(r) => Ok((r, true)),
-                None => run(job).and_then(|summary| {
+                None => guarded_run(run, job).and_then(|summary| {
                     let rec = Record { key: job.key.clone(), seed: job.seed, overrides: job.overrides.clone(), summary };
                     let text = serde_json::to_string_pretty(&rec).expect("serialize") + "\n";
                     crate::results::csv::write_atomic(&record_path(dir, &job.key), text.as_bytes()).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -156,27 +191,31 @@ pub fn execute(
             out.map_err(|e| format!("seed {} {}: {e}", job.seed, job.overrides.join(" ")))
         })
         .collect();
-    let mut records = Vec::with_capacity(total);
-    let mut errors = Vec::new();
-    let (mut reused, mut ran) = (0, 0);
-    for r in results {
+    let mut out = Outcome { records: Vec::with_capacity(total), jobs: Vec::with_capacity(total), errors: Vec::new(), reused: 0, ran: 0 };
+    for (job, r) in jobs.iter().zip(results) {
         match r {
             Ok((rec, cached)) => {
                 if cached {
-                    reused += 1;
+                    out.reused += 1;
                 } else {
-                    ran += 1;
+                    out.ran += 1;
                 }
-                records.push(rec);
+                out.records.push(rec);
+                out.jobs.push(job.clone());
             }
-            Err(e) => errors.push(e),
+            Err(e) => out.errors.push((job.clone(), e)),
         }
     }
-    if errors.is_empty() {
-        Ok(Outcome { records, reused, ran })
-    } else {
-        Err(errors)
-    }
+    Ok(out)
+}
+
+/// `run(job)`, with a panic turned into that run's error so the other
+/// runs of the sweep complete.
+fn guarded_run(run: &(dyn Fn(&Job) -> Result<RunSummary, String> + Sync), job: &Job) -> Result<RunSummary, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(job))).unwrap_or_else(|p| {
+        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+        Err(format!("internal error (panic): {}", msg.unwrap_or_else(|| "no message".into())))
+    })
 }
 
 /// Median and spread of one metric over the seeds of a grid point.
@@ -271,7 +310,8 @@ pub fn aggregate_csv(params: &[String], rows: &[AggRow]) -> String {
 }
 
 /// The aggregate as JSON.
-pub fn aggregate_json(scenario: &str, params: &[(String, Vec<String>)], seeds: &[u64], rows: &[AggRow]) -> String {
+/// `failed`: [`failures`] (the field is left out when none failed).
+pub fn aggregate_json(scenario: &str, params: &[(String, Vec<String>)], seeds: &[u64], rows: &[AggRow], failed: &[Failed]) -> String {
     #[derive(Serialize)]
     struct Doc<'a> {
         schedlab_version: &'static str,
@@ -279,8 +319,24 @@ pub fn aggregate_json(scenario: &str, params: &[(String, Vec<String>)], seeds: &
         params: &'a [(String, Vec<String>)],
         seeds: &'a [u64],
         aggregates: &'a [AggRow],
+        #[serde(skip_serializing_if = "<[Failed]>::is_empty")]
+        failed: &'a [Failed],
     }
-    serde_json::to_string_pretty(&Doc { schedlab_version: env!("CARGO_PKG_VERSION"), scenario, params, seeds, aggregates: rows }).expect("serialize") + "\n"
+    let doc = Doc { schedlab_version: env!("CARGO_PKG_VERSION"), scenario, params, seeds, aggregates: rows, failed };
+    serde_json::to_string_pretty(&doc).expect("serialize") + "\n"
+}
+
+/// The failed runs as lines under the table ("" when none failed).
+pub fn failures_text(failed: &[Failed]) -> String {
+    let mut out = String::new();
+    if !failed.is_empty() {
+        out.push_str(&format!("\n{} failed:\n", if failed.len() == 1 { "1 run".to_string() } else { format!("{} runs", failed.len()) }));
+    }
+    for f in failed {
+        let point: Vec<String> = f.point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push_str(&format!("  seed {}{}{}: {}\n", f.seed, if point.is_empty() { "" } else { " " }, point.join(" "), f.reason));
+    }
+    out
 }
 
 /// Human table: one row per grid point and workload; the headline metrics

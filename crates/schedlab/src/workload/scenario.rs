@@ -249,6 +249,10 @@ pub struct SchedulerSpec {
     /// ext: sched_ext.bypass_lb_intv_us, the bypass load balancer's period
     /// (default 500ms; "0s" turns it off).
     pub bypass_lb_interval: Option<Duration>,
+    /// ext: the wall time one callback may run before it is taken for an
+    /// endless loop and the scheduler is ejected (default 5s; "0s": no
+    /// limit). Decides nothing in a run whose callbacks return.
+    pub op_timeout: Option<Duration>,
 }
 
 impl Default for SchedulerSpec {
@@ -267,6 +271,7 @@ impl Default for SchedulerSpec {
             attach_at: None,
             detach_at: None,
             bypass_lb_interval: None,
+            op_timeout: None,
         }
     }
 }

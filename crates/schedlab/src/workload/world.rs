@@ -274,6 +274,7 @@ fn attach_ext(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioErr
         crate::sched::ext::profile::apply::load_config(p, &mut cfg);
     }
     cfg.includes = ext_includes(&spec.include, file).map_err(|e| bad(e.to_string()))?;
+    cfg.op_timeout_ns = spec.op_timeout.map(|d| d.0);
     let ops = crate::sched::ext::host::load(&path, &cfg).map_err(|e| bad(format!("scheduler.sched {name}: {e}")))?;
     sim.scx.origin = ops.origin().cloned();
     // The loader's set-up first, then the scenario's own options on top

@@ -5,6 +5,7 @@ mod determinism;
 mod experiments;
 mod ext;
 mod fair;
+mod faults;
 mod golden;
 mod host;
 mod invariants;

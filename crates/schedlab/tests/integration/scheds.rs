@@ -28,7 +28,7 @@ use crate::{cfg, load_with, manifest, shipped, sim};
 
 const MS: Ns = 1_000_000;
 
-fn broken(name: &str) -> PathBuf {
+pub(crate) fn broken(name: &str) -> PathBuf {
     manifest().join("tests/schedulers").join(format!("{name}.bpf.c"))
 }
 
@@ -263,9 +263,9 @@ generic_suite!(simple, qmap, central, cpu0);
 // carries on under fair.
 
 /// What an ejection left behind.
-struct Ejection {
-    sim: Sim,
-    exit: ExitInfo,
+pub(crate) struct Ejection {
+    pub sim: Sim,
+    pub exit: ExitInfo,
 }
 
 /// Loads `name` (with rodata `opts`) on 4 CPUs under the mixed load, runs
@@ -275,6 +275,12 @@ struct Ejection {
 fn eject(name: &str, opts: &[(&str, &str)], ms: u64) -> Ejection {
     let mut c = cfg();
     c.rodata = opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    eject_with(name, &c, ms)
+}
+
+/// [`eject`] with a load configuration.
+pub(crate) fn eject_with(name: &str, c: &schedlab::sched::ext::host::LoadConfig, ms: u64) -> Ejection {
+    let c = c.clone();
     let ops = Rc::new(Checked::new(load_with(&broken(name), &c)));
     let mut s = sim(&mixed(4, ms));
     s.scx_enable(ops.clone()).unwrap_or_else(|e| panic!("{name}: load refused: {e}"));

@@ -60,9 +60,11 @@ pub const SHIM_FILES: &[(&str, &str)] = &[
 ///   scheduler defines can be interposed by another object.
 /// - `-w`: schedulers written for clang draw GCC warnings nobody asked for;
 ///   errors still show.
+/// - `-g`: line tables, so a fault names the source line (fault.rs).
 const GCC_FLAGS: &[&str] = &[
     "-std=gnu11",
     "-O2",
+    "-g",
     "-fPIC",
     "-fvisibility=hidden",
     "-fno-strict-aliasing",
@@ -73,7 +75,7 @@ const GCC_FLAGS: &[&str] = &[
     "-w",
 ];
 const CLANG_FLAGS: &[&str] =
-    &["-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing", "-fwrapv", "-fno-common", "-w"];
+    &["-std=gnu11", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing", "-fwrapv", "-fno-common", "-w"];
 
 /// Bumped when the object layout the loader expects changes.
 const CACHE_TAG: &str = "schedlab-host-v1";

@@ -20,6 +20,7 @@ static RANGES: [(AtomicUsize, AtomicUsize); SLOTS] = [const { (AtomicUsize::new(
 /// Registers executable ranges; returns their slots for [`unregister`].
 pub fn register(ranges: &[(usize, usize)]) -> Vec<usize> {
     install();
+    super::fault::install();
     let mut slots = Vec::new();
     for &(start, end) in ranges {
         for (i, (s, e)) in RANGES.iter().enumerate() {
@@ -40,7 +41,9 @@ pub fn unregister(slots: &[usize]) {
     }
 }
 
-fn in_scheduler_text(ip: usize) -> bool {
+/// Whether `ip` lies in the text of a loaded scheduler (also used by
+/// fault.rs).
+pub(super) fn in_scheduler_text(ip: usize) -> bool {
     RANGES.iter().any(|(s, e)| {
         let (s, e) = (s.load(Ordering::Acquire), e.load(Ordering::Acquire));
         s != 0 && ip >= s && ip < e
@@ -240,6 +243,11 @@ mod imp {
                     return;
                 }
             }
+        }
+        // Another arithmetic fault of hosted code ends its call (fault.rs).
+        // SAFETY: the arguments the kernel passed this handler.
+        if unsafe { super::super::fault::try_recover(sig, info, ctx) } {
+            return;
         }
         // Not ours: restore the previous disposition and let the
         // instruction fault again under it.

@@ -172,8 +172,11 @@ pub struct Rodata {
 pub struct Loaded {
     pub lib: libloading::Library,
     pub module: *mut ModuleC,
-    /// Executable ranges, for the SIGFPE handler.
+    /// Executable ranges, for the SIGFPE and fault handlers.
     pub text: Vec<(usize, usize)>,
+    /// The load bias (an address in the object's debug information plus
+    /// this is where it is in memory).
+    pub base: usize,
 }
 
 thread_local! {
@@ -236,8 +239,8 @@ pub fn open(so: &Path, source: &Path) -> Result<Loaded, HostError> {
     {
         return Err(load_err("object built for a different shim ABI".into()));
     }
-    let text = text_ranges(*attach as usize);
-    Ok(Loaded { lib, module, text })
+    let (text, base) = text_ranges(*attach as usize);
+    Ok(Loaded { lib, module, text, base })
 }
 
 struct PhdrSearch {
@@ -262,19 +265,19 @@ unsafe extern "C" fn phdr_cb(info: *mut libc::dl_phdr_info, _size: libc::size_t,
     1
 }
 
-/// The executable segments of the object containing `addr`.
-fn text_ranges(addr: usize) -> Vec<(usize, usize)> {
+/// The executable segments of the object containing `addr`, and its load bias.
+fn text_ranges(addr: usize) -> (Vec<(usize, usize)>, usize) {
     // SAFETY: zeroed Dl_info is a valid out-parameter.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address.
     if unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 {
-        return Vec::new();
+        return (Vec::new(), 0);
     }
     let mut s = PhdrSearch { base: info.dli_fbase as usize, ranges: Vec::new() };
     // SAFETY: the callback matches dl_iterate_phdr's contract and `s` lives
     // across the call.
     unsafe { libc::dl_iterate_phdr(Some(phdr_cb), (&mut s as *mut PhdrSearch).cast()) };
-    s.ranges
+    (s.ranges, s.base)
 }
 
 /// Whether the page holding `addr` is writable now (from /proc/self/maps).

@@ -11,7 +11,10 @@ use crate::sched::ext::kfuncs as k;
 use crate::sched::sim::Sim;
 
 use super::maps::{EBUSY, EINVAL};
-use super::state::{bad, with_ctx, HostState, Timer};
+use super::state::{bad, with_ctx, Callee, HostState, Timer};
+
+/// The callback faulted.
+const EFAULT: i64 = 14;
 
 /// `BPF_F_TIMER_ABS`.
 const TIMER_ABS: u64 = 1;
@@ -143,8 +146,8 @@ pub extern "C" fn bpf_map_peek_elem(map: *mut c_void, value: *mut c_void) -> i64
     pop(map, value, false)
 }
 
-/// `long cb(void *map, void *key, void *value, void *ctx)`: 0 continues, 1 stops.
-type EachCb = unsafe extern "C" fn(*mut c_void, *const c_void, *mut c_void, *mut c_void) -> i64;
+// The callback: `long cb(void *map, void *key, void *value, void *ctx)`:
+// 0 continues, 1 stops.
 
 pub extern "C" fn bpf_for_each_map_elem(map: *mut c_void, cb: *mut c_void, ctx: *mut c_void, flags: u64) -> i64 {
     with_ctx(|sim, h| {
@@ -152,21 +155,22 @@ pub extern "C" fn bpf_for_each_map_elem(map: *mut c_void, cb: *mut c_void, ctx: 
         if cb.is_null() || flags != 0 {
             return -EINVAL;
         }
-        // SAFETY: the runtime passes the callback the BPF program named, a
-        // function with the helper's callback signature.
-        let cb: EachCb = unsafe { std::mem::transmute::<*mut c_void, EachCb>(cb) };
         let (cpu, nr) = cpu_info(sim);
         let mut idx = Vec::new();
         let elems = h.inner.borrow_mut().maps[i].elems(cpu, nr, &mut idx);
         let mut n = 0;
         for (key, value) in elems {
             n += 1;
-            // SAFETY: key and value point into storage that stays allocated
-            // until the outermost call returns (removals go to the graveyard;
-            // `idx` lives to the end of this loop). The callback runs in this
-            // kfunc's context and is C the host loaded.
-            if unsafe { cb(map, key.cast(), value.cast(), ctx) } != 0 {
-                break;
+            // The runtime passes the callback the BPF program named, an
+            // EachCb. key and value point into storage that stays allocated
+            // until the outermost call returns (removals go to the
+            // graveyard; `idx` lives to the end of this loop). The callback
+            // runs in this kfunc's context, guarded (fault.rs).
+            let args = [map as u64, key as u64, value as u64, ctx as u64];
+            match h.call_c(sim, Callee::ForEach, cb as usize, args) {
+                Some(0) => {}
+                Some(_) => break,
+                None => return -EFAULT,
             }
         }
         n

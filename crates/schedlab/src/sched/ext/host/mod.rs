@@ -18,7 +18,9 @@
 //! - `maps`: BPF map semantics, with `ringbuf`, `arena` and `perf` for
 //!   ring buffers, arenas and perf event arrays;
 //! - `kobj`: kernel objects lent to BPF (idle tasks, rq views, the root
-//!   cgroup); `fpe`: BPF division by zero on x86.
+//!   cgroup); `fpe`: BPF division by zero on x86;
+//! - `fault`: every call into the object is guarded: a fault or a callback
+//!   that does not return ejects the scheduler instead of killing schedlab.
 //!
 //! # The object's ABI
 //!
@@ -36,6 +38,7 @@ mod arena;
 pub mod compile;
 mod ffi;
 pub mod fetch;
+mod fault;
 mod fpe;
 mod kobj;
 mod kptr;
@@ -64,7 +67,7 @@ use crate::sched::sim::Sim;
 
 use loader::{c_str, Loaded, Rodata, SchedExtOpsC, OPS_MEMBERS};
 use maps::{Map, MapDef, MapKind};
-use state::{bad, HostState, Inner};
+use state::{bad, Callee, HostState, Inner};
 
 /// Why a scheduler could not be compiled or loaded.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +96,9 @@ pub enum HostError {
     UnknownFlag { name: String, valid: String },
     #[error("no SEC(\"syscall\") program `{name}`; the scheduler has: {valid}")]
     UnknownProgram { name: String, valid: String },
+    /// A SEC("syscall") program run by the loader faulted (fault.rs).
+    #[error("{0}")]
+    Fault(String),
 }
 
 /// The one-line summary of a failed compile: the first error (the
@@ -126,6 +132,10 @@ pub struct LoadConfig {
     /// `bpf_map__set_value_size()` on their `.data.NAME` / `.bss.NAME` map:
     /// (array, elements).
     pub resize: Vec<(String, u64)>,
+    /// The wall time one callback may take before it is taken for an
+    /// endless loop and the scheduler is ejected (`scheduler.op_timeout`,
+    /// `--op-timeout`); None: the default (5 s); Some(0): no limit.
+    pub op_timeout_ns: Option<u64>,
 }
 
 /// `struct scx_init_task_args` and friends, as the shim declares them.
@@ -330,8 +340,9 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
 
     let end_call = m.end_call;
     let fpe_slots = fpe::register(&loaded.text);
+    let obj = fault::ObjInfo { so: compiled.so.clone(), base: loaded.base };
     let hosted = HostedScheduler {
-        state: HostState::new(inner, end_call),
+        state: HostState::new(inner, end_call, obj),
         ops,
         fns,
         name,
@@ -356,6 +367,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     for (k, v) in &cfg.rodata {
         hosted.set_rodata(k, v)?;
     }
+    hosted.state.budget_ns.set(cfg.op_timeout_ns.unwrap_or(fault::DEFAULT_BUDGET_NS));
     Ok(hosted)
 }
 
@@ -517,14 +529,22 @@ impl HostedScheduler {
         let Some(&f) = self.progs.get(name) else {
             return Err(HostError::UnknownProgram { name: name.to_string(), valid: self.programs().join(", ") });
         };
-        // SAFETY: a syscall program is `int prog(void *ctx)` in the object.
-        let f: unsafe extern "C" fn(*mut c_void) -> i32 = unsafe { std::mem::transmute(f) };
+        if self.state.dead() {
+            return Err(HostError::Fault(format!("SEC(\"syscall\") {name}(): not run, the scheduler faulted before")));
+        }
         // bpf_prog_test_run() runs in the calling task's context.
         sim.irq_ctx = crate::sched::sim::IrqCtx::Task;
-        let p = if ctx.is_empty() { std::ptr::null_mut() } else { ctx.as_mut_ptr().cast() };
-        // SAFETY: `ctx` outlives the call; the program reads at most its
-        // declared context size, which the caller provides.
-        Ok(self.state.call(sim, || unsafe { f(p) }))
+        let p: *mut c_void = if ctx.is_empty() { std::ptr::null_mut() } else { ctx.as_mut_ptr().cast() };
+        // A syscall program is `int prog(void *ctx)`; `ctx` outlives the
+        // call and the program reads at most its declared context size,
+        // which the caller provides.
+        match self.state.call_c(sim, Callee::Syscall(name), f, [p as u64, 0, 0, 0]) {
+            Some(r) => Ok(r as i32),
+            None => Err(HostError::Fault(sim.scx.exit.as_ref().map_or_else(
+                || format!("SEC(\"syscall\") {name}() faulted"),
+                |e| e.msg.clone(),
+            ))),
+        }
     }
 
     /// The names of the scheduler's maps.
@@ -603,37 +623,29 @@ impl HostedScheduler {
         self.fns[op.index()]
     }
 
-    fn call_void(&self, sim: &mut Sim, op: Op, args: &mut [u64]) {
+    /// Calls callback `op`, a BPF_PROG `RET name(u64 *ctx)`, with `args`
+    /// (which outlive the call) as its context, guarded (fault.rs). None:
+    /// not defined, or it faulted (the scheduler is then ejected). After a
+    /// fault nothing but ops.exit is called, as the object's state cannot
+    /// be trusted.
+    fn call_op(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<u64> {
         let f = self.f(op);
-        if f == 0 {
-            return;
+        if f == 0 || (self.state.dead() && op != Op::Exit) {
+            return None;
         }
-        // SAFETY: a defined callback is a BPF_PROG `void name(u64 *ctx)`.
-        let f: unsafe extern "C" fn(*mut u64) = unsafe { std::mem::transmute(f) };
-        // SAFETY: `args` holds the op's arguments and outlives the call.
-        self.state.call(sim, || unsafe { f(args.as_mut_ptr()) })
+        self.state.call_c(sim, Callee::Op(op), f, [args.as_mut_ptr() as u64, 0, 0, 0])
+    }
+
+    fn call_void(&self, sim: &mut Sim, op: Op, args: &mut [u64]) {
+        self.call_op(sim, op, args);
     }
 
     fn call_s32(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<i32> {
-        let f = self.f(op);
-        if f == 0 {
-            return None;
-        }
-        // SAFETY: a defined callback returning s32 is `s32 name(u64 *ctx)`.
-        let f: unsafe extern "C" fn(*mut u64) -> i32 = unsafe { std::mem::transmute(f) };
-        // SAFETY: as call_void.
-        Some(self.state.call(sim, || unsafe { f(args.as_mut_ptr()) }))
+        self.call_op(sim, op, args).map(|r| r as i32)
     }
 
     fn call_bool(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<bool> {
-        let f = self.f(op);
-        if f == 0 {
-            return None;
-        }
-        // SAFETY: a defined callback returning bool is `bool name(u64 *ctx)`.
-        let f: unsafe extern "C" fn(*mut u64) -> bool = unsafe { std::mem::transmute(f) };
-        // SAFETY: as call_void.
-        Some(self.state.call(sim, || unsafe { f(args.as_mut_ptr()) }))
+        self.call_op(sim, op, args).map(|r| r as u8 != 0)
     }
 
     fn task(&self, sim: &mut Sim, p: TaskId) -> u64 {
@@ -906,13 +918,14 @@ impl ExtOps for HostedScheduler {
     }
 
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
+        if self.state.dead() {
+            return;
+        }
         let Some((cb, map, mut key, value)) = mapfns::timer_target(&self.state, sim, timer) else { return };
-        // SAFETY: `cb` is the callback the program passed to
-        // bpf_timer_set_callback(): `int cb(void *map, void *key, void *value)`.
-        let cb: unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32 = unsafe { std::mem::transmute(cb) };
-        let k = key.as_mut_ptr().cast::<c_void>();
-        // SAFETY: map and value are live addresses of this scheduler's map;
-        // `key` outlives the call.
-        self.state.call(sim, || unsafe { cb(map as *mut c_void, k, value as *mut c_void) });
+        // `cb` is the callback the program passed to bpf_timer_set_callback():
+        // `int cb(void *map, void *key, void *value)`; map and value are live
+        // addresses of this scheduler's map; `key` outlives the call.
+        let k = key.as_mut_ptr() as u64;
+        self.state.call_c(sim, Callee::Timer, cb, [map as u64, k, value as u64, 0]);
     }
 }

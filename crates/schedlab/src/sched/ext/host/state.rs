@@ -36,6 +36,7 @@ use crate::sched::ext::abi::{CpumaskC, TaskStructC};
 use crate::sched::ext::kfuncs;
 use crate::sched::sim::Sim;
 
+use super::fault::{self, ObjInfo};
 use super::kobj::{Kobjs, Who};
 use super::maps::{Graveyard, Map};
 
@@ -93,6 +94,13 @@ pub struct HostState {
     depth: Cell<u32>,
     /// The runtime's spin lock / RCU balance check.
     pub end_call: Option<unsafe extern "C" fn() -> u32>,
+    /// The object faulted or did not return: it is not called again
+    /// (except ops.exit, see fault.rs).
+    dead: Cell<bool>,
+    /// The wall-time budget of one outermost call (0: none).
+    pub budget_ns: Cell<u64>,
+    /// The object's file and load bias, for file:line of a fault.
+    pub obj: ObjInfo,
 }
 
 #[derive(Clone, Copy)]
@@ -136,7 +144,9 @@ pub fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
         // after a panic in this call: do nothing.
         return R::zero();
     }
-    match catch_unwind(AssertUnwindSafe(|| {
+    // Rust from here on: a fault is not the scheduler's (fault.rs).
+    let hosted = fault::rust_section();
+    let r = match catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: see the module documentation: `ctx` was set by
         // HostState::call from a live `&mut Sim` and `&HostState` that are
         // not otherwise used until this kfunc returns.
@@ -147,6 +157,28 @@ pub fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
         Err(payload) => {
             PANIC.with(|p| *p.borrow_mut() = Some(payload));
             R::zero()
+        }
+    };
+    fault::rust_section_end(hosted);
+    r
+}
+
+/// What the host was calling when hosted code faulted, for the message.
+#[derive(Clone, Copy)]
+pub enum Callee<'a> {
+    Op(crate::sched::ext::ops::Op),
+    Syscall(&'a str),
+    Timer,
+    ForEach,
+}
+
+impl std::fmt::Display for Callee<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Callee::Op(op) => write!(f, "ops.{}()", op.name()),
+            Callee::Syscall(p) => write!(f, "SEC(\"syscall\") {p}()"),
+            Callee::Timer => f.write_str("a bpf_timer callback"),
+            Callee::ForEach => f.write_str("a bpf_for_each_map_elem() callback"),
         }
     }
 }
@@ -159,8 +191,55 @@ pub fn bad(sim: &mut Sim, msg: String) {
 }
 
 impl HostState {
-    pub fn new(inner: Inner, end_call: Option<unsafe extern "C" fn() -> u32>) -> HostState {
-        HostState { inner: RefCell::new(inner), last_task: Cell::new((0, 0)), depth: Cell::new(0), end_call }
+    pub fn new(inner: Inner, end_call: Option<unsafe extern "C" fn() -> u32>, obj: ObjInfo) -> HostState {
+        HostState {
+            inner: RefCell::new(inner),
+            last_task: Cell::new((0, 0)),
+            depth: Cell::new(0),
+            end_call,
+            dead: Cell::new(false),
+            budget_ns: Cell::new(fault::DEFAULT_BUDGET_NS),
+            obj,
+        }
+    }
+
+    /// Whether the object faulted (or timed out) and is not to be trusted.
+    pub fn dead(&self) -> bool {
+        self.dead.get()
+    }
+
+    /// Calls C function `f` of the object with up to four integer
+    /// arguments, guarded (fault.rs): None if it faulted or did not
+    /// return in time, which ejects the scheduler (SCX_EXIT_ERROR) with a
+    /// message naming `what`, the address and the source line.
+    pub fn call_c(&self, sim: &mut Sim, what: Callee, f: usize, args: [u64; 4]) -> Option<u64> {
+        let budget = self.budget_ns.get();
+        let cost0 = sim.scx.cost_acc;
+        match self.call(sim, || fault::call(f, args, budget)) {
+            Ok(r) => Some(r),
+            Err(c) => {
+                if c.kind == fault::Kind::Timeout {
+                    // The simulated cost of a call that never returned is
+                    // not its kfunc calls until the watchdog caught it (a
+                    // wall-time accident): it is charged as one callback.
+                    sim.scx.cost_acc = cost0;
+                }
+                self.fault(sim, what, &c);
+                None
+            }
+        }
+    }
+
+    /// Records a caught fault: the object is dead, the scheduler ejected.
+    pub fn fault(&self, sim: &mut Sim, what: Callee, c: &fault::Caught) {
+        self.dead.set(true);
+        let msg = fault::describe(c, &what.to_string(), &self.obj, self.budget_ns.get());
+        if sim.scx.exit.is_some() {
+            // Already exiting (e.g. ops.exit itself faulted): keep the
+            // first reason, as the kernel does, and leave a trace.
+            self.inner.borrow_mut().trace.push(format!("schedlab: {msg}"));
+        }
+        bad(sim, msg);
     }
 
     /// Calls into C with the context set; `f` is the C call.
