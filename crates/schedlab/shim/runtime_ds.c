@@ -864,3 +864,83 @@ long bpf_get_func_arg_cnt(void *ctx)
 {
 	return (long)((const u64 *)ctx)[-1];
 }
+
+/* ---- kernel variables ------------------------------------------------------------ */
+
+/*
+ * cpufreq_cpu_data (drivers/cpufreq/cpufreq.c): each CPU's cpufreq policy.
+ * The simulated machine has no cpufreq driver, so every CPU's policy is
+ * NULL, as on a kernel without one; schedulers then keep their own
+ * capacity. Sized for every possible CPU, since schedulers index it as an
+ * array (scx_lavd reads `&cpufreq_cpu_data + cpu`).
+ */
+struct cpufreq_policy *cpufreq_cpu_data[SCHEDLAB_NR_CPUS];
+
+/* ---- cgroup css iterator (kernel/bpf/cgroup_iter.c) ---------------------------- */
+
+/*
+ * bpf_iter_css_new/next/destroy: walks the css hierarchy from @start in
+ * the given order. The simulated hierarchy is the root cgroup alone
+ * (struct cgroup_subsys_state links a css only to its parent), so a
+ * descendants walk yields @start, a children walk nothing, and an
+ * ancestors walk @start and its parents. Layout: start, position, order.
+ */
+struct css_iter_k {
+	struct cgroup_subsys_state *start;
+	struct cgroup_subsys_state *pos;
+	u64 order; /* BPF_CGROUP_ITER_*; bit 63: the walk has begun */
+};
+
+#define CSS_ITER_BEGUN (1ULL << 63)
+
+_Static_assert(sizeof(struct css_iter_k) == sizeof(struct bpf_iter_css), "bpf_iter_css layout");
+
+int bpf_iter_css_new(struct bpf_iter_css *it, struct cgroup_subsys_state *start, unsigned int flags)
+{
+	struct css_iter_k *k = (struct css_iter_k *)it;
+
+	k->start = NULL;
+	k->pos = NULL;
+	k->order = 0;
+	switch (flags) {
+	case BPF_CGROUP_ITER_SELF_ONLY:
+	case BPF_CGROUP_ITER_DESCENDANTS_PRE:
+	case BPF_CGROUP_ITER_DESCENDANTS_POST:
+	case BPF_CGROUP_ITER_ANCESTORS_UP:
+	case BPF_CGROUP_ITER_CHILDREN:
+		break;
+	default:
+		return -EINVAL;
+	}
+	k->start = start;
+	k->order = flags;
+	return 0;
+}
+
+struct cgroup_subsys_state *bpf_iter_css_next(struct bpf_iter_css *it)
+{
+	struct css_iter_k *k = (struct css_iter_k *)it;
+	u64 order = k->order & ~CSS_ITER_BEGUN;
+
+	if (!k->start)
+		return NULL;
+	if (!(k->order & CSS_ITER_BEGUN)) {
+		k->order |= CSS_ITER_BEGUN;
+		/* No css has children here: a children walk is empty. */
+		k->pos = order == BPF_CGROUP_ITER_CHILDREN ? NULL : k->start;
+		return k->pos;
+	}
+	if (order == BPF_CGROUP_ITER_ANCESTORS_UP && k->pos)
+		k->pos = k->pos->parent;
+	else
+		k->pos = NULL;
+	return k->pos;
+}
+
+void bpf_iter_css_destroy(struct bpf_iter_css *it)
+{
+	struct css_iter_k *k = (struct css_iter_k *)it;
+
+	k->start = NULL;
+	k->pos = NULL;
+}
