@@ -23,6 +23,13 @@
 //! at a time per CPU core: a scheduler that crashes the host takes down
 //! only its cell. `SCHEDLAB_ECOSYSTEM=bpfland,central` runs a subset;
 //! `SCHEDLAB_ECOSYSTEM_JOBS=N` sets the parallelism.
+//!
+//! `cargo test` runs the 4-CPU column only (`SCHEDLAB_ECOSYSTEM_MACHINES`
+//! defaults to `4cpu`): the 32- and 192-CPU cells cost tens of CPU
+//! minutes in a debug build, more than CI's budget. The whole matrix is
+//! `SCHEDLAB_ECOSYSTEM_MACHINES=all cargo test --release -p schedlab --test
+//! integration ecosystem::matrix`. A `Known` entry is only required to fail
+//! somewhere when every machine ran.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -300,8 +307,17 @@ fn matrix() {
             panic!("{}: {e}", en.sched);
         }
     }
+    let machines: Vec<&str> = match std::env::var("SCHEDLAB_ECOSYSTEM_MACHINES").as_deref() {
+        Ok("all") => MACHINES.to_vec(),
+        Ok(list) => list.split(',').map(str::trim).filter(|m| !m.is_empty()).collect(),
+        Err(_) => vec!["4cpu"],
+    };
+    for m in &machines {
+        assert!(MACHINES.contains(m), "SCHEDLAB_ECOSYSTEM_MACHINES names {m:?}; the matrix's machines are {MACHINES:?} (or `all`)");
+    }
+    let every_machine = MACHINES.iter().all(|m| machines.contains(m));
     // Small machines first: every scheduler's quick verdicts come early.
-    for m in MACHINES {
+    for m in &machines {
         for sc in SCENARIOS {
             for &i in &picked {
                 let en = &SCHEDULERS[i];
@@ -356,7 +372,7 @@ fn matrix() {
         let bad: Vec<&&CellResult> = mine.iter().filter(|r| !ok(&r.verdict)).collect();
         match en.expect {
             Pass => failures.extend(bad.iter().map(|r| format!("{}: {}", r.label, r.verdict))),
-            Known(why) if bad.is_empty() => failures.push(format!(
+            Known(why) if bad.is_empty() && every_machine => failures.push(format!(
                 "{} passes every cell now (it was a known failure: {why}); mark it Pass in ecosystem::SCHEDULERS",
                 en.sched
             )),
