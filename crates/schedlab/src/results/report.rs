@@ -264,8 +264,8 @@ impl CgroupResult {
                 path: g.path.clone(),
                 weight: g.weight,
                 max: match g.max.quota_ns {
-                    None => format!("max {}", fmt_ns(g.max.period_ns)),
-                    Some(q) => format!("{} {}", fmt_ns(q), fmt_ns(g.max.period_ns)),
+                    None => format!("max {}", crate::results::csv::exact_duration(g.max.period_ns)),
+                    Some(q) => format!("{} {}", crate::results::csv::exact_duration(q), crate::results::csv::exact_duration(g.max.period_ns)),
                 },
                 cpus: g.effective_cpus.to_cpulist(),
                 idle: g.idle,

@@ -37,19 +37,30 @@ const TWO: &str = "duration = \"1s\"\n[machine]\ncpus = 2\n";
 
 #[test]
 fn weights_100_300_with_4_2_tasks_share_1_3() {
-    // The shipped experiment, shortened: shares within 1% of 1 : 3.
-    let (_, r) = shipped_scenario("cgroup-weights.toml", &["duration=\"4s\""]);
-    let (batch, web) = (cg(&r, "/batch").runtime_ns as f64, cg(&r, "/web").runtime_ns as f64);
+    // The shipped experiment (10 s): after the first second (fork placement
+    // and balancing settle), shares within 1% of 1 : 3; over the whole run
+    // within 1 point of 25% / 75%.
+    let path = manifest().join("../../scenarios/cgroup-weights.toml");
+    let s = Scenario::load(&path, &[]).unwrap();
+    let mut sim = schedlab::world::build(&s, "cgroup-weights.toml").unwrap();
+    sim.check_invariants = true;
+    let (b, w) = (sim.cg.find("/batch").unwrap() as usize, sim.cg.find("/web").unwrap() as usize);
+    sim.run_until(1_000_000_000);
+    let (b0, w0) = (sim.cg.groups[b].stats.runtime_ns, sim.cg.groups[w].stats.runtime_ns);
+    sim.run();
+    let (batch, web) = (sim.cg.groups[b].stats.runtime_ns as f64, sim.cg.groups[w].stats.runtime_ns as f64);
     let total = batch + web;
-    assert!(total > 0.99 * 2.0 * 4e9, "the machine should be busy: {total}");
-    let (sb, sw) = (batch / total, web / total);
+    assert!(total > 0.99 * 2.0 * 10e9, "the machine should be busy: {total}");
+    assert!((batch / total - 0.25).abs() < 0.01 && (web / total - 0.75).abs() < 0.01, "whole run: /batch {:.4}, /web {:.4}", batch / total, web / total);
+    let (db, dw) = (batch - b0 as f64, web - w0 as f64);
+    let (sb, sw) = (db / (db + dw), dw / (db + dw));
     assert!((sb / 0.25 - 1.0).abs() < 0.01, "/batch share {sb:.4}, expected 0.25");
     assert!((sw / 0.75 - 1.0).abs() < 0.01, "/web share {sw:.4}, expected 0.75");
-    // Within a group, tasks share equally (each web hog ~ one CPU's 75%).
-    let web_tasks: Vec<u64> = r.tasks.iter().filter(|t| t.cgroup == "/web").map(|t| t.runtime_ns).collect();
+    // Within a group, tasks share equally.
+    let web_tasks: Vec<u64> = sim.tasks.iter().filter(|t| t.cgroup == "/web").map(|t| t.stats.runtime_ns).collect();
     assert_eq!(web_tasks.len(), 2);
-    let (a, b) = (web_tasks[0] as f64, web_tasks[1] as f64);
-    assert!((a / b - 1.0).abs() < 0.02, "web hogs {a} vs {b}");
+    let (a, c) = (web_tasks[0] as f64, web_tasks[1] as f64);
+    assert!((a / c - 1.0).abs() < 0.05, "web hogs {a} vs {c}");
 }
 
 #[test]
@@ -127,8 +138,7 @@ fn moving_a_task_and_reweighting_at_run_time() {
          [[workload]]\nkind = \"hog\"\nname = \"a\"\ncount = 2\ncpus = \"0\"\ncgroup = \"/a\"\n\
          [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 1\ncpus = \"0\"\ncgroup = \"/b\"\n"
     ));
-    s.end_ns = 500_000_000;
-    s.run();
+    s.run_until(500_000_000);
     let a = s.cg.find("/a").unwrap();
     let b = s.cg.find("/b").unwrap();
     let (ra, rb) = (s.cg.groups[a as usize].stats.runtime_ns, s.cg.groups[b as usize].stats.runtime_ns);
@@ -138,9 +148,7 @@ fn moving_a_task_and_reweighting_at_run_time() {
     let p = s.tasks.iter().find(|t| t.name == "a-0").unwrap().id;
     assert!(s.cgroup_attach_task(p, b));
     assert_eq!(s.task(p).cgroup, "/b");
-    s.end_ns = 1_500_000_000;
-    s.finished = false;
-    s.run();
+    s.run_until(1_500_000_000);
     let (ra2, rb2) = (s.cg.groups[a as usize].stats.runtime_ns - ra, s.cg.groups[b as usize].stats.runtime_ns - rb);
     let share_b = rb2 as f64 / (ra2 + rb2) as f64;
     assert!((share_b - 0.75).abs() < 0.02, "/b share after the change {share_b:.4}");
@@ -199,22 +207,25 @@ fn cpu_max_50_100_gives_half_a_cpu() {
 
 #[test]
 fn burst_carries_unused_quota_into_the_next_period() {
-    // 20 ms of quota per 100 ms, burst 20 ms, and a task that needs 30 ms
-    // every 200 ms: the unused quota of the idle period pays for the second
-    // half, so the task is rarely throttled; without burst it is throttled
-    // on every run.
+    // 20 ms of quota per 100 ms and a task that needs 35 ms of CPU every
+    // 400 ms or so: less than the quota on average, more than one period's.
+    // With a 20 ms burst the idle periods save up 40 ms and the bursts run
+    // unthrottled; without, a burst is throttled unless a refill happens to
+    // come within its first 20 ms.
     let scenario = |burst: &str| {
         format!(
-            "{TWO}[[cgroup]]\npath = \"/b\"\nmax = \"20ms 100ms\"\n{burst}\n\
-             [[workload]]\nkind = \"hog\"\ncount = 1\nrun = \"30ms\"\nsleep = \"170ms\"\ncgroup = \"/b\"\n"
+            "{}[[cgroup]]\npath = \"/b\"\nmax = \"20ms 100ms\"\n{burst}\n\
+             [[workload]]\nkind = \"hog\"\ncount = 1\nrun = \"35ms\"\nsleep = \"365ms\"\ncgroup = \"/b\"\n",
+            TWO.replace("\"1s\"", "\"4s\"")
         )
     };
     let (_, with) = run(&scenario("burst = \"20ms\""));
     let (_, without) = run(&scenario(""));
     let (w, wo) = (cg(&with, "/b"), cg(&without, "/b"));
-    assert!(wo.nr_throttled >= 4, "without burst: {} throttles", wo.nr_throttled);
-    assert!(w.nr_throttled < wo.nr_throttled, "burst {} vs none {}", w.nr_throttled, wo.nr_throttled);
-    assert!(w.runtime_ns > wo.runtime_ns);
+    // The first burst starts on a pool of one quota (tg_set_cfs_bandwidth
+    // refills once); later ones find the burst saved up.
+    assert!(w.nr_throttled <= 1, "with burst: {} throttles", w.nr_throttled);
+    assert!(wo.nr_throttled >= w.nr_throttled + 3, "without burst: {} throttles, with: {}", wo.nr_throttled, w.nr_throttled);
 }
 
 #[test]
