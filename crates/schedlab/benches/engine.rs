@@ -7,30 +7,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use schedlab::scenario::Scenario;
 use schedlab::sim::Sim;
 
-const MIXED_4CPU: &str = r#"
-seed = 1
-duration = "1s"
-[machine]
-preset = "4cpu"
-[[workload]]
-kind = "hog"
-count = 6
-nice = [0, 0, 5, 5, -5, 10]
-run = "exp:2ms"
-sleep = "exp:1ms"
-[[workload]]
-kind = "cyclictest"
-threads = 2
-interval = "500us"
-priority = 80
-[[workload]]
-kind = "hackbench"
-groups = 1
-fds = 4
-loops = 1000
-ipc = "pipe"
-mode = "threads"
-"#;
+/// The 4-CPU mix; tests/integration/golden.rs records its event hash.
+const MIXED_4CPU: &str = include_str!("scenarios/mixed-4cpu.toml");
 
 const EPYC_20K: &str = r#"
 seed = 1

@@ -339,9 +339,9 @@ impl Sim {
             return;
         }
         if let Some(p) = prev {
-            self.scx.rqs[cpu as usize].next_idle = next.is_none();
+            self.rqs[cpu as usize].scx.next_idle = next.is_none();
             class_of(self.task(p).class).put_prev_task(self, cpu, p);
-            self.scx.rqs[cpu as usize].next_idle = false;
+            self.rqs[cpu as usize].scx.next_idle = false;
             if self.task(p).state == TaskState::Dead {
                 self.scx_task_dead(p);
             }
@@ -597,7 +597,7 @@ impl Sim {
         for (c, rq) in self.rqs.iter().enumerate() {
             assert_eq!(
                 rq.nr_running,
-                rq.cfs.h_nr_queued + rq.rt.rt_nr_running + self.scx.rqs[c].nr_running,
+                rq.cfs.h_nr_queued + rq.rt.rt_nr_running + self.rqs[c].scx.nr_running,
                 "cpu{c}: nr_running disagrees with the class queues"
             );
             let fair = rq.cfs.lru.iter().map(|&(_, p)| p);

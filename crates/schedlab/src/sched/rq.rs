@@ -1,4 +1,5 @@
-//! Per-CPU runqueue state (`struct rq`, `struct cfs_rq`, `struct rt_rq`).
+//! Per-CPU runqueue state (`struct rq`, `struct cfs_rq`, `struct rt_rq`;
+//! `struct scx_rq` is in sched/ext).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -127,6 +128,8 @@ pub struct Rq {
     pub nr_running: u32,
     pub cfs: CfsRq,
     pub rt: RtRq,
+    /// sched_ext state of this CPU (`rq->scx`).
+    pub scx: crate::sched::ext::ScxRq,
     pub need_resched: bool,
     /// An IPI to this CPU is in flight.
     pub ipi_pending: bool,

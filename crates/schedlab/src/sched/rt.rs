@@ -243,7 +243,7 @@ impl Sim {
                 RtBandwidth::FairServer => {
                     // The fair server, and since 6.19 the ext server, run
                     // starved fair / sched_ext tasks.
-                    let starved = self.rq(cpu).cfs.h_nr_runnable > 0 || self.scx.rqs[cpu as usize].nr_running > 0;
+                    let starved = self.rq(cpu).cfs.h_nr_runnable > 0 || self.rqs[cpu as usize].scx.nr_running > 0;
                     let left = self.tunables.rt.fair_server_runtime_ns.saturating_sub(self.rq(cpu).fair_time);
                     if self.rq(cpu).fair_server_active {
                         self.rq_mut(cpu).fair_server_active = false;

@@ -68,8 +68,10 @@ pub struct Sim {
     /// Run invariant checks after every event (debug builds, tests).
     pub check_invariants: bool,
     pub irqoff: Option<IrqOffModel>,
-    /// sched_ext: the loaded BPF scheduler and its DSQs (ext.c).
-    pub scx: Box<crate::sched::ext::ScxState>,
+    /// sched_ext: the loaded BPF scheduler, its DSQs and counters
+    /// (`struct scx_sched`, the kernel's `scx_root`); the per-CPU and
+    /// per-task parts are `Rq::scx` and `Task::scx`.
+    pub scx: Box<crate::sched::ext::ScxSched>,
     /// A scheduler to load at a later time (Event::ScxAttach).
     pub scx_pending: Option<std::rc::Rc<dyn crate::sched::ext::ops::ExtOps>>,
     /// Tracepoint consumers (Perfetto trace, utilisation timeline); None: tracing off.
@@ -130,7 +132,7 @@ impl Sim {
             started: false,
             check_invariants: cfg!(debug_assertions),
             irqoff: None,
-            scx: Box::new(crate::sched::ext::ScxState::new(n, 1)),
+            scx: Box::new(crate::sched::ext::ScxSched::new(n, 1)),
             scx_pending: None,
             tracer: None,
             cg: Box::new(crate::sched::cgroup::TaskGroups::new(n)),
@@ -170,6 +172,7 @@ impl Sim {
     pub fn add_task(&mut self, mut t: Task) -> TaskId {
         let id = self.tasks.len() as TaskId;
         t.id = id;
+        t.scx = crate::sched::ext::ScxTask::new(id);
         t.set_sched_params();
         t.loop_counts = vec![0; self.programs[t.prog as usize].loop_slots as usize];
         self.next_tgid = self.next_tgid.max(t.tgid + 1);

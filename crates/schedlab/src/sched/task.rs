@@ -322,6 +322,8 @@ pub struct Task {
     pub cpu_lock: Option<LockId>,
     /// rt-app timers: next expiry per timer slot (None before first use).
     pub timers: Vec<Option<Ns>>,
+    /// sched_ext state (`p->scx`, `struct sched_ext_entity`).
+    pub scx: crate::sched::ext::ScxTask,
 }
 
 impl Task {

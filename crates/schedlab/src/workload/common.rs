@@ -76,6 +76,7 @@ pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i3
         woken_at: None,
         cpu_lock: None,
         timers: Vec::new(),
+        scx: crate::sched::ext::ScxTask::new(0),
     }
 }
 

@@ -77,17 +77,17 @@ impl ExtOps for Vtime {
         }
     }
     fn stopping(&self, sim: &mut Sim, p: TaskId, _runnable: bool) {
-        let c = &mut sim.scx.task_mut(p).c.scx;
+        let c = &mut sim.task_mut(p).scx.c.scx;
         let used = 5_000_000 - c.slice.min(5_000_000);
         c.dsq_vtime += used * 100 / c.weight.max(1) as u64;
     }
     fn enable(&self, sim: &mut Sim, p: TaskId) {
-        sim.scx.task_mut(p).c.scx.dsq_vtime = self.vnow.get();
+        sim.task_mut(p).scx.c.scx.dsq_vtime = self.vnow.get();
     }
 }
 
 fn unsafe_free_vtime(sim: &Sim, p: TaskId) -> u64 {
-    sim.scx.task(p).c.scx.dsq_vtime
+    sim.task(p).scx.c.scx.dsq_vtime
 }
 
 /// scx_central-like: CPU 0 hands tasks to other CPUs' local DSQs.
@@ -413,7 +413,7 @@ impl ExtOps for MiniQmap {
             kf::scx_bpf_dsq_insert(sim, p, dsq_id::LOCAL, 20_000_000, 0);
             return prev;
         }
-        let mask = sim.scx.task(p).c.cpus_mask;
+        let mask = sim.task(p).scx.c.cpus_mask;
         let c = kf::scx_bpf_pick_idle_cpu(sim, &mask, 0, None);
         if c >= 0 {
             kf::scx_bpf_dsq_insert(sim, p, dsq_id::LOCAL, 20_000_000, 0);
@@ -432,7 +432,7 @@ impl ExtOps for MiniQmap {
         }
         kf::scx_bpf_dsq_insert(sim, p, SHARED, 20_000_000, f);
         if f & enq_flags::REENQ != 0 {
-            let mask = sim.scx.task(p).c.cpus_mask;
+            let mask = sim.task(p).scx.c.cpus_mask;
             let c = kf::scx_bpf_pick_idle_cpu(sim, &mask, 0, None);
             if c >= 0 {
                 kf::scx_bpf_kick_cpu(sim, c, kick_flags::IDLE);

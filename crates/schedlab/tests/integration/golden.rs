@@ -16,31 +16,8 @@ use schedlab::scenario::Scenario;
 /// run a few hundred scheduling decisions, short enough for a debug build.
 const DURATION: &str = "duration=\"150ms\"";
 
-/// The engine bench's 4-CPU mix (benches/engine.rs), at the golden duration.
-const BENCH_MIXED_4CPU: &str = r#"
-seed = 1
-duration = "1s"
-[machine]
-preset = "4cpu"
-[[workload]]
-kind = "hog"
-count = 6
-nice = [0, 0, 5, 5, -5, 10]
-run = "exp:2ms"
-sleep = "exp:1ms"
-[[workload]]
-kind = "cyclictest"
-threads = 2
-interval = "500us"
-priority = 80
-[[workload]]
-kind = "hackbench"
-groups = 1
-fds = 4
-loops = 1000
-ipc = "pipe"
-mode = "threads"
-"#;
+/// The engine bench's 4-CPU mix (benches/engine.rs), run at the golden duration.
+const BENCH_MIXED_4CPU: &str = include_str!("../../benches/scenarios/mixed-4cpu.toml");
 
 fn golden_file() -> PathBuf {
     super::manifest().join("tests/golden/event-hashes.txt")

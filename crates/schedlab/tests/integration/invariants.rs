@@ -39,14 +39,14 @@ fn violation(s: &Sim) -> String {
 #[test]
 fn check_scx_catches_a_wrong_nr_running() {
     let mut s = paused();
-    s.scx.rqs[1].nr_running += 1;
+    s.rqs[1].scx.nr_running += 1;
     assert!(violation(&s).contains("cpu1's nr_running"), "{}", violation(&s));
 }
 
 #[test]
 fn check_scx_catches_a_task_missing_from_its_dsq() {
     let mut s = paused();
-    let (idx, key) = s.scx.tasks.iter().find_map(|t| t.dsq).expect("some task waits in a DSQ");
+    let (idx, key) = s.tasks.iter().find_map(|t| t.scx.dsq).expect("some task waits in a DSQ");
     let p = s.scx.dsqs[idx as usize].list.remove(&key).expect("the DSQ holds it");
     assert!(violation(&s).contains(&format!("task {p} names DSQ")), "{}", violation(&s));
 }
@@ -54,6 +54,6 @@ fn check_scx_catches_a_task_missing_from_its_dsq() {
 #[test]
 fn check_scx_catches_an_immed_count_beyond_the_local_dsq() {
     let mut s = paused();
-    s.scx.rqs[0].nr_immed += 1;
+    s.rqs[0].scx.nr_immed += 1;
     assert!(violation(&s).contains("cpu0's IMMED count"), "{}", violation(&s));
 }

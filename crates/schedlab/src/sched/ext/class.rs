@@ -49,7 +49,7 @@ impl Sim {
         let delta = self.update_se(p);
         // The ext server (6.19+) budgets sched_ext time like the fair server.
         self.rqs[cpu as usize].fair_time += delta;
-        let c = &mut self.scx.task_mut(p).c;
+        let c = &mut self.task_mut(p).scx.c;
         c.se.sum_exec_runtime += delta;
         c.utime += delta;
         if c.scx.slice != SLICE_INF {
@@ -60,7 +60,7 @@ impl Sim {
     /// set_task_runnable(): restart the watchdog clock if the task ran since.
     fn scx_set_runnable(&mut self, p: TaskId) {
         let now = self.now();
-        let t = self.scx.task_mut(p);
+        let t = &mut self.task_mut(p).scx;
         if t.runnable_at.is_none() {
             t.runnable_at = Some(now);
             t.c.scx.runnable_at = now;
@@ -71,10 +71,10 @@ impl Sim {
     /// every exit from custody; before 7.1 only when the kernel took a
     /// queued task back).
     pub(crate) fn scx_leave_custody(&mut self, p: TaskId, flags: u64) {
-        if !self.scx.task(p).has_flag(task_flags::IN_CUSTODY) {
+        if !self.task(p).scx.has_flag(task_flags::IN_CUSTODY) {
             return;
         }
-        self.scx.task_mut(p).set_flag(task_flags::IN_CUSTODY, false);
+        self.task_mut(p).scx.set_flag(task_flags::IN_CUSTODY, false);
         if self.scx.has(Op::Dequeue) {
             let cpu = self.this_cpu;
             self.scx_call(Op::Dequeue, cpu, Some(p), |o, s| o.dequeue(s, p, flags));
@@ -83,11 +83,11 @@ impl Sim {
 
     /// ops_dequeue(): the kernel takes the task back.
     pub(crate) fn scx_ops_dequeue(&mut self, p: TaskId, flags: u64) {
-        match self.scx.task(p).ops_state {
+        match self.task(p).scx.ops_state {
             OpsState::Queueing => unreachable!("ops.enqueue cannot be interrupted by a dequeue"),
             OpsState::None | OpsState::Dispatching | OpsState::Queued { .. } => {}
         }
-        self.scx.task_mut(p).ops_state = OpsState::None;
+        self.task_mut(p).scx.ops_state = OpsState::None;
         self.scx_leave_custody(p, flags);
     }
 
@@ -97,12 +97,12 @@ impl Sim {
         if !self.scx.enabled() || self.task(next).class == ClassId::Ext {
             return;
         }
-        let r = &mut self.scx.rqs[cpu as usize];
+        let r = &mut self.rqs[cpu as usize].scx;
         if r.flags & rq_flags::CPU_RELEASED != 0 {
             return;
         }
         if self.scx.has(Op::CpuRelease) || self.scx.has(Op::CpuAcquire) {
-            self.scx.rqs[cpu as usize].flags |= rq_flags::CPU_RELEASED;
+            self.rqs[cpu as usize].scx.flags |= rq_flags::CPU_RELEASED;
             if self.scx.has(Op::CpuRelease) && !self.scx.bypassing {
                 let reason = if self.task(next).class == ClassId::Rt { CpuReleaseReason::Rt } else { CpuReleaseReason::Other };
                 self.scx_call(Op::CpuRelease, cpu, None, |o, s| o.cpu_release(s, cpu, reason, Some(next)));
@@ -113,7 +113,7 @@ impl Sim {
     /// wakeup_preempt_scx() for a higher class waking on `cpu`: IMMED tasks
     /// in the local DSQ cannot run now and go back to the scheduler.
     pub fn scx_higher_class_wakeup(&mut self, cpu: Cpu) {
-        if self.scx.enabled() && self.scx.rqs[cpu as usize].nr_immed > 0 {
+        if self.scx.enabled() && self.rqs[cpu as usize].scx.nr_immed > 0 {
             self.scx_schedule_reenq_local(cpu, 0);
         }
     }
@@ -125,7 +125,7 @@ impl SchedClass for ExtClass {
     }
 
     fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
-        let mut sticky = sim.scx.task_mut(p).sticky_cpu.take();
+        let mut sticky = sim.task_mut(p).scx.sticky_cpu.take();
         if flags & enq::RESTORE != 0 && sim.rq(cpu).curr == Some(p) {
             // The running task put back after a property change stays local.
             sticky = Some(cpu);
@@ -133,21 +133,21 @@ impl SchedClass for ExtClass {
         let f = scx_enq_flags(flags) | std::mem::take(&mut sim.scx.extra_enq_flags);
         let wakeup = flags & enq::WAKEUP != 0;
         if wakeup {
-            sim.scx.rqs[cpu as usize].flags |= rq_flags::IN_WAKEUP;
+            sim.rqs[cpu as usize].scx.flags |= rq_flags::IN_WAKEUP;
         }
         sim.scx_set_runnable(p);
-        sim.scx.task_mut(p).set_flag(task_flags::QUEUED, true);
-        sim.scx.rqs[cpu as usize].nr_running += 1;
+        sim.task_mut(p).scx.set_flag(task_flags::QUEUED, true);
+        sim.rqs[cpu as usize].scx.nr_running += 1;
         let migrating = flags & enq::MIGRATING != 0;
         if sim.scx.has(Op::Runnable) && !migrating {
             sim.scx_call(Op::Runnable, cpu, Some(p), |o, s| o.runnable(s, p, f));
         }
         sim.scx_do_enqueue(cpu, p, f, sticky);
-        sim.scx.rqs[cpu as usize].flags &= !rq_flags::IN_WAKEUP;
+        sim.rqs[cpu as usize].scx.flags &= !rq_flags::IN_WAKEUP;
     }
 
     fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
-        if !sim.scx.task(p).queued() {
+        if !sim.task(p).scx.queued() {
             return true;
         }
         let mut f = if flags & deq::SLEEP != 0 { deq_flags::SLEEP } else { 0 };
@@ -157,7 +157,7 @@ impl SchedClass for ExtClass {
         let migrating = flags & deq::MIGRATING != 0;
         if migrating {
             // An internal migration: the task stays out of custody.
-            sim.scx.task_mut(p).ops_state = OpsState::None;
+            sim.task_mut(p).scx.ops_state = OpsState::None;
         } else {
             sim.scx_ops_dequeue(p, f);
         }
@@ -168,11 +168,11 @@ impl SchedClass for ExtClass {
         if sim.scx.has(Op::Quiescent) && !migrating {
             sim.scx_call(Op::Quiescent, cpu, Some(p), |o, s| o.quiescent(s, p, f));
         }
-        let t = sim.scx.task_mut(p);
+        let t = &mut sim.task_mut(p).scx;
         t.set_flag(task_flags::QUEUED, false);
         t.set_flag(task_flags::DEQD_FOR_SLEEP, flags & deq::SLEEP != 0);
         t.ddsp = None;
-        sim.scx.rqs[cpu as usize].nr_running -= 1;
+        sim.rqs[cpu as usize].scx.nr_running -= 1;
         sim.scx_dispatch_dequeue(p);
         true
     }
@@ -182,7 +182,7 @@ impl SchedClass for ExtClass {
         if sim.scx.has(Op::Yield) && !sim.scx.bypassing {
             sim.scx_call(Op::Yield, cpu, Some(p), |o, s| o.yield_(s, p, None));
         } else {
-            sim.scx.task_mut(p).c.scx.slice = 0;
+            sim.task_mut(p).scx.c.scx.slice = 0;
         }
     }
 
@@ -204,9 +204,9 @@ impl SchedClass for ExtClass {
             return None;
         }
         let prev = sim.rq(cpu).curr;
-        sim.scx.rqs[cpu as usize].pnt_seq += 1;
+        sim.rqs[cpu as usize].scx.pnt_seq += 1;
         sim.scx_balance_one(cpu, prev);
-        let keep = sim.scx.rqs[cpu as usize].flags & rq_flags::BAL_KEEP != 0;
+        let keep = sim.rqs[cpu as usize].scx.flags & rq_flags::BAL_KEEP != 0;
         let p = match prev.filter(|_| keep) {
             Some(prev) if sim.task(prev).class == ClassId::Ext => {
                 sim.scx.stats.keep_prev += 1;
@@ -217,17 +217,17 @@ impl SchedClass for ExtClass {
                 sim.scx.dsqs[local as usize].first()?.1
             }
         };
-        if sim.scx.task(p).slice() == 0 {
+        if sim.task(p).scx.slice() == 0 {
             sim.scx_refill_slice_dfl(p);
         }
         Some(p)
     }
 
     fn put_prev_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
-        sim.scx.rqs[cpu as usize].pnt_seq += 1;
-        sim.scx.task_mut(p).c.on_cpu = 0;
+        sim.rqs[cpu as usize].scx.pnt_seq += 1;
+        sim.task_mut(p).scx.c.on_cpu = 0;
         sim.update_curr_scx(cpu);
-        let queued = sim.scx.task(p).queued() && sim.task(p).state == TaskState::Runnable;
+        let queued = sim.task(p).scx.queued() && sim.task(p).state == TaskState::Runnable;
         if queued && sim.scx.has(Op::Stopping) {
             sim.scx_call(Op::Stopping, cpu, Some(p), |o, s| o.stopping(s, p, true));
         }
@@ -235,14 +235,14 @@ impl SchedClass for ExtClass {
             return;
         }
         sim.scx_set_runnable(p);
-        let going_idle = sim.scx.rqs[cpu as usize].next_idle;
-        if sim.scx.task(p).slice() > 0 && !sim.scx.bypassing {
-            if sim.scx.task(p).has_flag(task_flags::IMMED) {
+        let going_idle = sim.rqs[cpu as usize].scx.next_idle;
+        if sim.task(p).scx.slice() > 0 && !sim.scx.bypassing {
+            if sim.task(p).scx.has_flag(task_flags::IMMED) {
                 // An IMMED task that lost the CPU goes back to the scheduler.
-                sim.scx.task_mut(p).c.scx.flags |= reenq_reason::PREEMPTED;
+                sim.task_mut(p).scx.c.scx.flags |= reenq_reason::PREEMPTED;
                 sim.scx.stats.reenqueued += 1;
                 sim.scx_do_enqueue(cpu, p, enq_flags::REENQ, None);
-                sim.scx.task_mut(p).c.scx.flags &= !reenq_reason::MASK;
+                sim.task_mut(p).scx.c.scx.flags &= !reenq_reason::MASK;
             } else {
                 // Preempted by a higher class with slice left: first in line again.
                 let local = sim.scx.local(cpu);
@@ -257,7 +257,7 @@ impl SchedClass for ExtClass {
 
     fn set_next_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, _first: bool) {
         let now = sim.now();
-        let queued = sim.scx.task(p).queued();
+        let queued = sim.task(p).scx.queued();
         if queued {
             sim.scx_ops_dequeue(p, deq_flags::CORE_SCHED_EXEC);
             sim.scx_dispatch_dequeue(p);
@@ -267,8 +267,8 @@ impl SchedClass for ExtClass {
             sim.scx_call(Op::Running, cpu, Some(p), |o, s| o.running(s, p));
         }
         // clr_task_runnable(p, true): the watchdog clock restarts next time.
-        sim.scx.task_mut(p).runnable_at = None;
-        sim.scx.task_mut(p).c.on_cpu = 1;
+        sim.task_mut(p).scx.runnable_at = None;
+        sim.task_mut(p).scx.c.on_cpu = 1;
     }
 
     fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
@@ -287,11 +287,11 @@ impl SchedClass for ExtClass {
         sim.update_curr_scx(cpu);
         if sim.scx.bypassing {
             // Bypass: round-robin at tick granularity.
-            sim.scx.task_mut(p).c.scx.slice = 0;
+            sim.task_mut(p).scx.c.scx.slice = 0;
         } else if sim.scx.has(Op::Tick) {
             sim.scx_call(Op::Tick, cpu, Some(p), |o, s| o.tick(s, p));
         }
-        if sim.rq(cpu).curr == Some(p) && sim.scx.task(p).slice() == 0 {
+        if sim.rq(cpu).curr == Some(p) && sim.task(p).scx.slice() == 0 {
             sim.resched_curr(cpu);
         }
     }

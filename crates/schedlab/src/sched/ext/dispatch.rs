@@ -27,7 +27,7 @@ impl Sim {
     /// refill_task_slice_dfl().
     pub(crate) fn scx_refill_slice_dfl(&mut self, p: TaskId) {
         let s = self.scx_slice_dfl();
-        self.scx.task_mut(p).c.scx.slice = s;
+        self.task_mut(p).scx.c.scx.slice = s;
         self.scx.stats.dfl_slice_refills += 1;
     }
 
@@ -46,9 +46,9 @@ impl Sim {
             return;
         }
         // A fresh enqueue ends IMMED protection.
-        self.scx.task_mut(p).set_flag(task_flags::IMMED, false);
+        self.task_mut(p).scx.set_flag(task_flags::IMMED, false);
         if self.scx.bypassing {
-            self.scx.task_mut(p).ddsp = None;
+            self.task_mut(p).scx.ddsp = None;
             self.scx_refill_slice_dfl(p);
             let dsq = if self.features.on(Feature::SCX_BYPASS_PERCPU) {
                 self.scx.bypass_dsq(cpu)
@@ -58,7 +58,7 @@ impl Sim {
             self.scx_dispatch_enqueue(dsq, p, flags);
             return;
         }
-        if self.scx.task(p).ddsp.is_some() {
+        if self.task(p).scx.ddsp.is_some() {
             self.scx_direct_dispatch(cpu, p, flags);
             return;
         }
@@ -70,16 +70,16 @@ impl Sim {
         }
         self.scx.next_qseq += 1;
         let qseq = self.scx.next_qseq;
-        self.scx.task_mut(p).ops_state = OpsState::Queueing;
-        self.scx.task_mut(p).c.scx.ops_state = 1 | qseq << 2;
+        self.task_mut(p).scx.ops_state = OpsState::Queueing;
+        self.task_mut(p).scx.c.scx.ops_state = 1 | qseq << 2;
         self.scx_call(Op::Enqueue, cpu, Some(p), |o, s| o.enqueue(s, p, flags));
-        if self.scx.task(p).ddsp.is_some() {
+        if self.task(p).scx.ddsp.is_some() {
             self.scx_direct_dispatch(cpu, p, flags);
             return;
         }
-        if self.scx.task(p).ops_state == OpsState::Queueing {
+        if self.task(p).scx.ops_state == OpsState::Queueing {
             // Not inserted directly: the BPF scheduler holds the task now.
-            let t = self.scx.task_mut(p);
+            let t = &mut self.task_mut(p).scx;
             t.ops_state = OpsState::Queued { qseq };
             t.c.scx.ops_state = 2 | qseq << 2;
             t.set_flag(task_flags::IN_CUSTODY, true);
@@ -88,8 +88,8 @@ impl Sim {
 
     /// direct_dispatch(): carry out the verdict select_cpu/enqueue gave.
     fn scx_direct_dispatch(&mut self, cpu: Cpu, p: TaskId, flags: u64) {
-        let (id, dflags) = self.scx.task_mut(p).ddsp.take().expect("direct dispatch verdict");
-        self.scx.task_mut(p).ops_state = OpsState::None;
+        let (id, dflags) = self.task_mut(p).scx.ddsp.take().expect("direct dispatch verdict");
+        self.task_mut(p).scx.ops_state = OpsState::None;
         self.scx.stats.direct_dispatches += 1;
         let f = flags | dflags;
         let dsq = self.scx_find_dsq(cpu, id, p);
@@ -97,8 +97,8 @@ impl Sim {
             if target != cpu {
                 // A remote local DSQ needs the target's lock: park the task
                 // and defer the move (ddsp_deferred_locals).
-                self.scx.task_mut(p).ddsp = Some((dsq_id::LOCAL_ON | target as u64, f));
-                self.scx.rqs[cpu as usize].ddsp_deferred.push(p);
+                self.task_mut(p).scx.ddsp = Some((dsq_id::LOCAL_ON | target as u64, f));
+                self.rqs[cpu as usize].scx.ddsp_deferred.push(p);
                 self.scx_schedule_deferred(cpu);
                 return;
             }
@@ -134,14 +134,14 @@ impl Sim {
 
     /// "comm[pid]" as ext.c prints tasks.
     pub(crate) fn task_comm(&self, p: TaskId) -> String {
-        format!("{}[{}]", self.task(p).name, self.scx.task(p).c.pid)
+        format!("{}[{}]", self.task(p).name, self.task(p).scx.c.pid)
     }
 
     /// dispatch_enqueue(): put `p` into `dsq` (FIFO, or by vtime with
     /// SCX_ENQ_DSQ_PRIQ).
     pub(crate) fn scx_dispatch_enqueue(&mut self, dsq: DsqIdx, p: TaskId, flags: u64) {
         let now = self.now();
-        debug_assert!(self.scx.task(p).dsq.is_none(), "task {p} is already in a DSQ");
+        debug_assert!(self.task(p).scx.dsq.is_none(), "task {p} is already in a DSQ");
         let d = &self.scx.dsqs[dsq as usize];
         let kind = d.kind;
         let mut vtime = flags & enq_flags::DSQ_PRIQ != 0;
@@ -162,11 +162,11 @@ impl Sim {
         // Custody: a user DSQ keeps the task in the scheduler's hands; any
         // built-in DSQ takes it out (ops.dequeue, 7.1).
         if kind == DsqKind::User {
-            self.scx.task_mut(p).set_flag(task_flags::IN_CUSTODY, true);
+            self.task_mut(p).scx.set_flag(task_flags::IN_CUSTODY, true);
         } else {
             self.scx_leave_custody(p, 0);
         }
-        let vt = self.scx.task(p).c.scx.dsq_vtime;
+        let vt = self.task(p).scx.c.scx.dsq_vtime;
         let d = &mut self.scx.dsqs[dsq as usize];
         let head = flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0;
         let key = if vtime {
@@ -180,7 +180,7 @@ impl Sim {
         };
         let seq = d.seq;
         let nr = d.nr();
-        let t = self.scx.task_mut(p);
+        let t = &mut self.task_mut(p).scx;
         t.dsq = Some((dsq, key));
         t.c.scx.dsq_seq = seq as u32;
         t.c.scx.dsq_flags = vtime as u32;
@@ -194,7 +194,7 @@ impl Sim {
                 t.set_flag(task_flags::IMMED, true);
             }
             if t.has_flag(task_flags::IMMED) {
-                self.scx.rqs[cpu as usize].nr_immed += 1;
+                self.rqs[cpu as usize].scx.nr_immed += 1;
                 if nr > 1 || !self.scx_rq_is_open(cpu, flags) {
                     self.scx_schedule_reenq_local(cpu, 0);
                 }
@@ -206,13 +206,13 @@ impl Sim {
     /// rq_is_open(): could a task inserted now run on `cpu` right away?
     fn scx_rq_is_open(&self, cpu: Cpu, flags: u64) -> bool {
         let Some(curr) = self.rq(cpu).curr else { return true };
-        if self.scx.rqs[cpu as usize].next_idle {
+        if self.rqs[cpu as usize].scx.next_idle {
             return true;
         }
         match self.task(curr).class {
             ClassId::Rt | ClassId::Fair | ClassId::Idle => false,
             ClassId::Ext => {
-                self.scx.rqs[cpu as usize].flags & rq_flags::IN_BALANCE != 0
+                self.rqs[cpu as usize].scx.flags & rq_flags::IN_BALANCE != 0
                     || flags & enq_flags::PREEMPT != 0
                     || self.task(curr).state != TaskState::Runnable
             }
@@ -221,33 +221,33 @@ impl Sim {
 
     /// local_dsq_post_enq(): preempt on SCX_ENQ_PREEMPT, wake an idle CPU.
     fn scx_local_post_enqueue(&mut self, cpu: Cpu, p: TaskId, flags: u64) {
-        if self.scx.rqs[cpu as usize].flags & rq_flags::IN_BALANCE != 0 {
+        if self.rqs[cpu as usize].scx.flags & rq_flags::IN_BALANCE != 0 {
             return;
         }
         let curr = self.rq(cpu).curr;
         let mut preempt = false;
         if flags & enq_flags::PREEMPT != 0 {
             if let Some(c) = curr.filter(|&c| c != p && self.task(c).class == ClassId::Ext) {
-                self.scx.task_mut(c).c.scx.slice = 0;
+                self.task_mut(c).scx.c.scx.slice = 0;
                 preempt = true;
             }
         }
         // rq->next_class below ext: the CPU is idle or about to go idle.
-        if preempt || curr.is_none() || self.scx.rqs[cpu as usize].next_idle {
+        if preempt || curr.is_none() || self.rqs[cpu as usize].scx.next_idle {
             self.resched_curr(cpu);
         }
     }
 
     /// dispatch_dequeue(): take `p` out of whatever DSQ holds it.
     pub(crate) fn scx_dispatch_dequeue(&mut self, p: TaskId) {
-        let Some((dsq, key)) = self.scx.task_mut(p).dsq.take() else { return };
+        let Some((dsq, key)) = self.task_mut(p).scx.dsq.take() else { return };
         self.scx.dsqs[dsq as usize].remove(key);
         if let DsqKind::Local(cpu) = self.scx.dsqs[dsq as usize].kind {
-            if self.scx.task(p).has_flag(task_flags::IMMED) {
-                self.scx.rqs[cpu as usize].nr_immed -= 1;
+            if self.task(p).scx.has_flag(task_flags::IMMED) {
+                self.rqs[cpu as usize].scx.nr_immed -= 1;
             }
         }
-        if let Some(since) = self.scx.task_mut(p).local_since.take() {
+        if let Some(since) = self.task_mut(p).scx.local_since.take() {
             let now = self.now();
             self.scx.stats.local_residence.saturating_record((now - since).max(1));
         }
@@ -268,14 +268,14 @@ impl Sim {
     /// finish_dispatch(): commit one buffered insert, unless the task was
     /// dequeued or re-enqueued since (its qseq changed): then drop it quietly.
     fn scx_finish_dispatch(&mut self, cpu: Cpu, e: DspEntry) {
-        match self.scx.task(e.task).ops_state {
+        match self.task(e.task).scx.ops_state {
             OpsState::Queued { qseq } if qseq == e.qseq => {}
             _ => {
                 self.scx.stats.stale_dispatches += 1;
                 return;
             }
         }
-        self.scx.task_mut(e.task).ops_state = OpsState::Dispatching;
+        self.task_mut(e.task).scx.ops_state = OpsState::Dispatching;
         self.scx.stats.dispatched += 1;
         let dsq = self.scx_find_dsq(cpu, e.dsq_id, e.task);
         if let DsqKind::Local(target) = self.scx.dsqs[dsq as usize].kind {
@@ -340,8 +340,8 @@ impl Sim {
         let src = self.task(p).cpu;
         self.deactivate_task(src, p, deq::MOVE | deq::MIGRATING);
         self.set_task_cpu(p, dst);
-        self.scx.task_mut(p).c.cpu = dst;
-        self.scx.task_mut(p).sticky_cpu = Some(dst);
+        self.task_mut(p).scx.c.cpu = dst;
+        self.task_mut(p).scx.sticky_cpu = Some(dst);
         self.scx.extra_enq_flags = flags & !(enq_flags::HEAD | enq_flags::WAKEUP);
         let hflags = if flags & enq_flags::HEAD != 0 { enq::HEAD } else { 0 };
         self.activate_task(dst, p, enq::MOVE | enq::MIGRATING | hflags);
@@ -393,39 +393,39 @@ impl Sim {
     /// decide to keep running the previous task (SCX_RQ_BAL_KEEP).
     pub(crate) fn scx_balance_one(&mut self, cpu: Cpu, prev: Option<TaskId>) {
         let c = cpu as usize;
-        self.scx.rqs[c].flags &= !rq_flags::BAL_KEEP;
-        self.scx.rqs[c].flags |= rq_flags::IN_BALANCE;
+        self.rqs[c].scx.flags &= !rq_flags::BAL_KEEP;
+        self.rqs[c].scx.flags |= rq_flags::IN_BALANCE;
         let have = self.scx_balance_inner(cpu, prev);
         if have == Balance::Keep {
-            self.scx.rqs[c].flags |= rq_flags::BAL_KEEP;
+            self.rqs[c].scx.flags |= rq_flags::BAL_KEEP;
         }
         if have != Balance::None {
             let local = self.scx.local(cpu);
-            if self.scx.dsqs[local as usize].nr() > 1 && self.scx.rqs[c].nr_immed > 0 {
+            if self.scx.dsqs[local as usize].nr() > 1 && self.rqs[c].scx.nr_immed > 0 {
                 self.scx_schedule_reenq_local(cpu, 0);
             }
         }
-        self.scx.rqs[c].flags &= !rq_flags::IN_BALANCE;
+        self.rqs[c].scx.flags &= !rq_flags::IN_BALANCE;
         // Work deferred while balancing runs now (the balance callback).
         self.scx_run_deferred(cpu);
         let until = self.now() + self.scx.cost_acc;
-        let r = &mut self.scx.rqs[c];
+        let r = &mut self.rqs[c].scx;
         r.lock_held_until = r.lock_held_until.max(until);
     }
 
     fn scx_balance_inner(&mut self, cpu: Cpu, prev: Option<TaskId>) -> Balance {
         let c = cpu as usize;
-        if self.scx.rqs[c].flags & rq_flags::CPU_RELEASED != 0 {
-            self.scx.rqs[c].flags &= !rq_flags::CPU_RELEASED;
+        if self.rqs[c].scx.flags & rq_flags::CPU_RELEASED != 0 {
+            self.rqs[c].scx.flags &= !rq_flags::CPU_RELEASED;
             if self.scx.has(Op::CpuAcquire) && !self.scx.bypassing {
                 self.scx_call(Op::CpuAcquire, cpu, None, |o, s| o.cpu_acquire(s, cpu));
             }
         }
         let prev_ext = prev.filter(|&p| self.task(p).class == ClassId::Ext);
-        let prev_queued = prev_ext.filter(|&p| self.scx.task(p).queued() && self.task(p).state == TaskState::Runnable);
+        let prev_queued = prev_ext.filter(|&p| self.task(p).scx.queued() && self.task(p).state == TaskState::Runnable);
         if let Some(p) = prev_queued {
             self.update_curr_scx(cpu);
-            if self.scx.task(p).slice() > 0 && !self.scx.bypassing {
+            if self.task(p).scx.slice() > 0 && !self.scx.bypassing {
                 return Balance::Keep;
             }
         }
@@ -453,7 +453,7 @@ impl Sim {
                     break;
                 }
                 if let Some(p) = prev_queued {
-                    if self.scx.task(p).slice() > 0 {
+                    if self.task(p).scx.slice() > 0 {
                         return Balance::Keep;
                     }
                 }
@@ -488,7 +488,7 @@ impl Sim {
         if self.scx.bypassing {
             return;
         }
-        let r = &mut self.scx.rqs[cpu as usize];
+        let r = &mut self.rqs[cpu as usize].scx;
         r.reenq_local = Some(r.reenq_local.unwrap_or(0) | flags);
         self.scx_schedule_deferred(cpu);
     }
@@ -499,11 +499,11 @@ impl Sim {
     /// on the target CPU (7.1, an IPI) or on the calling CPU (before 7.1:
     /// when it enables interrupts again).
     pub(crate) fn scx_schedule_deferred(&mut self, cpu: Cpu) {
-        let r = &self.scx.rqs[cpu as usize];
+        let r = &self.rqs[cpu as usize].scx;
         if r.flags & (rq_flags::IN_BALANCE | rq_flags::IN_WAKEUP) != 0 || r.deferred_work_queued {
             return;
         }
-        self.scx.rqs[cpu as usize].deferred_work_queued = true;
+        self.rqs[cpu as usize].scx.deferred_work_queued = true;
         self.scx.stats.deferred_irq_works += 1;
         let this = self.this_cpu;
         if cpu != this {
@@ -520,7 +520,7 @@ impl Sim {
     /// The deferred irq_work runs on `on` for `cpu`'s runqueue.
     pub fn on_scx_deferred(&mut self, cpu: Cpu, on: Cpu) {
         self.this_cpu = on;
-        self.scx.rqs[cpu as usize].deferred_work_queued = false;
+        self.rqs[cpu as usize].scx.deferred_work_queued = false;
         if !self.scx.enabled() {
             return;
         }
@@ -538,19 +538,19 @@ impl Sim {
         if !self.scx.enabled() {
             return;
         }
-        while !self.scx.rqs[c].ddsp_deferred.is_empty() {
-            let p = self.scx.rqs[c].ddsp_deferred.remove(0);
-            let Some((id, flags)) = self.scx.task_mut(p).ddsp.take() else { continue };
-            if !self.scx.task(p).queued() || self.task(p).cpu != cpu || self.scx.task(p).dsq.is_some() {
+        while !self.rqs[c].scx.ddsp_deferred.is_empty() {
+            let p = self.rqs[c].scx.ddsp_deferred.remove(0);
+            let Some((id, flags)) = self.task_mut(p).scx.ddsp.take() else { continue };
+            if !self.task(p).scx.queued() || self.task(p).cpu != cpu || self.task(p).scx.dsq.is_some() {
                 continue;
             }
             let target = (id & dsq_id::LOCAL_CPU_MASK) as Cpu;
             self.scx_dispatch_to_local(target, p, flags);
         }
-        self.scx.rqs[c].reenq_repeat = 0;
-        while let Some(flags) = self.scx.rqs[c].reenq_local.take() {
-            self.scx.rqs[c].reenq_repeat += 1;
-            if self.scx.rqs[c].reenq_repeat > REENQ_LOCAL_MAX_REPEAT {
+        self.rqs[c].scx.reenq_repeat = 0;
+        while let Some(flags) = self.rqs[c].scx.reenq_local.take() {
+            self.rqs[c].scx.reenq_repeat += 1;
+            if self.rqs[c].scx.reenq_repeat > REENQ_LOCAL_MAX_REPEAT {
                 self.scx_error(format!("SCX_ENQ_REENQ on SCX_DSQ_LOCAL repeated {} times", REENQ_LOCAL_MAX_REPEAT));
                 break;
             }
@@ -567,7 +567,7 @@ impl Sim {
         let tasks: Vec<TaskId> = self.scx.dsqs[local as usize].list.values().copied().collect();
         let mut picked = Vec::new();
         for (i, &p) in tasks.iter().enumerate() {
-            let immed = self.scx.task(p).has_flag(task_flags::IMMED);
+            let immed = self.task(p).scx.has_flag(task_flags::IMMED);
             let reason = if flags & REENQ_ANY != 0 {
                 reenq_reason::KFUNC
             } else if immed && !(i == 0 && open) {
@@ -582,9 +582,9 @@ impl Sim {
         }
         for &(p, reason) in &picked {
             self.scx.stats.reenqueued += 1;
-            self.scx.task_mut(p).c.scx.flags |= reason;
+            self.task_mut(p).scx.c.scx.flags |= reason;
             self.scx_do_enqueue(cpu, p, enq_flags::REENQ, None);
-            self.scx.task_mut(p).c.scx.flags &= !reenq_reason::MASK;
+            self.task_mut(p).scx.c.scx.flags &= !reenq_reason::MASK;
         }
         picked.len() as u32
     }
@@ -592,7 +592,7 @@ impl Sim {
     /// scx_bpf_kick_cpu(): queue the kick on this CPU's kick irq_work.
     pub(crate) fn scx_queue_kick(&mut self, target: Cpu, flags: u64) {
         let this = self.this_cpu;
-        let r = &mut self.scx.rqs[this as usize];
+        let r = &mut self.rqs[this as usize].scx;
         r.kicks.push((target, flags));
         if !r.kick_work_queued {
             r.kick_work_queued = true;
@@ -629,10 +629,10 @@ impl Sim {
     pub(crate) fn scx_run_self_kicks(&mut self) {
         let cpu = self.this_cpu;
         let c = cpu as usize;
-        if !self.scx.rqs[c].kicks.iter().any(|&(target, _)| target == cpu) {
+        if !self.rqs[c].scx.kicks.iter().any(|&(target, _)| target == cpu) {
             return;
         }
-        let kicks = std::mem::take(&mut self.scx.rqs[c].kicks);
+        let kicks = std::mem::take(&mut self.rqs[c].scx.kicks);
         let (own, others): (Vec<_>, Vec<_>) = kicks.into_iter().partition(|&(target, _)| target == cpu);
         if others.is_empty() {
             // Nothing left for the irq_work: drop it unless already raised.
@@ -640,10 +640,10 @@ impl Sim {
             let raised = self.scx.local_irq_work.len();
             self.scx.local_irq_work.retain(|&e| e != work);
             if self.scx.local_irq_work.len() != raised {
-                self.scx.rqs[c].kick_work_queued = false;
+                self.rqs[c].scx.kick_work_queued = false;
             }
         }
-        self.scx.rqs[c].kicks = others;
+        self.rqs[c].scx.kicks = others;
         if !self.scx.enabled() {
             return;
         }
@@ -655,8 +655,8 @@ impl Sim {
     /// kick_cpus_irq_workfn(): preempt or wake the CPUs kicked from `cpu`.
     pub fn on_scx_kick(&mut self, cpu: Cpu) {
         self.this_cpu = cpu;
-        let kicks = std::mem::take(&mut self.scx.rqs[cpu as usize].kicks);
-        self.scx.rqs[cpu as usize].kick_work_queued = false;
+        let kicks = std::mem::take(&mut self.rqs[cpu as usize].scx.kicks);
+        self.rqs[cpu as usize].scx.kick_work_queued = false;
         if !self.scx.enabled() {
             return;
         }
@@ -677,7 +677,7 @@ impl Sim {
         }
         if flags & kick_flags::PREEMPT != 0 {
             if let Some(c) = curr.filter(|&c| self.task(c).class == ClassId::Ext) {
-                self.scx.task_mut(c).c.scx.slice = 0;
+                self.task_mut(c).scx.c.scx.slice = 0;
             }
         }
         if target == cpu {

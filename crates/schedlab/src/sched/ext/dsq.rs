@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use crate::engine::{Cpu, TaskId};
 use crate::time::Ns;
 
-/// Where a DSQ lives; `Dsq::index` in `ScxState::dsqs`.
+/// Where a DSQ lives; `Dsq::index` in `ScxSched::dsqs`.
 pub type DsqIdx = u32;
 
 /// What kind of DSQ this is.

@@ -73,10 +73,10 @@ impl Sim {
     /// CPU's previous pick, wrapping, so that repeated picks spread out.
     fn any_and_distribute(&mut self, a: &CpuMask, b: &CpuMask) -> Option<usize> {
         let this = self.this_cpu as usize;
-        let start = self.scx.rqs[this].distribute_prev + 1;
+        let start = self.rqs[this].scx.distribute_prev + 1;
         let n = self.nr_cpus();
         let found = a.iter_wrap(start % n).find(|&c| b.test(c))?;
-        self.scx.rqs[this].distribute_prev = found;
+        self.rqs[this].scx.distribute_prev = found;
         Some(found)
     }
 
@@ -189,14 +189,14 @@ impl Sim {
             let (cpu, idle) = self.scx_select_cpu_dfl(p, prev, wf, None);
             if idle {
                 let s = self.scx_slice_dfl();
-                let t = self.scx.task_mut(p);
+                let t = &mut self.task_mut(p).scx;
                 t.c.scx.slice = s;
                 t.ddsp = Some((crate::sched::ext::ops::dsq_id::LOCAL, 0));
             }
             cpu
         };
-        self.scx.task_mut(p).selected_cpu = Some(cpu);
-        self.scx.task_mut(p).c.scx.selected_cpu = cpu as i32;
+        self.task_mut(p).scx.selected_cpu = Some(cpu);
+        self.task_mut(p).scx.c.scx.selected_cpu = cpu as i32;
         cpu
     }
 

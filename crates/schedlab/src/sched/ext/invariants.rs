@@ -27,7 +27,7 @@ impl Sim {
         }
         let n = self.nr_cpus();
         let mut queued = vec![0u32; n];
-        for (p, st) in self.scx.tasks.iter().enumerate() {
+        for (p, st) in self.tasks.iter().map(|t| &t.scx).enumerate() {
             if let Some((idx, key)) = st.dsq {
                 let dsq = self.scx.dsqs.get(idx as usize).unwrap_or_else(|| panic!("scx: task {p} names DSQ index {idx}, which does not exist"));
                 assert_eq!(dsq.list.get(&key).map(|&q| q as usize), Some(p), "scx: task {p} names DSQ {:#x} at {key:?} but is not there", dsq.id);
@@ -43,15 +43,15 @@ impl Sim {
         }
         for (idx, dsq) in self.scx.dsqs.iter().enumerate() {
             for (key, &p) in &dsq.list {
-                assert_eq!(self.scx.task(p).dsq, Some((idx as u32, *key)), "scx: DSQ {:#x} holds task {p}, whose state names {:?}", dsq.id, self.scx.task(p).dsq);
+                assert_eq!(self.task(p).scx.dsq, Some((idx as u32, *key)), "scx: DSQ {:#x} holds task {p}, whose state names {:?}", dsq.id, self.task(p).scx.dsq);
             }
         }
         for (c, &nr) in queued.iter().enumerate() {
-            let rq = &self.scx.rqs[c];
+            let rq = &self.rqs[c].scx;
             assert_eq!(rq.nr_running, nr, "scx: cpu{c}'s nr_running is {} but {nr} ext tasks are queued there", rq.nr_running);
             let local = &self.scx.dsqs[self.scx.local(c as Cpu) as usize];
             debug_assert_eq!(local.kind, DsqKind::Local(c as Cpu));
-            let immed = local.list.values().filter(|&&p| self.scx.task(p).has_flag(task_flags::IMMED)).count() as u32;
+            let immed = local.list.values().filter(|&&p| self.task(p).scx.has_flag(task_flags::IMMED)).count() as u32;
             assert_eq!(rq.nr_immed, immed, "scx: cpu{c}'s IMMED count is {} but its local DSQ holds {immed} IMMED tasks", rq.nr_immed);
             assert!(rq.nr_immed as usize <= local.nr(), "scx: cpu{c}'s IMMED count {} exceeds its local DSQ's {} tasks", rq.nr_immed, local.nr());
         }

@@ -71,14 +71,14 @@ fn this_cpu(sim: &Sim) -> Cpu {
 
 /// The stable C `task_struct` of a task.
 pub fn task_c(sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
-    &mut *sim.scx.task_mut(p).c
+    &mut *sim.task_mut(p).scx.c
 }
 
 /// The task a C `task_struct` pointer stands for: the host reads the
 /// pointer's `schedlab_id` and this confirms the pointer is the one we
 /// handed out for that task.
 pub fn task_checked(sim: &Sim, c: *const TaskStructC, id: u32) -> Option<TaskId> {
-    let t = sim.scx.tasks.get(id as usize)?;
+    let t = &sim.tasks.get(id as usize)?.scx;
     std::ptr::eq(&*t.c, c).then_some(id)
 }
 
@@ -149,21 +149,21 @@ fn insert_commit(sim: &mut Sim, p: TaskId, id: u64, flags: u64) -> bool {
             sim.scx_error(format!("scheduling for {a} but trying to direct-dispatch {b}"));
             return false;
         }
-        if sim.scx.task(p).ddsp.is_some() {
+        if sim.task(p).scx.ddsp.is_some() {
             let comm = sim.task_comm(p);
             sim.scx_error(format!("{comm} already direct-dispatched"));
             return false;
         }
-        sim.scx.task_mut(p).ddsp = Some((id, flags));
-        sim.scx.task_mut(p).c.scx.ddsp_dsq_id = id;
-        sim.scx.task_mut(p).c.scx.ddsp_enq_flags = flags;
+        sim.task_mut(p).scx.ddsp = Some((id, flags));
+        sim.task_mut(p).scx.c.scx.ddsp_dsq_id = id;
+        sim.task_mut(p).scx.c.scx.ddsp_enq_flags = flags;
         return true;
     }
     if sim.scx.dsp_buf.len() >= sim.scx.dsp_max_batch as usize {
         sim.scx_error("dispatch buffer overflow".into());
         return false;
     }
-    let qseq = match sim.scx.task(p).ops_state {
+    let qseq = match sim.task(p).scx.ops_state {
         OpsState::Queued { qseq } => qseq,
         _ => 0,
     };
@@ -173,7 +173,7 @@ fn insert_commit(sim: &mut Sim, p: TaskId, id: u64, flags: u64) -> bool {
 }
 
 fn set_slice(sim: &mut Sim, p: TaskId, slice: u64) {
-    let c = &mut sim.scx.task_mut(p).c.scx;
+    let c = &mut sim.task_mut(p).scx.c.scx;
     if slice != 0 {
         c.slice = slice;
     } else if c.slice == 0 {
@@ -200,7 +200,7 @@ pub fn scx_bpf_dsq_insert_vtime(sim: &mut Sim, p: TaskId, dsq_id: u64, slice: u6
     }
     let Some(f) = vet_enq_flags(sim, dsq_id, enq_flags) else { return false };
     set_slice(sim, p, slice);
-    sim.scx.task_mut(p).c.scx.dsq_vtime = vtime;
+    sim.task_mut(p).scx.c.scx.dsq_vtime = vtime;
     insert_commit(sim, p, dsq_id, f | enq_flags::DSQ_PRIQ)
 }
 
@@ -277,16 +277,16 @@ fn dsq_move(sim: &mut Sim, it: &mut DsqIterC, p: TaskId, id: u64, flags: u64, vt
     let Some(f) = vet_enq_flags(sim, id, flags) else { return false };
     // Only a task still in the iterated DSQ, queued before the iterator.
     let src = sim.scx.user_dsqs.get(&it.dsq_id).copied();
-    match (src, sim.scx.task(p).dsq) {
+    match (src, sim.task(p).scx.dsq) {
         (Some(s), Some((d, key))) if s == d && key.1 < it.max_seq => {}
         _ => return false,
     }
     let cpu = this_cpu(sim);
     if it.flags & ITER_HAS_SLICE != 0 {
-        sim.scx.task_mut(p).c.scx.slice = it.slice;
+        sim.task_mut(p).scx.c.scx.slice = it.slice;
     }
     if it.flags & ITER_HAS_VTIME != 0 {
-        sim.scx.task_mut(p).c.scx.dsq_vtime = it.vtime;
+        sim.task_mut(p).scx.c.scx.dsq_vtime = it.vtime;
     }
     it.flags &= !(ITER_HAS_SLICE | ITER_HAS_VTIME);
     sim.scx_dispatch_dequeue(p);
@@ -484,7 +484,7 @@ pub fn scx_bpf_cpuperf_cap(sim: &mut Sim, cpu: i32) -> u32 {
 
 pub fn scx_bpf_cpuperf_cur(sim: &mut Sim, cpu: i32) -> u32 {
     kf(sim);
-    valid_cpu(sim, cpu, "").map_or(0, |c| sim.scx.rqs[c as usize].cpuperf)
+    valid_cpu(sim, cpu, "").map_or(0, |c| sim.rqs[c as usize].scx.cpuperf)
 }
 
 pub fn scx_bpf_cpuperf_set(sim: &mut Sim, cpu: i32, perf: u32) {
@@ -494,7 +494,7 @@ pub fn scx_bpf_cpuperf_set(sim: &mut Sim, cpu: i32, perf: u32) {
         sim.scx_error(format!("Invalid cpuperf target {perf} for CPU {cpu}"));
         return;
     }
-    sim.scx.rqs[c as usize].cpuperf = perf;
+    sim.rqs[c as usize].scx.cpuperf = perf;
 }
 
 pub fn scx_bpf_nr_cpu_ids(sim: &mut Sim) -> u32 {
@@ -590,10 +590,10 @@ pub fn scx_bpf_pick_any_cpu(sim: &mut Sim, cpus_allowed: &CpumaskC, flags: u64, 
     }
     let mask = cpus_allowed.to_mask(sim.nr_cpus());
     let this = this_cpu(sim) as usize;
-    let start = (sim.scx.rqs[this].distribute_prev + 1) % sim.nr_cpus();
+    let start = (sim.rqs[this].scx.distribute_prev + 1) % sim.nr_cpus();
     match mask.iter_wrap(start).next() {
         Some(c) => {
-            sim.scx.rqs[this].distribute_prev = c;
+            sim.rqs[this].scx.distribute_prev = c;
             c as i32
         }
         None => EBUSY,
@@ -641,7 +641,7 @@ pub fn scx_bpf_task_from_pid(sim: &mut Sim, pid: i32) -> Option<TaskId> {
     kf(sim);
     let id = pid.checked_sub(1)?;
     let p = TaskId::try_from(id).ok()?;
-    ((p as usize) < sim.tasks.len() && (p as usize) < sim.scx.tasks.len() && sim.task(p).state != TaskState::Dead).then_some(p)
+    ((p as usize) < sim.tasks.len() && (p as usize) < sim.tasks.len() && sim.task(p).state != TaskState::Dead).then_some(p)
 }
 
 /// Arms a scheduler timer (bpf_timer_start) to fire on the calling CPU at `at_ns`.
@@ -669,7 +669,7 @@ pub fn task_is_ext(sim: &Sim, p: TaskId) -> bool {
 pub fn scx_bpf_cpu_curr(sim: &mut Sim, cpu: i32) -> Option<Option<TaskId>> {
     kf(sim);
     let c = valid_cpu(sim, cpu, "")?;
-    Some(sim.rq(c).curr.filter(|&p| (p as usize) < sim.scx.tasks.len()))
+    Some(sim.rq(c).curr.filter(|&p| (p as usize) < sim.tasks.len()))
 }
 
 /// scx_bpf_locked_rq(): the CPU whose rq the calling op holds locked, or

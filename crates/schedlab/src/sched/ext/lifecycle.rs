@@ -66,9 +66,8 @@ impl Sim {
             return Err(LoadError::TooManyCpus(n));
         }
         let nodes = self.topo.nr_nodes();
-        let mut st = crate::sched::ext::ScxState::new(n, nodes);
+        let mut st = crate::sched::ext::ScxSched::new(n, nodes);
         st.stats = std::mem::take(&mut self.scx.stats);
-        st.tasks = std::mem::take(&mut self.scx.tasks);
         for op in Op::ALL {
             st.has[op.index()] = ops.has(op);
         }
@@ -101,6 +100,10 @@ impl Sim {
         st.llc_masks = (0..self.topo.nr_llcs()).map(|l| CpuMask::from_cpus(n, (0..n).filter(|&c| self.topo.llc_of(c) == l))).collect();
         st.node_masks = (0..nodes).map(|x| CpuMask::from_cpus(n, (0..n).filter(|&c| self.topo.node_of(c) == x))).collect();
         *self.scx = st;
+        // The per-CPU part starts afresh with the scheduler instance.
+        for rq in &mut self.rqs {
+            rq.scx = crate::sched::ext::ScxRq::default();
+        }
         for c in 0..n {
             if self.rq(c as Cpu).curr.is_none() {
                 self.scx_set_builtin_idle(c as Cpu, true);
@@ -147,15 +150,11 @@ impl Sim {
         Ok(())
     }
 
-    /// Makes sure per-task state exists for every task (tasks are created
-    /// before or after the scheduler loads).
+    /// Fills in the C `task_struct` of a task that was just added (tasks are
+    /// created before or after the scheduler loads).
     pub(crate) fn scx_task_added(&mut self, p: TaskId) {
-        while self.scx.tasks.len() <= p as usize {
-            let id = self.scx.tasks.len() as TaskId;
-            self.scx.tasks.push(crate::sched::ext::ScxTask::new(id));
-        }
-        let t = &self.tasks[p as usize];
-        let c = &mut self.scx.tasks[p as usize].c;
+        let t = &mut self.tasks[p as usize];
+        let c = &mut t.scx.c;
         c.pid = p as i32 + 1;
         c.tgid = t.tgid as i32;
         let name = t.name.as_bytes();
@@ -167,9 +166,9 @@ impl Sim {
 
     /// Refreshes the C task_struct fields the kernel owns.
     pub(crate) fn scx_sync_task_c(&mut self, p: TaskId) {
-        let t = &self.tasks[p as usize];
+        let t = &mut self.tasks[p as usize];
         let parent = t.parent;
-        let c = &mut self.scx.tasks[p as usize].c;
+        let c = &mut t.scx.c;
         c.prio = t.prio;
         c.static_prio = t.static_prio;
         c.normal_prio = t.prio;
@@ -193,8 +192,8 @@ impl Sim {
         let w = crate::task::LoadWeight::for_nice(t.nice, t.policy).weight;
         c.scx.weight = ((w * 100 + 512) / 1024).clamp(1, 10_000) as u32;
         if let Some(pp) = parent {
-            let pc: *mut crate::sched::ext::abi::TaskStructC = &mut *self.scx.tasks[pp as usize].c;
-            self.scx.tasks[p as usize].c.real_parent = pc;
+            let pc: *mut crate::sched::ext::abi::TaskStructC = &mut *self.tasks[pp as usize].scx.c;
+            self.tasks[p as usize].scx.c.real_parent = pc;
         }
     }
 
@@ -213,7 +212,7 @@ impl Sim {
             self.scx_error(format!("ops.init_task() failed ({ret}) for {comm}"));
             return false;
         }
-        self.scx.task_mut(p).inited = true;
+        self.task_mut(p).scx.inited = true;
         true
     }
 
@@ -221,12 +220,12 @@ impl Sim {
     fn scx_enable_task(&mut self, p: TaskId) {
         self.scx_sync_task_c(p);
         let cpu = self.this_cpu;
-        self.scx.task_mut(p).enabled = true;
+        self.task_mut(p).scx.enabled = true;
         if self.scx.has(Op::Enable) {
             self.scx_call(Op::Enable, cpu, Some(p), |o, s| o.enable(s, p));
         }
         if self.scx.has(Op::SetWeight) {
-            let w = self.scx.task(p).c.scx.weight;
+            let w = self.task(p).scx.c.scx.weight;
             self.scx_call(Op::SetWeight, cpu, Some(p), |o, s| o.set_weight(s, p, w));
         }
     }
@@ -234,14 +233,14 @@ impl Sim {
     /// scx_disable_task() + ops.exit_task().
     fn scx_exit_task(&mut self, p: TaskId, cancelled: bool) {
         let cpu = self.this_cpu;
-        if self.scx.task(p).enabled {
-            self.scx.task_mut(p).enabled = false;
+        if self.task(p).scx.enabled {
+            self.task_mut(p).scx.enabled = false;
             if self.scx.has(Op::Disable) {
                 self.scx_call(Op::Disable, cpu, Some(p), |o, s| o.disable(s, p));
             }
         }
-        if self.scx.task(p).inited {
-            self.scx.task_mut(p).inited = false;
+        if self.task(p).scx.inited {
+            self.task_mut(p).scx.inited = false;
             if self.scx.has(Op::ExitTask) {
                 self.scx_call(Op::ExitTask, cpu, Some(p), |o, s| o.exit_task(s, p, cancelled));
             }
@@ -263,7 +262,7 @@ impl Sim {
 
     /// A task exited: sched_ext_free().
     pub fn scx_task_dead(&mut self, p: TaskId) {
-        if (p as usize) < self.scx.tasks.len() && (self.scx.task(p).inited || self.scx.task(p).enabled) {
+        if (p as usize) < self.tasks.len() && (self.task(p).scx.inited || self.task(p).scx.enabled) {
             self.scx_exit_task(p, false);
             if let Some(ops) = self.scx.ops.clone() {
                 ops.task_freed(self, p);
@@ -279,7 +278,7 @@ impl Sim {
             return ClassId::Rt;
         }
         if self.scx_wants(t.policy) {
-            if !self.scx.task(p).inited && !self.scx_init_task(p, false) {
+            if !self.task(p).scx.inited && !self.scx_init_task(p, false) {
                 return ClassId::Fair;
             }
             return ClassId::Ext;
@@ -313,9 +312,9 @@ impl Sim {
         self.task_mut(p).class = to;
         if to == ClassId::Ext {
             self.scx_enable_task(p);
-            if self.scx.task(p).slice() == 0 {
+            if self.task(p).scx.slice() == 0 {
                 let s = self.scx_slice_dfl();
-                self.scx.task_mut(p).c.scx.slice = s;
+                self.task_mut(p).scx.c.scx.slice = s;
             }
         } else if to == ClassId::Fair {
             self.reset_fair_entity_for_switch(p);
@@ -402,7 +401,7 @@ impl Sim {
         for p in 0..self.tasks.len() as TaskId {
             let t = self.task(p);
             let waiting = t.class == ClassId::Ext && t.on_rq && t.state == TaskState::Runnable && self.rq(t.cpu).curr != Some(p);
-            self.scx.task_mut(p).gp_pending = waiting;
+            self.task_mut(p).scx.gp_pending = waiting;
             left += waiting as u32;
         }
         self.scx.gp_left = left;
@@ -413,10 +412,10 @@ impl Sim {
 
     /// A task ran: it can no longer hold up the disable's grace period.
     pub fn scx_gp_task_ran(&mut self, p: TaskId) {
-        if self.scx.gp_left == 0 || !self.scx.task(p).gp_pending {
+        if self.scx.gp_left == 0 || !self.task(p).scx.gp_pending {
             return;
         }
-        self.scx.task_mut(p).gp_pending = false;
+        self.task_mut(p).scx.gp_pending = false;
         self.scx.gp_left -= 1;
         if let Some(ws) = self.task(p).wait_start {
             let w = self.now() - ws;
@@ -438,7 +437,7 @@ impl Sim {
             return;
         }
         for c in 0..self.nr_cpus() as Cpu {
-            self.scx.rqs[c as usize].flags |= crate::sched::ext::rq_flags::BYPASSING;
+            self.rqs[c as usize].scx.flags |= crate::sched::ext::rq_flags::BYPASSING;
             let queued: Vec<TaskId> = self.tasks_queued_in_ext(c);
             for p in queued {
                 self.scx_requeue(p);
@@ -458,7 +457,7 @@ impl Sim {
         (0..self.tasks.len() as TaskId)
             .filter(|&p| {
                 let t = self.task(p);
-                t.class == ClassId::Ext && t.cpu == cpu && self.scx.task(p).queued() && self.rq(cpu).curr != Some(p)
+                t.class == ClassId::Ext && t.cpu == cpu && self.task(p).scx.queued() && self.rq(cpu).curr != Some(p)
             })
             .collect()
     }
@@ -482,7 +481,7 @@ impl Sim {
         while let Some(p) = self.scx.disable_queue.pop() {
             if self.task(p).class == ClassId::Ext {
                 let cpu = self.task(p).cpu;
-                let held = self.scx.rqs[cpu as usize].lock_held_until;
+                let held = self.rqs[cpu as usize].scx.lock_held_until;
                 t = t.max(held) + DISABLE_TASK_NS;
                 let saved = self.this_cpu;
                 self.this_cpu = cpu;
@@ -515,7 +514,7 @@ impl Sim {
         self.scx.bypassing = false;
         self.scx.counters_at_exit = self.scx.ops.as_ref().map(|o| o.counters()).unwrap_or_default();
         self.scx.ops = None;
-        for r in &mut self.scx.rqs {
+        for r in self.rqs.iter_mut().map(|rq| &mut rq.scx) {
             r.flags = 0;
         }
     }
@@ -555,12 +554,12 @@ impl Sim {
         let stalled = (0..self.tasks.len() as TaskId).find(|&p| {
             let t = self.task(p);
             t.class == ClassId::Ext
-                && self.scx.task(p).queued()
+                && self.task(p).scx.queued()
                 && self.rq(t.cpu).curr != Some(p)
-                && self.scx.task(p).runnable_at.is_some_and(|at| now - at > timeout)
+                && self.task(p).scx.runnable_at.is_some_and(|at| now - at > timeout)
         });
         if let Some(p) = stalled {
-            let at = self.scx.task(p).runnable_at.unwrap_or(now);
+            let at = self.task(p).scx.runnable_at.unwrap_or(now);
             let ms = (now - at) / 1_000_000;
             let comm = self.task_comm(p);
             self.scx_exit(ExitKind::ErrorStall, 0, format!("{comm} failed to run for {}.{:03}s", ms / 1000, ms % 1000));
@@ -661,7 +660,7 @@ impl Sim {
         if !self.scx.enabled() {
             return;
         }
-        let old_weight = self.scx.task(p).c.scx.weight;
+        let old_weight = self.task(p).scx.c.scx.weight;
         if old == ClassId::Ext && new != ClassId::Ext {
             self.scx_exit_task(p, false);
             self.reset_fair_entity_for_switch(p);
@@ -669,7 +668,7 @@ impl Sim {
             self.scx_enable_task(p);
         } else if new == ClassId::Ext {
             self.scx_sync_task_c(p);
-            let w = self.scx.task(p).c.scx.weight;
+            let w = self.task(p).scx.c.scx.weight;
             if w != old_weight && self.scx.has(Op::SetWeight) {
                 let cpu = self.this_cpu;
                 self.scx_call(Op::SetWeight, cpu, Some(p), |o, s| o.set_weight(s, p, w));

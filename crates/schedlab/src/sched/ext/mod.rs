@@ -10,6 +10,17 @@
 //! - `lifecycle`: enable, disable, bypass, ejection, the watchdog;
 //! - `kfuncs`: what a scheduler may call;
 //! - `host`: loading BPF C schedulers compiled natively against the shim.
+//!
+//! State lives where sched.h and ext_internal.h keep it:
+//! - per task, [`ScxTask`] (`struct sched_ext_entity`, `p->scx`) is the
+//!   field `Task::scx`;
+//! - per CPU, [`ScxRq`] (`struct scx_rq`, `rq->scx`) is the field
+//!   `Rq::scx`, beside `rq.cfs` and `rq.rt`;
+//! - scheduler-wide, [`ScxSched`] (`struct scx_sched`, what `scx_root`
+//!   points to: the ops, the DSQs, the idle masks, the exit info, the
+//!   counters) is `Sim::scx`. The per-CPU local DSQs stay in its DSQ table
+//!   (indexed by CPU, see [`ScxSched::local`]) so that one index names any
+//!   DSQ.
 
 pub mod abi;
 pub mod check;
@@ -65,7 +76,11 @@ pub enum OpsState {
     Dispatching,
 }
 
-/// Per-task sched_ext state (`struct sched_ext_entity`, plus the C view).
+/// Per-task sched_ext state (`struct sched_ext_entity`, plus the C view):
+/// `Task::scx`, the kernel's `p->scx`. A clone (fork's dup_task_struct)
+/// carries the parent's values; `Sim::add_task` gives every new task fresh
+/// state, as sched_fork()'s init_scx_entity() does.
+#[derive(Clone, Debug)]
 pub struct ScxTask {
     /// The C `task_struct` hosted schedulers see; `scx.slice` and
     /// `scx.dsq_vtime` in it are the authoritative values.
@@ -92,7 +107,8 @@ pub struct ScxTask {
 }
 
 impl ScxTask {
-    fn new(id: TaskId) -> Self {
+    /// Fresh state for task `id` (init_scx_entity()).
+    pub fn new(id: TaskId) -> Self {
         ScxTask {
             c: TaskStructC::new(id),
             ops_state: OpsState::None,
@@ -145,8 +161,9 @@ pub mod rq_flags {
     pub const BYPASSING: u32 = 1 << 4;
 }
 
-/// Per-CPU sched_ext state (`struct scx_rq`).
-#[derive(Clone, Debug, Default)]
+/// Per-CPU sched_ext state (`struct scx_rq`): `Rq::scx`, the kernel's
+/// `rq->scx`. It starts afresh whenever a scheduler is enabled.
+#[derive(Clone, Debug)]
 pub struct ScxRq {
     pub nr_running: u32,
     pub flags: u32,
@@ -178,6 +195,29 @@ pub struct ScxRq {
     pub reenq_repeat: u32,
     /// scx_bpf_cpuperf_set() target (recorded; CPU speed is not modelled).
     pub cpuperf: u32,
+}
+
+impl Default for ScxRq {
+    /// An idle CPU with the full performance target (SCX_CPUPERF_ONE).
+    fn default() -> Self {
+        ScxRq {
+            nr_running: 0,
+            flags: 0,
+            ddsp_deferred: Vec::new(),
+            reenq_pending: false,
+            deferred_work_queued: false,
+            kicks: Vec::new(),
+            kick_work_queued: false,
+            pnt_seq: 0,
+            lock_held_until: 0,
+            distribute_prev: 0,
+            next_idle: false,
+            nr_immed: 0,
+            reenq_local: None,
+            reenq_repeat: 0,
+            cpuperf: 1024,
+        }
+    }
 }
 
 /// One entry of the dispatch buffer (`struct scx_dsp_buf_ent`).
@@ -273,9 +313,10 @@ pub struct IdleMasks {
     pub smt_c: CpumaskC,
 }
 
-/// All sched_ext state of the simulator (the `scx_root` scheduler instance
-/// plus the per-CPU and per-task parts).
-pub struct ScxState {
+/// The scheduler-wide sched_ext state (`struct scx_sched`, the instance
+/// `scx_root` points to), kept in `Sim::scx`. The per-CPU part is
+/// [`ScxRq`] in each runqueue, the per-task part [`ScxTask`] in each task.
+pub struct ScxSched {
     pub ops: Option<Rc<dyn ExtOps>>,
     has: [bool; Op::ALL.len()],
     pub ops_flags: u64,
@@ -290,10 +331,10 @@ pub struct ScxState {
     pub builtin_idle: bool,
     pub timeout_ns: Ns,
     pub dsp_max_batch: u32,
-    pub tasks: Vec<ScxTask>,
+    /// CPUs of the machine (the DSQ table's layout depends on it).
+    pub nr_cpus: u32,
     pub dsqs: Vec<Dsq>,
     pub user_dsqs: BTreeMap<u64, DsqIdx>,
-    pub rqs: Vec<ScxRq>,
     pub idle: IdleMasks,
     pub idle_node: Vec<IdleMasks>,
     pub possible_c: CpumaskC,
@@ -339,7 +380,7 @@ pub struct ScxState {
     pub rng: crate::rng::Rng,
 }
 
-impl ScxState {
+impl ScxSched {
     pub fn new(nr_cpus: usize, nr_nodes: usize) -> Self {
         let empty = IdleMasks {
             cpu: CpuMask::new(nr_cpus),
@@ -347,7 +388,7 @@ impl ScxState {
             cpu_c: CpumaskC::default(),
             smt_c: CpumaskC::default(),
         };
-        ScxState {
+        ScxSched {
             ops: None,
             has: [false; Op::ALL.len()],
             ops_flags: 0,
@@ -359,10 +400,9 @@ impl ScxState {
             builtin_idle: true,
             timeout_ns: ops::WATCHDOG_MAX_TIMEOUT_MS as Ns * 1_000_000,
             dsp_max_batch: ops::DSP_MAX_BATCH_DFL,
-            tasks: Vec::new(),
+            nr_cpus: nr_cpus as u32,
             dsqs: Vec::new(),
             user_dsqs: BTreeMap::new(),
-            rqs: vec![ScxRq { cpuperf: 1024, ..Default::default() }; nr_cpus],
             idle: empty.clone(),
             idle_node: vec![empty; nr_nodes],
             possible_c: CpumaskC::from_mask(&CpuMask::full(nr_cpus)),
@@ -403,16 +443,6 @@ impl ScxState {
         self.state != EnableState::Disabled
     }
 
-    #[inline]
-    pub fn task(&self, p: TaskId) -> &ScxTask {
-        &self.tasks[p as usize]
-    }
-
-    #[inline]
-    pub fn task_mut(&mut self, p: TaskId) -> &mut ScxTask {
-        &mut self.tasks[p as usize]
-    }
-
     /// The local DSQ index of `cpu`: local DSQs come first.
     #[inline]
     pub fn local(&self, cpu: Cpu) -> DsqIdx {
@@ -420,11 +450,11 @@ impl ScxState {
     }
 
     pub fn global(&self, node: u32) -> DsqIdx {
-        self.rqs.len() as DsqIdx + node
+        self.nr_cpus + node
     }
 
     pub fn bypass_dsq(&self, cpu: Cpu) -> DsqIdx {
-        self.rqs.len() as DsqIdx + self.nr_nodes + cpu
+        self.nr_cpus + self.nr_nodes + cpu
     }
 
     /// The op being executed, if any.

@@ -192,7 +192,7 @@ impl Kobjs {
             }));
         }
         let now = sim.now();
-        let (rq, srq) = (sim.rq(cpu), &sim.scx.rqs[cpu as usize]);
+        let (rq, srq) = (sim.rq(cpu), &sim.rqs[cpu as usize].scx);
         let v = &mut self.rqs[cpu as usize];
         // No IRQ-time or steal accounting and full capacity: every clock is now.
         v.clock = now;

@@ -58,7 +58,7 @@ fn curr_ptr(sim: &mut Sim, h: &HostState, cpu: u32, curr: Option<u32>) -> *mut T
 fn task_set(p: *mut TaskStructC, v: u64, vtime: bool, what: &str) -> bool {
     with_ctx(|sim, h| match h.who(sim, p, what) {
         Some(Who::Task(p)) => {
-            let c = &mut sim.scx.task_mut(p).c.scx;
+            let c = &mut sim.task_mut(p).scx.c.scx;
             if vtime {
                 c.dsq_vtime = v;
             } else {
@@ -82,7 +82,7 @@ pub extern "C" fn scx_bpf_task_set_dsq_vtime(p: *mut TaskStructC, vtime: u64) ->
 pub extern "C" fn bpf_get_current_task_btf() -> *mut TaskStructC {
     with_ctx(|sim, h| {
         let cpu = k::bpf_get_smp_processor_id(sim);
-        let curr = sim.rq(cpu).curr.filter(|&p| (p as usize) < sim.scx.tasks.len());
+        let curr = sim.rq(cpu).curr.filter(|&p| (p as usize) < sim.tasks.len());
         curr_ptr(sim, h, cpu, curr)
     })
 }
@@ -109,7 +109,7 @@ pub extern "C" fn scx_bpf_cpu_rq(cpu: i32) -> *mut RqC {
 pub extern "C" fn scx_bpf_locked_rq() -> *mut RqC {
     with_ctx(|sim, h| match k::scx_bpf_locked_rq(sim) {
         Some(cpu) => {
-            let curr = sim.rq(cpu).curr.filter(|&p| (p as usize) < sim.scx.tasks.len());
+            let curr = sim.rq(cpu).curr.filter(|&p| (p as usize) < sim.tasks.len());
             rq_view(sim, h, cpu, curr)
         }
         None => std::ptr::null_mut(),
@@ -122,7 +122,7 @@ pub extern "C" fn schedlab_percpu_rq(cpu: u32) -> *mut RqC {
         if cpu as usize >= sim.nr_cpus() {
             return std::ptr::null_mut();
         }
-        let curr = sim.rq(cpu).curr.filter(|&p| (p as usize) < sim.scx.tasks.len());
+        let curr = sim.rq(cpu).curr.filter(|&p| (p as usize) < sim.tasks.len());
         rq_view(sim, h, cpu, curr)
     })
 }
