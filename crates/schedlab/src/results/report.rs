@@ -271,7 +271,7 @@ impl CgroupResult {
                 idle: g.idle,
                 tasks: sim.tasks.iter().filter(|t| t.cgrp as usize == i && t.state != crate::sched::task::TaskState::Dead).count() as u32,
                 runtime_ns: g.stats.runtime_ns,
-                cpu_share_ppm: if total == 0 { 0 } else { (g.stats.runtime_ns as u128 * 1_000_000 / total) as u64 },
+                cpu_share_ppm: (g.stats.runtime_ns as u128 * 1_000_000).checked_div(total).unwrap_or(0) as u64,
                 wait_ns: g.stats.wait_ns,
                 throttled_ns: g.stats.throttled_ns,
                 nr_throttled: g.stats.nr_throttled,

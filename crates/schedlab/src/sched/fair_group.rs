@@ -201,10 +201,8 @@ impl Sim {
         let load = cfs.load_weight.max(cfs.avg.load_avg);
         let contrib = self.cg.load_contrib[self.cg.idx(q.tg, q.cpu)];
         let tg_weight = (tg.load_avg - contrib as i64 + load as i64).max(0) as u64;
-        let mut shares = tg.shares * load;
-        if tg_weight > 0 {
-            shares /= tg_weight;
-        }
+        let shares = tg.shares * load;
+        let shares = shares.checked_div(tg_weight).unwrap_or(shares);
         shares.clamp(MIN_SHARES, tg.shares.max(MIN_SHARES))
     }
 
@@ -458,9 +456,5 @@ impl Sim {
 /// The inverse weight (2^32 / w) the fixed-point divisions use
 /// (__update_inv_weight).
 pub fn inv_weight(w: u64) -> u32 {
-    if w == 0 {
-        u32::MAX
-    } else {
-        ((1u64 << 32) / w).min(u32::MAX as u64) as u32
-    }
+    (1u64 << 32).checked_div(w).map_or(u32::MAX, |v| v.min(u32::MAX as u64) as u32)
 }
