@@ -829,3 +829,38 @@ long bpf_strncmp(const char *s1, u32 s1_sz, const char *s2)
 	}
 	return 0;
 }
+
+/* ---- tracing program context -------------------------------------------------- */
+
+/*
+ * fentry/fexit programs get the traced function's arguments as u64s, then
+ * (fexit) its return value; the BPF trampoline stores the number of
+ * arguments in the word before them (arch_prepare_bpf_trampoline(), and
+ * the verifier's inlined get_func_arg / get_func_ret / get_func_arg_cnt
+ * read it there). A host that runs a tracing program lays its context out
+ * the same way.
+ */
+long bpf_get_func_arg(void *ctx, u32 n, u64 *value)
+{
+	const u64 *args = ctx;
+
+	if ((u64)n >= args[-1]) {
+		*value = 0;
+		return -EINVAL;
+	}
+	*value = args[n];
+	return 0;
+}
+
+long bpf_get_func_ret(void *ctx, u64 *value)
+{
+	const u64 *args = ctx;
+
+	*value = args[args[-1]];
+	return 0;
+}
+
+long bpf_get_func_arg_cnt(void *ctx)
+{
+	return (long)((const u64 *)ctx)[-1];
+}

@@ -11,7 +11,7 @@
 #ifndef __SCHEDLAB_ABI_H__
 #define __SCHEDLAB_ABI_H__
 
-#define SCHEDLAB_ABI_VERSION 2
+#define SCHEDLAB_ABI_VERSION 4
 
 /* One `SEC(".maps")` definition. */
 struct schedlab_map_desc {
@@ -23,6 +23,17 @@ struct schedlab_map_desc {
 	u32 max_entries;
 	u32 map_flags;
 	u32 _pad;
+};
+
+/*
+ * A special field of map `map`'s value type (a kptr, bpf_spin_lock,
+ * bpf_timer, list or rbtree head, refcount, ...): the kernel's btf_record
+ * fields, which map updates copy around (copy_map_value()).
+ */
+struct schedlab_map_field {
+	u32 map;
+	u32 offset;
+	u32 size;
 };
 
 /* A static initializer of an ARRAY_OF_MAPS: outer[slot] = inner. */
@@ -47,7 +58,8 @@ struct schedlab_rodata_desc {
 	u32 size;
 	u32 elem_size;
 	u32 kind;
-	u32 nr_elems; /* 0 for a scalar */
+	u32 nr_elems; /* 0 for a scalar; all elements of a 2-D array */
+	u32 row_elems; /* elements per row of a 2-D array, else 0 */
 };
 
 struct schedlab_ops_desc {
@@ -81,6 +93,9 @@ struct schedlab_module {
 	/* Writable scalar globals (.bss/.data), same layout as rodata. */
 	u32 nr_globals;
 	const struct schedlab_rodata_desc *globals;
+	/* Special fields of map values. */
+	u32 nr_map_fields;
+	const struct schedlab_map_field *map_fields;
 };
 
 /* Defined by the generated descriptor unit. */

@@ -65,4 +65,13 @@
 #define always_inline __unused__
 #endif
 
+/*
+ * clang's __builtin_memcpy_inline(dst, src, n) (n a constant: a copy that
+ * never becomes a call) has no GCC counterpart; natively the plain
+ * __builtin_memcpy does the same copy.
+ */
+#if !defined(__clang__) && !defined(__builtin_memcpy_inline)
+#define __builtin_memcpy_inline(dst, src, n) __builtin_memcpy((dst), (src), (n))
+#endif
+
 #endif /* __SCHEDLAB_NATIVE_H__ */

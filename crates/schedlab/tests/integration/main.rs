@@ -17,6 +17,7 @@ mod rt;
 mod rtapp;
 mod scheds;
 mod trace;
+mod upstream;
 mod workloads;
 
 #[path = "../common/perfetto.rs"]

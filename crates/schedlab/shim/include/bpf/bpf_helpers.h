@@ -57,10 +57,18 @@
 #define __hidden __attribute__((visibility("hidden")))
 #endif
 #define __ksym
+#ifdef __SCHEDLAB_SCAN__
+/* Marks kptr fields for the scan (host/scan.rs: special fields of map values). */
+#define __kptr __schedlab_kptr
+#define __kptr_untrusted __schedlab_kptr
+#define __kptr_ref __schedlab_kptr
+#define __percpu_kptr __schedlab_kptr
+#else
 #define __kptr
 #define __kptr_untrusted
 #define __kptr_ref
 #define __percpu_kptr
+#endif
 #define __uptr
 #define __rcu
 #define __user
@@ -208,6 +216,10 @@ void *bpf_inode_storage_get(void *map, void *inode, void *value, u64 flags);
 long bpf_inode_storage_delete(void *map, void *inode);
 long bpf_strncmp(const char *s1, u32 s1_sz, const char *s2);
 long bpf_perf_event_read_value(void *map, u64 flags, struct bpf_perf_event_value *buf, u32 buf_size);
+/* fentry/fexit context: the traced function's arguments and return value. */
+long bpf_get_func_arg(void *ctx, u32 n, u64 *value);
+long bpf_get_func_ret(void *ctx, u64 *value);
+long bpf_get_func_arg_cnt(void *ctx);
 
 /*
  * bpf_printk(): formatted like the kernel's bstr printf (every argument

@@ -26,8 +26,10 @@ pub enum LoadError {
     Timeout(u32),
     #[error("the machine has {0} CPUs; hosted schedulers support up to {max}", max = crate::sched::ext::abi::NR_CPUS)]
     TooManyCpus(usize),
-    #[error("ops.init() failed ({0})")]
-    InitFailed(i32),
+    /// The return value, and what scx_bpf_error() said if init called it
+    /// (the kernel logs that message, not the return value).
+    #[error("ops.init() failed ({ret}){}", if said.is_empty() { String::new() } else { format!(": {said}") })]
+    InitFailed { ret: i32, said: String },
 }
 
 /// The bypass load balancer's period, threshold and batch (6.19).
@@ -112,6 +114,7 @@ impl Sim {
         let this = self.this_cpu;
         let ret = self.scx_call(Op::Init, this, None, |o, s| if o.has(Op::Init) { o.init(s) } else { 0 }).unwrap_or(0);
         if ret != 0 || self.scx.exit.is_some() {
+            let said = self.scx.exit.as_ref().map(|e| e.msg.clone()).unwrap_or_default();
             // scx_error("ops.init() failed (%d)") and the disable path: the
             // exit is recorded and ops.exit() sees it.
             let now = self.now();
@@ -129,7 +132,7 @@ impl Sim {
             self.scx.counters_at_exit = self.scx.ops.as_ref().map(|o| o.counters()).unwrap_or_default();
             self.scx.ops = None;
             self.scx.state = EnableState::Disabled;
-            return Err(LoadError::InitFailed(ret));
+            return Err(LoadError::InitFailed { ret, said });
         }
         self.scx.stats.enabled_at = Some(self.now());
         // Tasks already alive: ops.init_task(fork=false), then switch class.

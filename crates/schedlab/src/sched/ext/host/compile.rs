@@ -34,6 +34,7 @@ pub const SHIM_FILES: &[(&str, &str)] = &[
     ("include/schedlab_native_post.h", include_str!("../../../../shim/include/schedlab_native_post.h")),
     ("pre/bpf_experimental.h", include_str!("../../../../shim/pre/bpf_experimental.h")),
     ("pre/bpf_arena_common.bpf.h", include_str!("../../../../shim/pre/bpf_arena_common.bpf.h")),
+    ("pre/scx/bpf_arena_common.bpf.h", include_str!("../../../../shim/pre/scx/bpf_arena_common.bpf.h")),
     ("include/scx/common.bpf.h", include_str!("../../../../shim/include/scx/common.bpf.h")),
     ("include/scx/compat.bpf.h", include_str!("../../../../shim/include/scx/compat.bpf.h")),
     ("include/scx/user_exit_info.h", include_str!("../../../../shim/include/scx/user_exit_info.h")),
@@ -409,10 +410,11 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
     let pres = pres.into_iter().collect::<Result<Vec<_>, _>>()?;
     let scans: Vec<Scan> = pres.iter().map(|p| scan::scan(p)).collect();
     let abi = shim.join("schedlab_abi.h").to_string_lossy().into_owned();
+    let linked: Vec<String> = scans.iter().flat_map(|s| s.resizable.iter().cloned()).collect();
     let mut units = Vec::new();
     for (i, src) in sources.iter().enumerate() {
         let part = if i == 0 { scan::Part::Main { others: &scans[1..] } } else { scan::Part::Other(i) };
-        let unit = scan::generate(&scans[i], &src.to_string_lossy(), &abi, part)
+        let unit = scan::generate(&scans[i], &src.to_string_lossy(), &abi, part, &linked)
             .map_err(|msg| HostError::Scan { path: (*src).clone(), msg })?;
         units.push(unit);
     }

@@ -107,6 +107,7 @@ pub struct RodataDescC {
     pub elem_size: u32,
     pub kind: u32,
     pub nr_elems: u32,
+    pub row_elems: u32,
 }
 
 #[repr(C)]
@@ -139,9 +140,19 @@ pub struct ModuleC {
     pub end_call: Option<unsafe extern "C" fn() -> u32>,
     pub nr_globals: u32,
     pub globals: *const RodataDescC,
+    pub nr_map_fields: u32,
+    pub map_fields: *const MapFieldC,
 }
 
-pub const ABI_VERSION: u32 = 2;
+/// `struct schedlab_map_field`.
+#[repr(C)]
+pub struct MapFieldC {
+    pub map: u32,
+    pub offset: u32,
+    pub size: u32,
+}
+
+pub const ABI_VERSION: u32 = 4;
 
 /// A rodata variable as the loader sees it.
 #[derive(Clone, Debug)]
@@ -151,7 +162,10 @@ pub struct Rodata {
     pub size: u32,
     pub elem_size: u32,
     pub kind: u32,
+    /// Elements (0 for a scalar; of a two-dimensional array, all of them).
     pub nr_elems: u32,
+    /// Elements per row of a two-dimensional array (`T a[R][C]`: C), else 0.
+    pub row_elems: u32,
 }
 
 /// A loaded object.
@@ -389,7 +403,7 @@ mod tests {
     use super::*;
 
     fn ro(kind: u32, size: u32, elem: u32, n: u32) -> Rodata {
-        Rodata { name: "x".into(), ptr: 0, size, elem_size: elem, kind, nr_elems: n }
+        Rodata { name: "x".into(), ptr: 0, size, elem_size: elem, kind, nr_elems: n, row_elems: 0 }
     }
 
     #[test]

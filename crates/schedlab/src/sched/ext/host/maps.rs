@@ -174,6 +174,27 @@ fn copy_in(dst: &mut [u64], src: &[u8]) {
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), bytes_mut(dst), src.len()) }
 }
 
+/// copy_map_value(): copies `src` to `dst` except the special fields.
+///
+/// # Safety
+/// `dst` must be valid for writes of `src.len()` bytes and not overlap
+/// `src`; `special` ranges lie within `src.len()` (Map::add_special).
+unsafe fn copy_map_value(dst: *mut u8, src: &[u8], special: &[(u32, u32)]) {
+    let mut at = 0usize;
+    for &(off, size) in special {
+        let (off, end) = (off as usize, (off + size) as usize);
+        if off > at {
+            // SAFETY: the caller's guarantee; at < off <= src.len().
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(at), dst.add(at), off - at) };
+        }
+        at = at.max(end);
+    }
+    if at < src.len() {
+        // SAFETY: as above.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(at), dst.add(at), src.len() - at) };
+    }
+}
+
 fn copy_out(src: &[u64], dst: &mut [u8]) {
     // SAFETY: as copy_in, reading.
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().cast::<u8>(), dst.as_mut_ptr(), dst.len()) }
@@ -224,6 +245,11 @@ pub struct Map {
     store: Store,
     /// Words per value.
     stride: usize,
+    /// The value's special fields (kptrs, spin locks, timers, list and
+    /// rbtree heads, refcounts): (offset, size), sorted. An update copies
+    /// around them, as the kernel's copy_map_value() does with the fields
+    /// of the value type's btf_record.
+    special: Vec<(u32, u32)>,
 }
 
 impl Map {
@@ -241,7 +267,17 @@ impl Map {
             MapKind::Ringbuf | MapKind::UserRingbuf => Store::Ring(RingBuf::new(def.max_entries)),
             MapKind::Arena => Store::Arena(Arena::new(def.max_entries)),
         };
-        Map { def, store, stride }
+        Map { def, store, stride, special: Vec::new() }
+    }
+
+    /// Marks bytes `offset..offset + size` of the value as a special field.
+    pub fn add_special(&mut self, offset: u32, size: u32) -> Result<(), String> {
+        if offset.checked_add(size).is_none_or(|end| end > self.def.value_size) || size == 0 {
+            return Err(format!("map `{}`: special field at {offset}+{size} is outside its {}-byte value", self.def.name, self.def.value_size));
+        }
+        self.special.push((offset, size));
+        self.special.sort_unstable();
+        Ok(())
     }
 
     fn index(&self, key: &[u8]) -> Option<usize> {
@@ -321,7 +357,7 @@ impl Map {
                 }
                 let p = self.lookup(key, cpu, nr_cpus);
                 // SAFETY: `p` points at value_size bytes of this map's storage.
-                unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), p, value.len()) };
+                unsafe { copy_map_value(p, value, &self.special) };
                 0
             }
             MapKind::Hash | MapKind::LruHash => self.hash_update(key, value, op),
@@ -349,14 +385,17 @@ impl Map {
     fn hash_update(&mut self, key: &[u8], value: &[u8], op: u64) -> i64 {
         let lru = self.def.kind == MapKind::LruHash;
         let (max, vsize) = (self.def.max_entries as usize, self.def.value_size);
+        let special = &self.special;
         let Store::Hash { elems, lru: order, clock } = &mut self.store else { unreachable!() };
         *clock += 1;
         if let Some(e) = elems.get_mut(key) {
             if op == BPF_NOEXIST {
                 return -EEXIST;
             }
-            // In place, so a pointer BPF already holds sees the new value.
-            copy_in(&mut e.val, value);
+            // In place, so a pointer BPF already holds sees the new value;
+            // its special fields stay.
+            // SAFETY: `e.val` holds value_size bytes.
+            unsafe { copy_map_value(bytes_mut(&mut e.val), value, special) };
             order.remove(&e.stamp);
             e.stamp = *clock;
             order.insert(*clock, key.to_vec());
@@ -374,8 +413,11 @@ impl Map {
             let Some((_, victim)) = order.pop_first() else { return -E2BIG };
             elems.remove(&victim);
         }
+        // A new element's special fields start zeroed
+        // (check_and_init_map_value()).
         let mut val = zeroed(vsize);
-        copy_in(&mut val, value);
+        // SAFETY: `val` holds value_size bytes.
+        unsafe { copy_map_value(bytes_mut(&mut val), value, special) };
         elems.insert(key.to_vec(), Elem { val, stamp: *clock });
         order.insert(*clock, key.to_vec());
         0
@@ -458,7 +500,7 @@ impl Map {
         if flags & !F_CREATE != 0 {
             return Err(-EINVAL);
         }
-        let vsize = self.def.value_size;
+        let (vsize, special) = (self.def.value_size, &self.special);
         let Store::Storage(m) = &mut self.store else { unreachable!() };
         if let Some(v) = m.get_mut(&owner) {
             return Ok(bytes_mut(v));
@@ -468,7 +510,8 @@ impl Map {
         }
         let mut v = zeroed(vsize);
         if let Some(init) = init {
-            copy_in(&mut v, init);
+            // SAFETY: `v` holds value_size bytes, as many as `init`.
+            unsafe { copy_map_value(bytes_mut(&mut v), init, special) };
         }
         Ok(bytes_mut(m.entry(owner).or_insert(v)))
     }
@@ -605,6 +648,31 @@ mod tests {
         assert!(!p.is_null());
         // SAFETY: test maps have 8-byte values at `p`.
         unsafe { *(p as *const u64) }
+    }
+
+    #[test]
+    fn updates_copy_around_special_fields() {
+        // struct { u64 id; struct bpf_cpumask __kptr *mask; u64 n; }
+        let val = |id: u64, mask: u64, n: u64| [id.to_ne_bytes(), mask.to_ne_bytes(), n.to_ne_bytes()].concat();
+        let words = |p: *mut u8| -> [u64; 3] {
+            // SAFETY: 24-byte values.
+            unsafe { [0, 1, 2].map(|i| *(p as *const u64).add(i)) }
+        };
+        for kind in [MapKind::Array, MapKind::Hash] {
+            let mut m = Map::new(def(kind, 4, 24, 4));
+            m.add_special(8, 8).unwrap();
+            let k = 1u32.to_ne_bytes();
+            assert_eq!(m.update(&k, &val(7, 0xdead, 9), 0, 0, 1), 0);
+            let p = m.lookup(&k, 0, 1);
+            // A new value's special field is zero, not what the update held.
+            assert_eq!(words(p), [7, 0, 9], "{kind:?}");
+            // SAFETY: the field BPF set with bpf_kptr_xchg().
+            unsafe { *(p as *mut u64).add(1) = 0x1000 };
+            assert_eq!(m.update(&k, &val(8, 0xbeef, 10), 0, 0, 1), 0);
+            assert_eq!(words(m.lookup(&k, 0, 1)), [8, 0x1000, 10], "{kind:?}");
+        }
+        let mut m = Map::new(def(MapKind::Array, 4, 24, 4));
+        assert!(m.add_special(20, 8).unwrap_err().contains("outside"));
     }
 
     #[test]

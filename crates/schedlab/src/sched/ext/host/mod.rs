@@ -247,6 +247,14 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
             )));
         }
     }
+    for f in table(m.map_fields.cast(), m.nr_map_fields, std::mem::size_of::<loader::MapFieldC>()) {
+        // SAFETY: see above.
+        let f = unsafe { &*f.cast::<loader::MapFieldC>() };
+        let Some(map) = inner.maps.get_mut(f.map as usize) else {
+            return Err(ops_err(format!("special field of map #{}: no such map", f.map)));
+        };
+        map.add_special(f.offset, f.size).map_err(ops_err)?;
+    }
     let descs = |at: *const loader::RodataDescC, n: u32| -> Vec<Rodata> {
         table(at.cast(), n, std::mem::size_of::<loader::RodataDescC>())
             .map(|r| {
@@ -260,6 +268,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
                     elem_size: r.elem_size,
                     kind: r.kind,
                     nr_elems: r.nr_elems,
+                    row_elems: r.row_elems,
                 }
             })
             .collect()
@@ -418,7 +427,7 @@ impl HostedScheduler {
     fn find_rodata(&self, name: &str) -> Result<(&Rodata, Option<usize>), HostError> {
         let (base, index) = split_index(name)?;
         match self.rodata.iter().find(|r| r.name == base) {
-            Some(r) => Ok((r, index)),
+            Some(r) => Ok((r, flat_index(r, name, &index)?)),
             None => Err(HostError::UnknownRodata {
                 name: base.to_string(),
                 valid: if self.rodata.is_empty() { "(none)".into() } else { self.rodata_names().join(", ") },
@@ -449,6 +458,7 @@ impl HostedScheduler {
                 valid: if valid.is_empty() { "(none)".into() } else { valid.join(", ") },
             });
         };
+        let index = flat_index(g, name, &index)?;
         let (offset, bytes) = loader::parse_rodata(g, index, value).map_err(HostError::BadRodata)?;
         loader::write_rodata(g, offset, &bytes).map_err(HostError::BadRodata)
     }
@@ -652,15 +662,39 @@ impl HostedScheduler {
 }
 
 /// `name` or `name[i]`.
-fn split_index(name: &str) -> Result<(&str, Option<usize>), HostError> {
-    Ok(match name.split_once('[') {
-        Some((b, rest)) => {
-            let idx = rest.trim_end_matches(']').trim().parse::<usize>();
-            let idx = idx.map_err(|_| HostError::BadRodata(format!("`{name}`: bad index")))?;
-            (b.trim(), Some(idx))
+/// `name`, `name[i]` or `name[i][j]` -> (name, indices).
+fn split_index(name: &str) -> Result<(&str, Vec<usize>), HostError> {
+    let bad = || HostError::BadRodata(format!("`{name}`: bad index; write name[3] or name[3][0]"));
+    let Some((b, mut rest)) = name.split_once('[') else { return Ok((name.trim(), Vec::new())) };
+    let mut idx = Vec::new();
+    loop {
+        let (i, after) = rest.split_once(']').ok_or_else(bad)?;
+        idx.push(i.trim().parse::<usize>().map_err(|_| bad())?);
+        match after.trim().strip_prefix('[') {
+            Some(r) => rest = r,
+            None if after.trim().is_empty() => break,
+            None => return Err(bad()),
         }
-        None => (name.trim(), None),
-    })
+    }
+    Ok((b.trim(), idx))
+}
+
+/// The element a list of indices names in `r`, counted over the whole
+/// array: `a[i][j]` of `T a[R][C]` is element `i * C + j`.
+fn flat_index(r: &Rodata, name: &str, idx: &[usize]) -> Result<Option<usize>, HostError> {
+    let bad = |m: String| HostError::BadRodata(format!("`{name}`: {m}"));
+    match (idx, r.row_elems) {
+        ([], _) => Ok(None),
+        ([i], 0) => Ok(Some(*i)),
+        ([_], c) => Err(bad(format!("`{}` is two-dimensional ({c} per row): write {}[ROW][COLUMN]", r.name, r.name))),
+        ([i, j], c) if c > 0 => {
+            if *j >= c as usize {
+                return Err(bad(format!("column {j} out of range 0..{c}")));
+            }
+            Ok(Some(i.saturating_mul(c as usize).saturating_add(*j)))
+        }
+        _ => Err(bad(format!("`{}` has {} dimension(s)", r.name, if r.row_elems > 0 { 2 } else { usize::from(r.nr_elems > 0) }))),
+    }
 }
 
 fn cstring(s: &str) -> CString {

@@ -93,6 +93,9 @@ pub struct ScannedMap {
     pub members: Vec<String>,
     /// Static ARRAY_OF_MAPS contents: (slot expression, inner map name).
     pub slots: Vec<(String, String)>,
+    /// Special fields of the value type (kptrs, locks, timers, list and
+    /// rbtree heads, refcounts), as member paths (`cpumask`, `a.lock`).
+    pub special: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,6 +297,153 @@ fn array_of_maps_slots(init: &[Tok]) -> Vec<(String, String)> {
     out
 }
 
+/// Struct and union bodies by tag.
+type Bodies = std::collections::BTreeMap<String, Vec<Tok>>;
+
+/// The body of `struct TAG` / `union TAG` named in type words `ty`, if
+/// the source defines it.
+fn struct_tag_body<'a>(ty: &[Tok], bodies: &'a Bodies) -> Option<&'a [Tok]> {
+    let p = ty.iter().position(|t| t.text == "struct" || t.text == "union")?;
+    bodies.get(&ty.get(p + 1)?.text).map(|b| b.as_slice())
+}
+
+/// The members of a struct body as rodata `prefix.member` (nested
+/// structs as `prefix.inner.member`; the members of an anonymous struct or
+/// union member belong to the enclosing struct, as in C11). Bit-fields
+/// are left out: their address cannot be taken, and no loader writes one
+/// by name here.
+/// The member declarations of a struct body, without bit-fields.
+fn split_members(body: &[Tok]) -> Vec<&[Tok]> {
+    let (mut start, mut d) = (0, 0);
+    let mut members = Vec::new();
+    for (i, t) in body.iter().enumerate() {
+        match t.text.as_str() {
+            "(" | "[" | "{" => d += 1,
+            ")" | "]" | "}" => d -= 1,
+            ";" if d == 0 => {
+                members.push(&body[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    members.retain(|m| {
+        let mut d = 0;
+        !m.is_empty()
+            && !m.iter().any(|t| {
+                match t.text.as_str() {
+                    "(" | "[" | "{" => d += 1,
+                    ")" | "]" | "}" => d -= 1,
+                    _ => {}
+                }
+                d == 0 && t.text == ":"
+            })
+    });
+    members
+}
+
+/// BPF objects that are fields of a value type's btf_record (besides
+/// kptrs): map updates leave them alone.
+const SPECIAL_TYPES: [&str; 10] = [
+    "bpf_spin_lock",
+    "bpf_res_spin_lock",
+    "bpf_timer",
+    "bpf_wq",
+    "bpf_task_work",
+    "bpf_list_head",
+    "bpf_list_node",
+    "bpf_rb_root",
+    "bpf_rb_node",
+    "bpf_refcount",
+];
+
+/// The special fields of a map's value type, from the map definition's
+/// body (`__type(value, struct TAG)` is `__typeof__(struct TAG) *value`).
+fn value_special(map_body: &[Tok], bodies: &Bodies) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in split_members(map_body) {
+        let n = m.len();
+        if n < 6 || m[n - 1].text != "value" || m[n - 2].text != "*" || m[0].text != "__typeof__" || m[1].text != "(" {
+            continue;
+        }
+        let c = close_of(m, 1);
+        if let Some(b) = struct_tag_body(&m[2..c], bodies) {
+            special_fields(b, "", bodies, 0, &mut out);
+        }
+    }
+    out
+}
+
+fn special_fields(body: &[Tok], prefix: &str, bodies: &Bodies, depth: usize, out: &mut Vec<String>) {
+    if depth > 8 {
+        return;
+    }
+    let path = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
+    for m in split_members(body) {
+        if let Some(o) = m.iter().position(|t| t.text == "{") {
+            let c = o + close_of(&m[o..], 0);
+            let decls: Vec<&[Tok]> = split_commas(&m[c + 1..]).into_iter().filter(|d| !d.is_empty()).collect();
+            if decls.is_empty() {
+                special_fields(&m[o + 1..c], prefix, bodies, depth + 1, out);
+            }
+            for dcl in decls {
+                if let Some((name, 0)) = declarator_name(dcl) {
+                    special_fields(&m[o + 1..c], &path(&name), bodies, depth + 1, out);
+                }
+            }
+            continue;
+        }
+        let kptr = m.iter().any(|t| t.text == "__schedlab_kptr");
+        let decls = split_commas(m);
+        let tag = decls[0].iter().position(|t| t.text == "struct" || t.text == "union").and_then(|p| decls[0].get(p + 1));
+        let special_type = tag.is_some_and(|t| SPECIAL_TYPES.contains(&t.text.as_str()));
+        let nested = struct_tag_body(decls[0], bodies);
+        for dcl in decls {
+            let Some((name, dims)) = declarator_name(dcl) else { continue };
+            let pointer = dcl.iter().any(|t| t.text == "*");
+            if kptr || (special_type && !pointer) {
+                out.push(path(&name));
+            } else if let (Some(b), false, 0) = (nested, pointer, dims) {
+                special_fields(b, &path(&name), bodies, depth + 1, out);
+            }
+        }
+    }
+}
+
+fn struct_members(body: &[Tok], prefix: &str, bodies: &Bodies, depth: usize, out: &mut Vec<ScannedRodata>) {
+    if depth > 8 {
+        return;
+    }
+    for m in split_members(body) {
+        if let Some(o) = m.iter().position(|t| t.text == "{") {
+            // struct [TAG] { ... } [name[, name2]];
+            let c = o + close_of(&m[o..], 0);
+            let decls: Vec<&[Tok]> = split_commas(&m[c + 1..]).into_iter().filter(|d| !d.is_empty()).collect();
+            if decls.is_empty() {
+                struct_members(&m[o + 1..c], prefix, bodies, depth + 1, out);
+            }
+            for dcl in decls {
+                if let Some((name, 0)) = declarator_name(dcl) {
+                    struct_members(&m[o + 1..c], &format!("{prefix}.{name}"), bodies, depth + 1, out);
+                }
+            }
+            continue;
+        }
+        let decls = split_commas(m);
+        let nested = struct_tag_body(decls[0], bodies);
+        for dcl in decls {
+            let Some((name, dims)) = declarator_name(dcl) else { continue };
+            let path = format!("{prefix}.{name}");
+            match nested {
+                Some(b) if dims == 0 && !dcl.iter().any(|t| t.text == "*") => {
+                    struct_members(b, &path, bodies, depth + 1, out)
+                }
+                _ => out.push(ScannedRodata { name: path, type_text: String::new(), dims }),
+            }
+        }
+    }
+}
+
 /// Reads the preprocessed (scan-mode) source.
 pub fn scan(preprocessed: &str) -> Scan {
     let toks = tokenize(preprocessed);
@@ -304,6 +454,8 @@ pub fn scan(preprocessed: &str) -> Scan {
         }
     }
     let mut tags: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    // Struct and union bodies by tag, for rodata of a named struct type.
+    let mut bodies: Bodies = Default::default();
     for item in items(&toks) {
         let (t, secs) = strip_attrs(item);
         if t.is_empty() {
@@ -343,25 +495,35 @@ pub fn scan(preprocessed: &str) -> Scan {
                 tags.insert(t[1].text.clone(), member_names(&t[o + 1..close_of(&t, o)]));
             }
         }
+        // Struct and union bodies under their tags (`struct TAG { ... }`
+        // wherever it appears in the item).
+        for (i, w) in t.windows(3).enumerate() {
+            if matches!(w[0].text.as_str(), "struct" | "union") && w[1].ident && w[2].text == "{" {
+                let c = close_of(&t, i + 2);
+                bodies.entry(w[1].text.clone()).or_insert_with(|| t[i + 3..c].to_vec());
+            }
+        }
         if secs.iter().any(|x| x == ".maps") {
             // struct [TAG] { members } NAME [= init] [, NAME2 ...];  or  struct TAG NAME ...;
-            let (members, decls_from) = match open {
+            let (members, decls_from, body) = match open {
                 Some(o) => {
                     let c = close_of(&t, o);
-                    (member_names(&t[o + 1..c]), c + 1)
+                    (member_names(&t[o + 1..c]), c + 1, Some(&t[o + 1..c]))
                 }
                 None => match t.iter().position(|t| t.text == "struct") {
                     Some(p) if t.get(p + 1).is_some_and(|t| t.ident) => {
-                        (tags.get(&t[p + 1].text).cloned().unwrap_or_default(), p + 2)
+                        let tag = &t[p + 1].text;
+                        (tags.get(tag).cloned().unwrap_or_default(), p + 2, bodies.get(tag).map(|b| b.as_slice()))
                     }
                     _ => continue,
                 },
             };
+            let special = body.map(|b| value_special(b, &bodies)).unwrap_or_default();
             for d in split_commas(&t[decls_from..t.len() - 1]) {
                 let eq = d.iter().position(|t| t.text == "=");
                 if let Some((name, _)) = declarator_name(&d[..eq.unwrap_or(d.len())]) {
                     let slots = eq.map(|e| array_of_maps_slots(&d[e + 1..])).unwrap_or_default();
-                    s.maps.push(ScannedMap { name, members: members.clone(), slots });
+                    s.maps.push(ScannedMap { name, members: members.clone(), slots, special: special.clone() });
                 }
             }
             continue;
@@ -385,6 +547,24 @@ pub fn scan(preprocessed: &str) -> Scan {
         let head = &first[..eq0];
         let (has_const, has_volatile) =
             (head.iter().any(|t| t.text == "const"), head.iter().any(|t| t.text == "volatile"));
+        if has_const && has_volatile {
+            // `const volatile struct [TAG] { ... } NAME;`: the struct, and
+            // each of its members as `NAME.member` (a skeleton's loader
+            // writes `rodata->NAME.member`).
+            if let Some(o) = head.iter().position(|t| t.text == "{") {
+                if head[..o].iter().any(|t| t.text == "struct" || t.text == "union") {
+                    let c = o + close_of(&head[o..], 0);
+                    if let Some((name, dims)) = declarator_name(&head[c + 1..]) {
+                        let type_text = "const volatile struct".to_string();
+                        s.rodata.push(ScannedRodata { name: name.clone(), type_text, dims });
+                        if dims == 0 {
+                            struct_members(&head[o + 1..c], &name, &bodies, 0, &mut s.rodata);
+                        }
+                    }
+                    continue;
+                }
+            }
+        }
         if head.iter().any(|t| t.text == "(" || t.text == "{") {
             continue;
         }
@@ -421,7 +601,10 @@ pub fn scan(preprocessed: &str) -> Scan {
         let name_at = head.iter().rposition(|t| t.text == name0).unwrap_or(0);
         let type_text =
             head[..name_at].iter().filter(|t| t.ident).map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ");
-        s.rodata.push(ScannedRodata { name: name0, type_text: type_text.clone(), dims: dims0 });
+        s.rodata.push(ScannedRodata { name: name0.clone(), type_text: type_text.clone(), dims: dims0 });
+        if let Some(body) = struct_tag_body(&head[..name_at], &bodies).filter(|_| dims0 == 0) {
+            struct_members(body, &name0, &bodies, 0, &mut s.rodata);
+        }
         for d in &decls[1..] {
             let eq = d.iter().position(|t| t.text == "=").unwrap_or(d.len());
             if let Some((name, dims)) = declarator_name(&d[..eq]) {
@@ -446,19 +629,22 @@ pub enum Part<'a> {
     Other(usize),
 }
 
-/// Table entry counts of a scan: maps, slots, rodata, globals, ops, progs.
-fn counts(s: &Scan) -> [usize; 6] {
+/// Table entry counts of a scan: maps, slots, rodata, globals, ops, progs,
+/// special fields of map values.
+fn counts(s: &Scan) -> [usize; 7] {
     let globals = s.globals.len() + s.resizable.len();
-    [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), globals, s.ops.len(), s.syscalls.len()]
+    let fields = s.maps.iter().map(|m| m.special.len()).sum();
+    [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), globals, s.ops.len(), s.syscalls.len(), fields]
 }
 
-const TABLES: [(&str, &str); 6] = [
+const TABLES: [(&str, &str); 7] = [
     ("maps", "schedlab_map_desc"),
     ("slots", "schedlab_map_slot"),
     ("rodata", "schedlab_rodata_desc"),
     ("globals", "schedlab_rodata_desc"),
     ("ops", "schedlab_ops_desc"),
     ("progs", "schedlab_prog_desc"),
+    ("fields", "schedlab_map_field"),
 ];
 
 /// The descriptor unit: the scheduler source included first, then the
@@ -470,7 +656,13 @@ const TABLES: [(&str, &str); 6] = [
 /// tables (`__schedlab_maps_1`, ...); the main unit's tables have room for
 /// all of them and a constructor, run when the object is opened, appends
 /// them (renumbering ARRAY_OF_MAPS slots to the merged map table).
-pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part) -> Result<String, String> {
+///
+/// `linked` names the RESIZABLE_ARRAY()s every object of the build defines
+/// (one object defines scx's `uei_dump` through UEI_DEFINE(), others
+/// declare it `extern char uei_dump[]`): each unit refers to them through
+/// the same pointer the defining unit gets, as the BPF linker resolves an
+/// extern to the one definition.
+pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, linked: &[String]) -> Result<String, String> {
     let mut c = String::new();
     let _ = writeln!(c, "/* Generated by schedlab's loader; see host/scan.rs. */");
     if let Part::Other(k) = part {
@@ -479,7 +671,10 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part) -> Resu
     }
     // A RESIZABLE_ARRAY() becomes a pointer to storage the host sizes at
     // load (host::resizable); every use indexes through it.
-    for r in &scan.resizable {
+    let mut names: Vec<&String> = scan.resizable.iter().chain(linked).collect();
+    names.sort();
+    names.dedup();
+    for r in names {
         let _ = writeln!(c, "#define {r} (*__schedlab_resizable_{r})");
     }
     let _ = writeln!(c, "#include {}", c_str(source));
@@ -566,6 +761,12 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part) -> Resu
                 c_str(n),
                 kind(&format!("{n}[0]"))
             ),
+            2 => format!(
+                "{{ {}, (void *)&{n}, sizeof({n}), sizeof({n}[0][0]), {}, sizeof({n}) / sizeof({n}[0][0]), \
+                 sizeof({n}[0]) / sizeof({n}[0][0]) }}",
+                c_str(n),
+                kind(&format!("{n}[0][0]"))
+            ),
             _ => format!("{{ {}, (void *)&{n}, sizeof({n}), sizeof({n}), 5, 0 }}", c_str(n)),
         };
         let _ = writeln!(c, "\t{line},");
@@ -604,6 +805,15 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part) -> Resu
     }
     let _ = writeln!(c, "\t{{ 0 }}\n}};");
 
+    open(&mut c, 6);
+    for (mi, m) in scan.maps.iter().enumerate() {
+        let ty = format!("__typeof__(*{}.value)", m.name);
+        for f in &m.special {
+            let _ = writeln!(c, "\t{{ {mi}, (u32)__builtin_offsetof({ty}, {f}), (u32)sizeof((({ty} *)0)->{f}) }},");
+        }
+    }
+    let _ = writeln!(c, "\t{{ 0 }}\n}};");
+
     if let Part::Other(_) = part {
         return Ok(c);
     }
@@ -626,6 +836,9 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part) -> Resu
                 if *name == "slots" {
                     let _ = writeln!(c, "\tfor (i = 0; i < {}; i++)\n\t\t__schedlab_slots[{} + i].outer += {};", n[t], at[t], at[0]);
                 }
+                if *name == "fields" {
+                    let _ = writeln!(c, "\tfor (i = 0; i < {}; i++)\n\t\t__schedlab_fields[{} + i].map += {};", n[t], at[t], at[0]);
+                }
             }
             for (a, x) in at.iter_mut().zip(n) {
                 *a += x;
@@ -643,8 +856,9 @@ pub fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part) -> Resu
          \t.nr_maps = {}, .nr_map_slots = {}, .nr_rodata = {}, .nr_ops = {}, .nr_progs = {},\n\
          \t.maps = __schedlab_maps, .map_slots = __schedlab_slots, .rodata = __schedlab_rodata,\n\
          \t.ops = __schedlab_ops, .progs = __schedlab_progs,\n\
-         \t.nr_globals = {}, .globals = __schedlab_globals,\n}};",
-        total[0], total[1], total[2], total[4], total[5], total[3]
+         \t.nr_globals = {}, .globals = __schedlab_globals,\n\
+         \t.nr_map_fields = {}, .map_fields = __schedlab_fields,\n}};",
+        total[0], total[1], total[2], total[4], total[5], total[3], total[6]
     );
     Ok(c)
 }
@@ -702,16 +916,103 @@ struct sched_ext_ops *not_ops(void);
         assert_eq!(s.syscalls, ["run_me"]);
         assert_eq!(s.kconfig, ["LINUX_KERNEL_VERSION", "CONFIG_X"]);
         assert_eq!(s.resizable, ["cpu_started_at"]);
-        let c = generate(&s, "a.bpf.c", "abi.h", Part::Main { others: &[] }).unwrap();
+        let c = generate(&s, "a.bpf.c", "abi.h", Part::Main { others: &[] }, &[]).unwrap();
         assert!(c.contains("#define cpu_started_at (*__schedlab_resizable_cpu_started_at)\n#include \"a.bpf.c\""));
         assert!(c.contains("sizeof((*__schedlab_resizable_cpu_started_at)[0]), 6, 1 }"));
+    }
+
+    #[test]
+    fn struct_rodata_members_nested_and_anonymous() {
+        let src = r#"
+struct inner { u32 a; struct { bool x, y; }; };
+const volatile struct {
+	u32 nr_cpus;
+	u64 slices[4];
+	struct { u16 lo; u16 hi; } range;
+	struct inner in;
+	union { u32 as_u32; u8 b[4]; };
+	u32 bits : 3;
+	struct inner *ptr;
+} cfg = { .nr_cpus = 1 };
+const volatile struct inner named;
+const volatile u64 masks[4][8];
+"#;
+        let s = scan(src);
+        let names: Vec<(&str, usize)> = s.rodata.iter().map(|r| (r.name.as_str(), r.dims)).collect();
+        assert_eq!(
+            names,
+            [
+                ("cfg", 0),
+                ("cfg.nr_cpus", 0),
+                ("cfg.slices", 1),
+                ("cfg.range.lo", 0),
+                ("cfg.range.hi", 0),
+                ("cfg.in.a", 0),
+                ("cfg.in.x", 0),
+                ("cfg.in.y", 0),
+                ("cfg.as_u32", 0),
+                ("cfg.b", 1),
+                ("cfg.ptr", 0),
+                ("named", 0),
+                ("named.a", 0),
+                ("named.x", 0),
+                ("named.y", 0),
+                ("masks", 2),
+            ]
+        );
+        let c = generate(&s, "a.bpf.c", "abi.h", Part::Main { others: &[] }, &[]).unwrap();
+        assert!(c.contains("{ \"cfg.range.hi\", (void *)&cfg.range.hi, sizeof(cfg.range.hi),"), "{c}");
+        assert!(c.contains("sizeof(masks[0]) / sizeof(masks[0][0]) }"), "{c}");
+    }
+
+    #[test]
+    fn special_fields_of_map_values() {
+        let src = r#"
+struct lock_box { struct bpf_spin_lock lock; u64 n; };
+struct dom {
+	u32 id;
+	struct bpf_spin_lock vtime_lock;
+	struct bpf_cpumask __schedlab_kptr *cpumask, *other;
+	struct bpf_cpumask *plain;
+	struct lock_box box;
+	struct { struct bpf_timer t; } inner;
+	struct bpf_timer *not_special;
+};
+struct {
+	int (*type)[BPF_MAP_TYPE_ARRAY];
+	__typeof__(u32) *key;
+	__typeof__(struct dom) *value;
+	int (*max_entries)[4];
+} doms __schedlab_sec(".maps");
+struct tagged { int (*type)[1]; __typeof__(struct lock_box) *value; };
+struct tagged boxes __schedlab_sec(".maps");
+"#;
+        let s = scan(src);
+        assert_eq!(s.maps[0].special, ["vtime_lock", "cpumask", "other", "box.lock", "inner.t"]);
+        assert_eq!(s.maps[1].special, ["lock"]);
+        let c = generate(&s, "a.bpf.c", "abi.h", Part::Main { others: &[] }, &[]).unwrap();
+        assert!(
+            c.contains("{ 0, (u32)__builtin_offsetof(__typeof__(*doms.value), box.lock), (u32)sizeof(((__typeof__(*doms.value) *)0)->box.lock) },"),
+            "{c}"
+        );
+        assert!(c.contains(".nr_map_fields = 6, .map_fields = __schedlab_fields"), "{c}");
+    }
+
+    #[test]
+    fn resizable_arrays_of_other_objects_are_referred_to_by_pointer() {
+        let s = scan("extern char uei_dump[];\nconst volatile u32 uei_dump_len;\n");
+        assert!(s.resizable.is_empty());
+        let c = generate(&s, "main.bpf.c", "abi.h", Part::Main { others: &[] }, &["uei_dump".to_string()]).unwrap();
+        assert!(c.contains("#define uei_dump (*__schedlab_resizable_uei_dump)\n#include \"main.bpf.c\""), "{c}");
+        // Described only by the object that defines it.
+        assert!(!c.contains("6, 1 }"), "{c}");
     }
 
     #[test]
     fn generated_table_names_everything() {
         let mut s = scan(SRC);
         s.maps.retain(|m| m.name != "qs");
-        let c = generate(&s, "/x/a \"b\".c", "/shim/schedlab_abi.h", Part::Main { others: &[] }).unwrap();
+        let c = generate(&s, "/x/a \"b\".c", "/shim/schedlab_abi.h", Part::Main { others: &[] }, &[]).unwrap();
         assert!(c.contains("#include \"/x/a \\\"b\\\".c\""));
         assert!(c.contains("(u32)sizeof(*stats.value)"));
         assert!(c.contains("(u32)(sizeof(*q0.value_size) / sizeof(int))"));
@@ -719,9 +1020,9 @@ struct sched_ext_ops *not_ops(void);
         assert!(c.contains("{ \"simple_ops\", &simple_ops }"));
         assert!(c.contains("__attribute__((weak)) __typeof__(CONFIG_X) CONFIG_X;"));
         let bad = Scan {
-            maps: vec![ScannedMap { name: "m".into(), members: vec!["key".into()], slots: vec![] }],
+            maps: vec![ScannedMap { name: "m".into(), members: vec!["key".into()], slots: vec![], special: vec![] }],
             ..Scan::default()
         };
-        assert!(generate(&bad, "a", "b", Part::Main { others: &[] }).unwrap_err().contains("no __uint(type"));
+        assert!(generate(&bad, "a", "b", Part::Main { others: &[] }, &[]).unwrap_err().contains("no __uint(type"));
     }
 }

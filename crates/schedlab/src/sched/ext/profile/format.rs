@@ -302,7 +302,12 @@ impl Profile {
                 self.expr(&s.value, x, "set.value")?;
             }
             if let Some((_, idx)) = split_index(s.name.get_ref()) {
-                self.expr(&s.name, idx, "set.name")?;
+                if idx.len() > 2 {
+                    return Err(self.err(s.name.span(), "set.name", format!("`{}`: at most two indices (name[i] or name[i][j])", s.name.get_ref())));
+                }
+                for i in idx {
+                    self.expr(&s.name, i, "set.name")?;
+                }
             }
         }
         for m in &d.map {
@@ -398,11 +403,13 @@ pub fn split_if(s: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// `"name[expr]"` -> ("name", "expr"); None without an index.
-pub fn split_index(s: &str) -> Option<(&str, &str)> {
+/// `"name[expr]"` -> ("name", ["expr"]), `"name[a][b]"` (a two-dimensional
+/// array) -> ("name", ["a", "b"]); None without an index. Expressions have
+/// no brackets of their own.
+pub fn split_index(s: &str) -> Option<(&str, Vec<&str>)> {
     let open = s.find('[')?;
-    let inner = s[open + 1..].strip_suffix(']')?;
-    Some((s[..open].trim(), inner))
+    let inner = s[open + 1..].trim_end().strip_suffix(']')?;
+    Some((s[..open].trim(), inner.split("][").collect()))
 }
 
 /// `"s32 cpu_id = cpu"` -> ("s32", "cpu_id", "cpu").

@@ -90,7 +90,8 @@ impl Machine {
     /// Function names [`Machine::call`] knows.
     pub const FUNCTIONS: &'static [&'static str] = &[
         "capacity", "kind", "sibling", "node", "llc", "core", "thread", "llc_first", "llc_weight", "node_first",
-        "node_weight", "in_mask", "mask_weight", "mask_first", "in_list", "list_len", "min", "max", "int",
+        "node_weight", "llc_mask_word", "node_mask_word", "in_mask", "mask_weight", "mask_first", "in_list",
+        "list_len", "min", "max", "int",
     ];
 
     fn cpu(&self, v: &Value, f: &str) -> Result<usize, String> {
@@ -203,6 +204,23 @@ impl Machine {
                     weight_of(ids, id)
                 }
             }
+            // Word `w` (CPUs 64w..64w+63) of the cpumask of LLC / node `id`,
+            // as a loader fills a `u64 mask[ID][MAX_CPUS / 64]` array.
+            "llc_mask_word" | "node_mask_word" => {
+                want(2)?;
+                let ids = if f.starts_with("llc") { &self.llc } else { &self.node };
+                let (id, w) = (args[0].int()?, args[1].int()?);
+                if w < 0 {
+                    return Err(format!("{f}({id}, {w}): the word index is negative"));
+                }
+                let mut word: u64 = 0;
+                for (c, &x) in ids.iter().enumerate() {
+                    if x as i128 == id && (c / 64) as i128 == w {
+                        word |= 1 << (c % 64);
+                    }
+                }
+                Value::Int(word as i128)
+            }
             "in_mask" => {
                 want(2)?;
                 let c = self.cpu(&args[0], f)?;
@@ -281,5 +299,29 @@ mod tests {
         assert_eq!(m.call("in_mask", &[Value::Int(2), s("4")]).unwrap(), Value::Bool(true));
         assert!(m.call("capacity", &[Value::Int(9)]).unwrap_err().contains("no such CPU"));
         assert!(m.call("bogus", &[]).unwrap_err().contains("known: capacity"));
+        let big = Machine::new(&Topology::uniform("t", 2, 1, 2, 20, 2).unwrap());
+        assert_eq!(big.nr_cpus, 160);
+        let words = |f: &str, id: i128| -> Vec<u64> {
+            (0..3).map(|w| match big.call(f, &[Value::Int(id), Value::Int(w)]).unwrap() {
+                Value::Int(x) => x as u64,
+                v => panic!("{v}"),
+            }).collect()
+        };
+        // Each CPU is in exactly one node's and one LLC's mask.
+        let (mut nodes, mut llcs) = (vec![0u64; 3], vec![0u64; 3]);
+        for id in 0..4 {
+            for (w, x) in words("node_mask_word", id).into_iter().enumerate() {
+                assert_eq!(nodes[w] & x, 0);
+                nodes[w] |= x;
+            }
+            for (w, x) in words("llc_mask_word", id).into_iter().enumerate() {
+                assert_eq!(llcs[w] & x, 0);
+                llcs[w] |= x;
+            }
+        }
+        assert_eq!(nodes, [u64::MAX, u64::MAX, (1 << 32) - 1]);
+        assert_eq!(llcs, nodes);
+        let n1: u32 = words("node_mask_word", 1).iter().map(|w| w.count_ones()).sum();
+        assert_eq!(n1, 80);
     }
 }

@@ -43,12 +43,14 @@ pub const SHIPPED: &[(&str, &str, &str)] = &[
     ("scx_layered", "scx_layered.toml", include_str!("../../../../profiles/scx_layered.toml")),
     ("scx_flow", "scx_flow.toml", include_str!("../../../../profiles/scx_flow.toml")),
     ("scx_central", "scx_central.toml", include_str!("../../../../profiles/scx_central.toml")),
+    ("central", "central.toml", include_str!("../../../../profiles/central.toml")),
 ];
 
 /// The scheduler (and version, if known) a `--sched` value or source path
 /// names: `crate:scx_bpfland@1.1.4`, a path inside an unpacked crate
 /// (`.../scx_bpfland-1.1.4/src/bpf/main.bpf.c`), the kernel's
-/// `scx_central.bpf.c`, or schedlab's shipped `central`.
+/// `scx_central.bpf.c`, or schedlab's shipped `central` (which has its own
+/// profile: it sizes nothing by nr_cpu_ids).
 pub fn scheduler_of(sched: &str, source: &std::path::Path) -> Option<(String, Option<String>)> {
     if let Some(c) = sched.strip_prefix("crate:") {
         let (name, ver) = match c.split_once('@') {
@@ -58,7 +60,7 @@ pub fn scheduler_of(sched: &str, source: &std::path::Path) -> Option<(String, Op
         return Some((name.to_string(), ver));
     }
     if sched == "central" {
-        return Some(("scx_central".into(), None));
+        return Some(("central".into(), None));
     }
     for comp in source.components().rev() {
         let s = comp.as_os_str().to_string_lossy();
@@ -118,7 +120,7 @@ mod tests {
         assert_eq!(scheduler_of(p.to_str().unwrap(), p), Some(("scx_cosmos".into(), Some("1.1.7".into()))));
         let k = Path::new("/src/linux/tools/sched_ext/scx_central.bpf.c");
         assert_eq!(scheduler_of("k", k), Some(("scx_central".into(), None)));
-        assert_eq!(scheduler_of("central", none), Some(("scx_central".into(), None)));
+        assert_eq!(scheduler_of("central", none), Some(("central".into(), None)));
         assert_eq!(scheduler_of("simple", Path::new("/c/shipped/simple-1.bpf.c")), None);
     }
 }

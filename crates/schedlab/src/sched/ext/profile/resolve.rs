@@ -277,11 +277,15 @@ pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, 
         for local in cx.iterations(s.each(), "set")? {
             let target = match split_index(s.name.get_ref()) {
                 Some((base, idx)) => {
-                    let i = cx.eval(&local, &s.name, idx, "set.name")?.int().map_err(|m| p.err(s.name.span(), "set.name", m))?;
-                    if i < 0 {
-                        return Err(p.err(s.name.span(), "set.name", format!("index {i} is negative")));
+                    let mut t = base.to_string();
+                    for e in idx {
+                        let i = cx.eval(&local, &s.name, e, "set.name")?.int().map_err(|m| p.err(s.name.span(), "set.name", m))?;
+                        if i < 0 {
+                            return Err(p.err(s.name.span(), "set.name", format!("index {i} is negative")));
+                        }
+                        t += &format!("[{i}]");
                     }
-                    format!("{base}[{i}]")
+                    t
                 }
                 None => s.name.get_ref().trim().to_string(),
             };

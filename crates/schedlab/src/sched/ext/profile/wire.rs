@@ -5,7 +5,8 @@
 //! ```text
 //! schedlab-profile 1
 //! resize NAME ELEMENTS              RESIZE_ARRAY: the .data.NAME/.bss.NAME map
-//! write NAME INDEX VALUE            a global (rodata/.data/.bss); INDEX -1 for a scalar
+//! write NAME INDEX VALUE            a global (rodata/.data/.bss); INDEX -1 for a scalar,
+//!                                   ROW,COLUMN for an element of a two-dimensional array
 //! flags replace|add HEX             struct_ops flags
 //! map NAME KEYHEX VALUEHEX          bpf_map_update_elem() after load
 //! run load|attach PROG CPU FAIL HEX bpf_prog_test_run_opts() pinned to CPU
@@ -33,7 +34,7 @@ pub fn write(plan: &Plan) -> Result<String, String> {
     }
     for w in &plan.writes {
         let (name, index) = match super::format::split_index(&w.target) {
-            Some((b, i)) => (b.to_string(), i.to_string()),
+            Some((b, i)) => (b.to_string(), i.join(",")),
             None => (w.target.clone(), "-1".into()),
         };
         match &w.value {

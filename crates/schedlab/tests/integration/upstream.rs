@@ -1,0 +1,105 @@
+//! Upstream schedulers that used to fail, run unmodified from the caches
+//! schedlab fills: the kernel's tools/sched_ext (`scripts/kernel-src`) and
+//! the published scx crates (`--sched crate:NAME@VER`, fetched once).
+//!
+//! Each test needs its source in the cache and no network: when it is not
+//! there the test fails naming what is missing and the one command that
+//! fetches it. The full acceptance matrix (every scheduler, machine and
+//! scenario) lives elsewhere; these pin what each fix made work.
+
+use std::path::PathBuf;
+
+use schedlab::report::Results;
+use schedlab::sched::ext::host::compile::cache_dir;
+
+use crate::run;
+
+/// The kernel release whose tools/sched_ext the tests run.
+const KERNEL: &str = "7.3.4";
+
+/// `$SCHEDLAB_CACHE_DIR/kernel-src/KERNEL/tools/sched_ext/NAME.bpf.c`.
+fn kernel_example(name: &str) -> PathBuf {
+    let dir = cache_dir().join("kernel-src").join(KERNEL).join("tools/sched_ext");
+    let p = dir.join(format!("{name}.bpf.c"));
+    assert!(
+        p.is_file(),
+        "{} is missing: the kernel's sched_ext examples are not in schedlab's cache; run `scripts/kernel-src 7.3` once (it needs the Debian archive)",
+        p.display()
+    );
+    p
+}
+
+/// `crate:NAME@VER`, after checking the crate is cached (so the run does
+/// not reach for the network).
+fn cached_crate(name: &str, version: &str) -> String {
+    let dir = format!("{name}-{version}");
+    let in_cache = cache_dir().join("crates").join(&dir).join("src/bpf/main.bpf.c");
+    let in_registry = schedlab::sched::ext::host::fetch::registry_src_dirs()
+        .into_iter()
+        .any(|d| d.join(&dir).join("src/bpf/main.bpf.c").is_file());
+    assert!(
+        in_cache.is_file() || in_registry,
+        "crate {name} {version} is not cached ({} nor cargo's registry): run `cargo info {name}@{version}` or `schedlab run scenarios/mixed.toml --sched crate:{name}@{version}` once with network",
+        in_cache.display()
+    );
+    format!("crate:{name}@{version}")
+}
+
+/// scenarios/mixed.toml's workload on `cpus` CPUs for `ms` under `sched`.
+fn mixed(sched: &str, cpus: usize, ms: u64) -> String {
+    format!(
+        r#"
+name = "mixed"
+seed = 1
+duration = "{ms}ms"
+[machine]
+cpus = {cpus}
+cstates = false
+[scheduler]
+kind = "ext"
+sched = {sched:?}
+[[workload]]
+kind = "mixed"
+oversubscription = 2.0
+"#
+    )
+}
+
+/// Runs and checks the scheduler stayed enabled to the end.
+fn enabled_to_the_end(sched: &str, cpus: usize, ms: u64) -> Results {
+    let (_, r) = run(&mixed(sched, cpus, ms));
+    let x = r.sched_ext.as_ref().expect("a sched_ext section");
+    assert!(x.exit.is_none(), "{sched} on {cpus} CPUs was ejected: {:?}", x.exit);
+    r
+}
+
+#[test]
+fn kernel_central_runs_tasks_on_every_cpu() {
+    // Its profile sets nr_cpu_ids and resizes cpu_gimme_task and
+    // cpu_started_at; with nr_cpu_ids left at 1 only CPUs 0-4 ever ran
+    // (the rest idled, served by nothing but the fallback DSQ).
+    let src = kernel_example("scx_central");
+    let r = enabled_to_the_end(&src.display().to_string(), 32, 200);
+    for (c, cpu) in r.cpus.iter().enumerate() {
+        assert!(cpu.util_ppm > 500_000, "CPU {c} ran tasks {}% of the time under scx_central", cpu.util_ppm / 10_000);
+    }
+}
+
+#[test]
+fn kernel_sdt_runs_its_arena_allocator() {
+    // It includes <scx/bpf_arena_common.bpf.h>: unwrapped, can_loop put
+    // BPF's may_goto bytes into native code (SIGSEGV).
+    let src = kernel_example("scx_sdt");
+    let r = enabled_to_the_end(&src.display().to_string(), 4, 200);
+    assert!(r.cpus.iter().all(|c| c.util_ppm > 500_000), "{:?}", r.cpus.iter().map(|c| c.util_ppm).collect::<Vec<_>>());
+}
+
+#[test]
+fn rusty_inits_its_domains_and_runs() {
+    // ops.init() used to fail: dom_cpumasks / numa_cpumasks (2-D rodata)
+    // were not filled, and lb_domain_alloc()'s map update copied stack
+    // garbage over the kptr fields ("kptr already had cpumask").
+    let sched = cached_crate("scx_rusty", "1.1.4");
+    let r = enabled_to_the_end(&sched, 32, 200);
+    assert!(r.cpus.iter().all(|c| c.util_ppm > 500_000), "{:?}", r.cpus.iter().map(|c| c.util_ppm).collect::<Vec<_>>());
+}
