@@ -68,6 +68,8 @@ pub enum Event {
     ScxAttach,
     /// ... and unregistered from user space (detach_at).
     ScxDetach,
+    /// A cpu.max group's period timer, or its slack timer when `slack`.
+    CfsPeriod { tg: u32, gen: u32, slack: bool },
     /// The end of the simulation.
     End,
 }
@@ -92,6 +94,7 @@ impl Event {
             Event::ScxDisableStep => (14, 0),
             Event::ScxAttach => (15, 0),
             Event::ScxDetach => (16, 0),
+            Event::CfsPeriod { tg, gen, slack } => (17, (tg as u64) << 33 | (gen as u64) << 1 | slack as u64),
         }
     }
 }

@@ -109,10 +109,15 @@ pub fn table<T: Serialize>(rows: &[T]) -> String {
 
 /// The three tables of a run: (file suffix, CSV text).
 pub fn results_tables(r: &Results) -> Vec<(&'static str, String)> {
-    vec![("workloads", table(&r.workloads)), ("tasks", table(&r.tasks)), ("cpus", table(&r.cpus))]
+    let mut t = vec![("workloads", table(&r.workloads)), ("tasks", table(&r.tasks)), ("cpus", table(&r.cpus))];
+    if !r.cgroups.is_empty() {
+        t.push(("cgroups", table(&r.cgroups)));
+    }
+    t
 }
 
-/// Writes `<dir>/<stem>-{workloads,tasks,cpus}.csv`; returns the paths.
+/// Writes `<dir>/<stem>-{workloads,tasks,cpus}.csv` (and `-cgroups.csv`
+/// when there are cgroups); returns the paths.
 pub fn write_results(r: &Results, dir: &Path, stem: &str) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut paths = Vec::new();

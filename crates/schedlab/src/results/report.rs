@@ -228,6 +228,59 @@ fn latency_stats(h: &hdrhistogram::Histogram<u64>) -> Option<LatencyStats> {
     })
 }
 
+/// What one cgroup's tasks received (cpu.stat), its descendants included.
+#[derive(Debug, Serialize)]
+pub struct CgroupResult {
+    pub path: String,
+    pub weight: u32,
+    /// cpu.max as "QUOTA PERIOD" or "max".
+    pub max: String,
+    /// cpuset.cpus.effective.
+    pub cpus: String,
+    pub idle: bool,
+    /// Tasks in the cgroup itself at the end.
+    pub tasks: u32,
+    pub runtime_ns: u64,
+    /// Its part of the machine's CPU time, in parts per million.
+    pub cpu_share_ppm: u64,
+    pub wait_ns: u64,
+    pub throttled_ns: u64,
+    pub nr_throttled: u64,
+    pub nr_periods: u64,
+}
+
+impl CgroupResult {
+    fn collect(sim: &Sim) -> Vec<CgroupResult> {
+        if !sim.cg.enabled() {
+            return Vec::new();
+        }
+        let total = sim.now() as u128 * sim.nr_cpus() as u128;
+        sim.cg
+            .groups
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, g)| CgroupResult {
+                path: g.path.clone(),
+                weight: g.weight,
+                max: match g.max.quota_ns {
+                    None => format!("max {}", crate::results::csv::exact_duration(g.max.period_ns)),
+                    Some(q) => format!("{} {}", crate::results::csv::exact_duration(q), crate::results::csv::exact_duration(g.max.period_ns)),
+                },
+                cpus: g.effective_cpus.to_cpulist(),
+                idle: g.idle,
+                tasks: sim.tasks.iter().filter(|t| t.cgrp as usize == i && t.state != crate::sched::task::TaskState::Dead).count() as u32,
+                runtime_ns: g.stats.runtime_ns,
+                cpu_share_ppm: (g.stats.runtime_ns as u128 * 1_000_000).checked_div(total).unwrap_or(0) as u64,
+                wait_ns: g.stats.wait_ns,
+                throttled_ns: g.stats.throttled_ns,
+                nr_throttled: g.stats.nr_throttled,
+                nr_periods: g.stats.nr_periods,
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct LockResult {
     pub id: u32,
@@ -254,6 +307,9 @@ pub struct Results {
     pub locks: Vec<LockResult>,
     pub sched_cache: Option<SchedCacheResult>,
     pub sched_ext: Option<ScxResult>,
+    /// Per-cgroup results, when the scenario has cgroups.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cgroups: Vec<CgroupResult>,
 }
 
 impl Results {
@@ -352,6 +408,7 @@ impl Results {
                 preference_changes: sim.cache_stats.preference_changes,
             }),
             sched_ext: ScxResult::collect(sim),
+            cgroups: CgroupResult::collect(sim),
         }
     }
 

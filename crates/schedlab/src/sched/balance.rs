@@ -5,6 +5,7 @@
 //! of idle CPUs by the nohz idle balancer.
 
 use crate::machine::cpumask::CpuMask;
+use crate::sched::cgroup::Cq;
 use crate::engine::{Cpu, TaskId};
 use crate::sched::features::Feature;
 use crate::sched::wf;
@@ -92,7 +93,12 @@ impl Sim {
         self.rq(cpu).cfs.avg.util_avg.min(SCHED_CAPACITY_SCALE)
     }
 
+    /// task_h_load(): a task's load as its CPU sees it (scaled down
+    /// through the group entities above it, when it is in a cgroup).
     fn task_h_load(&self, p: TaskId) -> u64 {
+        if self.task(p).cgrp != 0 {
+            return self.task_h_load_group(p);
+        }
         self.task(p).se.avg.load_avg
     }
 
@@ -733,6 +739,12 @@ impl Sim {
             if t.class != ClassId::Fair || t.se.sched_delayed || !t.cpus_allowed.test(dst as usize) {
                 continue;
             }
+            // throttled_lb_pair(): a task of a throttled group stays put.
+            let tg = t.cgrp;
+            if tg != 0 && (self.throttled_hierarchy(Cq { cpu: src, tg }) || self.throttled_hierarchy(Cq { cpu: dst, tg })) {
+                continue;
+            }
+            let t = self.task(p);
             let mut hot = now.saturating_sub(t.se.exec_start) < self.tunables.fair.migration_cost_ns && t.se.exec_start != 0;
             // llc_balancing: leaving the preferred LLC counts as hot, joining it as cold.
             match self.migrate_llc_pref(p, src, dst) {

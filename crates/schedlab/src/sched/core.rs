@@ -401,6 +401,10 @@ impl Sim {
         t.spin_retry = t.spinning.is_some();
         if let Some(ws) = t.wait_start.take() {
             t.stats.wait_ns += now - ws;
+            let g = t.cgrp;
+            if g != 0 {
+                self.cg.charge(g, now - ws, true);
+            }
         }
         self.arm_step(cpu);
         if !self.rq(cpu).tick_armed {
@@ -537,6 +541,10 @@ impl Sim {
         t.se.exec_start = now;
         t.se.sum_exec_runtime += delta;
         t.stats.runtime_ns += delta;
+        let g = t.cgrp;
+        if g != 0 {
+            self.cg.charge(g, delta, false);
+        }
         delta
     }
 
@@ -589,10 +597,10 @@ impl Sim {
         for (c, rq) in self.rqs.iter().enumerate() {
             assert_eq!(
                 rq.nr_running,
-                rq.cfs.nr_queued + rq.rt.rt_nr_running + self.rqs[c].scx.nr_running,
+                rq.cfs.h_nr_queued + rq.rt.rt_nr_running + self.rqs[c].scx.nr_running,
                 "cpu{c}: nr_running disagrees with the class queues"
             );
-            let fair = rq.cfs.timeline.iter().map(|&(_, p)| p).chain(rq.cfs.curr.filter(|&p| self.task(p).se.on_rq));
+            let fair = rq.cfs.lru.iter().map(|&(_, p)| p);
             let rt_lists = if rq.rt.rt_nr_running > 0 { &rq.rt.queues[..] } else { &[] };
             let rt = rt_lists.iter().flatten().copied();
             for p in fair.chain(rt) {

@@ -164,6 +164,10 @@ impl Sim {
                 self.engine.account(t, &ev);
                 self.scx_unregister();
             }
+            Event::CfsPeriod { tg, gen, slack } => {
+                self.engine.account(t, &ev);
+                self.on_cfs_bandwidth_timer(tg, gen, slack);
+            }
         }
         self.finish_event();
         true
@@ -231,7 +235,13 @@ impl Sim {
         for t in &mut self.tasks {
             if let Some(ws) = t.wait_start.take() {
                 t.stats.wait_ns += now.saturating_sub(ws);
+                if t.cgrp != 0 {
+                    self.cg.charge(t.cgrp, now.saturating_sub(ws), true);
+                }
             }
+        }
+        if self.cfs_bandwidth_used() {
+            self.finish_bandwidth_accounting();
         }
     }
 }

@@ -1,5 +1,9 @@
 //! The fair class: EEVDF as in kernel/sched/fair.c (6.6+, following the
-//! 6.17+ slice-protection rules), with a flat cfs_rq per CPU.
+//! 6.17+ slice-protection rules). Every function works on one cfs_rq
+//! ([`Cq`]: a CPU's root runqueue or a task group's on that CPU) and one
+//! entity ([`Se`]: a task or a group's entity); the hierarchy's walks and
+//! group weights are in fair_group.rs. With no cgroups, every task is an
+//! entity of its CPU's root runqueue, `rq.cfs`.
 //!
 //! # The math
 //!
@@ -26,6 +30,7 @@
 //! is the eligible entity with the earliest deadline.
 
 use crate::engine::{Cpu, TaskId};
+use crate::sched::cgroup::{Cq, Se, GSE};
 use crate::sched::features::Feature;
 use crate::sched::{deq, enq, wf, SchedClass};
 use crate::sched::sim::Sim;
@@ -104,19 +109,19 @@ fn vdiff(a: u64, b: u64) -> i64 {
 
 impl Sim {
     #[inline]
-    fn entity_key(&self, cpu: Cpu, p: TaskId) -> i64 {
-        vdiff(self.task(p).se.vruntime, self.rq(cpu).cfs.zero_vruntime)
+    fn entity_key(&self, q: Cq, e: Se) -> i64 {
+        vdiff(self.se(e).vruntime, self.cfs(q).zero_vruntime)
     }
 
     /// Σ w (v - zero) and Σ w including the running entity.
-    fn avg_sums(&self, cpu: Cpu) -> (i128, i128) {
-        let cfs = &self.rq(cpu).cfs;
+    fn avg_sums(&self, q: Cq) -> (i128, i128) {
+        let cfs = self.cfs(q);
         let mut avg = cfs.sum_w_vruntime;
         let mut load = cfs.sum_weight as i128;
         if let Some(c) = cfs.curr {
-            let se = &self.task(c).se;
+            let se = self.se(c);
             if se.on_rq {
-                avg += self.entity_key(cpu, c) as i128 * se.load.weight as i128;
+                avg += self.entity_key(q, c) as i128 * se.load.weight as i128;
                 load += se.load.weight as i128;
             }
         }
@@ -124,8 +129,8 @@ impl Sim {
     }
 
     /// V, the load-weighted average vruntime of the queue (avg_vruntime).
-    pub fn avg_vruntime(&self, cpu: Cpu) -> u64 {
-        let (mut avg, load) = self.avg_sums(cpu);
+    pub fn avg_vruntime(&self, q: Cq) -> u64 {
+        let (mut avg, load) = self.avg_sums(q);
         if load > 0 {
             // Floor division, so that V never runs ahead of the true average.
             if avg < 0 {
@@ -133,68 +138,68 @@ impl Sim {
             }
             avg /= load;
         }
-        self.rq(cpu).cfs.zero_vruntime.wrapping_add(avg as i64 as u64)
+        self.cfs(q).zero_vruntime.wrapping_add(avg as i64 as u64)
     }
 
     /// V >= vruntime, by cross-multiplying (vruntime_eligible).
-    pub fn vruntime_eligible(&self, cpu: Cpu, vruntime: u64) -> bool {
-        let (avg, load) = self.avg_sums(cpu);
-        avg >= vdiff(vruntime, self.rq(cpu).cfs.zero_vruntime) as i128 * load
+    pub fn vruntime_eligible(&self, q: Cq, vruntime: u64) -> bool {
+        let (avg, load) = self.avg_sums(q);
+        avg >= vdiff(vruntime, self.cfs(q).zero_vruntime) as i128 * load
     }
 
     #[inline]
-    pub fn entity_eligible(&self, cpu: Cpu, p: TaskId) -> bool {
-        self.vruntime_eligible(cpu, self.task(p).se.vruntime)
+    pub fn entity_eligible(&self, q: Cq, e: Se) -> bool {
+        self.vruntime_eligible(q, self.se(e).vruntime)
     }
 
     /// Moves zero_vruntime to V so keys stay small (update_zero_vruntime).
-    fn update_zero_vruntime(&mut self, cpu: Cpu) {
-        let v = self.avg_vruntime(cpu);
-        let cfs = &mut self.rq_mut(cpu).cfs;
+    fn update_zero_vruntime(&mut self, q: Cq) {
+        let v = self.avg_vruntime(q);
+        let cfs = self.cfs_mut(q);
         let delta = vdiff(v, cfs.zero_vruntime) as i128;
         cfs.sum_w_vruntime -= cfs.sum_weight as i128 * delta;
         cfs.zero_vruntime = v;
     }
 
     /// Lag limit: an entity may be owed, or owe, at most max(2 slices, a tick) of service.
-    fn entity_lag(&self, avruntime: u64, p: TaskId) -> i64 {
-        let se = &self.task(p).se;
+    fn entity_lag(&self, avruntime: u64, e: Se) -> i64 {
+        let se = self.se(e);
         let vlag = vdiff(avruntime, se.vruntime);
         let limit = calc_delta_fair((2 * se.slice).max(self.costs.tick_ns()), &se.load) as i64;
         vlag.clamp(-limit, limit)
     }
 
-    fn update_entity_lag(&mut self, cpu: Cpu, p: TaskId) {
-        let v = self.avg_vruntime(cpu);
-        let lag = self.entity_lag(v, p);
-        self.task_mut(p).se.vlag = lag;
+    pub(crate) fn update_entity_lag(&mut self, q: Cq, e: Se) {
+        let v = self.avg_vruntime(q);
+        let lag = self.entity_lag(v, e);
+        self.se_mut(e).vlag = lag;
     }
 
     /// Adds an entity to the timeline and the average (__enqueue_entity).
-    fn enqueue_timeline(&mut self, cpu: Cpu, p: TaskId) {
-        let key = self.entity_key(cpu, p) as i128;
+    pub(crate) fn enqueue_timeline(&mut self, q: Cq, e: Se) {
+        let key = self.entity_key(q, e) as i128;
         let (w, deadline, slice) = {
-            let se = &self.task(p).se;
+            let se = self.se(e);
             (se.load.weight, se.deadline, se.slice)
         };
-        let cfs = &mut self.rq_mut(cpu).cfs;
+        let cfs = self.cfs_mut(q);
         cfs.sum_w_vruntime += key * w as i128;
         cfs.sum_weight += w;
-        let fresh = cfs.timeline.insert((deadline, p));
-        debug_assert!(fresh, "task {p} already on the timeline");
+        let fresh = cfs.timeline.insert((deadline, e));
+        debug_assert!(fresh, "entity {e:#x} already on the timeline");
         *cfs.slices.entry(slice).or_insert(0) += 1;
     }
 
     /// Removes an entity from the timeline and the average (__dequeue_entity).
-    fn dequeue_timeline(&mut self, cpu: Cpu, p: TaskId) {
-        let key = self.entity_key(cpu, p) as i128;
+    pub(crate) fn dequeue_timeline(&mut self, q: Cq, e: Se) {
+        let key = self.entity_key(q, e) as i128;
         let (w, deadline, slice) = {
-            let se = &self.task(p).se;
+            let se = self.se(e);
             (se.load.weight, se.deadline, se.slice)
         };
-        let cfs = &mut self.rq_mut(cpu).cfs;
-        let was = cfs.timeline.remove(&(deadline, p));
-        debug_assert!(was, "task {p} not on the timeline");
+        let cfs = self.cfs_mut(q);
+        let was = cfs.timeline.remove(&(deadline, e));
+        debug_assert!(was, "entity {e:#x} not on the timeline");
         cfs.sum_w_vruntime -= key * w as i128;
         cfs.sum_weight -= w;
         if let Some(n) = cfs.slices.get_mut(&slice) {
@@ -206,12 +211,12 @@ impl Sim {
     }
 
     /// The shortest slice among queued entities, the running one included (cfs_rq_min_slice).
-    fn cfs_min_slice(&self, cpu: Cpu) -> Ns {
-        let cfs = &self.rq(cpu).cfs;
+    pub(crate) fn cfs_min_slice(&self, q: Cq) -> Ns {
+        let cfs = self.cfs(q);
         let mut min = u64::MAX;
         if let Some(c) = cfs.curr {
-            if self.task(c).se.on_rq {
-                min = self.task(c).se.slice;
+            if self.se(c).on_rq {
+                min = self.se(c).slice;
             }
         }
         if let Some((&s, _)) = cfs.slices.iter().next() {
@@ -222,15 +227,15 @@ impl Sim {
 
     /// Places an entity at enqueue: vruntime from V and its preserved lag,
     /// deadline one (virtual) slice later (place_entity).
-    fn place_entity(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
+    pub(crate) fn place_entity(&mut self, q: Cq, e: Se, flags: u32) {
         let base_slice = self.base_slice_ns;
-        let v = self.avg_vruntime(cpu);
+        let v = self.avg_vruntime(q);
         let place_lag = self.features.on(Feature::PLACE_LAG);
         let initial_half = self.features.on(Feature::PLACE_DEADLINE_INITIAL);
-        let nr_queued = self.rq(cpu).cfs.nr_queued;
+        let nr_queued = self.cfs(q).nr_queued;
         // Load of the queue the entity joins, current entity included.
-        let (_, load) = self.avg_sums(cpu);
-        let se = &mut self.tasks[p as usize].se;
+        let (_, load) = self.avg_sums(q);
+        let se = self.se_mut(e);
         if !se.custom_slice {
             se.slice = base_slice;
         }
@@ -256,9 +261,9 @@ impl Sim {
     }
 
     /// Starts a new request when the current one is used up (update_deadline).
-    fn update_deadline(&mut self, p: TaskId) -> bool {
+    fn update_deadline(&mut self, e: Se) -> bool {
         let base = self.base_slice_ns;
-        let se = &mut self.tasks[p as usize].se;
+        let se = self.se_mut(e);
         if vdiff(se.vruntime, se.deadline) < 0 {
             return false;
         }
@@ -270,14 +275,14 @@ impl Sim {
     }
 
     #[inline]
-    fn protect_slice(&self, p: TaskId) -> bool {
-        let se = &self.task(p).se;
+    fn protect_slice(&self, e: Se) -> bool {
+        let se = self.se(e);
         vdiff(se.vprot, se.vruntime) > 0
     }
 
-    fn cancel_protect_slice(&mut self, p: TaskId) {
-        if self.protect_slice(p) {
-            let se = &mut self.task_mut(p).se;
+    fn cancel_protect_slice(&mut self, e: Se) {
+        if self.protect_slice(e) {
+            let se = self.se_mut(e);
             se.vprot = se.vruntime;
         }
     }
@@ -285,12 +290,12 @@ impl Sim {
     /// Protect the slice of the entity about to run: up to its deadline, or
     /// for the shortest queued slice under RUN_TO_PARITY, or for one base
     /// slice without it (set_protect_slice).
-    fn set_protect_slice(&mut self, cpu: Cpu, p: TaskId) {
+    fn set_protect_slice(&mut self, q: Cq, e: Se) {
         let mut slice = self.tunables.fair.base_slice_normalized_ns;
         if self.features.on(Feature::RUN_TO_PARITY) {
-            slice = self.cfs_min_slice(cpu);
+            slice = self.cfs_min_slice(q);
         }
-        let se = &mut self.tasks[p as usize].se;
+        let se = self.se_mut(e);
         slice = slice.min(se.slice);
         let mut vprot = se.deadline;
         if slice != se.slice {
@@ -302,177 +307,234 @@ impl Sim {
         se.vprot = vprot;
     }
 
-    fn update_protect_slice(&mut self, cpu: Cpu, p: TaskId) {
-        let slice = self.cfs_min_slice(cpu);
-        let se = &mut self.tasks[p as usize].se;
+    fn update_protect_slice(&mut self, q: Cq, e: Se) {
+        let slice = self.cfs_min_slice(q);
+        let se = self.se_mut(e);
         let v = se.vruntime.wrapping_add(calc_delta_fair(slice, &se.load));
         if vdiff(v, se.vprot) < 0 {
             se.vprot = v;
         }
     }
 
-    fn clear_buddies(&mut self, cpu: Cpu, p: TaskId) {
-        let cfs = &mut self.rq_mut(cpu).cfs;
-        if cfs.next == Some(p) {
+    /// clear_buddies(): the nominated buddy is cleared up the hierarchy
+    /// as far as each level nominates this entity's ancestor (__clear_buddies_next).
+    fn clear_buddies(&mut self, q: Cq, e: Se) {
+        if self.cfs(q).next != Some(e) {
+            return;
+        }
+        let mut e = e;
+        loop {
+            let q = self.cfs_rq_of(e);
+            let cfs = self.cfs_mut(q);
+            if cfs.next != Some(e) {
+                return;
+            }
             cfs.next = None;
+            match self.parent_entity(e) {
+                Some(pe) => e = pe,
+                None => return,
+            }
         }
     }
 
-    /// Charges the running fair task's runtime since its exec_start (update_curr).
+    /// Charges the running fair task's runtime since its exec_start, in the
+    /// runqueue the task is queued in (update_curr_fair: update_curr of
+    /// cfs_rq_of(&rq->curr->se)).
     pub fn update_curr_fair(&mut self, cpu: Cpu) {
-        let Some(p) = self.rq(cpu).cfs.curr else { return };
-        let delta = self.update_se(p);
+        let mut q = Cq::root(cpu);
+        loop {
+            match self.cfs(q).curr {
+                None => return,
+                Some(c) if c & GSE == 0 => break,
+                Some(g) => q = self.group_cfs_rq(g),
+            }
+        }
+        self.update_curr(q);
+    }
+
+    /// update_curr(): charges the current entity of one runqueue for the
+    /// time since its exec_start.
+    pub(crate) fn update_curr(&mut self, q: Cq) {
+        let Some(e) = self.cfs(q).curr else { return };
+        let cpu = q.cpu;
+        let is_task = e & GSE == 0;
+        let delta = if is_task { self.update_se(e) } else { self.update_se_group(e) };
         if delta == 0 {
             return;
         }
-        let se = &mut self.tasks[p as usize].se;
+        let se = self.se_mut(e);
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load));
-        self.rqs[cpu as usize].fair_time += delta;
-        self.account_mm_sched(cpu, p, delta);
-        let resched = self.update_deadline(p);
-        self.update_zero_vruntime(cpu);
-        if self.rq(cpu).cfs.nr_queued <= 1 || self.rq(cpu).curr != Some(p) {
+        if is_task {
+            self.rqs[cpu as usize].fair_time += delta;
+            self.account_mm_sched(cpu, e, delta);
+        }
+        let resched = self.update_deadline(e);
+        self.update_zero_vruntime(q);
+        if q.tg != 0 {
+            self.account_cfs_rq_runtime(q, delta);
+        }
+        let running = if is_task { self.rq(cpu).curr == Some(e) } else { self.rq(cpu).curr.is_some() };
+        if self.cfs(q).nr_queued <= 1 || !running {
             return;
         }
-        if resched || !self.protect_slice(p) {
+        if resched || !self.protect_slice(e) {
             self.resched_curr(cpu);
-            self.clear_buddies(cpu, p);
+            self.clear_buddies(q, e);
         }
     }
 
     /// Refreshes the runqueue's and an entity's load averages (update_load_avg).
-    fn update_load_avg(&mut self, cpu: Cpu, p: Option<TaskId>) {
+    pub(crate) fn update_load_avg(&mut self, q: Cq, e: Option<Se>) {
         let now = self.now();
-        let rq = &mut self.rqs[cpu as usize];
-        let running = rq.cfs.curr.is_some();
-        let (lw, nr) = (rq.cfs.load_weight, rq.cfs.h_nr_runnable as u64);
-        rq.cfs.avg.update_rq(now, lw, nr, running);
-        if let Some(p) = p {
-            let t = &mut self.tasks[p as usize];
-            let on_rq = t.se.on_rq && !t.se.sched_delayed;
-            let is_running = rq.cfs.curr == Some(p);
-            t.se.avg.update_entity(now, t.se.load.weight, on_rq, is_running);
+        let cfs = self.cfs_mut(q);
+        let curr = cfs.curr;
+        let (lw, nr) = (cfs.load_weight, cfs.h_nr_runnable as u64);
+        cfs.avg.update_rq(now, lw, nr, curr.is_some());
+        if let Some(e) = e {
+            let se = self.se_mut(e);
+            let on_rq = se.on_rq && !se.sched_delayed;
+            se.avg.update_entity(now, se.load.weight, on_rq, curr == Some(e));
+        }
+        if q.tg != 0 {
+            self.update_tg_load_avg(q);
         }
     }
 
     /// enqueue_entity(): place, account and queue an entity.
-    fn enqueue_entity(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
-        let is_curr = self.rq(cpu).cfs.curr == Some(p);
+    /// enqueue_entity(): place, account and queue an entity (the walk up
+    /// the hierarchy and the h_nr counts are enqueue_task_fair's).
+    pub(crate) fn enqueue_entity(&mut self, q: Cq, e: Se, flags: u32) {
+        let is_curr = self.cfs(q).curr == Some(e);
         if is_curr {
-            self.place_entity(cpu, p, flags);
+            self.place_entity(q, e, flags);
         }
-        self.update_curr_fair(cpu);
-        self.update_load_avg(cpu, Some(p));
+        self.update_curr(q);
+        self.update_load_avg(q, Some(e));
+        self.update_cfs_group(e);
         if !is_curr {
-            self.place_entity(cpu, p, flags);
+            self.place_entity(q, e, flags);
         }
-        let w = self.task(p).se.load.weight;
+        let w = self.se(e).load.weight;
         {
-            let cfs = &mut self.rq_mut(cpu).cfs;
+            let cfs = self.cfs_mut(q);
             cfs.load_weight += w;
             cfs.nr_queued += 1;
-            cfs.h_nr_runnable += 1;
         }
-        if flags & enq::MIGRATED != 0 {
-            self.task_mut(p).se.exec_start = 0;
+        let is_task = e & GSE == 0;
+        if is_task && flags & enq::MIGRATED != 0 {
+            self.task_mut(e).se.exec_start = 0;
         }
         if !is_curr {
-            self.enqueue_timeline(cpu, p);
+            self.enqueue_timeline(q, e);
         }
-        let stamp = self.task(p).se.lru_stamp;
-        self.rq_mut(cpu).cfs.lru.insert((stamp, p));
-        self.task_mut(p).se.on_rq = true;
-        self.update_zero_vruntime(cpu);
+        if is_task {
+            let stamp = self.task(e).se.lru_stamp;
+            self.rq_mut(q.cpu).cfs.lru.insert((stamp, e));
+        }
+        self.se_mut(e).on_rq = true;
+        self.update_zero_vruntime(q);
+        if q.tg != 0 && self.cfs(q).nr_queued == 1 {
+            self.check_enqueue_throttle(q);
+        }
     }
 
     /// A delayed (still queued) entity is woken (requeue_delayed_entity).
-    fn requeue_delayed_entity(&mut self, cpu: Cpu, p: TaskId) {
+    /// A delayed (still queued) task is woken (requeue_delayed_entity);
+    /// clear_delayed() counts it runnable again up the hierarchy.
+    pub(crate) fn requeue_delayed_entity(&mut self, q: Cq, p: TaskId) {
         if self.features.on(Feature::DELAY_ZERO) {
-            self.update_entity_lag(cpu, p);
+            self.update_entity_lag(q, p);
             if self.task(p).se.vlag > 0 {
-                let is_curr = self.rq(cpu).cfs.curr == Some(p);
-                self.rq_mut(cpu).cfs.nr_queued -= 1;
+                let is_curr = self.cfs(q).curr == Some(p);
+                self.cfs_mut(q).nr_queued -= 1;
                 if !is_curr {
-                    self.dequeue_timeline(cpu, p);
+                    self.dequeue_timeline(q, p);
                 }
                 self.task_mut(p).se.vlag = 0;
-                self.place_entity(cpu, p, 0);
+                self.place_entity(q, p, 0);
                 if !is_curr {
-                    self.enqueue_timeline(cpu, p);
+                    self.enqueue_timeline(q, p);
                 }
-                self.rq_mut(cpu).cfs.nr_queued += 1;
+                self.cfs_mut(q).nr_queued += 1;
             }
         }
-        self.update_load_avg(cpu, Some(p));
+        self.update_load_avg(q, Some(p));
         self.task_mut(p).se.sched_delayed = false;
-        self.rq_mut(cpu).cfs.h_nr_runnable += 1;
+        self.add_h_nr(p, 0, 1);
     }
 
     /// dequeue_entity(): returns false if the dequeue is delayed instead.
-    fn dequeue_entity(&mut self, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+    /// dequeue_entity(): returns false if the dequeue is delayed instead
+    /// (tasks only: a group entity leaves when its runqueue empties). The
+    /// walk and the h_nr counts are dequeue_task_fair's.
+    pub(crate) fn dequeue_entity(&mut self, q: Cq, e: Se, flags: u32) -> bool {
         let sleep = flags & deq::SLEEP != 0;
-        self.update_curr_fair(cpu);
-        self.clear_buddies(cpu, p);
-        if flags & deq::DELAYED == 0 {
+        let is_task = e & GSE == 0;
+        self.update_curr(q);
+        self.clear_buddies(q, e);
+        if flags & deq::DELAYED == 0 && is_task {
             let delay = sleep && flags & deq::SPECIAL == 0;
-            if self.features.on(Feature::DELAY_DEQUEUE) && delay && !self.entity_eligible(cpu, p) {
-                self.update_load_avg(cpu, Some(p));
-                self.task_mut(p).se.sched_delayed = true;
-                self.rq_mut(cpu).cfs.h_nr_runnable -= 1;
+            if self.features.on(Feature::DELAY_DEQUEUE) && delay && !self.entity_eligible(q, e) {
+                self.update_load_avg(q, Some(e));
+                self.task_mut(e).se.sched_delayed = true;
+                self.add_h_nr(e, 0, -1);
                 return false;
             }
         }
-        self.update_load_avg(cpu, Some(p));
-        self.update_entity_lag(cpu, p);
-        if self.rq(cpu).cfs.curr != Some(p) {
-            self.dequeue_timeline(cpu, p);
+        self.update_load_avg(q, Some(e));
+        self.update_entity_lag(q, e);
+        if self.cfs(q).curr != Some(e) {
+            self.dequeue_timeline(q, e);
         }
         if self.features.on(Feature::PLACE_REL_DEADLINE) && !sleep {
-            let se = &mut self.task_mut(p).se;
+            let se = self.se_mut(e);
             se.deadline = se.deadline.wrapping_sub(se.vruntime);
             se.rel_deadline = true;
         }
         let (w, delayed, stamp) = {
-            let se = &mut self.task_mut(p).se;
+            let se = self.se_mut(e);
             se.on_rq = false;
             (se.load.weight, se.sched_delayed, se.lru_stamp)
         };
-        let cfs = &mut self.rq_mut(cpu).cfs;
-        cfs.lru.remove(&(stamp, p));
+        if is_task {
+            self.rq_mut(q.cpu).cfs.lru.remove(&(stamp, e));
+        }
+        let cfs = self.cfs_mut(q);
         cfs.load_weight -= w;
         cfs.nr_queued -= 1;
-        if !delayed {
-            cfs.h_nr_runnable -= 1;
-        }
-        if self.check_invariants {
-            if let Err(e) = check_saved_lag(self, p) {
-                panic!("EEVDF invariant violated at t={}: {e}", self.now());
+        if is_task && self.check_invariants {
+            if let Err(err) = check_saved_lag(self, e) {
+                panic!("EEVDF invariant violated at t={}: {err}", self.now());
             }
         }
         if flags & deq::DELAYED != 0 || delayed {
             // finish_delayed_dequeue_entity()
             let zero = self.features.on(Feature::DELAY_ZERO);
-            let se = &mut self.task_mut(p).se;
+            let se = self.se_mut(e);
             se.sched_delayed = false;
             if zero && se.vlag > 0 {
                 se.vlag = 0;
             }
         }
-        self.update_zero_vruntime(cpu);
+        if q.tg != 0 {
+            self.return_cfs_rq_runtime(q);
+        }
+        self.update_cfs_group(e);
+        self.update_zero_vruntime(q);
         true
     }
 
     /// The EEVDF pick: the eligible entity with the earliest virtual deadline,
     /// keeping a protected current entity (pick_eevdf).
-    pub fn pick_eevdf(&self, cpu: Cpu, protect: bool) -> Option<TaskId> {
-        let cfs = &self.rq(cpu).cfs;
+    pub fn pick_eevdf(&self, q: Cq, protect: bool) -> Option<Se> {
+        let cfs = self.cfs(q);
         let first = cfs.timeline.iter().next().map(|&(_, p)| p);
-        let mut curr = cfs.curr.filter(|&c| self.task(c).se.on_rq);
+        let mut curr = cfs.curr.filter(|&c| self.se(c).on_rq);
         if cfs.nr_queued == 1 {
             return curr.or(first);
         }
         if let Some(c) = curr {
-            if !self.entity_eligible(cpu, c) {
+            if !self.entity_eligible(q, c) {
                 curr = None;
             }
         }
@@ -482,40 +544,58 @@ impl Sim {
             }
         }
         // The timeline is in deadline order: the first eligible entity is the pick.
-        let best = cfs.timeline.iter().map(|&(_, p)| p).find(|&p| self.entity_eligible(cpu, p));
+        let best = cfs.timeline.iter().map(|&(_, p)| p).find(|&p| self.entity_eligible(q, p));
         match (best, curr) {
             (None, c) => c.or(first),
-            (Some(b), Some(c)) if vdiff(self.task(c).se.deadline, self.task(b).se.deadline) < 0 => Some(c),
+            (Some(b), Some(c)) if vdiff(self.se(c).deadline, self.se(b).deadline) < 0 => Some(c),
             (Some(b), _) => Some(b),
         }
     }
 
     /// pick_next_entity(): an eligible buddy first, then EEVDF.
-    fn pick_next_entity(&self, cpu: Cpu) -> Option<TaskId> {
+    fn pick_next_entity(&self, q: Cq) -> Option<Se> {
         if self.features.on(Feature::PICK_BUDDY) {
-            if let Some(b) = self.rq(cpu).cfs.next {
-                if self.task(b).se.on_rq && !self.task(b).se.sched_delayed && self.entity_eligible(cpu, b) {
+            if let Some(b) = self.cfs(q).next {
+                let se = self.se(b);
+                if se.on_rq && !se.sched_delayed && self.entity_eligible(q, b) {
                     return Some(b);
                 }
             }
         }
-        self.pick_eevdf(cpu, true)
+        self.pick_eevdf(q, true)
     }
 
-    /// pick_task_fair(): finishes delayed dequeues the pick runs into.
+    /// pick_task_fair(): walks down from the root runqueue, each level
+    /// picking among its own entities; finishes delayed dequeues the pick
+    /// runs into.
     pub fn pick_task_fair(&mut self, cpu: Cpu) -> Option<TaskId> {
-        loop {
-            if self.rq(cpu).cfs.nr_queued == 0 {
+        'again: loop {
+            let mut q = Cq::root(cpu);
+            if self.cfs(q).nr_queued == 0 {
                 return None;
             }
-            if self.rq(cpu).cfs.curr.is_some() {
-                self.update_curr_fair(cpu);
-            }
-            let p = self.pick_next_entity(cpu)?;
+            let p = loop {
+                if self.cfs(q).curr.is_some() {
+                    self.update_curr(q);
+                }
+                if self.check_cfs_rq_runtime(q) {
+                    continue 'again;
+                }
+                let e = self.pick_next_entity(q)?;
+                if e & GSE == 0 {
+                    break e;
+                }
+                q = self.group_cfs_rq(e);
+                debug_assert!(!self.cfs_rq_throttled(q), "picked the entity of a throttled runqueue");
+                if self.cfs(q).nr_queued == 0 {
+                    debug_assert!(false, "group entity {e:#x} queued with an empty runqueue");
+                    return None;
+                }
+            };
             if self.task(p).se.sched_delayed {
-                self.dequeue_entity(cpu, p, deq::SLEEP | deq::DELAYED);
+                self.dequeue_task_fair(cpu, p, deq::SLEEP | deq::DELAYED);
                 self.finish_dequeue(cpu, p);
-                continue;
+                continue 'again;
             }
             return Some(p);
         }
@@ -527,11 +607,12 @@ impl Sim {
         if self.rq(cpu).nr_running <= 1 || self.task(p).class != ClassId::Fair {
             return;
         }
-        self.clear_buddies(cpu, p);
-        self.update_curr_fair(cpu);
+        let q = self.cfs_rq_of(p);
+        self.clear_buddies(q, p);
+        self.update_curr(q);
         // Forfeit the remaining request, only if eligible: an ineligible
         // yielder pushed further right would run away from V.
-        if self.entity_eligible(cpu, p) {
+        if self.entity_eligible(q, p) {
             let se = &mut self.task_mut(p).se;
             se.vruntime = se.deadline;
             se.deadline = se.deadline.wrapping_add(calc_delta_fair(se.slice, &se.load));
@@ -540,15 +621,15 @@ impl Sim {
 
     /// YIELD_TO_LAG_CREDIT: make a not-yet-eligible yield_to() target eligible
     /// by crediting it lag up to V, within the lag bound (experiment 003).
-    fn credit_entity_vlag(&mut self, cpu: Cpu, p: TaskId) {
-        if self.entity_eligible(cpu, p) {
+    fn credit_entity_vlag(&mut self, q: Cq, p: TaskId) {
+        if self.entity_eligible(q, p) {
             return;
         }
-        let v = self.avg_vruntime(cpu);
+        let v = self.avg_vruntime(q);
         let limit = calc_delta_fair((2 * self.task(p).se.slice).max(self.costs.tick_ns()), &self.task(p).se.load);
-        let in_tree = self.rq(cpu).cfs.curr != Some(p);
+        let in_tree = self.cfs(q).curr != Some(p);
         if in_tree {
-            self.dequeue_timeline(cpu, p);
+            self.dequeue_timeline(q, p);
         }
         let se = &mut self.task_mut(p).se;
         let owed = vdiff(se.vruntime, v).max(0) as u64;
@@ -556,7 +637,7 @@ impl Sim {
         se.vruntime = se.vruntime.wrapping_sub(credit);
         se.deadline = se.deadline.wrapping_sub(credit);
         if in_tree {
-            self.enqueue_timeline(cpu, p);
+            self.enqueue_timeline(q, p);
         }
     }
 
@@ -579,20 +660,25 @@ impl Sim {
         self.resched_curr(cpu);
     }
 
-    /// check_preempt_wakeup_fair().
+    /// check_preempt_wakeup_fair(): compares the two tasks' entities at
+    /// the level where their hierarchies meet (find_matching_se).
     fn check_preempt_wakeup_fair(&mut self, cpu: Cpu, p: TaskId, wake_flags: u32) {
         let Some(curr) = self.rq(cpu).curr else { return };
         if curr == p {
             return;
         }
+        if self.throttled_hierarchy(self.cfs_rq_of(p)) {
+            return;
+        }
         if self.features.on(Feature::NEXT_BUDDY) && wake_flags & wf::FORK == 0 && !self.task(p).se.sched_delayed {
-            self.rq_mut(cpu).cfs.next = Some(p);
+            self.set_next_buddy(p);
         }
         if self.rq(cpu).need_resched || !self.features.on(Feature::WAKEUP_PREEMPTION) {
             return;
         }
-        let cse_idle = self.task(curr).policy == Policy::Idle;
-        let pse_idle = self.task(p).policy == Policy::Idle;
+        let (se, pse) = self.find_matching_se(curr, p);
+        let cse_idle = self.se_is_idle(se);
+        let pse_idle = self.se_is_idle(pse);
         if cse_idle && !pse_idle {
             self.resched_curr(cpu);
             return;
@@ -603,18 +689,57 @@ impl Sim {
         if !matches!(self.task(p).policy, Policy::Other | Policy::Ext) {
             return;
         }
-        self.update_curr_fair(cpu);
-        let preempt_short = self.features.on(Feature::PREEMPT_SHORT) && self.task(p).se.slice < self.task(curr).se.slice;
-        if self.pick_eevdf(cpu, !preempt_short) == Some(p) {
+        let q = self.cfs_rq_of(se);
+        self.update_curr(q);
+        let preempt_short = self.features.on(Feature::PREEMPT_SHORT) && self.se(pse).slice < self.se(se).slice;
+        if self.pick_eevdf(q, !preempt_short) == Some(pse) {
             if preempt_short {
-                self.cancel_protect_slice(curr);
+                self.cancel_protect_slice(se);
             }
             self.resched_curr(cpu);
             return;
         }
         if self.features.on(Feature::RUN_TO_PARITY) && preempt_short {
-            self.update_protect_slice(cpu, curr);
+            self.update_protect_slice(q, se);
         }
+    }
+
+    /// put_prev_entity(): the entity stops running on its runqueue.
+    fn put_prev_entity(&mut self, q: Cq, e: Se) {
+        if self.se(e).on_rq {
+            self.update_curr(q);
+        }
+        // Throttle a runqueue that has used up its runtime.
+        self.check_cfs_rq_runtime(q);
+        if self.se(e).on_rq {
+            self.enqueue_timeline(q, e);
+        }
+        self.cfs_mut(q).curr = None;
+        self.update_load_avg(q, Some(e));
+    }
+
+    /// set_next_entity(): the entity becomes its runqueue's current one.
+    fn set_next_entity(&mut self, q: Cq, e: Se) {
+        self.clear_buddies(q, e);
+        if self.se(e).on_rq {
+            self.dequeue_timeline(q, e);
+            self.update_load_avg(q, Some(e));
+            self.set_protect_slice(q, e);
+        }
+        self.cfs_mut(q).curr = Some(e);
+        let now = self.now();
+        if e & GSE == 0 {
+            let old = self.task(e).se.lru_stamp;
+            if self.task(e).se.on_rq {
+                let lru = &mut self.rq_mut(q.cpu).cfs.lru;
+                lru.remove(&(old, e));
+                lru.insert((now, e));
+            }
+        }
+        let se = self.se_mut(e);
+        se.lru_stamp = now;
+        se.exec_start = now;
+        se.prev_sum_exec_runtime = se.sum_exec_runtime;
     }
 
     /// A dequeued entity changes weight (reweight_entity with !on_rq): vlag
@@ -641,48 +766,69 @@ impl Sim {
     pub(crate) fn finish_delayed_dequeue(&mut self, p: TaskId) {
         if self.task(p).se.sched_delayed && self.task(p).on_rq {
             let cpu = self.task(p).cpu;
-            self.dequeue_entity(cpu, p, deq::SLEEP | deq::DELAYED);
+            self.dequeue_task_fair(cpu, p, deq::SLEEP | deq::DELAYED);
             self.finish_dequeue(cpu, p);
         }
     }
 
-    /// Debug checks of the EEVDF state of one CPU.
-    pub fn check_cfs(&self, cpu: Cpu) -> Result<(), CfsViolation> {
-        let cfs = &self.rq(cpu).cfs;
+    /// Debug checks of the EEVDF state of one CPU: its root runqueue and
+    /// every group runqueue on it.
+    pub fn check_cfs(&self, cpu: Cpu) -> Result<(), String> {
+        self.check_cfs_rq(Cq::root(cpu))?;
+        if self.cg.enabled() {
+            for g in 1..self.cg.groups.len() as u32 {
+                self.check_cfs_rq(Cq { cpu, tg: g })?;
+            }
+            self.check_hierarchy(cpu)?;
+        }
+        Ok(())
+    }
+
+    /// Debug checks of one runqueue's EEVDF state.
+    fn check_cfs_rq(&self, q: Cq) -> Result<(), String> {
+        let cpu = q.cpu;
+        let cfs = self.cfs(q);
         let mut sum_w: u64 = 0;
         let mut sum_key: i128 = 0;
         for &(d, p) in &cfs.timeline {
-            let se = &self.task(p).se;
+            let se = self.se(p);
             if se.deadline != d {
-                return Err(CfsViolation::TimelineKey { task: p, key: d, deadline: se.deadline });
+                return Err(format!("entity {p:#x}: timeline key {d} != deadline {}", se.deadline));
             }
-            if !se.on_rq || self.task(p).cpu != cpu {
-                return Err(CfsViolation::NotQueued { task: p, cpu });
+            if !se.on_rq || self.cfs_rq_of(p) != q {
+                return Err(format!("entity {p:#x} on cpu{cpu}/tg{}'s timeline but not queued there", q.tg));
             }
             sum_w += se.load.weight;
-            sum_key += self.entity_key(cpu, p) as i128 * se.load.weight as i128;
+            sum_key += self.entity_key(q, p) as i128 * se.load.weight as i128;
         }
-        let queued = cfs.timeline.len() + cfs.curr.filter(|&c| self.task(c).se.on_rq).map_or(0, |_| 1);
-        if cfs.lru.len() != queued || cfs.nr_queued as usize != queued {
-            return Err(CfsViolation::Counts { cpu, lru: cfs.lru.len(), queued, nr_queued: cfs.nr_queued });
+        let curr_w = cfs.curr.filter(|&c| self.se(c).on_rq).map_or(0, |c| self.se(c).load.weight);
+        let queued = cfs.timeline.len() + cfs.curr.filter(|&c| self.se(c).on_rq).map_or(0, |_| 1);
+        if q.tg == 0 && !self.cg.enabled() && cfs.lru.len() != queued {
+            return Err(format!("cpu{cpu}: {} on the LRU list, {} queued", cfs.lru.len(), queued));
+        }
+        if cfs.nr_queued as usize != queued {
+            return Err(format!("cpu{cpu}/tg{}: {} queued, nr_queued {}", q.tg, queued, cfs.nr_queued));
+        }
+        // Σ weights: the runqueue's load is its entities' weights (group entities' shares included).
+        if cfs.load_weight != sum_w + curr_w {
+            return Err(format!("cpu{cpu}/tg{}: load {} != Σ entity weights {}", q.tg, cfs.load_weight, sum_w + curr_w));
         }
         if sum_w != cfs.sum_weight || sum_key != cfs.sum_w_vruntime {
-            return Err(CfsViolation::SumsDrifted { cpu, sum_w, sum_weight: cfs.sum_weight, sum_key, sum_w_vruntime: cfs.sum_w_vruntime });
+            return Err(format!("cpu{cpu}: avg sums drifted ({sum_w} vs {}, {sum_key} vs {})", cfs.sum_weight, cfs.sum_w_vruntime));
         }
         // Σ lag = 0 within rounding, and each lag within its bound after placement.
-        let (avg, load) = self.avg_sums(cpu);
+        let (_, load) = self.avg_sums(q);
         if load > 0 {
-            let v = self.avg_vruntime(cpu);
+            let v = self.avg_vruntime(q);
+            let entities: Vec<Se> = cfs.timeline.iter().map(|&(_, p)| p).chain(cfs.curr.filter(|&c| self.se(c).on_rq)).collect();
             let mut sum_lag: i128 = 0;
-            let entities = cfs.timeline.iter().map(|&(_, p)| p).chain(cfs.curr.filter(|&c| self.task(c).se.on_rq));
-            for p in entities {
-                let se = &self.task(p).se;
+            for &p in &entities {
+                let se = self.se(p);
                 sum_lag += vdiff(v, se.vruntime) as i128 * se.load.weight as i128;
             }
             // Flooring V is off by < 1 in virtual time: Σ w_i (V - v_i) is within Σ w_i of zero.
-            let _ = avg;
             if sum_lag.abs() > load {
-                return Err(CfsViolation::LagSum { cpu, sum_lag, load });
+                return Err(format!("cpu{cpu}: Σ weighted lag = {sum_lag}, load {load}"));
             }
             // A sanity bound on live lags, in service time. Ideal EEVDF keeps
             // |lag| below one request plus the quantum (r_max + q; q is the
@@ -691,31 +837,31 @@ impl Sim {
             // by r + q, and placing or reweighting a heavy entity shifts the
             // others' lags (Σ w_i vlag_i = 0 lets one entity carry the rest).
             // 4 n (r_max + q) covers all of that; what it catches is runaway
-            // virtual time.
-            let entities: Vec<TaskId> = cfs.timeline.iter().map(|&(_, p)| p).chain(cfs.curr.filter(|&c| self.task(c).se.on_rq)).collect();
-            let r_max = entities.iter().map(|&p| self.task(p).se.slice).max().unwrap_or(0);
-            let n = entities.len() as i128;
+            // virtual time. A group entity stands for its members: it may
+            // be owed what they are, so its bound counts them too.
+            let r_max = entities.iter().map(|&p| self.se(p).slice).max().unwrap_or(0);
+            let n = if q.tg == 0 && !self.cg.enabled() { entities.len() as i128 } else { cfs.h_nr_queued.max(1) as i128 };
             let bound = 4 * n * (r_max + self.costs.tick_ns()) as i128;
             for &p in &entities {
-                let se = &self.task(p).se;
+                let se = self.se(p);
                 let lag_real = vdiff(v, se.vruntime) as i128 * se.load.weight as i128 / NICE_0_LOAD as i128;
-                if lag_real.abs() > bound {
-                    return Err(CfsViolation::LagBound { cpu, task: p, lag: lag_real, bound });
+                if lag_real.abs() > bound && p & GSE == 0 {
+                    return Err(format!("cpu{cpu}: task {p} lag {lag_real} ns exceeds ±{bound} ns"));
                 }
             }
         }
         // The pick is the earliest eligible deadline (without slice protection and buddies).
-        if let Some(pick) = self.pick_eevdf(cpu, false) {
+        if let Some(pick) = self.pick_eevdf(q, false) {
             let eligible_min = cfs
                 .timeline
                 .iter()
                 .map(|&(_, p)| p)
-                .chain(cfs.curr.filter(|&c| self.task(c).se.on_rq))
-                .filter(|&p| self.entity_eligible(cpu, p))
-                .min_by_key(|&p| (self.task(p).se.deadline as i128 - self.rq(cpu).cfs.zero_vruntime as i128, p));
+                .chain(cfs.curr.filter(|&c| self.se(c).on_rq))
+                .filter(|&p| self.entity_eligible(q, p))
+                .min_by_key(|&p| (self.se(p).deadline as i128 - cfs.zero_vruntime as i128, p));
             if let Some(m) = eligible_min {
-                if self.task(m).se.deadline != self.task(pick).se.deadline && cfs.nr_queued > 1 {
-                    return Err(CfsViolation::Pick { cpu, pick, earliest: m });
+                if self.se(m).deadline != self.se(pick).deadline && cfs.nr_queued > 1 {
+                    return Err(format!("cpu{cpu}: pick {pick:#x} is not the earliest eligible deadline ({m:#x})"));
                 }
             }
         }
@@ -723,39 +869,9 @@ impl Sim {
     }
 }
 
-/// An EEVDF invariant that does not hold (what [`Sim::check_cfs`] and
-/// [`check_saved_lag`] find).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CfsViolation {
-    /// A timeline entry keyed by something other than the deadline.
-    #[error("task {task}: timeline key {key} != deadline {deadline}")]
-    TimelineKey { task: TaskId, key: u64, deadline: u64 },
-    /// A task on a CPU's timeline that is not queued there.
-    #[error("task {task} on cpu{cpu}'s timeline but not queued there")]
-    NotQueued { task: TaskId, cpu: Cpu },
-    /// The LRU list, the queue and nr_queued disagree.
-    #[error("cpu{cpu}: {lru} on the LRU list, {queued} queued, nr_queued {nr_queued}")]
-    Counts { cpu: Cpu, lru: usize, queued: usize, nr_queued: u32 },
-    /// avg_load / avg_vruntime no longer match the timeline.
-    #[error("cpu{cpu}: avg sums drifted ({sum_w} vs {sum_weight}, {sum_key} vs {sum_w_vruntime})")]
-    SumsDrifted { cpu: Cpu, sum_w: u64, sum_weight: u64, sum_key: i128, sum_w_vruntime: i128 },
-    /// The weighted lags do not sum to zero (within rounding).
-    #[error("cpu{cpu}: Σ weighted lag = {sum_lag}, load {load}")]
-    LagSum { cpu: Cpu, sum_lag: i128, load: i128 },
-    /// A live lag beyond the sanity bound (runaway virtual time).
-    #[error("cpu{cpu}: task {task} lag {lag} ns exceeds ±{bound} ns")]
-    LagBound { cpu: Cpu, task: TaskId, lag: i128, bound: i128 },
-    /// The pick is not the earliest eligible deadline.
-    #[error("cpu{cpu}: pick {pick} is not the earliest eligible deadline ({earliest})")]
-    Pick { cpu: Cpu, pick: TaskId, earliest: TaskId },
-    /// A dequeued task's saved lag beyond entity_lag()'s clamp.
-    #[error("task {task}: saved vlag {vlag} beyond the clamp {limit}")]
-    SavedLag { task: TaskId, vlag: i64, limit: i64 },
-}
-
 /// The kernel's own lag bound: a dequeued entity's saved lag is clamped to
 /// max(2 slices, a tick) of service (entity_lag), whatever happened before.
-pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), CfsViolation> {
+pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), String> {
     let t = sim.task(p);
     if t.se.on_rq || t.class != ClassId::Fair || t.se.rel_deadline {
         return Ok(());
@@ -764,7 +880,7 @@ pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), CfsViolation> {
     // A reweight while dequeued rescales vlag by old/new weight, which maps
     // the old clamp onto the new one up to fixed-point rounding.
     if t.se.vlag.abs() > limit + limit / 1000 + 2 {
-        return Err(CfsViolation::SavedLag { task: p, vlag: t.se.vlag, limit });
+        return Err(format!("task {p}: saved vlag {} beyond the clamp {limit}", t.se.vlag));
     }
     Ok(())
 }
@@ -781,15 +897,11 @@ impl SchedClass for FairClass {
     }
 
     fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
-        if flags & enq::DELAYED != 0 {
-            sim.requeue_delayed_entity(cpu, p);
-            return;
-        }
-        sim.enqueue_entity(cpu, p, flags);
+        sim.enqueue_task_fair(cpu, p, flags);
     }
 
     fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
-        sim.dequeue_entity(cpu, p, flags)
+        sim.dequeue_task_fair(cpu, p, flags)
     }
 
     fn yield_task(&self, sim: &mut Sim, cpu: Cpu) {
@@ -802,10 +914,11 @@ impl SchedClass for FairClass {
             return false;
         }
         let pcpu = t.cpu;
-        sim.rq_mut(pcpu).cfs.next = Some(p);
+        sim.set_next_buddy(p);
         if sim.features.on(Feature::YIELD_TO_LAG_CREDIT) {
             sim.update_curr_fair(pcpu);
-            sim.credit_entity_vlag(pcpu, p);
+            let q = sim.cfs_rq_of(p);
+            sim.credit_entity_vlag(q, p);
             sim.yield_to_local_force_resched(cpu);
         } else {
             sim.yield_task_fair(cpu);
@@ -821,43 +934,49 @@ impl SchedClass for FairClass {
         sim.pick_task_fair(cpu)
     }
 
-    fn put_prev_task(&self, sim: &mut Sim, cpu: Cpu, prev: TaskId) {
-        if sim.task(prev).se.on_rq {
-            sim.update_curr_fair(cpu);
-            sim.enqueue_timeline(cpu, prev);
+    /// put_prev_task_fair(): put_prev_entity() at every level.
+    fn put_prev_task(&self, sim: &mut Sim, _cpu: Cpu, prev: TaskId) {
+        let mut e = prev;
+        loop {
+            let q = sim.cfs_rq_of(e);
+            sim.put_prev_entity(q, e);
+            match sim.parent_entity(e) {
+                Some(pe) => e = pe,
+                None => break,
+            }
         }
-        sim.rq_mut(cpu).cfs.curr = None;
-        sim.update_load_avg(cpu, Some(prev));
     }
 
-    fn set_next_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, _first: bool) {
-        sim.clear_buddies(cpu, p);
-        if sim.task(p).se.on_rq {
-            sim.dequeue_timeline(cpu, p);
-            sim.update_load_avg(cpu, Some(p));
-            sim.set_protect_slice(cpu, p);
+    /// set_next_task_fair(): set_next_entity() at every level.
+    fn set_next_task(&self, sim: &mut Sim, _cpu: Cpu, p: TaskId, _first: bool) {
+        let mut e = p;
+        loop {
+            let q = sim.cfs_rq_of(e);
+            sim.set_next_entity(q, e);
+            match sim.parent_entity(e) {
+                Some(pe) => e = pe,
+                None => break,
+            }
         }
-        sim.rq_mut(cpu).cfs.curr = Some(p);
-        let now = sim.now();
-        let old = sim.task(p).se.lru_stamp;
-        if sim.task(p).se.on_rq {
-            let lru = &mut sim.rq_mut(cpu).cfs.lru;
-            lru.remove(&(old, p));
-            lru.insert((now, p));
-        }
-        let se = &mut sim.task_mut(p).se;
-        se.lru_stamp = now;
-        se.exec_start = now;
-        se.prev_sum_exec_runtime = se.sum_exec_runtime;
     }
 
     fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
         sim.select_task_rq_fair(p, prev_cpu, wake_flags)
     }
 
+    /// task_tick_fair(): entity_tick() at every level.
     fn task_tick(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
-        sim.update_curr_fair(cpu);
-        sim.update_load_avg(cpu, Some(p));
+        let mut e = p;
+        loop {
+            let q = sim.cfs_rq_of(e);
+            sim.update_curr(q);
+            sim.update_load_avg(q, Some(e));
+            sim.update_cfs_group(e);
+            match sim.parent_entity(e) {
+                Some(pe) => e = pe,
+                None => break,
+            }
+        }
         sim.task_tick_cache(cpu, p);
     }
 
@@ -867,15 +986,16 @@ impl SchedClass for FairClass {
 
     fn migrate_task_rq(&self, sim: &mut Sim, p: TaskId, new_cpu: Cpu) {
         // Move the task's load contribution between the runqueue averages.
-        let old = sim.task(p).cpu;
+        let old = sim.cfs_rq_of(p);
+        let new = Cq { cpu: new_cpu, tg: old.tg };
         let now = sim.now();
         let w = sim.task(p).se.load.weight;
         let mut avg = sim.task(p).se.avg;
-        sim.rqs[old as usize].cfs.avg.detach(&avg, w);
-        let rq = &mut sim.rqs[new_cpu as usize];
-        let (lw, nr, running) = (rq.cfs.load_weight, rq.cfs.h_nr_runnable as u64, rq.cfs.curr.is_some());
-        rq.cfs.avg.update_rq(now, lw, nr, running);
-        rq.cfs.avg.attach(&mut avg, w);
+        sim.cfs_mut(old).avg.detach(&avg, w);
+        let cfs = sim.cfs_mut(new);
+        let (lw, nr, running) = (cfs.load_weight, cfs.h_nr_runnable as u64, cfs.curr.is_some());
+        cfs.avg.update_rq(now, lw, nr, running);
+        cfs.avg.attach(&mut avg, w);
         sim.task_mut(p).se.avg = avg;
     }
 

@@ -29,11 +29,14 @@
 
 pub mod balance;
 pub mod cache;
+pub mod cgroup;
 pub mod core;
 pub mod event_loop;
 pub mod exec;
 pub mod ext;
 pub mod fair;
+pub mod fair_bandwidth;
+pub mod fair_group;
 pub mod features;
 pub mod ipc;
 pub mod metrics;

@@ -7,10 +7,12 @@ use crate::engine::{Cpu, TaskId};
 use crate::sched::pelt::SchedAvg;
 use crate::engine::time::Ns;
 
-/// The fair-class queue of one CPU (flat: no task-group hierarchy).
+/// A fair-class queue: a CPU's root one (`rq.cfs`) or a task group's on
+/// one CPU (`tg->cfs_rq[cpu]`, in [`crate::sched::cgroup::TaskGroups`]).
 #[derive(Debug, Default)]
 pub struct CfsRq {
-    /// Queued entities other than `curr`, ordered by (deadline, task id).
+    /// Queued entities other than `curr`, ordered by (deadline, entity id:
+    /// a task id, or a group entity's with the high bit set).
     pub timeline: BTreeSet<(u64, TaskId)>,
     /// The running fair entity, if the CPU runs a fair task. It stays queued
     /// (`on_rq`) but lives outside the timeline and the sums below.
@@ -19,7 +21,9 @@ pub struct CfsRq {
     pub next: Option<TaskId>,
     /// Queued entities including curr and delayed ones (cfs_rq->nr_queued).
     pub nr_queued: u32,
-    /// Queued entities that are not delayed (h_nr_runnable).
+    /// Tasks queued here or below, delayed ones included (h_nr_queued).
+    pub h_nr_queued: u32,
+    /// Tasks queued here or below that are not delayed (h_nr_runnable).
     pub h_nr_runnable: u32,
     /// Sum of queued weights, curr and delayed included (cfs_rq->load.weight).
     pub load_weight: u64,
@@ -31,11 +35,17 @@ pub struct CfsRq {
     pub zero_vruntime: u64,
     /// Slices of the timeline's entities, for the minimum slice (cfs_rq_min_slice).
     pub slices: BTreeMap<Ns, u32>,
-    /// Queued tasks by the time they were last picked (rq->cfs_tasks, whose
+    /// The root's: queued tasks by the time they were last picked (rq->cfs_tasks, whose
     /// tail holds the cache-coldest tasks that load balancing tries first).
     pub lru: BTreeSet<(Ns, TaskId)>,
     /// Runqueue-level load average.
     pub avg: SchedAvg,
+    /// CFS bandwidth (a group runqueue under cpu.max): runtime left from
+    /// the group's pool, whether it is limited, throttled, and since when.
+    pub runtime_remaining: i64,
+    pub runtime_enabled: bool,
+    pub throttled: bool,
+    pub throttled_clock: Ns,
 }
 
 /// The RT-class queue of one CPU: one FIFO list per priority.

@@ -76,6 +76,8 @@ pub struct Sim {
     pub scx_pending: Option<std::rc::Rc<dyn crate::sched::ext::ops::ExtOps>>,
     /// Tracepoint consumers (Perfetto trace, utilisation timeline); None: tracing off.
     pub tracer: Option<Box<crate::results::trace::Tracer>>,
+    /// The cgroup tree and the task groups' per-CPU fair state.
+    pub cg: Box<crate::sched::cgroup::TaskGroups>,
 }
 
 impl Sim {
@@ -133,6 +135,7 @@ impl Sim {
             scx: Box::new(crate::sched::ext::ScxSched::new(n, 1)),
             scx_pending: None,
             tracer: None,
+            cg: Box::new(crate::sched::cgroup::TaskGroups::new(n)),
         }
     }
 
@@ -200,6 +203,7 @@ impl IrqCtx {
             | Event::Timer { .. }
             | Event::Ipi { .. }
             | Event::RtBandwidth { .. }
+            | Event::CfsPeriod { .. }
             | Event::ScxDeferred { .. }
             | Event::ScxKick { .. } => IrqCtx::HardIrq,
             Event::ScxTimer { .. } | Event::ScxBypassLb => IrqCtx::SoftIrq,

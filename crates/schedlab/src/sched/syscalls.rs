@@ -117,6 +117,12 @@ impl Sim {
         if mask.is_empty() || mask.nr_bits() != self.nr_cpus() || self.task(p).state == TaskState::Dead {
             return;
         }
+        // The cpuset bounds the affinity; a mask outside it is refused (EINVAL).
+        let g = self.task(p).cgrp;
+        let mask = if g != 0 { mask.and(&self.cg.groups[g as usize].effective_cpus) } else { mask };
+        if mask.is_empty() {
+            return;
+        }
         self.finish_delayed_dequeue(p);
         let cpu = self.task(p).cpu;
         let rt_queued = self.task(p).class == ClassId::Rt && self.task(p).rt.on_rq;

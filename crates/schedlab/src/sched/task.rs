@@ -259,6 +259,8 @@ pub struct Task {
     /// Process (mm) this thread belongs to.
     pub tgid: u32,
     pub cgroup: String,
+    /// The task group of `cgroup` (0: the root).
+    pub cgrp: u32,
     pub policy: Policy,
     pub nice: i32,
     pub rt_priority: u32,

@@ -91,6 +91,7 @@ pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i3
         workload,
         tgid,
         cgroup: "/".into(),
+        cgrp: 0,
         policy,
         nice,
         rt_priority,

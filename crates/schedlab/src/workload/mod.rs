@@ -18,6 +18,7 @@
 //! Workload models: each turns a scenario entry into tasks and behaviour
 //! programs, mirroring the flags of the tool it models.
 
+pub mod cgroups;
 mod common;
 pub mod rtapp;
 pub mod scenario;
@@ -217,7 +218,13 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
             }
         }
         let prog = add_program(sim, ops);
-        let t = new_task(format!("cyclictest-{i}"), w, tgid, policy, nice, prio, pin[i as usize].clone(), prog);
+        let mut t = new_task(format!("cyclictest-{i}"), w, tgid, policy, nice, prio, pin[i as usize].clone(), prog);
+        if let Some(cg) = &c.cgroup {
+            if !cg.starts_with('/') {
+                return Err(format!("{prefix}.cgroup: {cg:?} must be an absolute path such as \"/workload/a\""));
+            }
+            t.cgroup = cg.clone();
+        }
         let id = sim.add_task(t);
         // cyclictest starts each thread's clock at its own creation time, so
         // its wakeups have an arbitrary phase against the tick.

@@ -162,6 +162,29 @@ pub struct Scenario {
     pub features: BTreeMap<String, toml::Value>,
     #[serde(default, rename = "workload")]
     pub workloads: Vec<WorkloadSpec>,
+    /// The cgroup v2 tree ([[cgroup]] tables).
+    #[serde(default, rename = "cgroup")]
+    pub cgroups: Vec<CgroupSpec>,
+    /// The scenario's text, to name the line of a field found wrong later.
+    #[serde(skip)]
+    pub source_text: String,
+}
+
+/// A cgroup: `path` and the files of its cpu and cpuset controllers.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupSpec {
+    pub path: String,
+    /// cpu.weight, 1..10000 (default 100).
+    pub weight: Option<i64>,
+    /// cpu.max: "QUOTA PERIOD" such as "50ms 100ms", or "max".
+    pub max: Option<String>,
+    /// cpu.max.burst: unused quota carried into the next period, up to this.
+    pub burst: Option<Duration>,
+    /// cpuset.cpus (default: the parent's).
+    pub cpus: Option<CpuList>,
+    /// cpu.idle.
+    pub idle: Option<bool>,
 }
 
 fn default_seed() -> u64 {
@@ -504,7 +527,7 @@ pub struct HogSpec {
     /// Call sched_yield() after every run.
     #[serde(default, rename = "yield")]
     pub yield_after_run: bool,
-    /// The cgroup the tasks belong to (recorded; group scheduling is not modelled yet).
+    /// The cgroup the tasks join: a [[cgroup]] path (or an intermediate one).
     pub cgroup: Option<String>,
     /// The tasks are threads of one process (one mm) instead of separate processes.
     #[serde(default)]
@@ -542,6 +565,8 @@ pub struct CyclictestSpec {
     pub histogram: Option<u32>,
     /// -D: run for this long, then the threads exit (default: the scenario's duration).
     pub duration: Option<Duration>,
+    /// The cgroup the threads join: a [[cgroup]] path (or an intermediate one).
+    pub cgroup: Option<String>,
     /// -l: number of cycles per thread, then it exits (default: unlimited).
     pub loops: Option<u64>,
     pub start: Option<Duration>,
@@ -604,6 +629,7 @@ impl Scenario {
         })?;
         let base = Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default();
         let mut scenario = scenario;
+        scenario.source_text = text.to_string();
         for w in &mut scenario.workloads {
             if let WorkloadSpec::Rtapp(r) = w {
                 r.base_dir = base.clone();
@@ -613,6 +639,33 @@ impl Scenario {
             return Err(ScenarioError::invalid(file, find_key_line(text, "duration"), "duration: must be positive, e.g. \"10s\""));
         }
         Ok(scenario)
+    }
+
+    /// The line of `key` in the `idx`th `[[table]]` of the scenario (or of
+    /// the table's header when the key is not written there).
+    pub fn table_key_line(&self, table: &str, idx: usize, key: &str) -> Option<usize> {
+        let header = format!("[[{table}]]");
+        let mut seen = 0usize;
+        let mut start = None;
+        for (i, l) in self.source_text.lines().enumerate() {
+            let t = l.trim();
+            if t.starts_with('[') {
+                if start.is_some() {
+                    break;
+                }
+                if t == header {
+                    if seen == idx {
+                        start = Some(i + 1);
+                    }
+                    seen += 1;
+                }
+                continue;
+            }
+            if start.is_some() && t.starts_with(key) && t[key.len()..].trim_start().starts_with('=') {
+                return Some(i + 1);
+            }
+        }
+        start
     }
 
     pub fn title(&self, file: &str) -> String {

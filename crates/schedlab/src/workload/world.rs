@@ -130,9 +130,11 @@ pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
         }
         sim.irqoff = Some(crate::machine::irqoff::IrqOffModel::new(irq.every.0.clone(), irq.length.0.clone(), cpus, s.seed));
     }
+    crate::workload::cgroups::build_tree(&mut sim, s, file)?;
     for (i, w) in s.workloads.iter().enumerate() {
         crate::workload::build(&mut sim, i as u32, w).map_err(|e| bad(e.to_string()))?;
     }
+    crate::workload::cgroups::place_tasks(&mut sim, s, file)?;
     if s.scheduler.kind == "ext" {
         attach_ext(&mut sim, s, file)?;
     }

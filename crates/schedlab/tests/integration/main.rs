@@ -1,6 +1,7 @@
 //! Integration tests: whole simulations from small TOML scenarios.
 
 mod bpfrt;
+mod cgroup;
 mod determinism;
 mod ecosystem;
 mod experiments;

@@ -1,0 +1,460 @@
+//! Fair group scheduling (fair.c's CONFIG_FAIR_GROUP_SCHED parts): each
+//! task group has, per CPU, a runqueue of its own and an entity queued in
+//! its parent's runqueue. Enqueue and dequeue walk up the hierarchy
+//! (for_each_sched_entity), the pick walks down it, and a group entity's
+//! weight is the group's shares spread over the CPUs by the load each
+//! carries (calc_group_shares), refreshed where fair.c refreshes it
+//! (update_cfs_group on enqueue, dequeue and the tick).
+//!
+//! Not modelled: a group entity is never delayed (DELAY_DEQUEUE applies
+//! to tasks; a group entity leaves when its runqueue empties), a group
+//! entity's slice is its runqueue's shortest slice when it is enqueued and
+//! is not refreshed while it stays queued, and load averages are not
+//! propagated up the hierarchy (each runqueue's average follows its own
+//! queued weight, so a move between CPUs reaches the root through the
+//! group entities' shares).
+
+use crate::engine::time::Ns;
+use crate::engine::{Cpu, TaskId};
+use crate::sched::cgroup::{Cq, Se, GSE, MIN_SHARES, ROOT_TG};
+use crate::sched::rq::CfsRq;
+use crate::sched::sim::Sim;
+use crate::sched::task::{LoadWeight, Policy, SchedEntity};
+use crate::sched::{deq, enq};
+
+impl Sim {
+    /// A runqueue by its id: the CPU's root one or a group's.
+    #[inline]
+    pub fn cfs(&self, q: Cq) -> &CfsRq {
+        if q.tg == ROOT_TG {
+            &self.rqs[q.cpu as usize].cfs
+        } else {
+            &self.cg.cfs_rqs[q.tg as usize * self.cg.nr_cpus + q.cpu as usize]
+        }
+    }
+
+    #[inline]
+    pub fn cfs_mut(&mut self, q: Cq) -> &mut CfsRq {
+        if q.tg == ROOT_TG {
+            &mut self.rqs[q.cpu as usize].cfs
+        } else {
+            let n = self.cg.nr_cpus;
+            &mut self.cg.cfs_rqs[q.tg as usize * n + q.cpu as usize]
+        }
+    }
+
+    /// An entity by its id: a task's, or a group's on one CPU.
+    #[inline]
+    pub fn se(&self, e: Se) -> &SchedEntity {
+        if e & GSE == 0 {
+            &self.tasks[e as usize].se
+        } else {
+            &self.cg.ses[(e & !GSE) as usize]
+        }
+    }
+
+    #[inline]
+    pub fn se_mut(&mut self, e: Se) -> &mut SchedEntity {
+        if e & GSE == 0 {
+            &mut self.tasks[e as usize].se
+        } else {
+            &mut self.cg.ses[(e & !GSE) as usize]
+        }
+    }
+
+    /// The group and CPU of a group entity.
+    #[inline]
+    fn gse_group(&self, e: Se) -> (u32, Cpu) {
+        let i = (e & !GSE) as usize;
+        ((i / self.cg.nr_cpus) as u32, (i % self.cg.nr_cpus) as Cpu)
+    }
+
+    /// cfs_rq_of(): the runqueue an entity is queued in.
+    #[inline]
+    pub fn cfs_rq_of(&self, e: Se) -> Cq {
+        if e & GSE == 0 {
+            let t = &self.tasks[e as usize];
+            Cq { cpu: t.cpu, tg: t.cgrp }
+        } else {
+            let (g, cpu) = self.gse_group(e);
+            Cq { cpu, tg: self.cg.groups[g as usize].parent.unwrap_or(ROOT_TG) }
+        }
+    }
+
+    /// group_cfs_rq(): the runqueue a group entity stands for.
+    #[inline]
+    pub fn group_cfs_rq(&self, e: Se) -> Cq {
+        debug_assert!(e & GSE != 0);
+        let (g, cpu) = self.gse_group(e);
+        Cq { cpu, tg: g }
+    }
+
+    /// parent_entity(): the entity of the group an entity is queued in.
+    #[inline]
+    pub fn parent_entity(&self, e: Se) -> Option<Se> {
+        let q = self.cfs_rq_of(e);
+        if q.tg == ROOT_TG {
+            None
+        } else {
+            Some(GSE | self.cg.idx(q.tg, q.cpu) as u32)
+        }
+    }
+
+    /// update_se() for a group entity: its exec_start and runtime total.
+    pub(crate) fn update_se_group(&mut self, e: Se) -> Ns {
+        let now = self.now();
+        let se = self.se_mut(e);
+        if now <= se.exec_start {
+            return 0;
+        }
+        let delta = now - se.exec_start;
+        se.exec_start = now;
+        se.sum_exec_runtime += delta;
+        delta
+    }
+
+    /// Adds to h_nr_queued / h_nr_runnable of every runqueue from the
+    /// entity's up to the root (set_delayed / clear_delayed and the
+    /// enqueue and dequeue walks).
+    pub(crate) fn add_h_nr(&mut self, e: Se, queued: i32, runnable: i32) {
+        let mut e = e;
+        loop {
+            let q = self.cfs_rq_of(e);
+            let cfs = self.cfs_mut(q);
+            cfs.h_nr_queued = cfs.h_nr_queued.wrapping_add_signed(queued);
+            cfs.h_nr_runnable = cfs.h_nr_runnable.wrapping_add_signed(runnable);
+            if self.cfs_rq_throttled(q) {
+                return;
+            }
+            match self.parent_entity(e) {
+                Some(pe) => e = pe,
+                None => return,
+            }
+        }
+    }
+
+    /// set_next_buddy(): nominates the entity at every level.
+    pub(crate) fn set_next_buddy(&mut self, p: TaskId) {
+        let mut e = p;
+        loop {
+            let q = self.cfs_rq_of(e);
+            self.cfs_mut(q).next = Some(e);
+            match self.parent_entity(e) {
+                Some(pe) => e = pe,
+                None => return,
+            }
+        }
+    }
+
+    /// An entity's depth: 0 in the root runqueue.
+    fn se_depth(&self, e: Se) -> u32 {
+        let tg = self.cfs_rq_of(e).tg;
+        self.cg.groups[tg as usize].depth
+    }
+
+    /// find_matching_se(): the ancestors of two entities that share a runqueue.
+    pub(crate) fn find_matching_se(&self, a: Se, b: Se) -> (Se, Se) {
+        let (mut a, mut b) = (a, b);
+        let (mut da, mut db) = (self.se_depth(a), self.se_depth(b));
+        while da > db {
+            a = self.parent_entity(a).expect("deeper entity has a parent");
+            da -= 1;
+        }
+        while db > da {
+            b = self.parent_entity(b).expect("deeper entity has a parent");
+            db -= 1;
+        }
+        while self.cfs_rq_of(a) != self.cfs_rq_of(b) {
+            a = self.parent_entity(a).expect("entities meet at the root");
+            b = self.parent_entity(b).expect("entities meet at the root");
+        }
+        (a, b)
+    }
+
+    /// se_is_idle(): a SCHED_IDLE task, or the entity of a cpu.idle group.
+    pub(crate) fn se_is_idle(&self, e: Se) -> bool {
+        if e & GSE == 0 {
+            self.task(e).policy == Policy::Idle
+        } else {
+            self.cg.groups[self.gse_group(e).0 as usize].idle
+        }
+    }
+
+    /// update_tg_load_avg(): publishes a group runqueue's load average into
+    /// the group's total when it moved by more than 1/64.
+    pub(crate) fn update_tg_load_avg(&mut self, q: Cq) {
+        let i = self.cg.idx(q.tg, q.cpu);
+        let load = self.cfs(q).avg.load_avg;
+        let contrib = self.cg.load_contrib[i];
+        let delta = load as i64 - contrib as i64;
+        if delta.unsigned_abs() > contrib / 64 {
+            self.cg.groups[q.tg as usize].load_avg += delta;
+            self.cg.load_contrib[i] = load;
+        }
+    }
+
+    /// calc_group_shares(): the group's shares times this CPU's part of the
+    /// group's load, within [MIN_SHARES, shares].
+    fn calc_group_shares(&self, q: Cq) -> u64 {
+        let tg = &self.cg.groups[q.tg as usize];
+        let cfs = self.cfs(q);
+        let load = cfs.load_weight.max(cfs.avg.load_avg);
+        let contrib = self.cg.load_contrib[self.cg.idx(q.tg, q.cpu)];
+        let tg_weight = (tg.load_avg - contrib as i64 + load as i64).max(0) as u64;
+        let shares = tg.shares * load;
+        let shares = shares.checked_div(tg_weight).unwrap_or(shares);
+        shares.clamp(MIN_SHARES, tg.shares.max(MIN_SHARES))
+    }
+
+    /// update_cfs_group(): a group entity takes its current share.
+    pub(crate) fn update_cfs_group(&mut self, e: Se) {
+        if e & GSE == 0 {
+            return;
+        }
+        let gq = self.group_cfs_rq(e);
+        let shares = self.calc_group_shares(gq);
+        if self.se(e).load.weight == shares {
+            return;
+        }
+        let q = self.cfs_rq_of(e);
+        self.reweight_entity(q, e, shares);
+    }
+
+    /// reweight_entity(): a new weight for an entity, keeping its lag and
+    /// its relative deadline in service time (a queued entity is taken out,
+    /// rescaled and placed back).
+    pub(crate) fn reweight_entity(&mut self, q: Cq, e: Se, weight: u64) {
+        let is_curr = self.cfs(q).curr == Some(e);
+        let on_rq = self.se(e).on_rq;
+        if on_rq {
+            if is_curr {
+                self.update_curr(q);
+            } else {
+                self.dequeue_timeline(q, e);
+            }
+            self.update_entity_lag(q, e);
+            let se = self.se_mut(e);
+            se.deadline = se.deadline.wrapping_sub(se.vruntime);
+            se.rel_deadline = true;
+            let w = se.load.weight;
+            let cfs = self.cfs_mut(q);
+            cfs.nr_queued -= 1;
+            cfs.load_weight -= w;
+        }
+        let se = self.se_mut(e);
+        let (old_w, new_w) = (se.load.weight as i128, weight.max(1) as i128);
+        se.vlag = (se.vlag as i128 * old_w / new_w) as i64;
+        if se.rel_deadline {
+            se.deadline = (se.deadline as i64 as i128 * old_w / new_w) as i64 as u64;
+        }
+        se.load = LoadWeight { weight, inv_weight: inv_weight(weight) };
+        if on_rq {
+            self.place_entity(q, e, 0);
+            let cfs = self.cfs_mut(q);
+            cfs.load_weight += weight;
+            cfs.nr_queued += 1;
+            if !is_curr {
+                self.enqueue_timeline(q, e);
+            }
+        }
+    }
+
+    /// enqueue_task_fair(): the task into its group's runqueue, then each
+    /// group entity that was not queued into its parent's; the groups above
+    /// count the task and refresh their shares.
+    pub(crate) fn enqueue_task_fair(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
+        let q = self.cfs_rq_of(p);
+        debug_assert_eq!(q.cpu, cpu);
+        if flags & enq::DELAYED != 0 {
+            self.requeue_delayed_entity(q, p);
+            return;
+        }
+        self.enqueue_entity(q, p, flags);
+        let cfs = self.cfs_mut(q);
+        cfs.h_nr_queued += 1;
+        cfs.h_nr_runnable += 1;
+        if self.cfs_rq_throttled(q) {
+            // enqueue_throttle: the task is not counted on the CPU.
+            self.add_nr_running(cpu, -1);
+            return;
+        }
+        let mut e = p;
+        while let Some(pe) = self.parent_entity(e) {
+            let pq = self.cfs_rq_of(pe);
+            if !self.se(pe).on_rq {
+                let slice = self.cfs_min_slice(self.group_cfs_rq(pe));
+                if slice != u64::MAX {
+                    self.se_mut(pe).slice = slice;
+                }
+                self.enqueue_entity(pq, pe, enq::WAKEUP);
+            } else {
+                self.update_load_avg(pq, Some(pe));
+                self.update_cfs_group(pe);
+            }
+            let cfs = self.cfs_mut(pq);
+            cfs.h_nr_queued += 1;
+            cfs.h_nr_runnable += 1;
+            if self.cfs_rq_throttled(pq) {
+                self.add_nr_running(cpu, -1);
+                return;
+            }
+            e = pe;
+        }
+    }
+
+    /// dequeue_task_fair() / dequeue_entities(): the task out of its
+    /// group's runqueue, and each group entity whose runqueue that emptied
+    /// out of its parent's. Returns false for a delayed dequeue.
+    pub(crate) fn dequeue_task_fair(&mut self, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+        let q = self.cfs_rq_of(p);
+        debug_assert_eq!(q.cpu, cpu);
+        let was_delayed = self.task(p).se.sched_delayed;
+        if !self.dequeue_entity(q, p, flags) {
+            return false;
+        }
+        let runnable = u32::from(!was_delayed);
+        let cfs = self.cfs_mut(q);
+        cfs.h_nr_queued -= 1;
+        cfs.h_nr_runnable -= runnable;
+        let mut empty = cfs.load_weight == 0;
+        if self.cfs_rq_throttled(q) {
+            // The task was not counted on the CPU: finish_dequeue's decrement is undone.
+            self.add_nr_running(cpu, 1);
+            return true;
+        }
+        let mut e = p;
+        while let Some(pe) = self.parent_entity(e) {
+            let pq = self.cfs_rq_of(pe);
+            if empty && self.se(pe).on_rq {
+                self.dequeue_entity(pq, pe, deq::SLEEP);
+                empty = self.cfs(pq).load_weight == 0;
+            } else {
+                empty = false;
+                self.update_load_avg(pq, Some(pe));
+                self.update_cfs_group(pe);
+            }
+            let cfs = self.cfs_mut(pq);
+            cfs.h_nr_queued -= 1;
+            cfs.h_nr_runnable -= runnable;
+            if self.cfs_rq_throttled(pq) {
+                self.add_nr_running(cpu, 1);
+                return true;
+            }
+            e = pe;
+        }
+        true
+    }
+
+    /// sched_move_task(): a task changes group. It is taken off its queue
+    /// and the CPU (DEQUEUE_SAVE | DEQUEUE_MOVE), its load average moves
+    /// with it (task_change_group_fair), and it is put back in the new
+    /// group's runqueue.
+    pub fn sched_move_task(&mut self, p: TaskId, g: u32) {
+        if self.task(p).class != crate::sched::task::ClassId::Fair {
+            // Only the fair class queues by group: the others just take note.
+            self.task_mut(p).cgrp = g;
+            return;
+        }
+        self.finish_delayed_dequeue(p);
+        let cpu = self.task(p).cpu;
+        let running = self.rq(cpu).curr == Some(p);
+        let queued = self.task(p).on_rq;
+        let class = self.task(p).class;
+        let cls = crate::sched::class_of(class);
+        if running {
+            self.commit_progress(cpu);
+            cls.update_curr(self, cpu);
+        }
+        if queued {
+            cls.dequeue_task(self, cpu, p, deq::SAVE | deq::MOVE);
+        }
+        if running {
+            cls.put_prev_task(self, cpu, p);
+        }
+        // detach_task_cfs_rq / attach_task_cfs_rq: the average changes runqueue.
+        let old = self.cfs_rq_of(p);
+        let w = self.task(p).se.load.weight;
+        let mut avg = self.task(p).se.avg;
+        let now = self.now();
+        self.cfs_mut(old).avg.detach(&avg, w);
+        self.task_mut(p).cgrp = g;
+        let new = self.cfs_rq_of(p);
+        let cfs = self.cfs_mut(new);
+        let (lw, nr, run) = (cfs.load_weight, cfs.h_nr_runnable as u64, cfs.curr.is_some());
+        cfs.avg.update_rq(now, lw, nr, run);
+        cfs.avg.attach(&mut avg, w);
+        self.task_mut(p).se.avg = avg;
+        if queued {
+            cls.enqueue_task(self, cpu, p, enq::RESTORE | enq::MOVE);
+        }
+        if running {
+            cls.set_next_task(self, cpu, p, false);
+            self.resched_curr(cpu);
+        } else if queued {
+            self.wakeup_preempt(cpu, p, 0);
+        }
+    }
+
+    /// task_h_load(): a task's share of its CPU's load, through the group
+    /// entities above it (update_cfs_rq_h_load).
+    pub(crate) fn task_h_load_group(&self, p: TaskId) -> u64 {
+        let mut load = self.task(p).se.avg.load_avg as u128;
+        let mut e = p;
+        while let Some(pe) = self.parent_entity(e) {
+            let gq = self.group_cfs_rq(pe);
+            let num = self.se(pe).avg.load_avg.max(self.se(pe).load.weight.min(1)) as u128;
+            load = load * num / (self.cfs(gq).avg.load_avg as u128 + 1);
+            e = pe;
+        }
+        load as u64
+    }
+
+    /// Debug checks across one CPU's hierarchy: every queued group entity
+    /// stands for a non-empty runqueue, the h_nr counts add up, and every
+    /// queued task sits in its own cgroup's runqueue.
+    pub(crate) fn check_hierarchy(&self, cpu: Cpu) -> Result<(), String> {
+        for g in 1..self.cg.groups.len() as u32 {
+            let q = Cq { cpu, tg: g };
+            let e = GSE | self.cg.idx(g, cpu) as u32;
+            let cfs = self.cfs(q);
+            let se = self.se(e);
+            // A throttled runqueue's entity is out of the hierarchy: never picked.
+            if se.on_rq != (cfs.nr_queued > 0 && !cfs.throttled) {
+                return Err(format!("cpu{cpu}: group {} entity on_rq={} with {} queued", self.cg.groups[g as usize].path, se.on_rq, cfs.nr_queued));
+            }
+            let tg = &self.cg.groups[g as usize];
+            if se.on_rq && (se.load.weight < MIN_SHARES.min(tg.shares) || se.load.weight > tg.shares.max(MIN_SHARES)) {
+                return Err(format!("cpu{cpu}: group {} weight {} outside [{MIN_SHARES}, {}]", tg.path, se.load.weight, tg.shares));
+            }
+        }
+        // h_nr_queued of each runqueue: the tasks queued in it or below.
+        let mut counts = vec![0u32; self.cg.groups.len()];
+        for &(_, p) in &self.rq(cpu).cfs.lru {
+            let t = self.task(p);
+            if self.cg.groups[t.cgrp as usize].path != t.cgroup {
+                return Err(format!("task {p}: in group {} but its cgroup is {}", self.cg.groups[t.cgrp as usize].path, t.cgroup));
+            }
+            let mut g = Some(t.cgrp);
+            while let Some(x) = g {
+                counts[x as usize] += 1;
+                if self.cfs_rq_throttled(Cq { cpu, tg: x }) {
+                    break;
+                }
+                g = self.cg.groups[x as usize].parent;
+            }
+        }
+        for (g, &n) in counts.iter().enumerate() {
+            let have = self.cfs(Cq { cpu, tg: g as u32 }).h_nr_queued;
+            if have != n {
+                return Err(format!("cpu{cpu}: group {} h_nr_queued {have}, {n} tasks queued in it", self.cg.groups[g].path));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The inverse weight (2^32 / w) the fixed-point divisions use
+/// (__update_inv_weight).
+pub fn inv_weight(w: u64) -> u32 {
+    (1u64 << 32).checked_div(w).map_or(u32::MAX, |v| v.min(u32::MAX as u64) as u32)
+}
