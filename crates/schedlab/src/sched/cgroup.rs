@@ -79,7 +79,7 @@ fn max_word(w: &str) -> Result<Ns, String> {
     if let Ok(us) = w.parse::<u64>() {
         return Ok(us * NSEC_PER_USEC);
     }
-    parse_duration(w)
+    parse_duration(w).map_err(|e| e.to_string())
 }
 
 /// Parses cpu.max: "QUOTA PERIOD", "max", "max PERIOD" or "QUOTA" (period

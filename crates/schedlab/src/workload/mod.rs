@@ -221,7 +221,7 @@ fn build_cyclictest(sim: &mut Sim, w: u32, tgid: u32, c: &CyclictestSpec, prefix
         let mut t = new_task(format!("cyclictest-{i}"), w, tgid, policy, nice, prio, pin[i as usize].clone(), prog);
         if let Some(cg) = &c.cgroup {
             if !cg.starts_with('/') {
-                return Err(format!("{prefix}.cgroup: {cg:?} must be an absolute path such as \"/workload/a\""));
+                return Err(BuildError::Field { field: format!("{prefix}.cgroup"), msg: format!("{cg:?} must be an absolute path such as \"/workload/a\"") });
             }
             t.cgroup = cg.clone();
         }
