@@ -1,24 +1,24 @@
 //! Cgroups (issue 12): the hierarchy from [[cgroup]] tables, fair group
 //! scheduling, cpusets, per-cgroup results and the errors bad input gets.
 
-use schedlab::report::Results;
-use schedlab::scenario::Scenario;
+use schedlab::results::report::Results;
+use schedlab::workload::scenario::Scenario;
 
 use crate::{manifest, run};
 
-fn shipped_scenario(name: &str, sets: &[&str]) -> (schedlab::sim::Sim, Results) {
+fn shipped_scenario(name: &str, sets: &[&str]) -> (schedlab::sched::sim::Sim, Results) {
     let path = manifest().join("../../scenarios").join(name);
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let s = Scenario::load(&path, &sets).unwrap_or_else(|e| panic!("{e}"));
     let file = path.display().to_string();
-    let mut sim = schedlab::world::build(&s, &file).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = schedlab::workload::world::build(&s, &file).unwrap_or_else(|e| panic!("{e}"));
     sim.check_invariants = true;
     sim.run();
     let r = Results::collect(&sim, name, "eevdf");
     (sim, r)
 }
 
-fn cg<'a>(r: &'a Results, path: &str) -> &'a schedlab::report::CgroupResult {
+fn cg<'a>(r: &'a Results, path: &str) -> &'a schedlab::results::report::CgroupResult {
     r.cgroups.iter().find(|c| c.path == path).unwrap_or_else(|| panic!("no cgroup {path} in the results"))
 }
 
@@ -27,7 +27,7 @@ fn build_err(toml: &str) -> String {
         Ok(s) => s,
         Err(e) => return e.to_string(),
     };
-    match schedlab::world::build(&s, "t.toml") {
+    match schedlab::workload::world::build(&s, "t.toml") {
         Ok(_) => panic!("scenario was accepted:\n{toml}"),
         Err(e) => e.to_string(),
     }
@@ -42,7 +42,7 @@ fn weights_100_300_with_4_2_tasks_share_1_3() {
     // within 1 point of 25% / 75%.
     let path = manifest().join("../../scenarios/cgroup-weights.toml");
     let s = Scenario::load(&path, &[]).unwrap();
-    let mut sim = schedlab::world::build(&s, "cgroup-weights.toml").unwrap();
+    let mut sim = schedlab::workload::world::build(&s, "cgroup-weights.toml").unwrap();
     sim.check_invariants = true;
     let (b, w) = (sim.cg.find("/batch").unwrap() as usize, sim.cg.find("/web").unwrap() as usize);
     sim.run_until(1_000_000_000);
@@ -184,7 +184,7 @@ fn set_overrides_a_cgroup_field() {
     let path = manifest().join("../../scenarios/cgroup-weights.toml");
     let s = Scenario::load(&path, &["cgroup.1.weight=500".into()]).unwrap();
     assert_eq!(s.cgroups[1].weight, Some(500));
-    let e = Scenario::load(&path, &["cgroup.1.weight=0".into()]).map(|s| schedlab::world::build(&s, "x.toml").err().map(|e| e.to_string()));
+    let e = Scenario::load(&path, &["cgroup.1.weight=0".into()]).map(|s| schedlab::workload::world::build(&s, "x.toml").err().map(|e| e.to_string()));
     assert!(matches!(e, Ok(Some(m)) if m.contains("cgroup.1.weight")));
 }
 

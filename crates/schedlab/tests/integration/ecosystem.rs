@@ -307,10 +307,11 @@ fn matrix() {
             panic!("{}: {e}", en.sched);
         }
     }
-    let machines: Vec<&str> = match std::env::var("SCHEDLAB_ECOSYSTEM_MACHINES").as_deref() {
-        Ok("all") => MACHINES.to_vec(),
-        Ok(list) => list.split(',').map(str::trim).filter(|m| !m.is_empty()).collect(),
-        Err(_) => vec!["4cpu"],
+    let machines_env = std::env::var("SCHEDLAB_ECOSYSTEM_MACHINES").ok();
+    let machines: Vec<&str> = match machines_env.as_deref() {
+        Some("all") => MACHINES.to_vec(),
+        Some(list) => list.split(',').map(str::trim).filter(|m| !m.is_empty()).collect(),
+        None => vec!["4cpu"],
     };
     for m in &machines {
         assert!(MACHINES.contains(m), "SCHEDLAB_ECOSYSTEM_MACHINES names {m:?}; the matrix's machines are {MACHINES:?} (or `all`)");
