@@ -230,21 +230,28 @@ fn declarator_name(decl: &[Tok]) -> Option<(String, usize)> {
     t.ident.then(|| (t.text.clone(), dims))
 }
 
-/// Splits at commas at nesting depth 0.
-fn split_commas(toks: &[Tok]) -> Vec<&[Tok]> {
+/// Splits at `sep` tokens at bracket depth 0: the pieces before each
+/// separator, and what follows the last one.
+fn split_top<'a>(toks: &'a [Tok], sep: &str) -> (Vec<&'a [Tok]>, &'a [Tok]) {
     let (mut out, mut start, mut d) = (Vec::new(), 0, 0);
     for (i, t) in toks.iter().enumerate() {
         match t.text.as_str() {
             "(" | "[" | "{" => d += 1,
             ")" | "]" | "}" => d -= 1,
-            "," if d == 0 => {
+            s if s == sep && d == 0 => {
                 out.push(&toks[start..i]);
                 start = i + 1;
             }
             _ => {}
         }
     }
-    out.push(&toks[start..]);
+    (out, &toks[start..])
+}
+
+/// Splits at commas at nesting depth 0.
+fn split_commas(toks: &[Tok]) -> Vec<&[Tok]> {
+    let (mut out, rest) = split_top(toks, ",");
+    out.push(rest);
     out
 }
 
@@ -307,38 +314,11 @@ fn struct_tag_body<'a>(ty: &[Tok], bodies: &'a Bodies) -> Option<&'a [Tok]> {
     bodies.get(&ty.get(p + 1)?.text).map(|b| b.as_slice())
 }
 
-/// The members of a struct body as rodata `prefix.member` (nested
-/// structs as `prefix.inner.member`; the members of an anonymous struct or
-/// union member belong to the enclosing struct, as in C11). Bit-fields
-/// are left out: their address cannot be taken, and no loader writes one
-/// by name here.
-/// The member declarations of a struct body, without bit-fields.
+/// The member declarations of a struct body (each ended by `;`), without
+/// bit-fields (a `:` at depth 0).
 fn split_members(body: &[Tok]) -> Vec<&[Tok]> {
-    let (mut start, mut d) = (0, 0);
-    let mut members = Vec::new();
-    for (i, t) in body.iter().enumerate() {
-        match t.text.as_str() {
-            "(" | "[" | "{" => d += 1,
-            ")" | "]" | "}" => d -= 1,
-            ";" if d == 0 => {
-                members.push(&body[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    members.retain(|m| {
-        let mut d = 0;
-        !m.is_empty()
-            && !m.iter().any(|t| {
-                match t.text.as_str() {
-                    "(" | "[" | "{" => d += 1,
-                    ")" | "]" | "}" => d -= 1,
-                    _ => {}
-                }
-                d == 0 && t.text == ":"
-            })
-    });
+    let mut members = split_top(body, ";").0;
+    members.retain(|m| !m.is_empty() && split_top(m, ":").0.is_empty());
     members
 }
 
@@ -410,6 +390,11 @@ fn special_fields(body: &[Tok], prefix: &str, bodies: &Bodies, depth: usize, out
     }
 }
 
+/// The members of a struct body as rodata `prefix.member` (nested
+/// structs as `prefix.inner.member`; the members of an anonymous struct or
+/// union member belong to the enclosing struct, as in C11). Bit-fields
+/// are left out: their address cannot be taken, and no loader writes one
+/// by name here.
 fn struct_members(body: &[Tok], prefix: &str, bodies: &Bodies, depth: usize, out: &mut Vec<ScannedRodata>) {
     if depth > 8 {
         return;
