@@ -65,6 +65,19 @@ fn syntax_error_has_a_line() {
     assert_bad("syntax.toml", &GOOD.replace("count = 2", "count = = 2"), &[":7:"]);
 }
 
+/// Found by fuzzing: a scenario without `duration` said ".: expected a duration".
+#[test]
+fn missing_duration_is_named() {
+    assert_bad("nodur.toml", "[[workload]]\nkind = \"hog\"\ncount = 1\n", &["duration: missing", "duration = \"10s\""]);
+}
+
+/// A scenario bigger than this machine's memory is refused up front with
+/// the estimate (issue 13 §4), not OOM-killed halfway.
+#[test]
+fn scenario_too_big_for_memory_is_refused_up_front() {
+    assert_bad("huge.toml", "duration = \"1s\"\n[[workload]]\nkind = \"hog\"\ncount = 4000000000\n", &["needs about", "4000000000 tasks", "available here"]);
+}
+
 #[test]
 fn missing_file_is_an_io_error() {
     let out = schedlab(&["run", "/nonexistent/x.toml"]);

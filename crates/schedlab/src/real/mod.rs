@@ -21,7 +21,7 @@
 mod exec;
 mod shm;
 pub mod sys;
-mod tracefs;
+pub mod tracefs;
 
 use std::sync::Arc;
 

@@ -97,27 +97,59 @@ impl PidMap {
 
 /// A thread as an event's fields name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Thr<'a> {
+pub struct Thr<'a> {
+    /// Its comm (up to 15 bytes in the kernel; may contain spaces).
     pub comm: &'a str,
+    /// Its pid (the kernel's, i.e. the thread id).
     pub pid: i32,
+    /// Its kernel priority (0-139; 120 is nice 0).
     pub prio: i64,
 }
 
+/// The scheduler events the reader understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Event<'a> {
-    Switch { prev: Thr<'a>, prev_state: &'a str, next: Thr<'a> },
-    Wake { kind: WakeKind, task: Thr<'a>, target_cpu: i64 },
-    Migrate { task: Thr<'a>, orig_cpu: i64, dest_cpu: i64 },
+pub enum Event<'a> {
+    /// sched_switch: `prev` leaves the CPU in `prev_state` ("R", "S", "D", "R+", ...), `next` runs.
+    Switch {
+        /// The task switched out.
+        prev: Thr<'a>,
+        /// Its state as the kernel prints it.
+        prev_state: &'a str,
+        /// The task switched in.
+        next: Thr<'a>,
+    },
+    /// sched_waking / sched_wakeup / sched_wakeup_new.
+    Wake {
+        /// Which of the three.
+        kind: WakeKind,
+        /// The task woken.
+        task: Thr<'a>,
+        /// The CPU it is to run on.
+        target_cpu: i64,
+    },
+    /// sched_migrate_task.
+    Migrate {
+        /// The task moved.
+        task: Thr<'a>,
+        /// The CPU it leaves.
+        orig_cpu: i64,
+        /// The CPU it goes to.
+        dest_cpu: i64,
+    },
 }
 
 /// One line of the `trace` file: `<comm>-<pid> [cpu] <flags> <secs.usecs>: <event>: <fields>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Line<'a> {
+pub struct Line<'a> {
+    /// The timestamp, in ns (the text has microseconds).
     pub ts_ns: u64,
+    /// The CPU it happened on.
     pub cpu: u32,
     /// The task the event happened in (common_pid): the waker of a wakeup.
     pub pid: i32,
+    /// That task's comm.
     pub comm: &'a str,
+    /// The event and its fields.
     pub ev: Event<'a>,
 }
 
@@ -125,7 +157,7 @@ const EVENTS: [&str; 5] = ["sched_switch", "sched_waking", "sched_wakeup", "sche
 
 /// Parses a line of the kernel's text output; None for anything else
 /// (comments, `[LOST n EVENTS]` marks, other events).
-pub(crate) fn parse_line(line: &str) -> Option<Line<'_>> {
+pub fn parse_line(line: &str) -> Option<Line<'_>> {
     // The header ends at ": <event>: ". Every marker is longer than a comm
     // (15 bytes), so the first one found is not inside the header's comm.
     let (at, name) = line.match_indices(": sched_").find_map(|(i, _)| {

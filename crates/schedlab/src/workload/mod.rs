@@ -20,6 +20,7 @@
 
 pub mod cgroups;
 mod common;
+pub mod estimate;
 pub mod rtapp;
 pub mod scenario;
 pub mod world;

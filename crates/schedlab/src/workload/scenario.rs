@@ -612,6 +612,9 @@ impl Scenario {
         for s in sets {
             apply_set(&mut value, s).map_err(|m| ScenarioError::invalid(file, None, format!("--set {s}: {m}")))?;
         }
+        if !value.contains_key("duration") {
+            return Err(ScenarioError::invalid(file, None, "duration: missing: give the simulated time, e.g. duration = \"10s\" (or --set duration=10s)"));
+        }
         let de = toml::Value::Table(value);
         let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let mut path = e.path().to_string().replace("workload[", "workload.").replace(']', "");

@@ -55,8 +55,28 @@ pub fn machine_of_size(n: usize) -> Result<Topology, TopologyError> {
 
 /// Builds a ready-to-run simulator.
 pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
+    build_on(s, file, topology(s, file)?)
+}
+
+/// Builds the simulator for a scenario on a given machine (the scenario's
+/// own `[machine]` table chooses only the costs then).
+pub fn build_on(s: &Scenario, file: &str, topo: Topology) -> Result<Sim, ScenarioError> {
     let bad = |msg: String| ScenarioError::invalid(file, None, msg);
-    let topo = topology(s, file)?;
+    let need = crate::workload::estimate::estimate(s, topo.nr_cpus());
+    if let Some(avail) = crate::workload::estimate::available_bytes() {
+        if need.bytes() > avail {
+            use crate::workload::estimate::{fmt_bytes, CPU_BYTES, TASK_BYTES};
+            return Err(bad(format!(
+                "workload: this scenario needs about {} of memory ({} tasks x {} + {} CPUs x {} and more per CPU pair), more than the {} available here: reduce the workloads' task counts or the machine",
+                fmt_bytes(need.bytes()),
+                need.tasks,
+                fmt_bytes(TASK_BYTES),
+                need.cpus,
+                fmt_bytes(CPU_BYTES),
+                fmt_bytes(avail)
+            )));
+        }
+    }
     if !SCHEDULERS.iter().any(|k| k.0 == s.scheduler.kind) {
         let known: Vec<&str> = SCHEDULERS.iter().map(|s| s.0).collect();
         return Err(bad(format!("scheduler.kind: unknown scheduler {:?}: expected one of {}", s.scheduler.kind, known.join(", "))));

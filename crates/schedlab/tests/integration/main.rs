@@ -8,6 +8,7 @@ mod experiments;
 mod ext;
 mod fair;
 mod faults;
+mod fuzz_corpus;
 mod golden;
 mod host;
 mod invariants;

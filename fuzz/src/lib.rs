@@ -1,0 +1,2 @@
+//! schedlab's fuzz targets; see src/targets.rs.
+pub mod targets;
