@@ -113,8 +113,7 @@ fn idle_task(cpu: Cpu) -> Box<TaskStructC> {
     let name = format!("swapper/{cpu}");
     let n = name.len().min(15);
     t.comm[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let p: *mut TaskStructC = &mut *t;
-    t.group_leader = p;
+    crate::sched::ext::procs::init_idle_c(&mut t);
     t
 }
 
