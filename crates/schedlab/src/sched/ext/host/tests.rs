@@ -38,6 +38,8 @@ fn c_layouts_and_constants_match_rust() {
     size::<SignalC>(&mut v, "signal_struct");
     off!(v, SignalC, "signal_struct", nr_threads, thread_head, pids);
     size::<CredC>(&mut v, "cred");
+    size::<kobj::CssSetC>(&mut v, "css_set");
+    off!(v, kobj::CssSetC, "css_set", subsys, dfl_cgrp);
     size::<PidNamespaceC>(&mut v, "pid_namespace");
     v.push(("offsetof(struct pid_namespace, ns.inum)".into(), offset_of!(PidNamespaceC, ns_inum) as u64));
     v.push(("offsetof(struct cred, euid)".into(), 16));
