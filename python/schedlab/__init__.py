@@ -296,7 +296,7 @@ class Comparison:
         self.seed = seed
 
     def __repr__(self) -> str:
-        return f"Comparison({len(self.json.get('runs', []))} variants, seed {self.seed})"
+        return f"Comparison({len(self.json.get('variants', []))} variants, seed {self.seed})"
 
 
 def compare(

@@ -59,7 +59,7 @@ def test_latency_is_the_histogram(cli):
     assert lat.percentiles[99.0] == w["latency"]["p99_ns"]
     x, frac = lat.cdf()
     assert frac[-1] == pytest.approx(1.0) and np.all(np.diff(frac) >= 0)
-    with pytest.raises(KeyError, match="background"):
+    with pytest.raises(KeyError, match="with latency: cyclictest"):
         r.latency("nope")
 
 
@@ -103,4 +103,4 @@ def test_compare_is_the_clis(cli, tmp_path):
     assert c.csv_text == (tmp_path / "cyclictest-normal-compare.csv").read_text()
     assert c.json_text == (tmp_path / "cyclictest-normal-compare.json").read_text()
     assert list(c.table["variant"].unique()) == ["RUN_TO_PARITY=on", "RUN_TO_PARITY=off"]
-    assert len(c.table) == 2 * len(c.json["runs"][0]["workloads"])
+    assert len(c.table) == 2 * len(c.json["variants"][0]["workloads"])

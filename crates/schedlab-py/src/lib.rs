@@ -19,7 +19,7 @@ use pyo3::exceptions::{PyException, PyOSError};
 use pyo3::prelude::*;
 use rayon::prelude::*;
 use schedlab::frontend::{self, CompareSpec, Failure, SweepPlan, SweepSpec};
-use schedlab::results::compare::{self, RunSummary};
+use schedlab::results::compare::{self as cmp, RunSummary};
 use schedlab::results::sweep;
 
 create_exception!(_native, InputError, PyException, "Bad input: the CLI's one-line message (exit code 2).");
@@ -36,32 +36,38 @@ fn to_py(f: Failure) -> PyErr {
 /// exception) sets the cancel flag, waits for the work to stop and raises.
 fn interruptible<T: Send>(py: Python<'_>, work: impl FnOnce(&AtomicBool) -> T + Send) -> PyResult<T> {
     let cancel = AtomicBool::new(false);
+    let finished = AtomicBool::new(false);
+    let wait = |limit: Option<u32>| {
+        let mut n = 0;
+        while !finished.load(Ordering::Acquire) && limit.is_none_or(|l| n < l) {
+            std::thread::sleep(Duration::from_millis(5));
+            n += 1;
+        }
+        finished.load(Ordering::Acquire)
+    };
     std::thread::scope(|sc| {
         let handle = std::thread::Builder::new()
             .name("schedlab".into())
             // The simulator's recursion (hosted schedulers' callbacks) wants
             // what a main thread has.
             .stack_size(64 << 20)
-            .spawn_scoped(sc, || work(&cancel))
-            .map_err(|e| PyOSError::new_err(format!("cannot start the simulation thread: {e}")))?;
-        loop {
-            let done = py.allow_threads(|| {
-                for _ in 0..10 {
-                    if handle.is_finished() {
-                        return true;
+            .spawn_scoped(sc, || {
+                // Set even when the work panics, so the waiter never hangs.
+                struct Done<'a>(&'a AtomicBool);
+                impl Drop for Done<'_> {
+                    fn drop(&mut self) {
+                        self.0.store(true, Ordering::Release);
                     }
-                    std::thread::sleep(Duration::from_millis(5));
                 }
-                handle.is_finished()
-            });
-            if done {
-                break;
-            }
+                let _done = Done(&finished);
+                work(&cancel)
+            })
+            .map_err(|e| PyOSError::new_err(format!("cannot start the simulation thread: {e}")))?;
+        // Wake every 50 ms to let Python run its signal handlers.
+        while !py.allow_threads(|| wait(Some(10))) {
             if let Err(e) = py.check_signals() {
                 cancel.store(true, Ordering::Relaxed);
-                py.allow_threads(|| while !handle.is_finished() {
-                    std::thread::sleep(Duration::from_millis(5));
-                });
+                py.allow_threads(|| wait(None));
                 let _ = handle.join();
                 return Err(e);
             }
@@ -154,7 +160,7 @@ fn compare(
             .collect();
         let runs = ran.into_iter().collect::<Result<Vec<_>, _>>()?;
         let title = scenarios[0].title(&file);
-        Ok((compare::to_json(&title, &runs, None), compare::to_csv(&runs), compare::tables(&runs), scenarios[0].seed))
+        Ok((cmp::to_json(&title, &runs, None), cmp::to_csv(&runs), cmp::tables(&runs), scenarios[0].seed))
     })?;
     out.map_err(to_py)
 }
