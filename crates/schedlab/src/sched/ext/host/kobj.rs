@@ -73,6 +73,17 @@ pub struct CgroupC {
     pub ancestors: [*mut CgroupC; 1],
 }
 
+/// CGROUP_SUBSYS_COUNT of the shim's `struct css_set`.
+pub const CGROUP_SUBSYS_COUNT: usize = 14;
+
+/// `struct css_set` (include/linux/cgroup-defs.h): the task's css in each
+/// subsystem and its cgroup on the default hierarchy.
+#[repr(C)]
+pub struct CssSetC {
+    pub subsys: [*mut CssC; CGROUP_SUBSYS_COUNT],
+    pub dfl_cgrp: *mut CgroupC,
+}
+
 /// Who a `struct task_struct *` from C is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Who {
@@ -97,6 +108,8 @@ pub struct Kobjs {
     idle: Vec<Box<TaskStructC>>,
     rqs: Vec<Box<RqC>>,
     root: Option<(Box<CgroupC>, Box<KernfsNodeC>)>,
+    /// `init_css_set`: every subsystem's root css and the root cgroup.
+    root_cset: Option<Box<CssSetC>>,
     /// The preempt count bpf_this_cpu_ptr(&__preempt_count) points at.
     preempt: Box<i32>,
 }
@@ -113,8 +126,7 @@ fn idle_task(cpu: Cpu) -> Box<TaskStructC> {
     let name = format!("swapper/{cpu}");
     let n = name.len().min(15);
     t.comm[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let p: *mut TaskStructC = &mut *t;
-    t.group_leader = p;
+    crate::sched::ext::procs::init_idle_c(&mut t);
     t
 }
 
@@ -157,6 +169,18 @@ impl Kobjs {
             (cg, kn)
         });
         &mut **cg
+    }
+
+    /// The root css_set (`init_css_set`), what `p->cgroups` of a task in
+    /// the root cgroup points at.
+    pub fn root_css_set(&mut self) -> *mut CssSetC {
+        let root = self.root_cgroup();
+        let cset = self.root_cset.get_or_insert_with(|| {
+            // SAFETY: `root` is the boxed root cgroup this state owns.
+            let css: *mut CssC = unsafe { &mut (*root).self_ };
+            Box::new(CssSetC { subsys: [css; CGROUP_SUBSYS_COUNT], dfl_cgrp: root })
+        });
+        &mut **cset
     }
 
     /// Whether `addr` is a cgroup this state lent.

@@ -834,7 +834,13 @@ impl ExtOps for HostedScheduler {
     }
 
     fn init_task(&self, sim: &mut Sim, p: TaskId, fork: bool) -> i32 {
-        let cgroup = self.state.inner.borrow_mut().kobjs.root_cgroup().cast();
+        let (cgroup, cset) = {
+            let k = &mut self.state.inner.borrow_mut().kobjs;
+            (k.root_cgroup().cast(), k.root_css_set())
+        };
+        // The task's css_set: the root one (cgroup membership is per task
+        // group in the simulator, not lent to BPF yet).
+        sim.task_mut(p).scx.c.cgroups = cset.cast();
         let mut args = InitTaskArgsC { fork, cgroup };
         let mut a = [self.task(sim, p), &mut args as *mut InitTaskArgsC as u64];
         self.call_s32(sim, Op::InitTask, &mut a).unwrap_or(0)

@@ -1,0 +1,142 @@
+//! Processes as BPF code sees them: the thread group (`signal_struct` and
+//! its thread list, `group_leader`), pids in the root pid namespace,
+//! credentials and the task's `sched_class`.
+//!
+//! A thread group is the workload's process (its `tgid`: `threads = true`
+//! puts a workload's tasks in one); its leader is the group's first task,
+//! whose `task_struct` carries the group's `signal_struct`. Tasks are never
+//! freed (a dead task's `task_struct` stays, like a reaped one under RCU),
+//! so the pointers stay valid for the whole run. Every task is in the root
+//! pid namespace (`init_pid_ns`, level 0) with root's credentials
+//! (`init_cred`: uid and gid 0; workloads do not set users).
+
+use crate::engine::TaskId;
+use crate::sched::ext::abi::{CredC, ListHeadC, PidC, PidNamespaceC, TaskStructC, UpidC};
+use crate::sched::sim::Sim;
+use crate::sched::task::ClassId;
+
+/// PROC_PID_INIT_INO (include/linux/proc_ns.h): the root pid namespace's
+/// inode number, what `ns.inum` reads.
+pub const PROC_PID_INIT_INO: u32 = 0xEFFF_FFFC;
+
+/// `init_pid_ns` (kernel/pid.c): the root pid namespace.
+static INIT_PID_NS: PidNamespaceC = PidNamespaceC { level: 0, ns_inum: PROC_PID_INIT_INO };
+
+/// `init_cred` (kernel/cred.c): root, every id 0.
+static INIT_CRED: CredC = CredC { ids: [0; 8] };
+
+/// One object per scheduling class the simulator has, whose address
+/// `p->sched_class` holds (rt, fair, ext, idle: the kernel's class order).
+static SCHED_CLASSES: [u64; 4] = [0; 4];
+
+/// The address of `class`'s object (`rt_sched_class`, `fair_sched_class`,
+/// `ext_sched_class`, `idle_sched_class`): what `p->sched_class` reads.
+pub fn sched_class_ptr(class: ClassId) -> *const u8 {
+    let i = match class {
+        ClassId::Rt => 0,
+        ClassId::Fair => 1,
+        ClassId::Ext => 2,
+        ClassId::Idle => 3,
+    };
+    (&SCHED_CLASSES[i] as *const u64).cast()
+}
+
+fn empty_list(h: &mut ListHeadC) {
+    let p: *mut ListHeadC = h;
+    h.next = p;
+    h.prev = p;
+}
+
+/// A fresh task_struct's process fields (copy_process()): its own pid in
+/// the root namespace, root's credentials, and a thread group of its own
+/// until [`Sim::scx_link_thread`] puts it in its process.
+pub fn init_task_c(t: &mut TaskStructC) {
+    t.__schedlab_pid = PidC { level: 0, numbers: [UpidC { nr: t.pid, ns: &INIT_PID_NS }] };
+    t.thread_pid = &mut t.__schedlab_pid;
+    t.real_cred = &INIT_CRED;
+    t.cred = &INIT_CRED;
+    empty_list(&mut t.__schedlab_signal.thread_head);
+    t.__schedlab_signal.nr_threads = 0;
+    t.signal = &mut t.__schedlab_signal;
+    t.thread_node = ListHeadC { next: std::ptr::null_mut(), prev: std::ptr::null_mut() };
+    t.sched_class = sched_class_ptr(ClassId::Fair);
+}
+
+/// An idle task (swapper/N): a kernel thread leading its own group,
+/// in the idle class.
+pub fn init_idle_c(t: &mut TaskStructC) {
+    init_task_c(t);
+    t.sched_class = sched_class_ptr(ClassId::Idle);
+    let me: *mut TaskStructC = t;
+    t.group_leader = me;
+    link(t, me);
+}
+
+/// Adds `t` at the tail of `leader`'s thread list and points its signal,
+/// group pids and leader at the group's (copy_process()'s
+/// `list_add_tail_rcu(&p->thread_node, &p->signal->thread_head)`).
+fn link(t: *mut TaskStructC, leader: *mut TaskStructC) {
+    // SAFETY: both are boxed task_structs that live as long as the Sim.
+    unsafe {
+        let sig: *mut _ = &mut (*leader).__schedlab_signal;
+        (*t).signal = sig;
+        (*t).group_leader = leader;
+        let lp: *mut PidC = &mut (*leader).__schedlab_pid;
+        (*sig).pids = [lp; crate::sched::ext::abi::PIDTYPE_MAX];
+        (*sig).pids[0] = std::ptr::null_mut(); // PIDTYPE_PID is per task (thread_pid)
+        let head: *mut ListHeadC = &mut (*sig).thread_head;
+        let node: *mut ListHeadC = &mut (*t).thread_node;
+        let last = (*head).prev;
+        (*node).next = head;
+        (*node).prev = last;
+        (*last).next = node;
+        (*head).prev = node;
+        (*sig).nr_threads += 1;
+    }
+}
+
+impl Sim {
+    /// Puts task `p` into its thread group (copy_process(): CLONE_THREAD
+    /// joins the creator's group, otherwise the task leads a new one). The
+    /// first task of a tgid leads it. Called whenever the task's C view
+    /// is filled; only the first call links.
+    pub(crate) fn scx_link_thread(&mut self, p: TaskId) {
+        let tgid = self.task(p).tgid;
+        let pid = self.task(p).scx.c.pid;
+        self.tasks[p as usize].scx.c.__schedlab_pid.numbers[0].nr = pid;
+        if !self.tasks[p as usize].scx.c.thread_node.next.is_null() {
+            return;
+        }
+        let leader = *self.thread_groups.entry(tgid).or_insert(p);
+        let l: *mut TaskStructC = &mut *self.tasks[leader as usize].scx.c;
+        let t: *mut TaskStructC = &mut *self.tasks[p as usize].scx.c;
+        link(t, l);
+    }
+
+    /// A task exited: it leaves its thread list (__unhash_process()'s
+    /// `list_del_rcu(&p->thread_node)`: `next` stays valid for a walker
+    /// that holds it). The leader's task_struct, and so the group's
+    /// signal_struct, stays while any thread does (as a zombie leader).
+    pub(crate) fn scx_unlink_thread(&mut self, p: TaskId) {
+        let t = &mut self.tasks[p as usize].scx.c;
+        let node: *mut ListHeadC = &mut t.thread_node;
+        // SAFETY: linked nodes are in boxed task_structs or signal_structs
+        // that live as long as the Sim.
+        unsafe {
+            if (*node).prev.is_null() {
+                return;
+            }
+            let (prev, next) = ((*node).prev, (*node).next);
+            (*prev).next = next;
+            (*next).prev = prev;
+            (*node).prev = std::ptr::null_mut();
+            (*t.signal).nr_threads -= 1;
+        }
+    }
+
+    /// Refreshes `p->sched_class` from the task's class.
+    pub(crate) fn scx_sync_sched_class(&mut self, p: TaskId) {
+        let class = self.task(p).class;
+        self.tasks[p as usize].scx.c.sched_class = sched_class_ptr(class);
+    }
+}
