@@ -104,3 +104,52 @@ def test_compare_is_the_clis(cli, tmp_path):
     assert c.json_text == (tmp_path / "cyclictest-normal-compare.json").read_text()
     assert list(c.table["variant"].unique()) == ["RUN_TO_PARITY=on", "RUN_TO_PARITY=off"]
     assert len(c.table) == 2 * len(c.json["variants"][0]["workloads"])
+
+
+def test_ctrl_c_interrupts_a_long_run():
+    import signal
+    import sys
+    import time
+
+    # A run of hours in simulated time; SIGINT once it is under way.
+    code = (
+        "import schedlab, sys\n"
+        "print('started', flush=True)\n"
+        "try:\n"
+        "    schedlab.run('scenarios/cyclictest-normal.toml', set={'duration': '3600s'})\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+        "    sys.exit(7)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(1.5)
+    assert p.poll() is None
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 7 and "interrupted" in out
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_run_releases_the_gil():
+    import threading
+    import time
+
+    done = threading.Event()
+    ticks = []
+
+    def other():
+        while not done.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t0 = time.monotonic()
+    schedlab.run(CYC, set={"duration": "5s"})
+    wall = time.monotonic() - t0
+    done.set()
+    t.join()
+    # The other thread ran all along: one tick per ~10 ms of the run.
+    assert wall > 0.3 and len(ticks) > wall / 0.05

@@ -42,6 +42,18 @@ def test_bad_sweep_input_fails_before_running(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_ray_backend_without_ray_says_how_to_install_it(tmp_path):
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "import schedlab\n"
+        f"schedlab.sweep({HB!r}, seeds=[1], out={str(tmp_path)!r}, backend='ray', set={{'duration': '50ms'}})\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert last == "ImportError: backend='ray' needs Ray: pip install 'schedlab[ray]' (from a checkout: pip install '.[ray]')"
+
+
 ray = pytest.importorskip("ray") if os.environ.get("SCHEDLAB_REQUIRE_RAY") != "1" else __import__("ray")
 
 
@@ -96,3 +108,29 @@ def test_killed_ray_sweep_resumes(local_ray, tmp_path):
     assert resumed.ran == 12 - stored and not resumed.errors
     local = schedlab.sweep(HB, out=tmp_path / "local", **grid)
     assert resumed.json_text == local.json_text and resumed.aggregate_csv == local.aggregate_csv
+
+
+def test_a_dead_workers_run_is_retried(local_ray, tmp_path, monkeypatch):
+    import schedlab.ray_sweep as rs
+
+    marker = tmp_path / "died"
+    real = rs.run_job
+
+    def dies_once(args, index):
+        # The first task to start kills its worker process outright.
+        import os as _os
+
+        try:
+            fd = _os.open(str(marker), _os.O_CREAT | _os.O_EXCL)
+            _os.close(fd)
+            _os._exit(1)
+        except FileExistsError:
+            pass
+        return real(args, index)
+
+    monkeypatch.setattr(rs, "run_job", dies_once)
+    s = schedlab.sweep(HB, out=tmp_path / "ray", backend="ray", **GRID)
+    assert marker.exists()
+    assert s.ran == 6 and not s.errors
+    local = schedlab.sweep(HB, out=tmp_path / "local", **GRID)
+    assert s.json_text == local.json_text
