@@ -92,8 +92,14 @@ struct NativeRun {
     tables: Vec<(String, String)>,
     /// Per workload with latency: (name, [(value_ns, count)], [(quantile, value_ns)]).
     #[pyo3(get)]
-    latency: Vec<(String, Vec<(u64, u64)>, Vec<(f64, u64)>)>,
+    latency: Vec<WorkloadLatency>,
 }
+
+/// (workload name, [(value_ns, count)] per recorded bucket, [(quantile, value_ns)]).
+type WorkloadLatency = (String, Vec<(u64, u64)>, Vec<(f64, u64)>);
+
+/// (store key, seed, the grid point as [(param, value)]).
+type JobRow = (String, u64, Vec<(String, String)>);
 
 /// The quantiles `latency()` reports (as the CLI's tables: p50 .. max).
 const QUANTILES: [f64; 6] = [0.5, 0.9, 0.99, 0.999, 0.9999, 1.0];
@@ -195,7 +201,7 @@ impl NativeSweep {
 
     /// (key, seed, point as [(param, value)]) per job, in job order.
     #[getter]
-    fn jobs(&self) -> Vec<(String, u64, Vec<(String, String)>)> {
+    fn jobs(&self) -> Vec<JobRow> {
         self.plan.jobs.iter().map(|j| (j.key.clone(), j.seed, self.plan.points[j.point].clone())).collect()
     }
 
