@@ -140,3 +140,73 @@ impl Sim {
         self.tasks[p as usize].scx.c.sched_class = sched_class_ptr(class);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::scenario::Scenario;
+
+    /// The pids on `t`'s thread list, walked from its signal_struct as
+    /// scx_layered walks `leader->signal->thread_head`.
+    fn walk(t: &TaskStructC) -> Vec<i32> {
+        let mut out = Vec::new();
+        let head: *const ListHeadC = &unsafe { &*t.signal }.thread_head;
+        let off = std::mem::offset_of!(TaskStructC, thread_node);
+        let mut n = unsafe { (*head).next } as *const ListHeadC;
+        while !std::ptr::eq(n, head) && out.len() < 64 {
+            // SAFETY: every node on the list is a task_struct's thread_node.
+            let task = unsafe { &*((n as *const u8).sub(off) as *const TaskStructC) };
+            out.push(task.pid);
+            n = task.thread_node.next;
+        }
+        out
+    }
+
+    #[test]
+    fn thread_groups_pids_and_creds_as_the_kernel_links_them() {
+        let text = "duration = \"10ms\"\n[machine]\ncpus = 2\n\
+                    [[workload]]\nkind = \"hog\"\nname = \"mt\"\ncount = 3\nthreads = true\n\
+                    [[workload]]\nkind = \"hog\"\nname = \"solo\"\ncount = 2\n";
+        let sc = Scenario::parse(text, "t.toml", &[]).unwrap();
+        let mut sim = crate::workload::world::build(&sc, "t.toml").unwrap();
+        let mt: Vec<TaskId> = (0..sim.tasks.len() as TaskId).filter(|&p| sim.task(p).name.starts_with("mt-")).collect();
+        let solo: Vec<TaskId> = (0..sim.tasks.len() as TaskId).filter(|&p| sim.task(p).name.starts_with("solo-")).collect();
+        assert_eq!((mt.len(), solo.len()), (3, 2));
+        let leader: *const TaskStructC = &*sim.task(mt[0]).scx.c;
+        let pids: Vec<i32> = mt.iter().map(|&p| sim.task(p).scx.c.pid).collect();
+        for &p in &mt {
+            let c = &sim.task(p).scx.c;
+            // One thread group: the first thread leads it, every thread
+            // shares its signal_struct and is on its list in creation order.
+            assert!(std::ptr::eq(c.group_leader, leader));
+            assert!(std::ptr::eq(c.signal, &sim.task(mt[0]).scx.c.__schedlab_signal));
+            assert_eq!(walk(c), pids);
+            // thread_pid is the task's own pid in init_pid_ns; PIDTYPE_TGID
+            // is the leader's.
+            let pid = unsafe { &*c.thread_pid };
+            assert_eq!((pid.level, pid.numbers[0].nr), (0, c.pid));
+            let ns = unsafe { &*pid.numbers[0].ns };
+            assert_eq!((ns.level, ns.ns_inum), (0, PROC_PID_INIT_INO));
+            let tg = unsafe { &*(*c.signal).pids[1] };
+            assert_eq!(tg.numbers[0].nr, pids[0]);
+            assert_eq!(unsafe { (*c.real_cred).ids }, [0; 8]);
+            assert_eq!(c.sched_class, sched_class_ptr(ClassId::Fair));
+        }
+        assert_eq!(unsafe { (*sim.task(mt[0]).scx.c.signal).nr_threads }, 3);
+        // Separate processes lead themselves, alone on their lists.
+        for &p in &solo {
+            let c = &sim.task(p).scx.c;
+            assert!(std::ptr::eq(c.group_leader, &**c));
+            assert_eq!(walk(c), vec![c.pid]);
+        }
+        // A thread exits: it leaves the list (twice is harmless); the rest
+        // stay linked around it, the leader's signal_struct stays.
+        sim.scx_unlink_thread(mt[1]);
+        sim.scx_unlink_thread(mt[1]);
+        assert_eq!(walk(&sim.task(mt[2]).scx.c), vec![pids[0], pids[2]]);
+        assert_eq!(unsafe { (*sim.task(mt[0]).scx.c.signal).nr_threads }, 2);
+        // The leader exits first: its threads still walk the group's list.
+        sim.scx_unlink_thread(mt[0]);
+        assert_eq!(walk(&sim.task(mt[2]).scx.c), vec![pids[2]]);
+    }
+}
