@@ -449,6 +449,8 @@ ALIAS(bool, scx_bpf_consume___old, scx_bpf_dsq_move_to_local, (u64 dsq_id), (dsq
 ALIAS(bool, scx_bpf_consume___compat, scx_bpf_dsq_move_to_local, (u64 dsq_id), (dsq_id))
 ALIAS(bool, scx_bpf_dsq_move_to_local___new, scx_bpf_dsq_move_to_local, (u64 dsq_id), (dsq_id))
 ALIAS(bool, scx_bpf_dsq_move_to_local___v1, scx_bpf_dsq_move_to_local, (u64 dsq_id), (dsq_id))
+/* The kernel's compat.bpf.h probes for scx_bpf_task_cgroup (6.12+) under this name. */
+ALIAS(struct cgroup *, scx_bpf_task_cgroup___new, scx_bpf_task_cgroup, (struct task_struct * p), (p))
 
 #define SET_PARAMS(v) (struct bpf_iter_scx_dsq * it, u64 v)
 ALIAS_VOID(scx_bpf_dsq_move_set_slice___new, scx_bpf_dsq_move_set_slice, SET_PARAMS(slice), (it, slice))
