@@ -117,6 +117,8 @@
 	X(void *, bpf_cgrp_storage_get, (void *map, struct cgroup *cgroup, void *value, u64 flags), \
 	  (map, cgroup, value, flags))                                         \
 	X(long, bpf_cgrp_storage_delete, (void *map, struct cgroup *cgroup), (map, cgroup)) \
+	X(struct cgroup_subsys_state *, schedlab_css_next, (struct cgroup_subsys_state * start, \
+	  struct cgroup_subsys_state *pos, u64 order), (start, pos, order))    \
 	X(void *, bpf_inode_storage_get, (void *map, void *inode, void *value, u64 flags), \
 	  (map, inode, value, flags))                                          \
 	X(long, bpf_inode_storage_delete, (void *map, void *inode), (map, inode)) \

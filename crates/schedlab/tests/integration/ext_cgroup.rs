@@ -191,3 +191,44 @@ fn cgroup_ops_follow_the_kernels_order() {
     assert!(ops.violations().is_empty(), "{:#?}", ops.violations());
     assert_eq!(s.task(p1).cgroup, "/a");
 }
+
+fn u64s(h: &schedlab::sched::ext::host::HostedScheduler, name: &str) -> Vec<u64> {
+    let b = h.global_bytes(name).unwrap_or_else(|| panic!("no global {name}"));
+    b.chunks(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect()
+}
+
+#[test]
+fn bpf_code_reads_the_cgroup_tree() {
+    // /c first, then /a/b: root id 1, /c 2, /a 3, /a/b 4.
+    let h = Rc::new(crate::load_with(&manifest().join("tests/shim/cgroups.bpf.c"), &crate::cfg()));
+    let mut s = sim(
+        "seed = 1\nduration = \"200ms\"\n[machine]\ncpus = 2\n\
+         [[cgroup]]\npath = \"/c\"\nweight = 300\nmax = \"50ms 100ms\"\n[[cgroup]]\npath = \"/a/b\"\nweight = 200\n\
+         [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 2\ncgroup = \"/a/b\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"c\"\ncount = 1\ncgroup = \"/c\"\n",
+    );
+    s.scx_enable(h.clone()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.scx.state, EnableState::Enabled, "{:?}", s.scx.exit);
+    let g = |n: &str| u64s(&h, n)[0];
+    let ids = |n: &str, nr: &str| u64s(&h, n)[..g(nr) as usize].to_vec();
+    assert_eq!(ids("pre_ids", "nr_pre"), [1, 2, 3, 4], "descendants, pre-order");
+    assert_eq!(ids("post_ids", "nr_post"), [2, 4, 3, 1], "descendants, post-order");
+    assert_eq!(ids("child_ids", "nr_child"), [2, 3], "children of the root");
+    assert_eq!(ids("up_ids", "nr_up"), [4, 3, 1], "ancestors of /a/b, up");
+    assert_eq!(g("deep_level"), 2);
+    assert_eq!(ids("anc_ids", "nr_anc"), [1, 3, 4], "bpf_cgroup_ancestor(/a/b, 0..=2)");
+    // ancestors[] agrees with bpf_cgroup_ancestor, and past the cgroup is NULL.
+    assert_eq!(g("anc_beyond_null"), 1);
+    s.run_until(100_000_000);
+    assert_eq!(s.scx.state, EnableState::Enabled, "{:?}", s.scx.exit);
+    // Every task (ops.init_task at fork): its cgroup three ways, and the
+    // storage its cgroup's ops.cgroup_init made.
+    assert_eq!(g("tasks_seen"), 3);
+    assert_eq!(g("task_cgroup_mismatch"), 0);
+    assert_eq!(g("storage_missing"), 0);
+    assert_eq!(g("weight_sum"), 2 * 200 + 300);
+    s.scx_unregister();
+    s.run();
+    assert_eq!(s.scx.state, EnableState::Disabled);
+    assert_eq!(g("exits"), 4, "ops.cgroup_exit for every cgroup at disable");
+}

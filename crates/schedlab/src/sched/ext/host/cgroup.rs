@@ -131,8 +131,42 @@ impl Cgroups {
         self.group_of(o.alloc.ancestors[level as usize] as usize)
     }
 
-    /// Children of `g` in creation order (for the css iterators).
-    pub fn children(&self, sim: &Sim, g: u32) -> Vec<u32> {
+    /// Children of `g` in creation order.
+    fn children(&self, sim: &Sim, g: u32) -> Vec<u32> {
         (0..self.objs.len() as u32).filter(|&c| sim.cg.groups[c as usize].parent == Some(g)).collect()
+    }
+
+    /// The cgroups a bpf_iter_css walk from `start` visits, in order
+    /// (kernel/bpf/cgroup_iter.c's orders: self only, descendants pre- or
+    /// post-order with `start` included, ancestors up to the root, children).
+    pub fn walk(&self, sim: &Sim, start: u32, order: u64) -> Vec<u32> {
+        fn pre(c: &Cgroups, sim: &Sim, g: u32, out: &mut Vec<u32>) {
+            out.push(g);
+            for ch in c.children(sim, g) {
+                pre(c, sim, ch, out);
+            }
+        }
+        fn post(c: &Cgroups, sim: &Sim, g: u32, out: &mut Vec<u32>) {
+            for ch in c.children(sim, g) {
+                post(c, sim, ch, out);
+            }
+            out.push(g);
+        }
+        let mut out = Vec::new();
+        match order {
+            1 => out.push(start),
+            2 => pre(self, sim, start, &mut out),
+            3 => post(self, sim, start, &mut out),
+            4 => {
+                let mut g = Some(start);
+                while let Some(x) = g {
+                    out.push(x);
+                    g = sim.cg.groups[x as usize].parent;
+                }
+            }
+            5 => out = self.children(sim, start),
+            _ => {}
+        }
+        out
     }
 }

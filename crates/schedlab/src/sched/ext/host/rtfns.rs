@@ -13,7 +13,7 @@ use crate::sched::ext::abi::TaskStructC;
 use crate::sched::ext::kfuncs as k;
 use crate::sched::sim::Sim;
 
-use super::kobj::{CgroupC, RqC, Who};
+use super::kobj::{CgroupC, CssC, RqC, Who};
 use super::maps::{MapKind, E2BIG, EINVAL, ENOENT};
 use super::perf::PerfValueC;
 use super::state::{bad, with_ctx, HostState};
@@ -214,6 +214,23 @@ pub extern "C" fn bpf_cgroup_from_id(id: u64) -> *mut CgroupC {
             Some(g) => cgroup_ptr(sim, h, g),
             None => std::ptr::null_mut(),
         }
+    })
+}
+
+/// The css after `pos` (NULL: the first) in a bpf_iter_css walk from
+/// `start` in `order` (BPF_CGROUP_ITER_*), over the simulator's tree.
+pub extern "C" fn schedlab_css_next(start: *mut CssC, pos: *mut CssC, order: u64) -> *mut CssC {
+    with_ctx(|sim, h| {
+        // A css is its cgroup's `self`, at the same address.
+        let Some(s) = cgroup_of(sim, h, start.cast(), "bpf_iter_css_next") else { return std::ptr::null_mut() };
+        let walk = h.inner.borrow().cgroups.walk(sim, s, order);
+        let next = if pos.is_null() {
+            walk.first().copied()
+        } else {
+            let Some(p) = cgroup_of(sim, h, pos.cast(), "bpf_iter_css_next") else { return std::ptr::null_mut() };
+            walk.iter().position(|&g| g == p).and_then(|i| walk.get(i + 1).copied())
+        };
+        next.map_or(std::ptr::null_mut(), |g| cgroup_ptr(sim, h, g).cast())
     })
 }
 
