@@ -249,6 +249,70 @@ struct scx_cmask {
 	u64 bits[];
 };
 
+/*
+ * Processes, pids and credentials (include/linux/pid.h, pid_namespace.h,
+ * sched/signal.h, cred.h), the members schedulers read. Every simulated
+ * task is in the root pid namespace (level 0, its pid is its only number);
+ * a thread group is the workload's process (`threads = true`), else the
+ * task alone; credentials are root's (uid and gid 0). host/kobj.rs and
+ * sched/ext/procs.rs fill them.
+ */
+enum pid_type {
+	PIDTYPE_PID,
+	PIDTYPE_TGID,
+	PIDTYPE_PGID,
+	PIDTYPE_SID,
+	PIDTYPE_MAX,
+};
+
+struct ns_common {
+	unsigned int inum;
+};
+
+struct pid_namespace {
+	unsigned int level;
+	struct ns_common ns;
+};
+
+struct upid {
+	int nr;
+	struct pid_namespace *ns;
+};
+
+struct pid {
+	unsigned int level;
+	struct upid numbers[1];
+};
+
+typedef struct {
+	u32 val;
+} kuid_t;
+
+typedef struct {
+	u32 val;
+} kgid_t;
+
+struct cred {
+	kuid_t uid;
+	kgid_t gid;
+	kuid_t suid;
+	kgid_t sgid;
+	kuid_t euid;
+	kgid_t egid;
+	kuid_t fsuid;
+	kgid_t fsgid;
+};
+
+struct signal_struct {
+	int nr_threads;
+	/* The thread group's tasks, linked through task_struct.thread_node. */
+	struct list_head thread_head;
+	struct pid *pids[PIDTYPE_MAX];
+};
+
+/* Opaque: a scheduling class is compared by address only. */
+struct sched_class;
+
 struct task_struct {
 	u32 schedlab_id;
 	unsigned int __state;
@@ -287,6 +351,18 @@ struct task_struct {
 	struct task_group *sched_task_group;
 	/* The task's css_set: its cgroup (dfl_cgrp) and the css of each controller. */
 	struct css_set *cgroups;
+	/* The class the task is in; one object per class (host/kobj.rs). */
+	const struct sched_class *sched_class;
+	struct signal_struct *signal;
+	/* Entry in signal->thread_head. */
+	struct list_head thread_node;
+	struct pid *thread_pid;
+	const struct cred *real_cred;
+	const struct cred *cred;
+	/* The task's own struct pid, where thread_pid points. */
+	struct pid __schedlab_pid;
+	/* The process's signal_struct when this task leads its thread group. */
+	struct signal_struct __schedlab_signal;
 };
 
 #define TASK_COMM_LEN 16

@@ -298,7 +298,7 @@ pub fn rtprio_limit() -> u64 {
     let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: r is writable.
     unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut r) };
-    r.rlim_cur as u64
+    u64::from(r.rlim_cur)
 }
 
 /// The online CPUs this process may use.

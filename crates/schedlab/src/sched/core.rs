@@ -3,7 +3,7 @@
 //! scheduling decisions into elapsed time.
 
 use crate::engine::{Cpu, Event, TaskId};
-use crate::sched::{class_of, classes, deq, enq, fair, wf, SchedClass};
+use crate::sched::{class_of, classes, deq, enq, fair_check, wf, SchedClass};
 use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, TaskState};
 use crate::engine::time::Ns;
@@ -616,7 +616,7 @@ impl Sim {
                 assert!(t.on_rq, "running task {p} is not queued");
             }
             if rq.cfs.curr.is_some() || rq.cfs.nr_queued > 0 {
-                fair::assert_cfs_invariants(self, c as Cpu);
+                fair_check::assert_cfs_invariants(self, c as Cpu);
             }
         }
         self.check_scx();

@@ -33,6 +33,7 @@ use crate::engine::{Cpu, TaskId};
 use crate::sched::cgroup::{Cq, Se, GSE};
 use crate::sched::features::Feature;
 use crate::sched::{deq, enq, wf, SchedClass};
+use crate::sched::fair_check::check_saved_lag;
 use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, LoadWeight, Policy, NICE_0_LOAD};
 use crate::engine::time::{Ns, NSEC_PER_MSEC};
@@ -103,18 +104,18 @@ pub fn calc_delta_fair(delta: u64, lw: &LoadWeight) -> u64 {
 }
 
 #[inline]
-fn vdiff(a: u64, b: u64) -> i64 {
+pub(crate) fn vdiff(a: u64, b: u64) -> i64 {
     a.wrapping_sub(b) as i64
 }
 
 impl Sim {
     #[inline]
-    fn entity_key(&self, q: Cq, e: Se) -> i64 {
+    pub(crate) fn entity_key(&self, q: Cq, e: Se) -> i64 {
         vdiff(self.se(e).vruntime, self.cfs(q).zero_vruntime)
     }
 
     /// Σ w (v - zero) and Σ w including the running entity.
-    fn avg_sums(&self, q: Cq) -> (i128, i128) {
+    pub(crate) fn avg_sums(&self, q: Cq) -> (i128, i128) {
         let cfs = self.cfs(q);
         let mut avg = cfs.sum_w_vruntime;
         let mut load = cfs.sum_weight as i128;
@@ -769,125 +770,6 @@ impl Sim {
             self.dequeue_task_fair(cpu, p, deq::SLEEP | deq::DELAYED);
             self.finish_dequeue(cpu, p);
         }
-    }
-
-    /// Debug checks of the EEVDF state of one CPU: its root runqueue and
-    /// every group runqueue on it.
-    pub fn check_cfs(&self, cpu: Cpu) -> Result<(), String> {
-        self.check_cfs_rq(Cq::root(cpu))?;
-        if self.cg.enabled() {
-            for g in 1..self.cg.groups.len() as u32 {
-                self.check_cfs_rq(Cq { cpu, tg: g })?;
-            }
-            self.check_hierarchy(cpu)?;
-        }
-        Ok(())
-    }
-
-    /// Debug checks of one runqueue's EEVDF state.
-    fn check_cfs_rq(&self, q: Cq) -> Result<(), String> {
-        let cpu = q.cpu;
-        let cfs = self.cfs(q);
-        let mut sum_w: u64 = 0;
-        let mut sum_key: i128 = 0;
-        for &(d, p) in &cfs.timeline {
-            let se = self.se(p);
-            if se.deadline != d {
-                return Err(format!("entity {p:#x}: timeline key {d} != deadline {}", se.deadline));
-            }
-            if !se.on_rq || self.cfs_rq_of(p) != q {
-                return Err(format!("entity {p:#x} on cpu{cpu}/tg{}'s timeline but not queued there", q.tg));
-            }
-            sum_w += se.load.weight;
-            sum_key += self.entity_key(q, p) as i128 * se.load.weight as i128;
-        }
-        let curr_w = cfs.curr.filter(|&c| self.se(c).on_rq).map_or(0, |c| self.se(c).load.weight);
-        let queued = cfs.timeline.len() + cfs.curr.filter(|&c| self.se(c).on_rq).map_or(0, |_| 1);
-        if q.tg == 0 && !self.cg.enabled() && cfs.lru.len() != queued {
-            return Err(format!("cpu{cpu}: {} on the LRU list, {} queued", cfs.lru.len(), queued));
-        }
-        if cfs.nr_queued as usize != queued {
-            return Err(format!("cpu{cpu}/tg{}: {} queued, nr_queued {}", q.tg, queued, cfs.nr_queued));
-        }
-        // Σ weights: the runqueue's load is its entities' weights (group entities' shares included).
-        if cfs.load_weight != sum_w + curr_w {
-            return Err(format!("cpu{cpu}/tg{}: load {} != Σ entity weights {}", q.tg, cfs.load_weight, sum_w + curr_w));
-        }
-        if sum_w != cfs.sum_weight || sum_key != cfs.sum_w_vruntime {
-            return Err(format!("cpu{cpu}: avg sums drifted ({sum_w} vs {}, {sum_key} vs {})", cfs.sum_weight, cfs.sum_w_vruntime));
-        }
-        // Σ lag = 0 within rounding, and each lag within its bound after placement.
-        let (_, load) = self.avg_sums(q);
-        if load > 0 {
-            let v = self.avg_vruntime(q);
-            let entities: Vec<Se> = cfs.timeline.iter().map(|&(_, p)| p).chain(cfs.curr.filter(|&c| self.se(c).on_rq)).collect();
-            let mut sum_lag: i128 = 0;
-            for &p in &entities {
-                let se = self.se(p);
-                sum_lag += vdiff(v, se.vruntime) as i128 * se.load.weight as i128;
-            }
-            // Flooring V is off by < 1 in virtual time: Σ w_i (V - v_i) is within Σ w_i of zero.
-            if sum_lag.abs() > load {
-                return Err(format!("cpu{cpu}: Σ weighted lag = {sum_lag}, load {load}"));
-            }
-            // A sanity bound on live lags, in service time. Ideal EEVDF keeps
-            // |lag| below one request plus the quantum (r_max + q; q is the
-            // tick here). Linux departs from the ideal: an entity is placed
-            // with up to its dequeue clamp (2 r), a protected entity overruns
-            // by r + q, and placing or reweighting a heavy entity shifts the
-            // others' lags (Σ w_i vlag_i = 0 lets one entity carry the rest).
-            // 4 n (r_max + q) covers all of that; what it catches is runaway
-            // virtual time. A group entity stands for its members: it may
-            // be owed what they are, so its bound counts them too.
-            let r_max = entities.iter().map(|&p| self.se(p).slice).max().unwrap_or(0);
-            let n = if q.tg == 0 && !self.cg.enabled() { entities.len() as i128 } else { cfs.h_nr_queued.max(1) as i128 };
-            let bound = 4 * n * (r_max + self.costs.tick_ns()) as i128;
-            for &p in &entities {
-                let se = self.se(p);
-                let lag_real = vdiff(v, se.vruntime) as i128 * se.load.weight as i128 / NICE_0_LOAD as i128;
-                if lag_real.abs() > bound && p & GSE == 0 {
-                    return Err(format!("cpu{cpu}: task {p} lag {lag_real} ns exceeds ±{bound} ns"));
-                }
-            }
-        }
-        // The pick is the earliest eligible deadline (without slice protection and buddies).
-        if let Some(pick) = self.pick_eevdf(q, false) {
-            let eligible_min = cfs
-                .timeline
-                .iter()
-                .map(|&(_, p)| p)
-                .chain(cfs.curr.filter(|&c| self.se(c).on_rq))
-                .filter(|&p| self.entity_eligible(q, p))
-                .min_by_key(|&p| (self.se(p).deadline as i128 - cfs.zero_vruntime as i128, p));
-            if let Some(m) = eligible_min {
-                if self.se(m).deadline != self.se(pick).deadline && cfs.nr_queued > 1 {
-                    return Err(format!("cpu{cpu}: pick {pick:#x} is not the earliest eligible deadline ({m:#x})"));
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The kernel's own lag bound: a dequeued entity's saved lag is clamped to
-/// max(2 slices, a tick) of service (entity_lag), whatever happened before.
-pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), String> {
-    let t = sim.task(p);
-    if t.se.on_rq || t.class != ClassId::Fair || t.se.rel_deadline {
-        return Ok(());
-    }
-    let limit = calc_delta_fair((2 * t.se.slice).max(sim.costs.tick_ns()), &t.se.load) as i64;
-    // A reweight while dequeued rescales vlag by old/new weight, which maps
-    // the old clamp onto the new one up to fixed-point rounding.
-    if t.se.vlag.abs() > limit + limit / 1000 + 2 {
-        return Err(format!("task {p}: saved vlag {} beyond the clamp {limit}", t.se.vlag));
-    }
-    Ok(())
-}
-
-pub fn assert_cfs_invariants(sim: &Sim, cpu: Cpu) {
-    if let Err(e) = sim.check_cfs(cpu) {
-        panic!("EEVDF invariant violated at t={}: {e}", sim.now());
     }
 }
 

@@ -409,49 +409,6 @@ impl Sim {
         }
         load as u64
     }
-
-    /// Debug checks across one CPU's hierarchy: every queued group entity
-    /// stands for a non-empty runqueue, the h_nr counts add up, and every
-    /// queued task sits in its own cgroup's runqueue.
-    pub(crate) fn check_hierarchy(&self, cpu: Cpu) -> Result<(), String> {
-        for g in 1..self.cg.groups.len() as u32 {
-            let q = Cq { cpu, tg: g };
-            let e = GSE | self.cg.idx(g, cpu) as u32;
-            let cfs = self.cfs(q);
-            let se = self.se(e);
-            // A throttled runqueue's entity is out of the hierarchy: never picked.
-            if se.on_rq != (cfs.nr_queued > 0 && !cfs.throttled) {
-                return Err(format!("cpu{cpu}: group {} entity on_rq={} with {} queued", self.cg.groups[g as usize].path, se.on_rq, cfs.nr_queued));
-            }
-            let tg = &self.cg.groups[g as usize];
-            if se.on_rq && (se.load.weight < MIN_SHARES.min(tg.shares) || se.load.weight > tg.shares.max(MIN_SHARES)) {
-                return Err(format!("cpu{cpu}: group {} weight {} outside [{MIN_SHARES}, {}]", tg.path, se.load.weight, tg.shares));
-            }
-        }
-        // h_nr_queued of each runqueue: the tasks queued in it or below.
-        let mut counts = vec![0u32; self.cg.groups.len()];
-        for &(_, p) in &self.rq(cpu).cfs.lru {
-            let t = self.task(p);
-            if self.cg.groups[t.cgrp as usize].path != t.cgroup {
-                return Err(format!("task {p}: in group {} but its cgroup is {}", self.cg.groups[t.cgrp as usize].path, t.cgroup));
-            }
-            let mut g = Some(t.cgrp);
-            while let Some(x) = g {
-                counts[x as usize] += 1;
-                if self.cfs_rq_throttled(Cq { cpu, tg: x }) {
-                    break;
-                }
-                g = self.cg.groups[x as usize].parent;
-            }
-        }
-        for (g, &n) in counts.iter().enumerate() {
-            let have = self.cfs(Cq { cpu, tg: g as u32 }).h_nr_queued;
-            if have != n {
-                return Err(format!("cpu{cpu}: group {} h_nr_queued {have}, {n} tasks queued in it", self.cg.groups[g].path));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The inverse weight (2^32 / w) the fixed-point divisions use

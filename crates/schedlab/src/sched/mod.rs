@@ -35,6 +35,7 @@ pub mod event_loop;
 pub mod exec;
 pub mod ext;
 pub mod fair;
+pub mod fair_check;
 pub mod fair_bandwidth;
 pub mod fair_group;
 pub mod features;

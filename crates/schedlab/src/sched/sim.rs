@@ -59,6 +59,9 @@ pub struct Sim {
     pub rd: RootDomain,
     /// The next free process id, for fork().
     pub next_tgid: u32,
+    /// Each process's (tgid's) thread group leader, its first task
+    /// (sched/ext/procs.rs).
+    pub thread_groups: std::collections::BTreeMap<u32, TaskId>,
     /// Cache-aware scheduling state: per process, per CPU, and totals.
     pub mm_sched: Vec<Option<crate::sched::cache::MmSched>>,
     pub cpu_cache: Vec<crate::sched::cache::CpuCache>,
@@ -125,6 +128,7 @@ impl Sim {
             llc_has_idle_cores: vec![true; nr_llcs],
             rd: RootDomain::default(),
             next_tgid: 1,
+            thread_groups: std::collections::BTreeMap::new(),
             mm_sched: Vec::new(),
             cpu_cache: vec![Default::default(); n],
             cache_stats: Default::default(),

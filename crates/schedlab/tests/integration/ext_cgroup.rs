@@ -232,3 +232,12 @@ fn bpf_code_reads_the_cgroup_tree() {
     assert_eq!(s.scx.state, EnableState::Disabled);
     assert_eq!(g("exits"), 4, "ops.cgroup_exit for every cgroup at disable");
 }
+
+#[test]
+fn a_pointer_that_is_no_cgroup_ejects_the_scheduler() {
+    let h = Rc::new(crate::load_with(&manifest().join("tests/shim/cgroups.bpf.c"), &crate::cfg()));
+    h.set_rodata("pass_bad_cgroup", "true").unwrap_or_else(|e| panic!("{e}"));
+    let mut s = sim("seed = 1\nduration = \"50ms\"\n[machine]\ncpus = 1\n[[cgroup]]\npath = \"/a\"\n");
+    let e = s.scx_enable(h).expect_err("ops.init passed a bad cgroup pointer").to_string();
+    assert!(e.contains("bpf_cgroup_release: invalid cgroup pointer"), "{e}");
+}

@@ -44,6 +44,9 @@ u64 storage_missing;
 u64 weight_sum;
 u64 exits;
 
+/* Set by the test: hand bpf_cgroup_release() something that is no cgroup. */
+const volatile bool pass_bad_cgroup;
+
 static u64 walk(struct cgroup *start, u32 order, u64 *ids)
 {
 	struct cgroup_subsys_state *pos;
@@ -61,6 +64,8 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(cg_init)
 	struct cgroup *root, *deep, *a;
 	int lvl;
 
+	if (pass_bad_cgroup)
+		bpf_cgroup_release((struct cgroup *)&nr_pre);
 	root = bpf_cgroup_from_id(1);
 	if (!root)
 		return -2;

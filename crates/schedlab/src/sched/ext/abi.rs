@@ -148,6 +148,71 @@ pub struct TaskStructC {
     pub sched_task_group: *mut core::ffi::c_void,
     /// NULL: cgroup membership is not modelled yet.
     pub cgroups: *mut core::ffi::c_void,
+    /// The task's class, one object per class (`procs::sched_class_ptr`).
+    pub sched_class: *const u8,
+    /// The thread group's signal_struct (its leader's `__schedlab_signal`).
+    pub signal: *mut SignalC,
+    /// Entry in `signal->thread_head`.
+    pub thread_node: ListHeadC,
+    pub thread_pid: *mut PidC,
+    pub real_cred: *const CredC,
+    pub cred: *const CredC,
+    /// The task's own `struct pid`.
+    pub __schedlab_pid: PidC,
+    /// The process's `signal_struct` when this task leads its group.
+    pub __schedlab_signal: SignalC,
+}
+
+/// `struct list_head`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ListHeadC {
+    pub next: *mut ListHeadC,
+    pub prev: *mut ListHeadC,
+}
+
+/// `struct pid_namespace`: the members schedulers read.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PidNamespaceC {
+    pub level: u32,
+    /// `ns.inum`.
+    pub ns_inum: u32,
+}
+
+/// `struct upid`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct UpidC {
+    pub nr: i32,
+    pub ns: *const PidNamespaceC,
+}
+
+/// `struct pid` in the root namespace only (level 0, one number).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PidC {
+    pub level: u32,
+    pub numbers: [UpidC; 1],
+}
+
+/// `struct cred`: uid, gid, suid, sgid, euid, egid, fsuid, fsgid.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CredC {
+    pub ids: [u32; 8],
+}
+
+/// PIDTYPE_MAX (include/linux/pid_types.h).
+pub const PIDTYPE_MAX: usize = 4;
+
+/// `struct signal_struct`: the thread list and the group's pids.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SignalC {
+    pub nr_threads: i32,
+    pub thread_head: ListHeadC,
+    pub pids: [*mut PidC; PIDTYPE_MAX],
 }
 
 /// PF_* task flags (include/linux/sched.h) the shim exposes.
@@ -192,9 +257,22 @@ impl TaskStructC {
             sched_task_group: core::ptr::null_mut(),
             cgroups: core::ptr::null_mut(),
             _pad2: 0,
+            sched_class: core::ptr::null(),
+            signal: core::ptr::null_mut(),
+            thread_node: ListHeadC { next: core::ptr::null_mut(), prev: core::ptr::null_mut() },
+            thread_pid: core::ptr::null_mut(),
+            real_cred: core::ptr::null(),
+            cred: core::ptr::null(),
+            __schedlab_pid: PidC { level: 0, numbers: [UpidC { nr: 0, ns: core::ptr::null() }] },
+            __schedlab_signal: SignalC {
+                nr_threads: 0,
+                thread_head: ListHeadC { next: core::ptr::null_mut(), prev: core::ptr::null_mut() },
+                pids: [core::ptr::null_mut(); PIDTYPE_MAX],
+            },
         });
-        // The box never moves, so the self-pointer stays valid.
+        // The box never moves, so the self-pointers stay valid.
         t.cpus_ptr = &t.cpus_mask;
+        crate::sched::ext::procs::init_task_c(&mut t);
         t
     }
 }

@@ -201,6 +201,8 @@ impl Sim {
             let pc: *mut crate::sched::ext::abi::TaskStructC = &mut *self.tasks[pp as usize].scx.c;
             self.tasks[p as usize].scx.c.real_parent = pc;
         }
+        self.scx_link_thread(p);
+        self.scx_sync_sched_class(p);
     }
 
     /// scx_init_task(): ops.init_task(); a failure ejects the scheduler and
@@ -258,6 +260,7 @@ impl Sim {
         self.scx_task_added(p);
         if self.scx_wants(self.task(p).policy) && self.scx_init_task(p, true) {
             self.task_mut(p).class = ClassId::Ext;
+            self.scx_sync_sched_class(p);
         }
     }
 
@@ -268,6 +271,9 @@ impl Sim {
 
     /// A task exited: sched_ext_free().
     pub fn scx_task_dead(&mut self, p: TaskId) {
+        if (p as usize) < self.tasks.len() {
+            self.scx_unlink_thread(p);
+        }
         if (p as usize) < self.tasks.len() && (self.task(p).scx.inited || self.task(p).scx.enabled) {
             self.scx_exit_task(p, false);
             if let Some(ops) = self.scx.ops.clone() {
@@ -316,6 +322,7 @@ impl Sim {
             self.scx_exit_task(p, false);
         }
         self.task_mut(p).class = to;
+        self.scx_sync_sched_class(p);
         if to == ClassId::Ext {
             self.scx_enable_task(p);
             if self.task(p).scx.slice() == 0 {
@@ -665,6 +672,7 @@ impl Sim {
     /// sched_setattr() on `p` moved it between classes or changed its
     /// weight: the matching ext hooks (switching_to/from_scx, set_weight).
     pub(crate) fn scx_setattr(&mut self, p: TaskId, old: ClassId, new: ClassId) {
+        self.scx_sync_sched_class(p);
         if !self.scx.enabled() {
             return;
         }

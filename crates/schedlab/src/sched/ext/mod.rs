@@ -35,6 +35,7 @@ mod irq;
 pub mod kfuncs;
 mod lifecycle;
 pub mod ops;
+pub mod procs;
 pub mod profile;
 pub mod shipped;
 

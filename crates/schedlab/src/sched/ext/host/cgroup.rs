@@ -15,7 +15,7 @@ use std::ffi::CString;
 
 use crate::sched::sim::Sim;
 
-use super::kobj::{CgroupC, CssC, KernfsNodeC, ROOT_CGROUP_ID};
+use super::kobj::{CgroupC, CssC, CssSetC, KernfsNodeC, CGROUP_SUBSYS_COUNT, ROOT_CGROUP_ID};
 
 /// Deepest cgroup level the host lays out (`ancestors[]` has one slot per
 /// level up to this); cgroup v2's own default limit is far above what a
@@ -27,14 +27,6 @@ pub const MAX_LEVEL: usize = 63;
 struct CgroupAlloc {
     cg: CgroupC,
     ancestors: [*mut CgroupC; MAX_LEVEL + 1],
-}
-
-/// `struct css_set` of the shim: the css of each controller and the
-/// cgroup v2 cgroup.
-#[repr(C)]
-pub struct CssSetC {
-    pub subsys: [*mut CssC; 14],
-    pub dfl_cgrp: *mut CgroupC,
 }
 
 struct CgroupObj {
@@ -94,7 +86,7 @@ impl Cgroups {
             }
             alloc.ancestors[level] = me;
             let css: *mut CssC = &mut alloc.cg.self_;
-            let cset = Box::new(CssSetC { subsys: [css; 14], dfl_cgrp: me });
+            let cset = Box::new(CssSetC { subsys: [css; CGROUP_SUBSYS_COUNT], dfl_cgrp: me });
             self.by_addr.insert(me as usize, g);
             self.objs.push(CgroupObj { alloc, _kn: kn, _name: name, cset });
         }

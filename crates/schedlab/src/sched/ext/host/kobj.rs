@@ -74,6 +74,17 @@ pub struct CgroupC {
     pub ancestors: [*mut CgroupC; 0],
 }
 
+/// CGROUP_SUBSYS_COUNT of the shim's `struct css_set`.
+pub const CGROUP_SUBSYS_COUNT: usize = 14;
+
+/// `struct css_set` (include/linux/cgroup-defs.h): the task's css in each
+/// subsystem and its cgroup on the default hierarchy.
+#[repr(C)]
+pub struct CssSetC {
+    pub subsys: [*mut CssC; CGROUP_SUBSYS_COUNT],
+    pub dfl_cgrp: *mut CgroupC,
+}
+
 /// Who a `struct task_struct *` from C is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Who {
@@ -113,8 +124,7 @@ fn idle_task(cpu: Cpu) -> Box<TaskStructC> {
     let name = format!("swapper/{cpu}");
     let n = name.len().min(15);
     t.comm[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let p: *mut TaskStructC = &mut *t;
-    t.group_leader = p;
+    crate::sched::ext::procs::init_idle_c(&mut t);
     t
 }
 

@@ -157,6 +157,7 @@ pub(super) fn cgroup_ptr(sim: &mut Sim, h: &HostState, g: u32) -> *mut CgroupC {
 fn cgroup_of(sim: &mut Sim, h: &HostState, cg: *mut CgroupC, what: &str) -> Option<u32> {
     let g = h.inner.borrow().cgroups.group_of(cg as usize);
     if g.is_none() {
+        bad(sim, format!("{what}: invalid cgroup pointer {:#x}", cg as usize));
     }
     g
 }

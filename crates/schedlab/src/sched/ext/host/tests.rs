@@ -9,7 +9,7 @@ use super::compile::{compiler, materialize_shim, unique_suffix};
 use super::loader::{ModuleC, SchedExtOpsC};
 use super::state::BpfCpumaskC;
 use super::*;
-use crate::sched::ext::abi::{CpumaskC, DsqIterC, LoadWeightC, SchedEntityC, SchedExtEntityC};
+use crate::sched::ext::abi::{CpumaskC, CredC, DsqIterC, LoadWeightC, PidC, PidNamespaceC, SchedEntityC, SchedExtEntityC, SignalC, UpidC};
 use crate::sched::ext::ops::{deq_flags, dsq_id, enq_flags, kick_flags, pick_idle_flags, task_flags};
 
 macro_rules! off {
@@ -30,6 +30,20 @@ fn c_layouts_and_constants_match_rust() {
     off!(v, TaskStructC, "task_struct", prio, static_prio, normal_prio, rt_priority, policy, nr_cpus_allowed);
     off!(v, TaskStructC, "task_struct", migration_disabled, pid, tgid, cpus_ptr, cpus_mask, real_parent);
     off!(v, TaskStructC, "task_struct", group_leader, mm, se, scx, comm, utime, stime, numa_preferred_nid, mempolicy, sched_task_group, cgroups);
+    off!(v, TaskStructC, "task_struct", sched_class, signal, thread_node, thread_pid, real_cred, cred, __schedlab_pid, __schedlab_signal);
+    size::<PidC>(&mut v, "pid");
+    off!(v, PidC, "pid", level, numbers);
+    size::<UpidC>(&mut v, "upid");
+    off!(v, UpidC, "upid", nr, ns);
+    size::<SignalC>(&mut v, "signal_struct");
+    off!(v, SignalC, "signal_struct", nr_threads, thread_head, pids);
+    size::<CredC>(&mut v, "cred");
+    size::<kobj::CssSetC>(&mut v, "css_set");
+    off!(v, kobj::CssSetC, "css_set", subsys, dfl_cgrp);
+    size::<PidNamespaceC>(&mut v, "pid_namespace");
+    v.push(("offsetof(struct pid_namespace, ns.inum)".into(), offset_of!(PidNamespaceC, ns_inum) as u64));
+    v.push(("offsetof(struct cred, euid)".into(), 16));
+    v.push(("PIDTYPE_MAX".into(), crate::sched::ext::abi::PIDTYPE_MAX as u64));
     size::<SchedExtEntityC>(&mut v, "sched_ext_entity");
     off!(v, SchedExtEntityC, "sched_ext_entity", dsq, dsq_seq, dsq_flags, flags, weight, sticky_cpu, holding_cpu);
     off!(v, SchedExtEntityC, "sched_ext_entity", selected_cpu, kf_mask, ops_state, runnable_at, core_sched_at);
@@ -54,8 +68,6 @@ fn c_layouts_and_constants_match_rust() {
     off!(v, InitTaskArgsC, "scx_init_task_args", fork, cgroup);
     size::<CgroupInitArgsC>(&mut v, "scx_cgroup_init_args");
     off!(v, CgroupInitArgsC, "scx_cgroup_init_args", weight, bw_period_us, bw_quota_us, bw_burst_us, sched_idle);
-    size::<cgroup::CssSetC>(&mut v, "css_set");
-    off!(v, cgroup::CssSetC, "css_set", subsys, dfl_cgrp);
     size::<ExitTaskArgsC>(&mut v, "scx_exit_task_args");
     size::<CpuReleaseArgsC>(&mut v, "scx_cpu_release_args");
     off!(v, CpuReleaseArgsC, "scx_cpu_release_args", reason, task);
