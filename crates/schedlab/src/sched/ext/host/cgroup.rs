@@ -109,7 +109,7 @@ impl Cgroups {
     }
 
     /// The task group with cgroup id `id`.
-    pub fn from_id(&self, id: u64) -> Option<u32> {
+    pub fn group_with_id(&self, id: u64) -> Option<u32> {
         let g = id.checked_sub(ROOT_CGROUP_ID)?;
         (g < self.objs.len() as u64).then_some(g as u32)
     }

@@ -210,7 +210,7 @@ pub extern "C" fn bpf_cgroup_from_id(id: u64) -> *mut CgroupC {
             bad(sim, e);
             return std::ptr::null_mut();
         }
-        let g = h.inner.borrow().cgroups.from_id(id);
+        let g = h.inner.borrow().cgroups.group_with_id(id);
         match g {
             Some(g) => cgroup_ptr(sim, h, g),
             None => std::ptr::null_mut(),
