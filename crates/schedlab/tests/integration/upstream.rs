@@ -103,3 +103,50 @@ fn rusty_inits_its_domains_and_runs() {
     let r = enabled_to_the_end(&sched, 32, 200);
     assert!(r.cpus.iter().all(|c| c.util_ppm > 500_000), "{:?}", r.cpus.iter().map(|c| c.util_ppm).collect::<Vec<_>>());
 }
+
+/// A two-node machine small enough for a debug build: 2 sockets, one node
+/// and one L3 each, 2 cores of 2 threads per node (node 0: CPUs 0, 1, 4,
+/// 5; node 1: CPUs 2, 3, 6, 7), as `lscpu -p` prints it.
+const TWO_NODES_LSCPU: &str = "# CPU,Core,Socket,Node,,L1d,L1i,L2,L3
+0,0,0,0,,0,0,0,0
+1,1,0,0,,1,1,1,0
+2,2,1,1,,2,2,2,1
+3,3,1,1,,3,3,3,1
+4,0,0,0,,0,0,0,0
+5,1,0,0,,1,1,1,0
+6,2,1,1,,2,2,2,1
+7,3,1,1,,3,3,3,1
+";
+
+#[test]
+fn numa_schedulers_run_tasks_on_both_nodes() {
+    // Their profiles set SCX_OPS_BUILTIN_IDLE_PER_NODE on a NUMA machine.
+    // scx_select_cpu_dfl() (behind scx_bpf_select_cpu_and()) searched the
+    // global idle masks, which per-node tracking leaves empty, and
+    // scx_bpf_pick_idle_cpu_node() never went on to the other node: every
+    // task stayed on node 0's first core(s) (on epyc-2s-192, CPUs 0-47 and
+    // 96-103 ran; node 1 idled and a hog never ran).
+    let dir = std::env::temp_dir().join(format!("schedlab-two-nodes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lscpu = dir.join("two-nodes.lscpu");
+    std::fs::write(&lscpu, TWO_NODES_LSCPU).unwrap();
+    for (name, version) in [("scx_bpfland", "1.1.4"), ("scx_beerland", "1.1.4"), ("scx_cosmos", "1.1.7"), ("scx_flash", "1.1.4")] {
+        let sched = cached_crate(name, version);
+        let toml = mixed(&sched, 8, 200).replace("cpus = 8", &format!("lscpu = {:?}", lscpu.display().to_string()));
+        let (sim, r) = run(&toml);
+        assert_eq!(sim.topo.nr_nodes(), 2, "the test machine has two nodes");
+        let x = r.sched_ext.as_ref().expect("a sched_ext section");
+        assert!(x.exit.is_none(), "{sched} was ejected: {:?}", x.exit);
+        for node in 0..2 {
+            let cpus: Vec<usize> = (0..8).filter(|&c| sim.topo.node_of(c) == node).collect();
+            assert_eq!(cpus.len(), 4);
+            for c in cpus {
+                let u = r.cpus[c].util_ppm;
+                assert!(u > 500_000, "{sched}: CPU {c} (node {node}) ran tasks {}% of the time: {:?}", u / 10_000, r.cpus.iter().map(|c| c.util_ppm).collect::<Vec<_>>());
+            }
+        }
+        let never: Vec<&str> = sim.tasks.iter().filter(|t| t.stats.runtime_ns == 0 && t.created_at + 100_000_000 <= sim.now()).map(|t| t.name.as_str()).collect();
+        assert!(never.is_empty(), "{sched}: {} tasks never ran in their first 100 ms (first: {})", never.len(), never[0]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -80,38 +80,62 @@ impl Sim {
         Some(found)
     }
 
-    /// scx_pick_idle_cpu(): an idle CPU in `allowed`, whole idle cores first.
-    pub(crate) fn scx_pick_idle(&mut self, allowed: &CpuMask, flags: u64, node: Option<usize>) -> Option<Cpu> {
+    /// The node whose idle masks track `cpu`: its own with
+    /// SCX_OPS_BUILTIN_IDLE_PER_NODE, else `None` (the global masks)
+    /// (scx_cpu_node_if_enabled()).
+    pub(crate) fn scx_cpu_node_if_enabled(&self, cpu: usize) -> Option<usize> {
+        (self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0).then(|| self.topo.node_of(cpu))
+    }
+
+    /// pick_idle_cpu_in_node(): an idle CPU of `allowed` in the idle masks
+    /// of `node` (`None`: the global ones), whole idle cores first.
+    fn pick_idle_cpu_in_node(&mut self, allowed: &CpuMask, node: Option<usize>, flags: u64) -> Option<Cpu> {
         let smt_active = self.scx.smt_active;
-        let restrict = node.map(|n| self.node_mask(n));
         loop {
             let (cpu_mask, smt_mask) = {
                 let m = match node {
-                    Some(n) if self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0 => &self.scx.idle_node[n],
-                    _ => &self.scx.idle,
+                    Some(n) => &self.scx.idle_node[n],
+                    None => &self.scx.idle,
                 };
                 (m.cpu.clone(), m.smt.clone())
             };
-            let mut allowed = allowed.clone();
-            if let Some(r) = &restrict {
-                if flags & pick_idle_flags::IN_NODE != 0 {
-                    allowed.and_assign(r);
-                }
-            }
             let mut pick = None;
             if smt_active {
-                pick = self.any_and_distribute(&smt_mask, &allowed);
+                pick = self.any_and_distribute(&smt_mask, allowed);
                 if pick.is_none() && flags & pick_idle_flags::CORE != 0 {
                     return None;
                 }
             }
             if pick.is_none() {
-                pick = self.any_and_distribute(&cpu_mask, &allowed);
+                pick = self.any_and_distribute(&cpu_mask, allowed);
             }
             let cpu = pick? as Cpu;
             if self.scx_test_and_clear_idle(cpu) {
                 return Some(cpu);
             }
+        }
+    }
+
+    /// pick_idle_cpu_from_online_nodes(): the other nodes, nearest first
+    /// (for_each_node_numadist(): by node_distance from `node`, ties by id).
+    fn pick_idle_cpu_from_online_nodes(&mut self, allowed: &CpuMask, node: usize, flags: u64) -> Option<Cpu> {
+        let mut others: Vec<usize> = (0..self.topo.nr_nodes()).filter(|&n| n != node).collect();
+        let dist = &self.topo.node_distance;
+        others.sort_by_key(|&n| (dist.get(node).and_then(|d| d.get(n)).copied().unwrap_or(u32::MAX), n));
+        others.into_iter().find_map(|n| self.pick_idle_cpu_in_node(allowed, Some(n), flags))
+    }
+
+    /// scx_pick_idle_cpu(): an idle CPU in `allowed`, whole idle cores first.
+    /// `node` is `None` when idle tracking is global; with per-node tracking
+    /// the search starts in `node` and goes on to the other nodes, nearest
+    /// first, unless SCX_PICK_IDLE_IN_NODE.
+    pub(crate) fn scx_pick_idle(&mut self, allowed: &CpuMask, flags: u64, node: Option<usize>) -> Option<Cpu> {
+        if let Some(c) = self.pick_idle_cpu_in_node(allowed, node, flags) {
+            return Some(c);
+        }
+        match node {
+            Some(n) if flags & pick_idle_flags::IN_NODE == 0 => self.pick_idle_cpu_from_online_nodes(allowed, n, flags),
+            _ => None,
         }
     }
 
@@ -124,8 +148,11 @@ impl Sim {
     }
 
     /// scx_select_cpu_dfl(): the default wakeup placement. Returns the CPU
-    /// and whether it was idle (and is now claimed).
-    pub(crate) fn scx_select_cpu_dfl(&mut self, p: TaskId, prev: Cpu, wake_flags: u64, allowed: Option<&CpuMask>) -> (Cpu, bool) {
+    /// and whether it was idle (and is now claimed). `flags` are
+    /// SCX_PICK_IDLE_* (scx_bpf_select_cpu_and()). With per-node idle
+    /// tracking the LLC and node searches look in prev's node's idle masks
+    /// and the last one goes on to the other nodes, nearest first.
+    pub(crate) fn scx_select_cpu_dfl(&mut self, p: TaskId, prev: Cpu, wake_flags: u64, allowed: Option<&CpuMask>, flags: u64) -> (Cpu, bool) {
         let task_mask = self.task(p).cpus_allowed.clone();
         let allowed = match allowed {
             Some(a) => a.and(&task_mask),
@@ -134,11 +161,21 @@ impl Sim {
         let this = self.this_cpu;
         let pc = prev as usize;
         let prev_ok = allowed.test(pc);
-        let llc = self.llc_mask(pc);
-        let node = self.node_mask(self.topo.node_of(pc));
-        let llc_allowed = llc.and(&allowed);
-        let node_allowed = node.and(&allowed);
+        let fallback = if prev_ok { prev } else { allowed.first().unwrap_or(pc) as Cpu };
         self.scx.cost_acc += self.costs.scan_cpu_ns * 4;
+        if !prev_ok {
+            // prev is not usable: skip the topology steps and search from
+            // the waker's node.
+            let node = self.scx_cpu_node_if_enabled(this as usize);
+            return match self.scx_pick_idle(&allowed, flags, node) {
+                Some(c) => (c, true),
+                None => (fallback, false),
+            };
+        }
+        let node = self.scx_cpu_node_if_enabled(pc);
+        let llc = self.llc_mask(pc);
+        let llc_allowed = llc.and(&allowed);
+        let node_allowed = self.node_mask(self.topo.node_of(pc)).and(&allowed);
         // A synchronous wakeup from a CPU that shares the cache: the waker's
         // CPU, if its local DSQ is empty and nothing else waits there.
         if wake_flags & (wf::SYNC as u64) != 0 && allowed.test(this as usize) && llc.test(this as usize) {
@@ -147,29 +184,36 @@ impl Sim {
                 return (this, true);
             }
         }
-        let smt_active = self.scx.smt_active;
-        if smt_active {
+        if self.scx.smt_active {
             // A whole idle core: prev's core first, then the LLC, node, anywhere.
             let prev_core_idle = self.idle_masks_for(pc).smt.test(pc);
-            if prev_ok && prev_core_idle && self.scx_test_and_clear_idle(prev) {
+            if prev_core_idle && self.scx_test_and_clear_idle(prev) {
                 return (prev, true);
             }
-            for m in [&llc_allowed, &node_allowed, &allowed] {
-                if let Some(c) = self.scx_pick_idle(m, pick_idle_flags::CORE, None) {
+            for m in [&llc_allowed, &node_allowed] {
+                if let Some(c) = self.pick_idle_cpu_in_node(m, node, pick_idle_flags::CORE) {
                     return (c, true);
                 }
             }
+            if let Some(c) = self.scx_pick_idle(&allowed, flags | pick_idle_flags::CORE, node) {
+                return (c, true);
+            }
+            if flags & pick_idle_flags::CORE != 0 {
+                return (fallback, false);
+            }
         }
-        if prev_ok && self.scx_test_and_clear_idle(prev) {
+        if self.scx_test_and_clear_idle(prev) {
             return (prev, true);
         }
-        for m in [&llc_allowed, &node_allowed, &allowed] {
-            if let Some(c) = self.scx_pick_idle(m, 0, None) {
+        for m in [&llc_allowed, &node_allowed] {
+            if let Some(c) = self.pick_idle_cpu_in_node(m, node, 0) {
                 return (c, true);
             }
         }
-        let fallback = if prev_ok { prev } else { allowed.first().unwrap_or(pc) as Cpu };
-        (fallback, false)
+        match self.scx_pick_idle(&allowed, flags, node) {
+            Some(c) => (c, true),
+            None => (fallback, false),
+        }
     }
 
     /// select_task_rq_scx(): ops.select_cpu(), or the default placement with
@@ -186,7 +230,7 @@ impl Sim {
                 prev
             }
         } else {
-            let (cpu, idle) = self.scx_select_cpu_dfl(p, prev, wf, None);
+            let (cpu, idle) = self.scx_select_cpu_dfl(p, prev, wf, None, 0);
             if idle {
                 let s = self.scx_slice_dfl();
                 let t = &mut self.task_mut(p).scx;

@@ -9,7 +9,7 @@ use crate::sched::ext::abi::{CpumaskC, DsqIterC};
 use crate::sched::sim::Sim;
 
 use crate::sched::ext::dsq::DsqKind;
-use crate::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ops_flags, ExitKind, Op};
+use crate::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ops_flags, pick_idle_flags, ExitKind, Op};
 use crate::sched::ext::abi::{TaskStructC, DSQ_ITER_REV};
 use crate::sched::ext::OpsState;
 use crate::sched::task::{ClassId, TaskState};
@@ -94,7 +94,7 @@ pub fn scx_bpf_select_cpu_dfl(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flag
         sim.scx_error("built-in idle tracking is disabled".into());
         return (prev_cpu, false);
     }
-    let (cpu, idle) = sim.scx_select_cpu_dfl(p, prev, wake_flags, None);
+    let (cpu, idle) = sim.scx_select_cpu_dfl(p, prev, wake_flags, None, 0);
     (cpu as i32, idle)
 }
 
@@ -114,8 +114,7 @@ pub fn scx_bpf_select_cpu_and(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flag
     if mask.and(&sim.task(p).cpus_allowed).is_empty() {
         return EBUSY;
     }
-    let _ = flags;
-    match sim.scx_select_cpu_dfl(p, prev, wake_flags, Some(&mask)) {
+    match sim.scx_select_cpu_dfl(p, prev, wake_flags, Some(&mask), flags) {
         (cpu, true) => cpu as i32,
         _ => EBUSY,
     }
@@ -517,30 +516,28 @@ pub fn scx_bpf_get_online_cpumask(sim: &mut Sim) -> &CpumaskC {
     &sim.scx.possible_c
 }
 
+/// cpu_none_mask: what the idle-mask kfuncs hand out after an error.
+static CPU_NONE: CpumaskC = CpumaskC { bits: [0; crate::sched::ext::abi::CPUMASK_WORDS] };
+
 fn idle_mask(sim: &mut Sim, node: Option<i32>, smt: bool) -> &CpumaskC {
     kf(sim);
-    let per_node = sim.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0;
     let node = match node {
-        None if per_node => {
+        Some(n) => match validate_node(sim, n) {
+            Ok(n) => Some(n),
+            Err(_) => return &CPU_NONE,
+        },
+        None if sim.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0 => {
             sim.scx_error("SCX_OPS_BUILTIN_IDLE_PER_NODE enabled".into());
-            Some(0)
+            return &CPU_NONE;
         }
-        Some(n) if !per_node => {
-            sim.scx_error("per-node idle tracking is disabled".into());
-            let _ = n;
-            None
-        }
-        Some(n) if n < 0 || n as usize >= sim.topo.nr_nodes() => {
-            sim.scx_error(format!("invalid node {n}"));
-            Some(0)
-        }
-        n => n,
+        None => None,
     };
     if !sim.scx.builtin_idle {
         sim.scx_error("built-in idle tracking is disabled".into());
+        return &CPU_NONE;
     }
     let smt_active = sim.scx.smt_active;
-    let (cpu, smtm) = sim.scx_idle_masks_c(node.map(|n| n as usize));
+    let (cpu, smtm) = sim.scx_idle_masks_c(node);
     if smt && smt_active {
         smtm
     } else {
@@ -569,26 +566,71 @@ pub fn scx_bpf_test_and_clear_cpu_idle(sim: &mut Sim, cpu: i32) -> bool {
     sim.scx_test_and_clear_idle(c)
 }
 
-/// scx_bpf_pick_idle_cpu[_node](): claim an idle CPU in `cpus_allowed`.
+/// validate_node(): the node a `_node` idle kfunc may use, or its errno:
+/// per-node idle tracking must be on, NUMA_NO_NODE (-1) is -ENOENT without
+/// an error, anything else out of range is an error.
+fn validate_node(sim: &mut Sim, node: i32) -> Result<usize, i32> {
+    if sim.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE == 0 {
+        sim.scx_error("per-node idle tracking is disabled".into());
+        return Err(-95);
+    }
+    if node == -1 {
+        return Err(-2);
+    }
+    if node < 0 || node as usize >= sim.topo.nr_nodes() {
+        sim.scx_error(format!("invalid node {node}"));
+        return Err(EINVAL);
+    }
+    Ok(node as usize)
+}
+
+/// The search node of scx_bpf_pick_{idle,any}_cpu[_node](): `Ok(None)` for
+/// the global masks (the plain kfunc, which per-node tracking forbids).
+fn pick_node(sim: &mut Sim, node: Option<i32>) -> Result<Option<usize>, i32> {
+    match node {
+        Some(n) => validate_node(sim, n).map(Some),
+        None if sim.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0 => {
+            sim.scx_error("per-node idle tracking is enabled".into());
+            Err(EBUSY)
+        }
+        None => Ok(None),
+    }
+}
+
+/// scx_bpf_pick_idle_cpu[_node](): claim an idle CPU in `cpus_allowed`;
+/// the `_node` one starts in `node` and goes on to the others, nearest
+/// first, unless SCX_PICK_IDLE_IN_NODE.
 pub fn scx_bpf_pick_idle_cpu(sim: &mut Sim, cpus_allowed: &CpumaskC, flags: u64, node: Option<i32>) -> i32 {
     kf(sim);
+    let node = match pick_node(sim, node) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
     if !sim.scx.builtin_idle {
         sim.scx_error("built-in idle tracking is disabled".into());
         return EBUSY;
     }
     let mask = cpus_allowed.to_mask(sim.nr_cpus());
-    let node = node.filter(|&n| n >= 0).map(|n| n as usize);
     sim.scx_pick_idle(&mask, flags, node).map_or(EBUSY, |c| c as i32)
 }
 
 /// scx_bpf_pick_any_cpu[_node](): an idle CPU if there is one, else any
-/// allowed CPU (spread round-robin).
+/// allowed CPU (spread round-robin; in `node` with SCX_PICK_IDLE_IN_NODE).
 pub fn scx_bpf_pick_any_cpu(sim: &mut Sim, cpus_allowed: &CpumaskC, flags: u64, node: Option<i32>) -> i32 {
-    let cpu = if sim.scx.builtin_idle { scx_bpf_pick_idle_cpu(sim, cpus_allowed, flags, node) } else { EBUSY };
-    if cpu >= 0 {
-        return cpu;
+    kf(sim);
+    let node = match pick_node(sim, node) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let mut mask = cpus_allowed.to_mask(sim.nr_cpus());
+    if sim.scx.builtin_idle {
+        if let Some(c) = sim.scx_pick_idle(&mask, flags, node) {
+            return c as i32;
+        }
     }
-    let mask = cpus_allowed.to_mask(sim.nr_cpus());
+    if let Some(n) = node.filter(|_| flags & pick_idle_flags::IN_NODE != 0) {
+        mask.and_assign(&sim.node_mask(n));
+    }
     let this = this_cpu(sim) as usize;
     let start = (sim.rqs[this].scx.distribute_prev + 1) % sim.nr_cpus();
     match mask.iter_wrap(start).next() {
