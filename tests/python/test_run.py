@@ -147,7 +147,7 @@ def test_a_run_releases_the_gil():
     t = threading.Thread(target=other)
     t.start()
     t0 = time.monotonic()
-    schedlab.run(CYC, set={"duration": "5s"})
+    schedlab.run(CYC, set={"duration": "30s"})
     wall = time.monotonic() - t0
     done.set()
     t.join()
