@@ -7,12 +7,22 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use schedlab::results::report::Results;
-use schedlab::workload::scenario::Scenario;
 use schedlab::sched::sim::Sim;
-use schedlab::results::trace::{PerfettoWriter, Timeline, TimelineSink};
-use schedlab::workload::world;
+use schedlab::results::trace::{PerfettoWriter, Timeline};
 
 use crate::Failure;
+
+pub use schedlab::frontend::{attach_timeline, feature_sets, load, run_quiet, sched_label};
+
+/// A failure of the shared front-end code, with the same kind.
+impl From<schedlab::frontend::Failure> for Failure {
+    fn from(f: schedlab::frontend::Failure) -> Failure {
+        match f {
+            schedlab::frontend::Failure::Input(m) => Failure::Input(m),
+            schedlab::frontend::Failure::Io(m) => Failure::Io(m),
+        }
+    }
+}
 
 /// Output options of `run`.
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -63,94 +73,9 @@ pub fn real_trace(out: &OutputArgs) -> Result<Option<schedlab::real::TraceReques
     Ok(Some(schedlab::real::TraceRequest { path: path.clone(), window }))
 }
 
-/// `--feature` values as scenario overrides (one value each).
-pub fn feature_sets(features: &[String]) -> Result<Vec<String>, Failure> {
-    let mut sets = Vec::new();
-    for f in features {
-        let mut probe = schedlab::sched::features::Features::default();
-        probe.apply(f).map_err(|e| Failure::Input(format!("--feature {f}: {e}")))?;
-        let (name, on) = match f.split_once('=') {
-            Some((n, v)) => (n.trim().to_string(), schedlab::sched::features::parse_switch(v.trim()).unwrap_or(true)),
-            None => match f.strip_prefix("NO_") {
-                Some(n) => (n.to_string(), false),
-                None => (f.clone(), true),
-            },
-        };
-        sets.push(format!("features.{name}={on}"));
-    }
-    Ok(sets)
-}
-
-/// `--machine` applied to a loaded scenario: a preset, a CPU count, a copy
-/// of /sys/devices/system/cpu or a file of `lscpu -p` output.
-pub fn apply_machine(scenario: &mut Scenario, m: &str) -> Result<(), Failure> {
-    let spec = &mut scenario.machine;
-    spec.preset = None;
-    spec.cpus = None;
-    spec.sysfs = None;
-    spec.lscpu = None;
-    let as_path = Path::new(m);
-    if as_path.exists() {
-        let abs = as_path.canonicalize().map_err(|e| Failure::Io(format!("--machine {m}: {e}")))?;
-        if abs.is_dir() {
-            spec.sysfs = Some(abs);
-        } else {
-            spec.lscpu = Some(abs);
-        }
-    } else if let Ok(n) = m.parse::<usize>() {
-        spec.cpus = Some(n);
-    } else {
-        spec.preset = Some(m.to_string());
-    }
-    Ok(())
-}
-
-/// Loads `path` with overrides (in order) and an optional machine.
-pub fn load(path: &Path, sets: &[String], machine: Option<&str>) -> Result<Scenario, Failure> {
-    let mut s = Scenario::load(path, sets).map_err(|e| match e {
-        schedlab::workload::scenario::ScenarioError::Io { .. } => Failure::Io(e.to_string()),
-        other => Failure::Input(other.to_string()),
-    })?;
-    if let Some(m) = machine {
-        apply_machine(&mut s, m)?;
-    }
-    Ok(s)
-}
-
-/// The scheduler's name as results show it: eevdf, ext:simple, ext:x.
-pub fn sched_label(s: &Scenario) -> String {
-    match (s.scheduler.kind.as_str(), s.scheduler.sched.as_deref()) {
-        ("ext", Some(x)) => format!("ext:{}", Path::new(x).file_name().map_or(x.to_string(), |f| f.to_string_lossy().trim_end_matches(".bpf.c").to_string())),
-        (k, _) => k.to_string(),
-    }
-}
-
 /// File-name stem of a scenario path: scenarios/x.toml -> x.
 pub fn stem(path: &Path) -> String {
     path.file_stem().map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
-}
-
-/// A finished run and what plots need from it.
-pub struct Ran {
-    pub sim: Sim,
-    pub results: Results,
-    pub timeline: Option<Rc<RefCell<Timeline>>>,
-}
-
-/// Builds and runs a scenario without printing (compare, sweep).
-pub fn run_quiet(scenario: &Scenario, file: &str, want_timeline: bool) -> Result<Ran, Failure> {
-    let mut sim = world::build(scenario, file).map_err(|e| Failure::Input(e.to_string()))?;
-    let timeline = want_timeline.then(|| attach_timeline(&mut sim, scenario.duration.0));
-    sim.run();
-    sim.finish_trace().map_err(|e| Failure::Io(e.to_string()))?;
-    let results = Results::collect(&sim, &scenario.title(file), &sched_label(scenario));
-    Ok(Ran { sim, results, timeline })
-}
-
-pub fn attach_timeline(sim: &mut Sim, duration: u64) -> Rc<RefCell<Timeline>> {
-    let tl = Rc::new(RefCell::new(Timeline::new(sim.nr_cpus(), Timeline::bucket_for(duration, 400))));
-    sim.add_trace_sink(Box::new(TimelineSink(tl.clone())));
-    tl
 }
 
 /// Attaches what `--trace` and `--plot` need, before the run.
@@ -228,14 +153,6 @@ impl From<crate::real::RealFailure> for Failure {
     }
 }
 
-impl Failure {
-    /// The message without the kind.
-    pub fn message(&self) -> String {
-        match self {
-            Failure::Input(m) | Failure::Io(m) => m.clone(),
-        }
-    }
-}
 
 /// An I/O error on `p` as a failure naming the file.
 pub fn io_err(p: &Path) -> impl Fn(std::io::Error) -> Failure + '_ {

@@ -63,61 +63,19 @@ pub struct CompareArgs {
     pub vm_cpus: Option<usize>,
 }
 
-/// One variant: its label and the overrides that make it.
-#[derive(Clone, Debug)]
-pub struct Variant {
-    pub label: String,
-    pub sets: Vec<String>,
-}
+pub use schedlab::frontend::Variant;
 
 /// The variants: schedulers x every combination of the listed feature settings.
 pub fn variants(a: &CompareArgs) -> Result<Vec<Variant>, Failure> {
-    let scheds: Vec<Option<String>> = match &a.sched {
-        Some(list) => list.split(',').map(|s| s.trim()).filter(|s| !s.is_empty()).map(|s| Some(s.to_string())).collect(),
-        None => vec![None],
+    let spec = schedlab::frontend::CompareSpec {
+        sched: a.sched.clone(),
+        features: a.features.clone(),
+        seed: a.seed,
+        sets: a.sets.clone(),
+        sched_sets: a.sched_sets.clone(),
+        op_timeout: a.op_timeout.clone(),
     };
-    if scheds.is_empty() {
-        return Err(Failure::Input("--sched: expected a comma-separated list, e.g. eevdf,simple".into()));
-    }
-    // Each --feature is a list of settings; the grid is their product.
-    let mut grids: Vec<Vec<(String, String)>> = vec![Vec::new()];
-    let mut fixed = Vec::new();
-    for f in &a.features {
-        let settings: Vec<String> = match f.split_once('=') {
-            Some((name, vals)) if vals.contains(',') => vals.split(',').map(|v| format!("{}={}", name.trim(), v.trim())).collect(),
-            _ => {
-                fixed.push(f.clone());
-                continue;
-            }
-        };
-        let mut next = Vec::new();
-        for g in &grids {
-            for s in &settings {
-                let sets = common::feature_sets(std::slice::from_ref(s))?;
-                next.push([g.clone(), vec![(s.clone(), sets[0].clone())]].concat());
-            }
-        }
-        grids = next;
-    }
-    let fixed_sets = common::feature_sets(&fixed)?;
-    let mut out = Vec::new();
-    for s in &scheds {
-        let sched_sets = crate::sched_args(s.clone(), if s.as_deref() == Some("eevdf") { Vec::new() } else { a.sched_sets.clone() })?;
-        for g in &grids {
-            let mut label: Vec<String> = s.iter().cloned().collect();
-            label.extend(g.iter().map(|(l, _)| l.clone()));
-            let mut sets = a.sets.clone();
-            if let Some(seed) = a.seed {
-                sets.push(format!("seed={seed}"));
-            }
-            sets.extend(fixed_sets.iter().cloned());
-            sets.extend(sched_sets.iter().cloned());
-            sets.extend(crate::op_timeout_arg(a.op_timeout.as_deref()));
-            sets.extend(g.iter().map(|(_, set)| set.clone()));
-            out.push(Variant { label: label.join(" "), sets });
-        }
-    }
-    Ok(out)
+    Ok(schedlab::frontend::variants(&spec)?)
 }
 
 pub fn compare(a: CompareArgs) -> Result<(), Failure> {

@@ -18,6 +18,7 @@ use schedlab::workload::world;
 mod common;
 mod compare;
 mod compare_real;
+mod ray;
 mod real;
 mod sweep;
 mod vm;
@@ -176,37 +177,10 @@ fn refuse_for_real(machine: Option<&str>, features: &[String], out: &common::Out
 
 /// `--sched` and `--sched-set` as scenario overrides.
 fn sched_args(sched: Option<String>, sched_sets: Vec<String>) -> Result<Vec<String>, Failure> {
-    let mut sets = Vec::new();
-    match sched.as_deref() {
-        None => {}
-        Some("eevdf") => sets.push("scheduler.kind=\"eevdf\"".to_string()),
-        Some(s) => {
-            sets.push("scheduler.kind=\"ext\"".to_string());
-            // A path is taken from the current directory, not the scenario's.
-            let p = std::path::Path::new(s);
-            let name = if p.is_file() || p.is_dir() { p.canonicalize().map_err(|e| Failure::Io(format!("--sched {s}: {e}")))?.display().to_string() } else { s.to_string() };
-            sets.push(format!("scheduler.sched={}", toml::Value::String(name)));
-        }
-    }
-    for kv in sched_sets {
-        let (k, v) = kv.split_once('=').ok_or_else(|| Failure::Input(format!("--sched-set {kv}: expected NAME=VALUE, e.g. dsp_batch=8")))?;
-        let k = k.trim();
-        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(Failure::Input(format!("--sched-set {kv}: {k:?} is not an option name")));
-        }
-        let v = v.trim();
-        // Numbers and booleans as themselves, anything else as a string.
-        let val = if v.parse::<i64>().is_ok() || v == "true" || v == "false" { v.to_string() } else { toml::Value::String(v.to_string()).to_string() };
-        sets.push(format!("scheduler.options.{k}={val}"));
-    }
-    Ok(sets)
+    Ok(schedlab::frontend::sched_args(sched.as_deref(), &sched_sets)?)
 }
 
-/// `--op-timeout DURATION` as the scenario's `scheduler.op_timeout` (the
-/// scenario parser checks the value).
-pub(crate) fn op_timeout_arg(d: Option<&str>) -> Option<String> {
-    d.map(|d| format!("scheduler.op_timeout={}", toml::Value::String(d.trim().to_string())))
-}
+pub(crate) use schedlab::frontend::op_timeout_arg;
 
 /// `--sched-include DIR...` as the scenario's `scheduler.include`.
 fn include_args(dirs: &[PathBuf]) -> Result<Vec<String>, Failure> {

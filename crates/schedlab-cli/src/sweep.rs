@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use schedlab::results::compare::RunSummary;
+use schedlab::frontend::SweepPlan;
 use schedlab::results::sweep;
 
 use crate::common;
@@ -52,74 +52,60 @@ pub struct SweepArgs {
     /// Print nothing but errors.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Run each (point, seed) as a task on a Ray cluster at ADDRESS (a
+    /// local one when no address is given), through the schedlab Python
+    /// package (`pip install '.[ray]'`; $SCHEDLAB_PYTHON, else python3). Same
+    /// store, same aggregates.
+    #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "")]
+    pub ray: Option<String>,
+}
+
+/// What the sweep varies and fixes, for the shared planner.
+pub fn spec(a: &SweepArgs) -> schedlab::frontend::SweepSpec {
+    schedlab::frontend::SweepSpec {
+        seeds: a.seeds.clone(),
+        params: a.params.clone(),
+        sets: a.sets.clone(),
+        features: a.features.clone(),
+        sched: a.sched.clone(),
+        sched_sets: a.sched_sets.clone(),
+        op_timeout: a.op_timeout.clone(),
+        machine: a.machine.clone(),
+    }
 }
 
 pub fn sweep(a: SweepArgs) -> Result<(), Failure> {
     let file = a.scenario.display().to_string();
     let text = std::fs::read_to_string(&a.scenario).map_err(|e| Failure::Io(format!("{file}: {e}")))?;
-    let seeds = sweep::parse_seeds(&a.seeds).map_err(|e| Failure::Input(e.to_string()))?;
-    let params: Vec<(String, Vec<String>)> = a.params.iter().map(|p| sweep::parse_param(p)).collect::<Result<_, _>>().map_err(|e| Failure::Input(e.to_string()))?;
-    let mut base = a.sets.clone();
-    base.extend(common::feature_sets(&a.features)?);
-    base.extend(crate::sched_args(a.sched.clone(), a.sched_sets.clone())?);
-    base.extend(crate::op_timeout_arg(a.op_timeout.as_deref()));
-    if let Some(m) = &a.machine {
-        // Part of the key, so runs on another machine are not reused.
-        base.push(format!("# machine={m}"));
-    }
-    let points = sweep::grid(&params);
-    let jobs = sweep::jobs(&text, &base, &points, &seeds);
-    let machine = a.machine.clone();
-    let sets_of = |job: &sweep::Job| -> Vec<String> {
-        let mut sets: Vec<String> = job.overrides.iter().filter(|s| !s.starts_with('#')).cloned().collect();
-        sets.push(format!("seed={}", job.seed));
-        sets
-    };
-    // Every grid point must load before anything runs.
-    for (i, _) in points.iter().enumerate() {
-        let job = jobs.iter().find(|j| j.point == i).expect("a job per point");
-        common::load(&a.scenario, &sets_of(job), machine.as_deref())?;
-    }
+    let plan = SweepPlan::new(&text, &file, &spec(&a))?;
     let stem = common::stem(&a.scenario);
     let dir = a.out.clone().unwrap_or_else(|| PathBuf::from("schedlab-out").join(format!("{stem}-sweep")));
-    if !a.quiet {
-        eprintln!("schedlab: sweep of {file}: {} points x {} seeds = {} runs, into {}", points.len(), seeds.len(), jobs.len(), dir.display());
+    if let Some(address) = &a.ray {
+        return crate::ray::sweep(&a, address, &dir);
     }
-    let bar = common::progress_bar(jobs.len(), "runs", a.quiet);
-    let run = |job: &sweep::Job| -> Result<RunSummary, String> {
-        let s = common::load(&a.scenario, &sets_of(job), machine.as_deref()).map_err(|e| e.message())?;
-        let r = common::run_quiet(&s, &file, false).map_err(|e| e.message())?;
-        Ok(RunSummary::from_results(&common::sched_label(&s), &r.results))
-    };
+    if !a.quiet {
+        eprintln!("schedlab: sweep of {file}: {} points x {} seeds = {} runs, into {}", plan.points.len(), plan.seeds.len(), plan.jobs.len(), dir.display());
+    }
+    let bar = common::progress_bar(plan.jobs.len(), "runs", a.quiet);
+    let run = |job: &sweep::Job| plan.run(job);
     let progress = |done: usize, _total: usize| bar.set_position(done as u64);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build().map_err(|e| Failure::Io(e.to_string()))?;
-    let outcome = pool.install(|| sweep::execute(&dir, &jobs, &run, &progress));
+    let outcome = pool.install(|| sweep::execute(&dir, &plan.jobs, &run, &progress));
     bar.finish_and_clear();
     let outcome = outcome.map_err(Failure::Io)?;
-    let names: Vec<String> = params.iter().map(|p| p.0.clone()).collect();
-    // The aggregates are over the runs that completed; the failed ones
-    // (not run, or their scheduler ejected with an error) are named.
-    let rows = sweep::aggregate(&points, &outcome.jobs, &outcome.records);
-    let failed = sweep::failures(&points, &outcome);
-    let csv_path = dir.join(format!("{stem}-sweep.csv"));
-    let json_path = dir.join(format!("{stem}-sweep.json"));
-    let io = common::io_err;
-    schedlab::results::csv::write_atomic(&csv_path, sweep::aggregate_csv(&names, &rows).as_bytes()).map_err(io(&csv_path))?;
-    schedlab::results::csv::write_atomic(&json_path, sweep::aggregate_json(&file, &params, &seeds, &rows, &failed).as_bytes()).map_err(io(&json_path))?;
-    let mut wrote = vec![csv_path, json_path];
+    finish(&a, &plan, &dir, &stem, &outcome)
+}
+
+/// After the runs: the aggregates (over the runs that completed; the
+/// failed ones are named), their files and plots, the table, and the exit.
+pub fn finish(a: &SweepArgs, plan: &SweepPlan, dir: &Path, stem: &str, outcome: &sweep::Outcome) -> Result<(), Failure> {
+    let agg = plan.aggregates(outcome);
+    let mut wrote = plan.write(dir, stem, &agg)?;
     if let Some(pd) = &a.plot {
-        wrote.extend(plot_sweep(pd, &stem, &file, &names, &points, &rows).map_err(|e| Failure::Io(e.to_string()))?);
+        wrote.extend(plot_sweep(pd, stem, &plan.file, &agg.names, &plan.points, &agg.rows).map_err(|e| Failure::Io(e.to_string()))?);
     }
     if !a.quiet {
-        print!(
-            "schedlab sweep: {file}, {} runs ({} ran, {} reused), median [min..max] over {} seeds\n\n{}",
-            jobs.len(),
-            outcome.ran,
-            outcome.reused,
-            seeds.len(),
-            sweep::aggregate_table(&names, &rows)
-        );
-        print!("{}", sweep::failures_text(&failed));
+        print!("{}", schedlab::frontend::sweep_report(plan, outcome, &agg));
         for p in wrote {
             eprintln!("schedlab: wrote {}", p.display());
         }

@@ -117,6 +117,8 @@
 	X(void *, bpf_cgrp_storage_get, (void *map, struct cgroup *cgroup, void *value, u64 flags), \
 	  (map, cgroup, value, flags))                                         \
 	X(long, bpf_cgrp_storage_delete, (void *map, struct cgroup *cgroup), (map, cgroup)) \
+	X(struct cgroup_subsys_state *, schedlab_css_next, (struct cgroup_subsys_state * start, \
+	  struct cgroup_subsys_state *pos, u64 order), (start, pos, order))    \
 	X(void *, bpf_inode_storage_get, (void *map, void *inode, void *value, u64 flags), \
 	  (map, inode, value, flags))                                          \
 	X(long, bpf_inode_storage_delete, (void *map, void *inode), (map, inode)) \
@@ -449,6 +451,8 @@ ALIAS(bool, scx_bpf_consume___old, scx_bpf_dsq_move_to_local, (u64 dsq_id), (dsq
 ALIAS(bool, scx_bpf_consume___compat, scx_bpf_dsq_move_to_local, (u64 dsq_id), (dsq_id))
 ALIAS(bool, scx_bpf_dsq_move_to_local___new, scx_bpf_dsq_move_to_local, (u64 dsq_id), (dsq_id))
 ALIAS(bool, scx_bpf_dsq_move_to_local___v1, scx_bpf_dsq_move_to_local, (u64 dsq_id), (dsq_id))
+/* The kernel's compat.bpf.h probes for scx_bpf_task_cgroup (6.12+) under this name. */
+ALIAS(struct cgroup *, scx_bpf_task_cgroup___new, scx_bpf_task_cgroup, (struct task_struct * p), (p))
 
 #define SET_PARAMS(v) (struct bpf_iter_scx_dsq * it, u64 v)
 ALIAS_VOID(scx_bpf_dsq_move_set_slice___new, scx_bpf_dsq_move_set_slice, SET_PARAMS(slice), (it, slice))

@@ -880,10 +880,9 @@ struct cpufreq_policy *cpufreq_cpu_data[SCHEDLAB_NR_CPUS];
 
 /*
  * bpf_iter_css_new/next/destroy: walks the css hierarchy from @start in
- * the given order. The simulated hierarchy is the root cgroup alone
- * (struct cgroup_subsys_state links a css only to its parent), so a
- * descendants walk yields @start, a children walk nothing, and an
- * ancestors walk @start and its parents. Layout: start, position, order.
+ * the given order. The walk itself is the host's (schedlab_css_next(),
+ * host/cgroup.rs), over the simulator's cgroup tree: the next css after
+ * @pos (NULL: the first). Layout: start, position, order.
  */
 struct css_iter_k {
 	struct cgroup_subsys_state *start;
@@ -894,6 +893,9 @@ struct css_iter_k {
 #define CSS_ITER_BEGUN (1ULL << 63)
 
 _Static_assert(sizeof(struct css_iter_k) == sizeof(struct bpf_iter_css), "bpf_iter_css layout");
+
+struct cgroup_subsys_state *schedlab_css_next(struct cgroup_subsys_state *start,
+					      struct cgroup_subsys_state *pos, u64 order);
 
 int bpf_iter_css_new(struct bpf_iter_css *it, struct cgroup_subsys_state *start, unsigned int flags)
 {
@@ -924,16 +926,14 @@ struct cgroup_subsys_state *bpf_iter_css_next(struct bpf_iter_css *it)
 
 	if (!k->start)
 		return NULL;
-	if (!(k->order & CSS_ITER_BEGUN)) {
+	if (k->order & CSS_ITER_BEGUN) {
+		if (!k->pos)
+			return NULL;
+		k->pos = schedlab_css_next(k->start, k->pos, order);
+	} else {
 		k->order |= CSS_ITER_BEGUN;
-		/* No css has children here: a children walk is empty. */
-		k->pos = order == BPF_CGROUP_ITER_CHILDREN ? NULL : k->start;
-		return k->pos;
+		k->pos = schedlab_css_next(k->start, NULL, order);
 	}
-	if (order == BPF_CGROUP_ITER_ANCESTORS_UP && k->pos)
-		k->pos = k->pos->parent;
-	else
-		k->pos = NULL;
 	return k->pos;
 }
 

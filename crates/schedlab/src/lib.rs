@@ -18,7 +18,10 @@
 //! | [`results`] | what a run reports: results and JSON, CSV, comparisons, sweeps, plots, Perfetto traces, sim-vs-real agreement | `tracing`, schedstat |
 //! | [`real`] | real mode: the same workloads as processes and threads on the live kernel, read back through schedstat and tracefs | — |
 //!
-//! The `schedlab` binary (crates/schedlab-cli) sits on top of all of them.
+//! | [`frontend`] | what the CLI and the Python package share: options as scenario overrides, quiet runs, compare variants, sweep plans | — |
+//!
+//! The `schedlab` binary (crates/schedlab-cli) and the Python package
+//! (crates/schedlab-py) sit on top of all of them.
 //!
 //! One exception to the bottom-up rule, as in the kernel: the simulated
 //! kernel calls its tracepoints ([`results::trace`]), and the consumers
@@ -33,6 +36,7 @@
 //! banned (clippy.toml).
 
 pub mod engine;
+pub mod frontend;
 pub mod machine;
 pub mod real;
 pub mod results;

@@ -8,8 +8,9 @@
  *   first four fields are the ones scx's `struct rq___local` shadow reads,
  *   in that order: natively there is no CO-RE relocation, so the shadow's
  *   layout must be a prefix of ours.
- * - struct cgroup: only the root cgroup exists (scx_bpf_task_cgroup(),
- *   bpf_cgroup_from_id(1), ops.init_task's args->cgroup).
+ * - struct cgroup: one per cgroup of the scenario's tree (host/cgroup.rs);
+ *   kn->id is the cgroup id (1 for the root), ancestors[] runs from the
+ *   root (ancestors[0]) to the cgroup itself (ancestors[level]).
  * - bpf_dynptr, bpf_res_spin_lock, bpf_perf_event_value: sizes as in
  *   include/uapi/linux/bpf.h.
  */
@@ -34,7 +35,7 @@ struct cgroup {
 	int max_depth;
 	struct kernfs_node *kn;
 	/* ancestors[level] is the cgroup itself; the root has level 0. */
-	struct cgroup *ancestors[1];
+	struct cgroup *ancestors[];
 };
 
 struct scx_rq {

@@ -349,11 +349,7 @@ struct task_struct {
 	struct mempolicy *mempolicy;
 	/* The task's CPU-controller group; NULL (the root) in the simulator. */
 	struct task_group *sched_task_group;
-	/*
-	 * The task's css_set. NULL until the runtime models cgroups (the next
-	 * issue): a scheduler that follows it faults, so only code paths that
-	 * are off by default (e.g. lavd's CPU bandwidth control) read it.
-	 */
+	/* The task's css_set: its cgroup (dfl_cgrp) and the css of each controller. */
 	struct css_set *cgroups;
 	/* The class the task is in; one object per class (host/kobj.rs). */
 	const struct sched_class *sched_class;
@@ -719,6 +715,7 @@ struct scx_cgroup_init_args {
 	u64 bw_period_us;
 	u64 bw_quota_us;
 	u64 bw_burst_us;
+	bool sched_idle;
 };
 
 struct scx_cpu_acquire_args {

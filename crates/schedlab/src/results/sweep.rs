@@ -179,16 +179,15 @@ pub fn execute(
             let out = match load(dir, job) {
                 Some(r) => Ok((r, true)),
                 None => guarded_run(run, job).and_then(|summary| {
-                    let rec = Record { key: job.key.clone(), seed: job.seed, overrides: job.overrides.clone(), summary };
-                    let text = serde_json::to_string_pretty(&rec).expect("serialize") + "\n";
-                    crate::results::csv::write_atomic(&record_path(dir, &job.key), text.as_bytes()).map_err(|e| format!("{}: {e}", dir.display()))?;
+                    let text = record_text(job, summary);
+                    store_record(dir, &job.key, &text)?;
                     // Aggregate what a later resume would read.
                     serde_json::from_str(&text).map(|r| (r, false)).map_err(|e| e.to_string())
                 }),
             };
             let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             progress(n, total);
-            out.map_err(|e| format!("seed {} {}: {e}", job.seed, job.overrides.join(" ")))
+            out.map_err(|e| job_error(job, &e))
         })
         .collect();
     let mut out = Outcome { records: Vec::with_capacity(total), jobs: Vec::with_capacity(total), errors: Vec::new(), reused: 0, ran: 0 };
@@ -209,9 +208,27 @@ pub fn execute(
     Ok(out)
 }
 
+/// The text the store keeps for one finished run (pretty JSON of its
+/// [`Record`], newline-terminated).
+pub fn record_text(job: &Job, summary: RunSummary) -> String {
+    let rec = Record { key: job.key.clone(), seed: job.seed, overrides: job.overrides.clone(), summary };
+    serde_json::to_string_pretty(&rec).expect("serialize") + "\n"
+}
+
+/// Stores a record's text as `<dir>/runs/<key>.json`, atomically. A run
+/// done elsewhere (a Ray worker) is stored by the driver through here.
+pub fn store_record(dir: &Path, key: &str, text: &str) -> Result<(), String> {
+    crate::results::csv::write_atomic(&record_path(dir, key), text.as_bytes()).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// A failed job's error as a sweep reports it: "seed S overrides: error".
+pub fn job_error(job: &Job, e: &str) -> String {
+    format!("seed {} {}: {e}", job.seed, job.overrides.join(" "))
+}
+
 /// `run(job)`, with a panic turned into that run's error so the other
 /// runs of the sweep complete.
-fn guarded_run(run: &(dyn Fn(&Job) -> Result<RunSummary, String> + Sync), job: &Job) -> Result<RunSummary, String> {
+pub fn guarded_run(run: &(dyn Fn(&Job) -> Result<RunSummary, String> + Sync), job: &Job) -> Result<RunSummary, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(job))).unwrap_or_else(|p| {
         let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
         Err(format!("internal error (panic): {}", msg.unwrap_or_else(|| "no message".into())))

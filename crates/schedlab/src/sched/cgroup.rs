@@ -330,6 +330,7 @@ impl Sim {
     /// sched_group_set_shares(): a new cpu.weight for group `g`.
     pub fn cgroup_set_weight(&mut self, g: u32, weight: u32) {
         let weight = weight.clamp(CGROUP_WEIGHT_MIN, CGROUP_WEIGHT_MAX);
+        self.scx_group_set_weight(g, weight);
         let tg = &mut self.cg.groups[g as usize];
         tg.weight = weight;
         if tg.idle {
@@ -341,12 +342,14 @@ impl Sim {
 
     /// Writing cpu.max / cpu.max.burst (tg_set_cfs_bandwidth).
     pub fn cgroup_set_max(&mut self, g: u32, max: CpuMax) {
+        self.scx_group_set_bandwidth(g, &max);
         self.tg_set_cfs_bandwidth(g, max);
     }
 
     /// sched_group_set_idle(): cpu.idle on or off; an idle group's shares
     /// drop to WEIGHT_IDLEPRIO and its entities count as SCHED_IDLE.
     pub fn cgroup_set_idle(&mut self, g: u32, idle: bool) {
+        self.scx_group_set_idle(g, idle);
         let tg = &mut self.cg.groups[g as usize];
         if tg.idle == idle {
             return;
@@ -370,22 +373,13 @@ impl Sim {
     /// sched_move_task, and cpuset_attach's affinity update): the task is
     /// taken off its queue, moved to the group's runqueue and put back.
     /// Returns false if the kernel would refuse the move (the group's CPUs
-    /// exclude every CPU the task may use).
+    /// exclude every CPU the task may use, or the sched_ext scheduler's
+    /// ops.cgroup_prep_move() refused it). See `cgroup_attach_tasks`
+    /// (sched/ext/cgroup.rs).
     pub fn cgroup_attach_task(&mut self, p: TaskId, g: u32) -> bool {
-        let t = self.task(p);
-        if t.state == TaskState::Dead || t.cgrp == g {
-            return t.cgrp == g;
+        if self.task(p).state == TaskState::Dead {
+            return self.task(p).cgrp == g;
         }
-        let eff = self.cg.groups[g as usize].effective_cpus.clone();
-        let mask = self.task(p).cpus_allowed.and(&eff);
-        if mask.is_empty() {
-            return false;
-        }
-        self.sched_move_task(p, g);
-        self.task_mut(p).cgroup = self.cg.groups[g as usize].path.clone();
-        if mask != self.task(p).cpus_allowed {
-            self.set_cpus_allowed(p, mask);
-        }
-        true
+        self.cgroup_attach_tasks(&[p], g)
     }
 }

@@ -40,6 +40,17 @@ impl Sim {
 
     /// Runs the simulation, calling `progress(now, end)` every few thousand events.
     pub fn run_with_progress(&mut self, progress: &mut dyn FnMut(Ns, Ns)) {
+        self.run_while(&mut |now, end| {
+            progress(now, end);
+            true
+        });
+    }
+
+    /// [`Self::run_with_progress`] that stops when `keep_going(now, end)`,
+    /// asked every 65,536 events, says false (an interrupt from a caller:
+    /// Ctrl-C in Python). Returns false when stopped early; the run's
+    /// results are then incomplete.
+    pub fn run_while(&mut self, keep_going: &mut dyn FnMut(Ns, Ns) -> bool) -> bool {
         self.start();
         let mut n: u64 = 0;
         while let Some((t, ev)) = self.engine.pop() {
@@ -50,11 +61,12 @@ impl Sim {
                 break;
             }
             n += 1;
-            if n % 65_536 == 0 {
-                progress(t, self.end_ns);
+            if n % 65_536 == 0 && !keep_going(t, self.end_ns) {
+                return false;
             }
         }
         self.finish_accounting();
+        true
     }
 
     /// Handles one event; returns false for a stale event that had no effect.

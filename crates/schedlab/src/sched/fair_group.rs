@@ -351,8 +351,8 @@ impl Sim {
     /// group's runqueue.
     pub fn sched_move_task(&mut self, p: TaskId, g: u32) {
         if self.task(p).class != crate::sched::task::ClassId::Fair {
-            // Only the fair class queues by group: the others just take note.
-            self.task_mut(p).cgrp = g;
+            // Only the fair class queues by group (ext: ext/cgroup.rs).
+            self.sched_move_task_other(p, g);
             return;
         }
         self.finish_delayed_dequeue(p);
@@ -378,6 +378,7 @@ impl Sim {
         let now = self.now();
         self.cfs_mut(old).avg.detach(&avg, w);
         self.task_mut(p).cgrp = g;
+        self.scx_cgroup_move_task(p);
         let new = self.cfs_rq_of(p);
         let cfs = self.cfs_mut(new);
         let (lw, nr, run) = (cfs.load_weight, cfs.h_nr_runnable as u64, cfs.curr.is_some());

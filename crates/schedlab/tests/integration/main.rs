@@ -5,6 +5,7 @@ mod cgroup;
 mod determinism;
 mod ecosystem;
 mod experiments;
+mod ext_cgroup;
 mod ext;
 mod fair;
 mod faults;

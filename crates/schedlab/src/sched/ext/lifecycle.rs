@@ -135,8 +135,11 @@ impl Sim {
             return Err(LoadError::InitFailed { ret, said });
         }
         self.scx.stats.enabled_at = Some(self.now());
+        // Every cgroup before any task (scx_cgroup_init, ext/cgroup.rs); a
+        // failure has queued the ejection, and no task is initialised.
+        let cgroups_ok = self.scx_cgroup_init().is_ok();
         // Tasks already alive: ops.init_task(fork=false), then switch class.
-        for p in 0..self.tasks.len() as TaskId {
+        for p in (0..self.tasks.len() as TaskId).filter(|_| cgroups_ok) {
             let st = self.task(p).state;
             if matches!(st, TaskState::Dead | TaskState::New) {
                 continue;
@@ -402,6 +405,8 @@ impl Sim {
         self.scx.state = EnableState::Disabling;
         self.scx.stats.disable_started_at = Some(now);
         self.scx_bypass(true);
+        // Cgroup support goes before tasks are switched (scx_cgroup_exit).
+        self.scx_cgroup_exit();
         self.scx.disable_queue = (0..self.tasks.len() as TaskId).rev().filter(|&p| self.task(p).class == ClassId::Ext).collect();
         // Before tasks can be switched, the disable path needs an RCU grace
         // period (and the fork rwsem): every task preempted right now may be

@@ -24,6 +24,7 @@
 
 pub mod abi;
 pub mod check;
+mod cgroup;
 mod class;
 mod dispatch;
 pub mod dsq;
@@ -379,6 +380,12 @@ pub struct ScxSched {
     pub local_irq_work: Vec<crate::engine::Event>,
     /// bpf_get_prandom_u32()'s stream.
     pub rng: crate::engine::rng::Rng,
+    /// scx_cgroup_enabled: cgroup ops reach the scheduler.
+    pub cgroup_enabled: bool,
+    /// SCX_TG_INITED per task group: ops.cgroup_init() succeeded on it.
+    pub cgroup_inited: Vec<bool>,
+    /// p->scx.cgrp_moving_from of the tasks in a migration.
+    pub cgrp_moving_from: BTreeMap<TaskId, u32>,
 }
 
 impl ScxSched {
@@ -430,6 +437,9 @@ impl ScxSched {
             bypass_lb_intv_ns: 500_000_000,
             local_irq_work: Vec::new(),
             rng: crate::engine::rng::Rng::new(0, crate::engine::rng::Stream::Scheduler),
+            cgroup_enabled: false,
+            cgroup_inited: Vec::new(),
+            cgrp_moving_from: BTreeMap::new(),
         }
     }
 

@@ -38,6 +38,14 @@ pub enum Op {
     Dump,
     DumpCpu,
     DumpTask,
+    CgroupInit,
+    CgroupExit,
+    CgroupPrepMove,
+    CgroupMove,
+    CgroupCancelMove,
+    CgroupSetWeight,
+    CgroupSetBandwidth,
+    CgroupSetIdle,
     CpuOnline,
     CpuOffline,
     Init,
@@ -45,7 +53,7 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 27] = [
+    pub const ALL: [Op; 35] = [
         Op::SelectCpu,
         Op::Enqueue,
         Op::Dequeue,
@@ -69,6 +77,14 @@ impl Op {
         Op::Dump,
         Op::DumpCpu,
         Op::DumpTask,
+        Op::CgroupInit,
+        Op::CgroupExit,
+        Op::CgroupPrepMove,
+        Op::CgroupMove,
+        Op::CgroupCancelMove,
+        Op::CgroupSetWeight,
+        Op::CgroupSetBandwidth,
+        Op::CgroupSetIdle,
         Op::CpuOnline,
         Op::CpuOffline,
         Op::Init,
@@ -101,6 +117,14 @@ impl Op {
             Op::Dump => "dump",
             Op::DumpCpu => "dump_cpu",
             Op::DumpTask => "dump_task",
+            Op::CgroupInit => "cgroup_init",
+            Op::CgroupExit => "cgroup_exit",
+            Op::CgroupPrepMove => "cgroup_prep_move",
+            Op::CgroupMove => "cgroup_move",
+            Op::CgroupCancelMove => "cgroup_cancel_move",
+            Op::CgroupSetWeight => "cgroup_set_weight",
+            Op::CgroupSetBandwidth => "cgroup_set_bandwidth",
+            Op::CgroupSetIdle => "cgroup_set_idle",
             Op::CpuOnline => "cpu_online",
             Op::CpuOffline => "cpu_offline",
             Op::Init => "init",
@@ -316,6 +340,18 @@ pub enum CpuReleaseReason {
     Other,
 }
 
+/// `struct scx_cgroup_init_args`: a cgroup's knobs when ops.cgroup_init()
+/// sees it (cpu.weight, cpu.max in microseconds with u64::MAX for "max",
+/// cpu.max.burst, cpu.idle).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CgroupInitArgs {
+    pub weight: u32,
+    pub bw_period_us: u64,
+    pub bw_quota_us: u64,
+    pub bw_burst_us: u64,
+    pub idle: bool,
+}
+
 /// A sched_ext scheduler: one method per `sched_ext_ops` member.
 ///
 /// Methods receive the simulator so that they can call kfuncs
@@ -423,6 +459,35 @@ pub trait ExtOps {
     }
     fn dump_task(&self, sim: &mut Sim, p: TaskId) {
         let _ = (sim, p);
+    }
+    /// A cgroup becomes known (scx_cgroup_init at enable, pre-order);
+    /// `cgrp` is its task group index. Nonzero fails the enable.
+    fn cgroup_init(&self, sim: &mut Sim, cgrp: u32, args: &CgroupInitArgs) -> i32 {
+        let _ = (sim, cgrp, args);
+        0
+    }
+    fn cgroup_exit(&self, sim: &mut Sim, cgrp: u32) {
+        let _ = (sim, cgrp);
+    }
+    /// A task is about to move (scx_cgroup_can_attach); nonzero refuses.
+    fn cgroup_prep_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) -> i32 {
+        let _ = (sim, p, from, to);
+        0
+    }
+    fn cgroup_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) {
+        let _ = (sim, p, from, to);
+    }
+    fn cgroup_cancel_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) {
+        let _ = (sim, p, from, to);
+    }
+    fn cgroup_set_weight(&self, sim: &mut Sim, cgrp: u32, weight: u32) {
+        let _ = (sim, cgrp, weight);
+    }
+    fn cgroup_set_bandwidth(&self, sim: &mut Sim, cgrp: u32, period_us: u64, quota_us: u64, burst_us: u64) {
+        let _ = (sim, cgrp, period_us, quota_us, burst_us);
+    }
+    fn cgroup_set_idle(&self, sim: &mut Sim, cgrp: u32, idle: bool) {
+        let _ = (sim, cgrp, idle);
     }
     /// Scheduler-wide init; nonzero refuses the load (ops.init).
     fn init(&self, sim: &mut Sim) -> i32 {
@@ -537,6 +602,30 @@ impl<T: ExtOps + ?Sized> ExtOps for std::rc::Rc<T> {
     }
     fn dump_task(&self, sim: &mut Sim, p: TaskId) {
         (**self).dump_task(sim, p)
+    }
+    fn cgroup_init(&self, sim: &mut Sim, cgrp: u32, args: &CgroupInitArgs) -> i32 {
+        (**self).cgroup_init(sim, cgrp, args)
+    }
+    fn cgroup_exit(&self, sim: &mut Sim, cgrp: u32) {
+        (**self).cgroup_exit(sim, cgrp)
+    }
+    fn cgroup_prep_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) -> i32 {
+        (**self).cgroup_prep_move(sim, p, from, to)
+    }
+    fn cgroup_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) {
+        (**self).cgroup_move(sim, p, from, to)
+    }
+    fn cgroup_cancel_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) {
+        (**self).cgroup_cancel_move(sim, p, from, to)
+    }
+    fn cgroup_set_weight(&self, sim: &mut Sim, cgrp: u32, weight: u32) {
+        (**self).cgroup_set_weight(sim, cgrp, weight)
+    }
+    fn cgroup_set_bandwidth(&self, sim: &mut Sim, cgrp: u32, period_us: u64, quota_us: u64, burst_us: u64) {
+        (**self).cgroup_set_bandwidth(sim, cgrp, period_us, quota_us, burst_us)
+    }
+    fn cgroup_set_idle(&self, sim: &mut Sim, cgrp: u32, idle: bool) {
+        (**self).cgroup_set_idle(sim, cgrp, idle)
     }
     fn init(&self, sim: &mut Sim) -> i32 {
         (**self).init(sim)

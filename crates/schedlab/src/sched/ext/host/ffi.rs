@@ -445,6 +445,7 @@ pub fn lookup(name: &str) -> Option<*mut c_void> {
         rtfns::bpf_cgroup_from_id,
         rtfns::bpf_cgrp_storage_get,
         rtfns::bpf_cgrp_storage_delete,
+        rtfns::schedlab_css_next,
         rtfns::bpf_inode_storage_get,
         rtfns::bpf_inode_storage_delete,
         rtfns::bpf_ringbuf_reserve,

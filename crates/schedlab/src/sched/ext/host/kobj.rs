@@ -1,5 +1,5 @@
 //! Kernel objects lent to BPF code: each CPU's idle task, `struct rq`
-//! views, the root cgroup, and the per-CPU variables bpf_per_cpu_ptr()
+//! views (cgroups: cgroup.rs), and the per-CPU variables bpf_per_cpu_ptr()
 //! resolves (`runqueues`, `__preempt_count`).
 //!
 //! All are boxed and owned by the scheduler's host state, so the addresses
@@ -70,7 +70,8 @@ pub struct CgroupC {
     pub level: i32,
     pub max_depth: i32,
     pub kn: *mut KernfsNodeC,
-    pub ancestors: [*mut CgroupC; 1],
+    /// A flexible array in C; cgroup.rs allocates its slots right after.
+    pub ancestors: [*mut CgroupC; 0],
 }
 
 /// CGROUP_SUBSYS_COUNT of the shim's `struct css_set`.
@@ -107,9 +108,6 @@ impl Who {
 pub struct Kobjs {
     idle: Vec<Box<TaskStructC>>,
     rqs: Vec<Box<RqC>>,
-    root: Option<(Box<CgroupC>, Box<KernfsNodeC>)>,
-    /// `init_css_set`: every subsystem's root css and the root cgroup.
-    root_cset: Option<Box<CssSetC>>,
     /// The preempt count bpf_this_cpu_ptr(&__preempt_count) points at.
     preempt: Box<i32>,
 }
@@ -149,43 +147,6 @@ impl Kobjs {
     /// Whether `addr` is an idle task this state lent.
     pub fn idle_of(&self, addr: usize) -> Option<Cpu> {
         self.idle.iter().position(|t| std::ptr::eq(&**t, addr as *const TaskStructC)).map(|c| c as Cpu)
-    }
-
-    /// The root cgroup.
-    pub fn root_cgroup(&mut self) -> *mut CgroupC {
-        let (cg, _) = self.root.get_or_insert_with(|| {
-            let mut kn = Box::new(KernfsNodeC { id: ROOT_CGROUP_ID, name: c"".as_ptr() });
-            let mut cg = Box::new(CgroupC {
-                self_: CssC { cgroup: std::ptr::null_mut(), parent: std::ptr::null_mut() },
-                flags: 0,
-                level: 0,
-                max_depth: i32::MAX,
-                kn: &mut *kn,
-                ancestors: [std::ptr::null_mut()],
-            });
-            let p: *mut CgroupC = &mut *cg;
-            cg.self_.cgroup = p;
-            cg.ancestors[0] = p;
-            (cg, kn)
-        });
-        &mut **cg
-    }
-
-    /// The root css_set (`init_css_set`), what `p->cgroups` of a task in
-    /// the root cgroup points at.
-    pub fn root_css_set(&mut self) -> *mut CssSetC {
-        let root = self.root_cgroup();
-        let cset = self.root_cset.get_or_insert_with(|| {
-            // SAFETY: `root` is the boxed root cgroup this state owns.
-            let css: *mut CssC = unsafe { &mut (*root).self_ };
-            Box::new(CssSetC { subsys: [css; CGROUP_SUBSYS_COUNT], dfl_cgrp: root })
-        });
-        &mut **cset
-    }
-
-    /// Whether `addr` is a cgroup this state lent.
-    pub fn is_cgroup(&self, addr: usize) -> bool {
-        self.root.as_ref().is_some_and(|(c, _)| std::ptr::eq(&**c, addr as *const CgroupC))
     }
 
     /// The preempt count of the current context, where

@@ -17,8 +17,8 @@
 //! - `ffi`, `kptr`, `mapfns`, `rtfns`: the `extern "C"` kfuncs and helpers;
 //! - `maps`: BPF map semantics, with `ringbuf`, `arena` and `perf` for
 //!   ring buffers, arenas and perf event arrays;
-//! - `kobj`: kernel objects lent to BPF (idle tasks, rq views, the root
-//!   cgroup); `fpe`: BPF division by zero on x86;
+//! - `kobj`: kernel objects lent to BPF (idle tasks, rq views); `cgroup`:
+//!   the `struct cgroup`s of the simulator's cgroup tree; `fpe`: BPF division by zero on x86;
 //! - `fault`: every call into the object is guarded: a fault or a callback
 //!   that does not return ejects the scheduler instead of killing schedlab.
 //!
@@ -35,6 +35,7 @@
 //! arguments packed in a u64 array, exactly as in BPF.
 
 mod arena;
+mod cgroup;
 pub mod compile;
 mod ffi;
 pub mod fetch;
@@ -62,7 +63,7 @@ use std::rc::Rc;
 
 use crate::engine::{Cpu, TaskId};
 use crate::sched::ext::abi::TaskStructC;
-use crate::sched::ext::ops::{ops_flags, CpuReleaseReason, ExitInfo, ExtOps, Op};
+use crate::sched::ext::ops::{ops_flags, CgroupInitArgs, CpuReleaseReason, ExitInfo, ExtOps, Op};
 use crate::sched::sim::Sim;
 
 use loader::{c_str, Loaded, Rodata, SchedExtOpsC, OPS_MEMBERS};
@@ -143,6 +144,15 @@ pub struct LoadConfig {
 struct InitTaskArgsC {
     fork: bool,
     cgroup: *mut c_void,
+}
+/// `struct scx_cgroup_init_args`.
+#[repr(C)]
+struct CgroupInitArgsC {
+    weight: u32,
+    bw_period_us: u64,
+    bw_quota_us: u64,
+    bw_burst_us: u64,
+    sched_idle: bool,
 }
 #[repr(C)]
 struct ExitTaskArgsC {
@@ -652,6 +662,11 @@ impl HostedScheduler {
         self.state.task_ptr(sim, p) as u64
     }
 
+    /// Task group `g`'s `struct cgroup` address.
+    fn cgroup(&self, sim: &mut Sim, g: u32) -> u64 {
+        rtfns::cgroup_ptr(sim, &self.state, g) as u64
+    }
+
     /// bpf_task_storage_free(): a dead task's values in every task storage
     /// map go (freed when the outermost call returns), with their timers.
     fn free_task_storage(&self, sim: &mut Sim, p: TaskId) {
@@ -834,13 +849,8 @@ impl ExtOps for HostedScheduler {
     }
 
     fn init_task(&self, sim: &mut Sim, p: TaskId, fork: bool) -> i32 {
-        let (cgroup, cset) = {
-            let k = &mut self.state.inner.borrow_mut().kobjs;
-            (k.root_cgroup().cast(), k.root_css_set())
-        };
-        // The task's css_set: the root one (cgroup membership is per task
-        // group in the simulator, not lent to BPF yet).
-        sim.task_mut(p).scx.c.cgroups = cset.cast();
+        let g = sim.task(p).cgrp;
+        let cgroup = rtfns::cgroup_ptr(sim, &self.state, g).cast();
         let mut args = InitTaskArgsC { fork, cgroup };
         let mut a = [self.task(sim, p), &mut args as *mut InitTaskArgsC as u64];
         self.call_s32(sim, Op::InitTask, &mut a).unwrap_or(0)
@@ -880,6 +890,53 @@ impl ExtOps for HostedScheduler {
         let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now(), at_jiffies: 0 };
         let t = self.task(sim, p);
         self.call_void(sim, Op::DumpTask, &mut [&mut ctx as *mut DumpCtxC as u64, t])
+    }
+
+    fn cgroup_init(&self, sim: &mut Sim, cgrp: u32, args: &CgroupInitArgs) -> i32 {
+        let cg = self.cgroup(sim, cgrp);
+        let mut a = CgroupInitArgsC {
+            weight: args.weight,
+            bw_period_us: args.bw_period_us,
+            bw_quota_us: args.bw_quota_us,
+            bw_burst_us: args.bw_burst_us,
+            sched_idle: args.idle,
+        };
+        self.call_s32(sim, Op::CgroupInit, &mut [cg, &mut a as *mut CgroupInitArgsC as u64]).unwrap_or(0)
+    }
+
+    fn cgroup_exit(&self, sim: &mut Sim, cgrp: u32) {
+        let cg = self.cgroup(sim, cgrp);
+        self.call_void(sim, Op::CgroupExit, &mut [cg])
+    }
+
+    fn cgroup_prep_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) -> i32 {
+        let mut a = [self.task(sim, p), self.cgroup(sim, from), self.cgroup(sim, to)];
+        self.call_s32(sim, Op::CgroupPrepMove, &mut a).unwrap_or(0)
+    }
+
+    fn cgroup_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) {
+        let mut a = [self.task(sim, p), self.cgroup(sim, from), self.cgroup(sim, to)];
+        self.call_void(sim, Op::CgroupMove, &mut a)
+    }
+
+    fn cgroup_cancel_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) {
+        let mut a = [self.task(sim, p), self.cgroup(sim, from), self.cgroup(sim, to)];
+        self.call_void(sim, Op::CgroupCancelMove, &mut a)
+    }
+
+    fn cgroup_set_weight(&self, sim: &mut Sim, cgrp: u32, weight: u32) {
+        let mut a = [self.cgroup(sim, cgrp), weight as u64];
+        self.call_void(sim, Op::CgroupSetWeight, &mut a)
+    }
+
+    fn cgroup_set_bandwidth(&self, sim: &mut Sim, cgrp: u32, period_us: u64, quota_us: u64, burst_us: u64) {
+        let mut a = [self.cgroup(sim, cgrp), period_us, quota_us, burst_us];
+        self.call_void(sim, Op::CgroupSetBandwidth, &mut a)
+    }
+
+    fn cgroup_set_idle(&self, sim: &mut Sim, cgrp: u32, idle: bool) {
+        let mut a = [self.cgroup(sim, cgrp), idle as u64];
+        self.call_void(sim, Op::CgroupSetIdle, &mut a)
     }
 
     fn init(&self, sim: &mut Sim) -> i32 {

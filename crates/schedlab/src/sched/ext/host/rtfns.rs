@@ -1,7 +1,7 @@
 //! The runtime's wider kfuncs and helpers as C-callable functions: the
 //! current and per-CPU kernel objects (kernel/sched/ext.c's
 //! scx_bpf_cpu_curr / scx_bpf_cpu_rq / scx_bpf_locked_rq /
-//! scx_bpf_task_cgroup, kernel/bpf/cgroup kfuncs), cgroup and inode local
+//! scx_bpf_task_cgroup, kernel/bpf/cgroup kfuncs; the objects: cgroup.rs), cgroup and inode local
 //! storage (bpf_cgrp_storage.c, bpf_inode_storage.c), ring buffers
 //! (ringbuf.c), arenas (arena.c) and perf event reads (bpf_trace.c).
 //! Arguments are checked as in ffi.rs: what the verifier would refuse
@@ -13,7 +13,7 @@ use crate::sched::ext::abi::TaskStructC;
 use crate::sched::ext::kfuncs as k;
 use crate::sched::sim::Sim;
 
-use super::kobj::{CgroupC, RqC, Who};
+use super::kobj::{CgroupC, CssC, RqC, Who};
 use super::maps::{MapKind, E2BIG, EINVAL, ENOENT};
 use super::perf::PerfValueC;
 use super::state::{bad, with_ctx, HostState};
@@ -137,26 +137,48 @@ pub extern "C" fn schedlab_this_cpu() -> u32 {
     with_ctx(|sim, _| k::bpf_get_smp_processor_id(sim))
 }
 
-fn root(h: &HostState) -> *mut CgroupC {
-    h.inner.borrow_mut().kobjs.root_cgroup()
+/// Task group `g`'s `struct cgroup`, created on first use.
+pub(super) fn cgroup_ptr(sim: &mut Sim, h: &HostState, g: u32) -> *mut CgroupC {
+    let mut i = h.inner.borrow_mut();
+    if let Some(p) = i.cgroups.ptr(g) {
+        return p;
+    }
+    match i.cgroups.ensure(sim) {
+        Ok(()) => i.cgroups.ptr(g).unwrap_or(std::ptr::null_mut()),
+        Err(e) => {
+            drop(i);
+            bad(sim, e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// The task group of a cgroup pointer from C, or an ejection naming `what`.
+fn cgroup_of(sim: &mut Sim, h: &HostState, cg: *mut CgroupC, what: &str) -> Option<u32> {
+    let g = h.inner.borrow().cgroups.group_of(cg as usize);
+    if g.is_none() {
+        bad(sim, format!("{what}: invalid cgroup pointer {:#x}", cg as usize));
+    }
+    g
 }
 
 fn cgroup_ok(sim: &mut Sim, h: &HostState, cg: *mut CgroupC, what: &str) -> bool {
-    let ok = h.inner.borrow().kobjs.is_cgroup(cg as usize);
-    if !ok {
-        bad(sim, format!("{what}: invalid cgroup pointer {:#x}", cg as usize));
-    }
-    ok
+    cgroup_of(sim, h, cg, what).is_some()
 }
 
-/// Every task is in the root cgroup (cgroups are the next issue's).
+/// The task's cgroup (its task group's), acquired; an idle task is in the root.
 pub extern "C" fn scx_bpf_task_cgroup(p: *mut TaskStructC) -> *mut CgroupC {
     with_ctx(|sim, h| match h.who(sim, p, "scx_bpf_task_cgroup") {
-        Some(_) => root(h),
+        Some(Who::Task(t)) => {
+            let g = sim.task(t).cgrp;
+            cgroup_ptr(sim, h, g)
+        }
+        Some(Who::Idle(_)) => cgroup_ptr(sim, h, crate::sched::cgroup::ROOT_TG),
         None => std::ptr::null_mut(),
     })
 }
 
+/// Cgroups never go away in the simulator: acquiring only checks the pointer.
 pub extern "C" fn bpf_cgroup_acquire(cg: *mut CgroupC) -> *mut CgroupC {
     with_ctx(|sim, h| if cgroup_ok(sim, h, cg, "bpf_cgroup_acquire") { cg } else { std::ptr::null_mut() })
 }
@@ -167,18 +189,50 @@ pub extern "C" fn bpf_cgroup_release(cg: *mut CgroupC) {
     })
 }
 
-/// The ancestor at `level` (the root is level 0), acquired; NULL below it.
+/// The ancestor at `level` (the root is level 0, the cgroup itself its own
+/// level), acquired; NULL for a level outside 0..=cgrp->level.
 pub extern "C" fn bpf_cgroup_ancestor(cg: *mut CgroupC, level: i32) -> *mut CgroupC {
     with_ctx(|sim, h| {
-        if !cgroup_ok(sim, h, cg, "bpf_cgroup_ancestor") || level != 0 {
-            return std::ptr::null_mut();
+        let Some(g) = cgroup_of(sim, h, cg, "bpf_cgroup_ancestor") else { return std::ptr::null_mut() };
+        let a = h.inner.borrow().cgroups.ancestor(g, level);
+        match a {
+            Some(a) => cgroup_ptr(sim, h, a),
+            None => std::ptr::null_mut(),
         }
-        cg
     })
 }
 
+/// The cgroup with id `id` (kn->id), acquired; NULL if there is none.
 pub extern "C" fn bpf_cgroup_from_id(id: u64) -> *mut CgroupC {
-    with_ctx(|_, h| if id == super::kobj::ROOT_CGROUP_ID { root(h) } else { std::ptr::null_mut() })
+    with_ctx(|sim, h| {
+        let made = h.inner.borrow_mut().cgroups.ensure(sim);
+        if let Err(e) = made {
+            bad(sim, e);
+            return std::ptr::null_mut();
+        }
+        let g = h.inner.borrow().cgroups.group_with_id(id);
+        match g {
+            Some(g) => cgroup_ptr(sim, h, g),
+            None => std::ptr::null_mut(),
+        }
+    })
+}
+
+/// The css after `pos` (NULL: the first) in a bpf_iter_css walk from
+/// `start` in `order` (BPF_CGROUP_ITER_*), over the simulator's tree.
+pub extern "C" fn schedlab_css_next(start: *mut CssC, pos: *mut CssC, order: u64) -> *mut CssC {
+    with_ctx(|sim, h| {
+        // A css is its cgroup's `self`, at the same address.
+        let Some(s) = cgroup_of(sim, h, start.cast(), "bpf_iter_css_next") else { return std::ptr::null_mut() };
+        let walk = h.inner.borrow().cgroups.walk(sim, s, order);
+        let next = if pos.is_null() {
+            walk.first().copied()
+        } else {
+            let Some(p) = cgroup_of(sim, h, pos.cast(), "bpf_iter_css_next") else { return std::ptr::null_mut() };
+            walk.iter().position(|&g| g == p).and_then(|i| walk.get(i + 1).copied())
+        };
+        next.map_or(std::ptr::null_mut(), |g| cgroup_ptr(sim, h, g).cast())
+    })
 }
 
 fn storage_get(map: *mut c_void, owner: Option<u64>, value: *mut c_void, flags: u64, kind: MapKind, what: &str) -> *mut c_void {

@@ -82,8 +82,10 @@ pub struct Inner {
     pub grave_masks: Vec<Box<BpfCpumaskC>>,
     /// bpf_printk() output.
     pub trace: Vec<String>,
-    /// Idle tasks, rq views, the root cgroup.
+    /// Idle tasks, rq views.
     pub kobjs: Kobjs,
+    /// The cgroups lent to BPF.
+    pub cgroups: super::cgroup::Cgroups,
 }
 
 pub struct HostState {
@@ -279,7 +281,21 @@ impl HostState {
 
     /// The C view of task `p`, registered so later arguments can be checked.
     pub fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
+        // p->cgroups follows the task's cgroup.
+        let g = sim.task(p).cgrp;
+        let mut cset = self.inner.borrow().cgroups.cset_addr(g);
+        if cset == 0 {
+            let mut i = self.inner.borrow_mut();
+            if let Err(e) = i.cgroups.ensure(sim) {
+                drop(i);
+                bad(sim, e);
+            } else {
+                cset = i.cgroups.cset_addr(g);
+            }
+        }
         let c = kfuncs::task_c(sim, p);
+        // SAFETY: `c` is the task's boxed task_struct.
+        unsafe { (*c).cgroups = cset as *mut core::ffi::c_void };
         let addr = c as usize;
         if self.last_task.get() != (addr, p) {
             let mut i = self.inner.borrow_mut();

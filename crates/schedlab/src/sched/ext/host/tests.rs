@@ -66,6 +66,8 @@ fn c_layouts_and_constants_match_rust() {
     off!(v, ExitInfoC, "scx_exit_info", kind, exit_code, flags, reason, bt, bt_len, msg, dump, exit_cpu);
     size::<InitTaskArgsC>(&mut v, "scx_init_task_args");
     off!(v, InitTaskArgsC, "scx_init_task_args", fork, cgroup);
+    size::<CgroupInitArgsC>(&mut v, "scx_cgroup_init_args");
+    off!(v, CgroupInitArgsC, "scx_cgroup_init_args", weight, bw_period_us, bw_quota_us, bw_burst_us, sched_idle);
     size::<ExitTaskArgsC>(&mut v, "scx_exit_task_args");
     size::<CpuReleaseArgsC>(&mut v, "scx_cpu_release_args");
     off!(v, CpuReleaseArgsC, "scx_cpu_release_args", reason, task);

@@ -43,6 +43,7 @@ pub const SHIPPED: &[(&str, &str, &str)] = &[
     ("scx_layered", "scx_layered.toml", include_str!("../../../../profiles/scx_layered.toml")),
     ("scx_flow", "scx_flow.toml", include_str!("../../../../profiles/scx_flow.toml")),
     ("scx_central", "scx_central.toml", include_str!("../../../../profiles/scx_central.toml")),
+    ("scx_flatcg", "scx_flatcg.toml", include_str!("../../../../profiles/scx_flatcg.toml")),
     ("central", "central.toml", include_str!("../../../../profiles/central.toml")),
 ];
 
