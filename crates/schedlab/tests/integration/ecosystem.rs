@@ -78,10 +78,10 @@ const fn e(sched: &'static str, expect: Expect) -> Entry {
 /// The single table of the acceptance matrix: flip an entry to `Pass` when
 /// its scheduler runs (the test says which ones to flip).
 pub const SCHEDULERS: &[Entry] = &[
-    e("crate:scx_bpfland@1.1.4", Known("on epyc-2s-192 (mixed.toml) only CPUs 0-47 and 96-103 run tasks: 136 of 192 stay idle, a hog never runs")),
-    e("crate:scx_beerland@1.1.4", Known("on epyc-2s-192 (mixed.toml) only CPUs 0-47 and 96-103 run tasks: 136 of 192 stay idle, a hog never runs")),
-    e("crate:scx_cosmos@1.1.7", Known("on epyc-2s-192 (mixed.toml) only CPUs 0-47 and 96-103 run tasks: 136 of 192 stay idle, a hog never runs")),
-    e("crate:scx_flash@1.1.4", Known("on epyc-2s-192 (mixed.toml) only CPUs 0-47 and 96-103 run tasks: 136 of 192 stay idle, a hog never runs")),
+    e("crate:scx_bpfland@1.1.4", Pass),
+    e("crate:scx_beerland@1.1.4", Pass),
+    e("crate:scx_cosmos@1.1.7", Pass),
+    e("crate:scx_flash@1.1.4", Pass),
     e("crate:scx_tickless@1.1.4", Pass),
     e("crate:scx_flow@2.2.5", Pass),
     e("crate:scx_rusty@1.1.4", Known("its user-space load balancer is not reproduced: tasks stay in the domain they start in")),

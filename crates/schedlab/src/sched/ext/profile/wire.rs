@@ -89,7 +89,6 @@ mod tests {
             replace_flags: true,
             maps: vec![MapWrite { map: "m".into(), key: vec![1, 0], value: vec![], origin: String::new() }],
             runs: vec![Run { prog: "p".into(), ctx: vec![0xff], cpu: 3, phase: Phase::Attach, fail: true, origin: String::new() }],
-            ..Plan::default()
         };
         let t = write(&plan).unwrap();
         let lines: Vec<&str> = t.lines().collect();
