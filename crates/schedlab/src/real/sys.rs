@@ -298,7 +298,9 @@ pub fn rtprio_limit() -> u64 {
     let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: r is writable.
     unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut r) };
-    u64::from(r.rlim_cur)
+    #[allow(clippy::unnecessary_cast)] // rlim_t is u64 here, u32 on some other targets
+    let cur = r.rlim_cur as u64;
+    cur
 }
 
 /// The online CPUs this process may use.
