@@ -216,7 +216,8 @@ fn parse_ts(s: &str) -> Option<u64> {
         return None;
     }
     let f: u64 = if frac.is_empty() { 0 } else { frac.parse().ok()? };
-    Some(secs.parse::<u64>().ok()? * 1_000_000_000 + f * 10u64.pow(9 - frac.len() as u32))
+    // A timestamp past u64 nanoseconds (584 years) is not a kernel's: not a line.
+    secs.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(f * 10u64.pow(9 - frac.len() as u32))
 }
 
 /// The values of `key=value` fields in this order. A value whose key ends

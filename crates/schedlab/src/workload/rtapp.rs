@@ -144,6 +144,10 @@ fn strip_comments(text: &str) -> String {
     String::from_utf8(out).expect("comment stripping keeps UTF-8")
 }
 
+/// The longest duration an rt-app event may give, in microseconds (10^12,
+/// about 11.6 days): far beyond any run, far below the clock's overflow.
+pub const MAX_US: u64 = 1_000_000_000_000;
+
 /// Parses rt-app JSON; errors are "FILE:LINE:COLUMN: what".
 pub fn parse(text: &str, file: &str) -> Result<Json, BuildError> {
     serde_json::from_str::<Json>(&strip_comments(text)).map_err(|e| {
@@ -197,6 +201,9 @@ impl Builder<'_> {
 
     fn us(&self, v: &Json, path: &str) -> Result<Ns, BuildError> {
         match v {
+            // Found by fuzzing: larger values overflowed the simulated clock.
+            Json::Int(n) if *n > MAX_US as i64 => Err(self.err(path, format!("{n} us is longer than the longest duration the simulator takes ({MAX_US} us, about 11 days)"))),
+            Json::Float(f) if *f > MAX_US as f64 => Err(self.err(path, format!("{f} us is longer than the longest duration the simulator takes ({MAX_US} us, about 11 days)"))),
             Json::Int(n) if *n >= 0 => Ok(*n as Ns * NSEC_PER_USEC),
             Json::Float(f) if *f >= 0.0 => Ok((*f * NSEC_PER_USEC as f64) as Ns),
             _ => Err(self.err(path, format!("expected a duration in microseconds (a number >= 0), got {}", v.kind()))),
