@@ -17,7 +17,6 @@
 //! | [`workload`] | scenarios (TOML), the world builder, the workload kinds, rt-app JSON | the user-space benchmarks |
 //! | [`results`] | what a run reports: results and JSON, CSV, comparisons, sweeps, plots, Perfetto traces, sim-vs-real agreement | `tracing`, schedstat |
 //! | [`real`] | real mode: the same workloads as processes and threads on the live kernel, read back through schedstat and tracefs | — |
-//!
 //! | [`frontend`] | what the CLI and the Python package share: options as scenario overrides, quiet runs, compare variants, sweep plans | — |
 //!
 //! The `schedlab` binary (crates/schedlab-cli) and the Python package
@@ -34,6 +33,8 @@
 //! nanoseconds, events are ordered by `(time, seq)`, every random draw comes
 //! from a named stream ([`engine::rng::Stream`]), and hash-ordered maps are
 //! banned (clippy.toml).
+
+#![deny(unreachable_pub)]
 
 pub mod engine;
 pub mod frontend;

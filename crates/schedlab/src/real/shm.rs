@@ -50,7 +50,7 @@ unsafe impl Sync for Shm {}
 pub(crate) struct Slot<'a>(&'a [AtomicU64]);
 
 impl Shm {
-    pub fn new(ntasks: usize, nworkloads: usize, nlocks: usize, nsems: usize, samples: &[usize]) -> std::io::Result<Shm> {
+    pub(crate) fn new(ntasks: usize, nworkloads: usize, nlocks: usize, nsems: usize, samples: &[usize]) -> std::io::Result<Shm> {
         let mut sample_at = Vec::new();
         let mut total = 0;
         for &n in samples {
@@ -71,7 +71,7 @@ impl Shm {
         unsafe { std::slice::from_raw_parts((self.base as *const AtomicU64).add(first), n) }
     }
 
-    pub fn task(&self, i: usize) -> Slot<'_> {
+    pub(crate) fn task(&self, i: usize) -> Slot<'_> {
         Slot(self.words(i * SLOT_WORDS, SLOT_WORDS))
     }
 
@@ -79,17 +79,17 @@ impl Shm {
         self.ntasks * SLOT_WORDS
     }
 
-    pub fn add_fork(&self, w: usize, runtime_ns: u64) {
+    pub(crate) fn add_fork(&self, w: usize, runtime_ns: u64) {
         let ws = self.words(self.workload_base() + 2 * w, 2);
         ws[0].fetch_add(1, Relaxed);
         ws[1].fetch_add(runtime_ns, Relaxed);
     }
 
-    pub fn forks(&self, w: usize) -> u64 {
+    pub(crate) fn forks(&self, w: usize) -> u64 {
         self.words(self.workload_base() + 2 * w, 2)[0].load(Relaxed)
     }
 
-    pub fn fork_runtime(&self, w: usize) -> u64 {
+    pub(crate) fn fork_runtime(&self, w: usize) -> u64 {
         self.words(self.workload_base() + 2 * w, 2)[1].load(Relaxed)
     }
 
@@ -101,13 +101,13 @@ impl Shm {
     }
 
     /// The spinlock word of lock `l` (0 free, 1 held).
-    pub fn lock(&self, l: usize) -> &AtomicU32 {
+    pub(crate) fn lock(&self, l: usize) -> &AtomicU32 {
         assert!(l < self.nlocks);
         self.u32_word(self.workload_base() + 2 * self.nworkloads + l)
     }
 
     /// The token count of semaphore `s` (also its futex word).
-    pub fn sem(&self, s: usize) -> &AtomicU32 {
+    pub(crate) fn sem(&self, s: usize) -> &AtomicU32 {
         assert!(s < self.nsems);
         self.u32_word(self.workload_base() + 2 * self.nworkloads + self.nlocks + s)
     }
@@ -117,7 +117,7 @@ impl Shm {
         self.words(self.workload_base() + 2 * self.nworkloads + self.nlocks + self.nsems + first, n)
     }
 
-    pub fn push_sample(&self, task: usize, ns: u64) {
+    pub(crate) fn push_sample(&self, task: usize, ns: u64) {
         let slot = self.task(task);
         let k = slot.0[NSAMPLES].load(Relaxed) as usize;
         let arr = self.sample_words(task);
@@ -127,7 +127,7 @@ impl Shm {
         }
     }
 
-    pub fn samples(&self, task: usize) -> Vec<u64> {
+    pub(crate) fn samples(&self, task: usize) -> Vec<u64> {
         let k = self.task(task).0[NSAMPLES].load(Relaxed) as usize;
         self.sample_words(task)[..k].iter().map(|a| a.load(Relaxed)).collect()
     }
@@ -152,7 +152,7 @@ pub(crate) struct Counters {
 }
 
 impl Slot<'_> {
-    pub fn store_counters(&self, c: &Counters) {
+    pub(crate) fn store_counters(&self, c: &Counters) {
         self.0[RUNTIME].store(c.runtime_ns, Relaxed);
         self.0[WAIT].store(c.wait_ns, Relaxed);
         self.0[SWITCHES].store(c.switches, Relaxed);
@@ -160,55 +160,55 @@ impl Slot<'_> {
         self.0[MIGRATIONS].store(c.migrations, Relaxed);
         self.0[WAKEUPS].store(c.wakeups, Relaxed);
     }
-    pub fn runtime_ns(&self) -> u64 {
+    pub(crate) fn runtime_ns(&self) -> u64 {
         self.0[RUNTIME].load(Relaxed)
     }
-    pub fn wait_ns(&self) -> u64 {
+    pub(crate) fn wait_ns(&self) -> u64 {
         self.0[WAIT].load(Relaxed)
     }
-    pub fn switches(&self) -> u64 {
+    pub(crate) fn switches(&self) -> u64 {
         self.0[SWITCHES].load(Relaxed)
     }
-    pub fn voluntary(&self) -> u64 {
+    pub(crate) fn voluntary(&self) -> u64 {
         self.0[VOLUNTARY].load(Relaxed)
     }
-    pub fn migrations(&self) -> u64 {
+    pub(crate) fn migrations(&self) -> u64 {
         self.0[MIGRATIONS].load(Relaxed)
     }
-    pub fn wakeups(&self) -> u64 {
+    pub(crate) fn wakeups(&self) -> u64 {
         self.0[WAKEUPS].load(Relaxed)
     }
-    pub fn add_work(&self) {
+    pub(crate) fn add_work(&self) {
         self.0[WORK].fetch_add(1, Relaxed);
     }
-    pub fn work(&self) -> u64 {
+    pub(crate) fn work(&self) -> u64 {
         self.0[WORK].load(Relaxed)
     }
-    pub fn set_exited(&self, at: u64) {
+    pub(crate) fn set_exited(&self, at: u64) {
         self.0[EXITED].store(at + 1, Relaxed);
     }
-    pub fn exited_ns(&self) -> Option<u64> {
+    pub(crate) fn exited_ns(&self) -> Option<u64> {
         self.0[EXITED].load(Relaxed).checked_sub(1)
     }
-    pub fn set_ended(&self, at: u64, cpu: u32) {
+    pub(crate) fn set_ended(&self, at: u64, cpu: u32) {
         self.0[ENDED].store(at, Relaxed);
         self.0[LAST_CPU].store(cpu as u64, Relaxed);
         self.0[FINISHED].store(1, Relaxed);
     }
-    pub fn ended_ns(&self) -> u64 {
+    pub(crate) fn ended_ns(&self) -> u64 {
         self.0[ENDED].load(Relaxed)
     }
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         self.0[FINISHED].load(Relaxed) == 1
     }
-    pub fn set_late(&self, ns: u64) {
+    pub(crate) fn set_late(&self, ns: u64) {
         self.0[LATE].store(ns, Relaxed);
     }
-    pub fn started_late_ns(&self) -> u64 {
+    pub(crate) fn started_late_ns(&self) -> u64 {
         self.0[LATE].load(Relaxed)
     }
     /// Notes that the task is running on `cpu` now.
-    pub fn saw_cpu(&self, cpu: u32) {
+    pub(crate) fn saw_cpu(&self, cpu: u32) {
         let c = (cpu as usize).min(RAN_ON_CPUS - 1);
         let w = &self.0[RAN_ON + c / 64];
         let bit = 1u64 << (c % 64);
@@ -217,25 +217,25 @@ impl Slot<'_> {
         }
     }
     /// The CPUs the task saw itself on, ascending.
-    pub fn cpus_seen(&self) -> Vec<usize> {
+    pub(crate) fn cpus_seen(&self) -> Vec<usize> {
         (0..RAN_ON_CPUS).filter(|&c| self.0[RAN_ON + c / 64].load(Relaxed) & (1 << (c % 64)) != 0).collect()
     }
-    pub fn set_tid(&self, tid: i32) {
+    pub(crate) fn set_tid(&self, tid: i32) {
         self.0[TID].store(tid as u32 as u64, Relaxed);
     }
     /// The task's thread id; 0 until its thread started.
-    pub fn tid(&self) -> i32 {
+    pub(crate) fn tid(&self) -> i32 {
         self.0[TID].load(Relaxed) as u32 as i32
     }
-    pub fn last_cpu(&self) -> u32 {
+    pub(crate) fn last_cpu(&self) -> u32 {
         self.0[LAST_CPU].load(Relaxed) as u32
     }
     /// Records a failed call: `what` 1 = sched_setattr, 2 = sched_setaffinity,
     /// 3 = a step real mode does not execute.
-    pub fn set_error(&self, what: u64, errno: i32) {
+    pub(crate) fn set_error(&self, what: u64, errno: i32) {
         self.0[ERROR].store((what << 32) | errno as u32 as u64, Relaxed);
     }
-    pub fn error(&self) -> Option<String> {
+    pub(crate) fn error(&self) -> Option<String> {
         let v = self.0[ERROR].load(Relaxed);
         if v == 0 {
             return None;

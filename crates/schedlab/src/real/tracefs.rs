@@ -79,14 +79,14 @@ pub(crate) struct PidMap {
 }
 
 impl PidMap {
-    pub fn new(tids: &[i32]) -> Self {
+    pub(crate) fn new(tids: &[i32]) -> Self {
         let ours = tids.iter().enumerate().filter(|(_, &t)| t > 0).map(|(i, &t)| (t, i as TaskId)).collect();
         PidMap { ours, ntasks: tids.len() as i64 }
     }
-    pub fn task(&self, pid: i32) -> Option<TaskId> {
+    pub(crate) fn task(&self, pid: i32) -> Option<TaskId> {
         self.ours.get(&pid).copied()
     }
-    pub fn trace_pid(&self, pid: i32) -> i64 {
+    pub(crate) fn trace_pid(&self, pid: i32) -> i64 {
         match self.task(pid) {
             Some(t) => trace_pid(Some(t)),
             None if (1..=self.ntasks).contains(&(pid as i64)) => pid as i64 + PID_MAX_LIMIT,
@@ -284,7 +284,7 @@ pub(crate) struct Converter<'a> {
 }
 
 impl<'a> Converter<'a> {
-    pub fn new(out: PerfettoWriter, pids: PidMap, tasks: &'a [Task], start_ns: u64, cpu_map: &'a [usize]) -> Self {
+    pub(crate) fn new(out: PerfettoWriter, pids: PidMap, tasks: &'a [Task], start_ns: u64, cpu_map: &'a [usize]) -> Self {
         let mut leaders = BTreeMap::new();
         for (i, t) in tasks.iter().enumerate() {
             leaders.entry(t.tgid).or_insert(i as TaskId);
@@ -321,7 +321,7 @@ impl<'a> Converter<'a> {
         Who { pid, comm: t.comm, prio: t.prio }
     }
 
-    pub fn line(&mut self, l: &Line<'_>) {
+    pub(crate) fn line(&mut self, l: &Line<'_>) {
         let (Some(ts), Some(cpu)) = (l.ts_ns.checked_sub(self.start_ns), self.cpu(l.cpu as i64)) else { return };
         self.stats.recorded += 1;
         self.last_ns = self.last_ns.max(ts);
@@ -393,7 +393,7 @@ fn find_or_mount() -> Result<(PathBuf, bool), RealError> {
 impl Recording {
     /// Creates the instance, configured and cleared, with tracing off, and
     /// the output file. `nr_cpus`: the run's CPUs, for the output.
-    pub fn open(req: &TraceRequest, duration_ns: u64, nr_cpus: usize) -> Result<Recording, RealError> {
+    pub(crate) fn open(req: &TraceRequest, duration_ns: u64, nr_cpus: usize) -> Result<Recording, RealError> {
         let (root, mounted) = find_or_mount()?;
         let pin = std::fs::File::open(&root).ok();
         let instances = root.join("instances");
@@ -446,7 +446,7 @@ impl Recording {
 
     /// Turns tracing on 2 ms before `start_ns` and off at `stop_ns`
     /// (CLOCK_MONOTONIC), from a thread, unless stopped first.
-    pub fn arm(&mut self, start_ns: u64, stop_ns: u64) {
+    pub(crate) fn arm(&mut self, start_ns: u64, stop_ns: u64) {
         let on = self.inst.join("tracing_on");
         let flag = Arc::new((Mutex::new(false), Condvar::new()));
         let f = Arc::clone(&flag);
@@ -470,7 +470,7 @@ impl Recording {
     }
 
     /// Stops tracing now (idempotent).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some((flag, h)) = self.timer.take() {
             *flag.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
             flag.1.notify_all();
@@ -483,7 +483,7 @@ impl Recording {
 
     /// Stops tracing, converts the buffer into the Perfetto file and
     /// removes the instance. Interruptible (SIGINT/SIGTERM).
-    pub fn finish(mut self, tasks: &[Task], plan: &Plan) -> Result<TraceStats, RealError> {
+    pub(crate) fn finish(mut self, tasks: &[Task], plan: &Plan) -> Result<TraceStats, RealError> {
         self.stop();
         let mut lost = 0;
         for e in std::fs::read_dir(self.inst.join("per_cpu")).into_iter().flatten().flatten() {

@@ -272,7 +272,7 @@ impl TraceSink for TimelineSink {
 
 /// Protocol buffer wire format, just what the trace needs.
 mod pb {
-    pub fn varint(out: &mut Vec<u8>, mut v: u64) {
+    pub(super) fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
             out.push((v as u8) | 0x80);
             v >>= 7;
@@ -280,21 +280,21 @@ mod pb {
         out.push(v as u8);
     }
 
-    pub fn key(out: &mut Vec<u8>, field: u32, wire: u8) {
+    pub(super) fn key(out: &mut Vec<u8>, field: u32, wire: u8) {
         varint(out, ((field as u64) << 3) | wire as u64);
     }
 
     /// A varint field (uint32/uint64/int32/int64: negative ints as 10 bytes).
-    pub fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
+    pub(super) fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
         key(out, field, 0);
         varint(out, v);
     }
 
-    pub fn int(out: &mut Vec<u8>, field: u32, v: i64) {
+    pub(super) fn int(out: &mut Vec<u8>, field: u32, v: i64) {
         uint(out, field, v as u64);
     }
 
-    pub fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+    pub(super) fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
         key(out, field, 2);
         varint(out, b.len() as u64);
         out.extend_from_slice(b);
@@ -304,46 +304,46 @@ mod pb {
 /// Field numbers from perfetto's protos (protos/perfetto/trace/...).
 mod fields {
     /// trace.proto: Trace.packet.
-    pub const TRACE_PACKET: u32 = 1;
+    pub(super) const TRACE_PACKET: u32 = 1;
     /// trace_packet.proto: TracePacket.
-    pub const PACKET_TIMESTAMP: u32 = 8;
-    pub const PACKET_FTRACE_EVENTS: u32 = 1;
-    pub const PACKET_PROCESS_TREE: u32 = 2;
-    pub const PACKET_SEQUENCE_ID: u32 = 10;
+    pub(super) const PACKET_TIMESTAMP: u32 = 8;
+    pub(super) const PACKET_FTRACE_EVENTS: u32 = 1;
+    pub(super) const PACKET_PROCESS_TREE: u32 = 2;
+    pub(super) const PACKET_SEQUENCE_ID: u32 = 10;
     /// ftrace_event_bundle.proto: FtraceEventBundle.
-    pub const BUNDLE_CPU: u32 = 1;
-    pub const BUNDLE_EVENT: u32 = 2;
+    pub(super) const BUNDLE_CPU: u32 = 1;
+    pub(super) const BUNDLE_EVENT: u32 = 2;
     /// ftrace_event.proto: FtraceEvent.
-    pub const EVENT_TIMESTAMP: u32 = 1;
-    pub const EVENT_PID: u32 = 2;
-    pub const EVENT_SCHED_SWITCH: u32 = 4;
-    pub const EVENT_SCHED_WAKEUP: u32 = 17;
-    pub const EVENT_SCHED_WAKING: u32 = 20;
-    pub const EVENT_SCHED_WAKEUP_NEW: u32 = 114;
+    pub(super) const EVENT_TIMESTAMP: u32 = 1;
+    pub(super) const EVENT_PID: u32 = 2;
+    pub(super) const EVENT_SCHED_SWITCH: u32 = 4;
+    pub(super) const EVENT_SCHED_WAKEUP: u32 = 17;
+    pub(super) const EVENT_SCHED_WAKING: u32 = 20;
+    pub(super) const EVENT_SCHED_WAKEUP_NEW: u32 = 114;
     /// sched.proto: SchedSwitchFtraceEvent.
-    pub const SWITCH_PREV_COMM: u32 = 1;
-    pub const SWITCH_PREV_PID: u32 = 2;
-    pub const SWITCH_PREV_PRIO: u32 = 3;
-    pub const SWITCH_PREV_STATE: u32 = 4;
-    pub const SWITCH_NEXT_COMM: u32 = 5;
-    pub const SWITCH_NEXT_PID: u32 = 6;
-    pub const SWITCH_NEXT_PRIO: u32 = 7;
+    pub(super) const SWITCH_PREV_COMM: u32 = 1;
+    pub(super) const SWITCH_PREV_PID: u32 = 2;
+    pub(super) const SWITCH_PREV_PRIO: u32 = 3;
+    pub(super) const SWITCH_PREV_STATE: u32 = 4;
+    pub(super) const SWITCH_NEXT_COMM: u32 = 5;
+    pub(super) const SWITCH_NEXT_PID: u32 = 6;
+    pub(super) const SWITCH_NEXT_PRIO: u32 = 7;
     /// sched.proto: SchedWakingFtraceEvent, SchedWakeupFtraceEvent and
     /// SchedWakeupNewFtraceEvent (one layout).
-    pub const WAKE_COMM: u32 = 1;
-    pub const WAKE_PID: u32 = 2;
-    pub const WAKE_PRIO: u32 = 3;
-    pub const WAKE_SUCCESS: u32 = 4;
-    pub const WAKE_TARGET_CPU: u32 = 5;
+    pub(super) const WAKE_COMM: u32 = 1;
+    pub(super) const WAKE_PID: u32 = 2;
+    pub(super) const WAKE_PRIO: u32 = 3;
+    pub(super) const WAKE_SUCCESS: u32 = 4;
+    pub(super) const WAKE_TARGET_CPU: u32 = 5;
     /// process_tree.proto: ProcessTree, Process, Thread.
-    pub const TREE_PROCESSES: u32 = 1;
-    pub const TREE_THREADS: u32 = 2;
-    pub const PROCESS_PID: u32 = 1;
-    pub const PROCESS_PPID: u32 = 2;
-    pub const PROCESS_CMDLINE: u32 = 3;
-    pub const THREAD_TID: u32 = 1;
-    pub const THREAD_NAME: u32 = 2;
-    pub const THREAD_TGID: u32 = 3;
+    pub(super) const TREE_PROCESSES: u32 = 1;
+    pub(super) const TREE_THREADS: u32 = 2;
+    pub(super) const PROCESS_PID: u32 = 1;
+    pub(super) const PROCESS_PPID: u32 = 2;
+    pub(super) const PROCESS_CMDLINE: u32 = 3;
+    pub(super) const THREAD_TID: u32 = 1;
+    pub(super) const THREAD_NAME: u32 = 2;
+    pub(super) const THREAD_TGID: u32 = 3;
 }
 
 /// The pid a task has in traces: task id + 1, as pid 0 is the idle task.

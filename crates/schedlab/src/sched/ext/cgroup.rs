@@ -31,10 +31,10 @@ use crate::sched::task::ClassId;
 use crate::sched::{deq, enq};
 
 /// RUNTIME_INF in cpu.max's microseconds, as ops see "max".
-pub const BW_QUOTA_INF: u64 = u64::MAX;
+pub(super) const BW_QUOTA_INF: u64 = u64::MAX;
 
 /// cpu.max in the microseconds ext.c hands to ops: (period, quota, burst).
-pub fn bw_us(max: &CpuMax) -> (u64, u64, u64) {
+pub(super) fn bw_us(max: &CpuMax) -> (u64, u64, u64) {
     let quota = max.quota_ns.map_or(BW_QUOTA_INF, |q| q / 1000);
     (max.period_ns / 1000, quota, max.burst_ns / 1000)
 }

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 
-pub const PAGE: usize = 4096;
+pub(super) const PAGE: usize = 4096;
 
 pub struct Arena {
     base: *mut u8,

@@ -20,7 +20,7 @@ use super::kobj::{CgroupC, CssC, CssSetC, KernfsNodeC, CGROUP_SUBSYS_COUNT, ROOT
 /// Deepest cgroup level the host lays out (`ancestors[]` has one slot per
 /// level up to this); cgroup v2's own default limit is far above what a
 /// scenario nests.
-pub const MAX_LEVEL: usize = 63;
+pub(super) const MAX_LEVEL: usize = 63;
 
 /// `struct cgroup` followed by its `ancestors[]` (a flexible array in C).
 #[repr(C)]
@@ -38,14 +38,14 @@ struct CgroupObj {
 
 /// The cgroups lent to one scheduler.
 #[derive(Default)]
-pub struct Cgroups {
+pub(super) struct Cgroups {
     objs: Vec<CgroupObj>,
     /// `struct cgroup` address -> task group.
     by_addr: BTreeMap<usize, u32>,
 }
 
 /// The cgroup id of task group `g`.
-pub fn id_of(g: u32) -> u64 {
+pub(super) fn id_of(g: u32) -> u64 {
     g as u64 + ROOT_CGROUP_ID
 }
 
@@ -53,7 +53,7 @@ impl Cgroups {
     /// Creates the objects of task groups that have none yet (parents
     /// come before their children in `Sim::cg`). Err: a cgroup nested
     /// deeper than [`MAX_LEVEL`].
-    pub fn ensure(&mut self, sim: &Sim) -> Result<(), String> {
+    pub(super) fn ensure(&mut self, sim: &Sim) -> Result<(), String> {
         while self.objs.len() < sim.cg.groups.len() {
             let g = self.objs.len() as u32;
             let tg = &sim.cg.groups[g as usize];
@@ -94,28 +94,28 @@ impl Cgroups {
     }
 
     /// Task group `g`'s `struct cgroup` (None: not created yet).
-    pub fn ptr(&mut self, g: u32) -> Option<*mut CgroupC> {
+    pub(super) fn ptr(&mut self, g: u32) -> Option<*mut CgroupC> {
         self.objs.get_mut(g as usize).map(|o| &mut o.alloc.cg as *mut CgroupC)
     }
 
     /// Task group `g`'s css_set address, or 0 if not created yet.
-    pub fn cset_addr(&self, g: u32) -> usize {
+    pub(super) fn cset_addr(&self, g: u32) -> usize {
         self.objs.get(g as usize).map_or(0, |o| &*o.cset as *const CssSetC as usize)
     }
 
     /// The task group of a `struct cgroup` (or its `self` css) address.
-    pub fn group_of(&self, addr: usize) -> Option<u32> {
+    pub(super) fn group_of(&self, addr: usize) -> Option<u32> {
         self.by_addr.get(&addr).copied()
     }
 
     /// The task group with cgroup id `id`.
-    pub fn group_with_id(&self, id: u64) -> Option<u32> {
+    pub(super) fn group_with_id(&self, id: u64) -> Option<u32> {
         let g = id.checked_sub(ROOT_CGROUP_ID)?;
         (g < self.objs.len() as u64).then_some(g as u32)
     }
 
     /// The task group at `level` above (or at) `g`: `ancestors[level]`.
-    pub fn ancestor(&self, g: u32, level: i32) -> Option<u32> {
+    pub(super) fn ancestor(&self, g: u32, level: i32) -> Option<u32> {
         let o = self.objs.get(g as usize)?;
         if level < 0 || level > o.alloc.cg.level {
             return None;
@@ -131,7 +131,7 @@ impl Cgroups {
     /// The cgroups a bpf_iter_css walk from `start` visits, in order
     /// (kernel/bpf/cgroup_iter.c's orders: self only, descendants pre- or
     /// post-order with `start` included, ancestors up to the root, children).
-    pub fn walk(&self, sim: &Sim, start: u32, order: u64) -> Vec<u32> {
+    pub(super) fn walk(&self, sim: &Sim, start: u32, order: u64) -> Vec<u32> {
         fn pre(c: &Cgroups, sim: &Sim, g: u32, out: &mut Vec<u32>) {
             out.push(g);
             for ch in c.children(sim, g) {

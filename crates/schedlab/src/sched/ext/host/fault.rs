@@ -77,11 +77,11 @@ use std::cell::Cell;
 use std::path::PathBuf;
 
 /// The default budget of one callback: 5 s of wall time.
-pub const DEFAULT_BUDGET_NS: u64 = 5_000_000_000;
+pub(super) const DEFAULT_BUDGET_NS: u64 = 5_000_000_000;
 
 /// What ended a guarded call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     Segv,
     Bus,
     Ill,
@@ -92,7 +92,7 @@ pub enum Kind {
 
 /// A caught fault or timeout.
 #[derive(Clone, Copy, Debug)]
-pub struct Caught {
+pub(super) struct Caught {
     pub kind: Kind,
     /// `si_code`.
     pub code: i32,
@@ -112,7 +112,7 @@ pub struct Caught {
 
 /// Saved by the trampoline, read and written by the signal handler.
 #[repr(C)]
-pub struct Guard {
+pub(super) struct Guard {
     /// rbx, rbp, r12, r13, r14, r15, rsp after the return, return address.
     regs: [u64; 8],
     /// The signal that ended the call (0: none).
@@ -136,12 +136,12 @@ thread_local! {
 /// Marks a stretch of Rust called from hosted C (a kfunc); returns what to
 /// restore with [`rust_section_end`].
 #[inline]
-pub fn rust_section() -> bool {
+pub(super) fn rust_section() -> bool {
     HOSTED.with(|h| h.replace(false))
 }
 
 #[inline]
-pub fn rust_section_end(prev: bool) {
+pub(super) fn rust_section_end(prev: bool) {
     HOSTED.with(|h| h.set(prev))
 }
 
@@ -150,12 +150,12 @@ pub fn rust_section_end(prev: bool) {
 /// void or an integer, whose result is then in the low bits), under a
 /// guard with `budget_ns` of wall time (0: unlimited) if this is the
 /// outermost call on the thread.
-pub fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Caught> {
+pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Caught> {
     imp::call(f, a, budget_ns)
 }
 
 /// Where a fault was, as the debug information of the object says.
-pub struct ObjInfo {
+pub(super) struct ObjInfo {
     /// The shared object (the cached build; the loaded copy is deleted).
     pub so: PathBuf,
     /// Its load bias.
@@ -163,7 +163,7 @@ pub struct ObjInfo {
 }
 
 /// `file:line` (and function) of `ip` in `obj`, from its DWARF.
-pub fn locate(obj: &ObjInfo, ip: usize) -> Option<String> {
+pub(super) fn locate(obj: &ObjInfo, ip: usize) -> Option<String> {
     let probe = ip.checked_sub(obj.base)? as u64;
     let loader = addr2line::Loader::new(&obj.so).ok()?;
     let loc = loader.find_location(probe).ok().flatten();
@@ -178,7 +178,7 @@ pub fn locate(obj: &ObjInfo, ip: usize) -> Option<String> {
 }
 
 /// The error exit's message for `c` in `what` (e.g. `ops.enqueue`).
-pub fn describe(c: &Caught, what: &str, obj: &ObjInfo, budget_ns: u64) -> String {
+pub(super) fn describe(c: &Caught, what: &str, obj: &ObjInfo, budget_ns: u64) -> String {
     let in_sched = super::fpe::in_scheduler_text(c.ip);
     let at = if in_sched {
         locate(obj, c.ip).map_or_else(|| format!(" at {:#x}", c.ip), |l| format!(" {l}"))
@@ -318,7 +318,7 @@ mod imp {
     /// Executable ranges of schedlab's own executable.
     static OWN_TEXT: [(AtomicU64, AtomicU64); 8] = [const { (AtomicU64::new(0), AtomicU64::new(0)) }; 8];
 
-    pub fn timeout_signal() -> i32 {
+    pub(super) fn timeout_signal() -> i32 {
         libc::SIGRTMIN() + 5
     }
 
@@ -348,7 +348,7 @@ mod imp {
     }
 
     /// Installs the handlers (once per process).
-    pub fn install() {
+    pub(crate) fn install() {
         INSTALL.call_once(|| {
             // SAFETY: the callback only reads the program headers it is given.
             unsafe { libc::dl_iterate_phdr(Some(own_phdrs), std::ptr::null_mut()) };
@@ -435,7 +435,7 @@ mod imp {
         }
     }
 
-    pub fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Caught> {
+    pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Caught> {
         let mut g = Guard { regs: [0; 8], sig: 0, code: 0, addr: 0, ip: 0, sp: 0, err: 0, trapno: 0, prev: TOP.with(Cell::get) };
         let outer = g.prev.is_null();
         let mut slot = NO_SLOT;
@@ -485,7 +485,7 @@ mod imp {
     ///
     /// # Safety
     /// Called from a signal handler with the kernel's `info` and `ctx`.
-    pub unsafe fn try_recover(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
+    pub(crate) unsafe fn try_recover(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
         let top = TOP.with(Cell::get);
         if top.is_null() || !HOSTED.with(Cell::get) {
             return false;
@@ -580,6 +580,6 @@ mod imp {
     pub fn install() {}
 }
 
-pub use imp::install;
+pub(super) use imp::install;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-pub use imp::try_recover;
+pub(super) use imp::try_recover;

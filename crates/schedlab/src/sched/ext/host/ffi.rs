@@ -19,7 +19,7 @@ use super::{kptr, mapfns, rtfns};
 
 /// `struct scx_bpf_select_cpu_and_args`.
 #[repr(C)]
-pub struct SelectCpuAndArgsC {
+pub(super) struct SelectCpuAndArgsC {
     pub prev_cpu: i32,
     pub wake_flags: u64,
     pub flags: u64,
@@ -59,15 +59,15 @@ macro_rules! need {
     };
 }
 
-pub extern "C" fn scx_bpf_create_dsq(dsq_id: u64, node: i32) -> i32 {
+pub(super) extern "C" fn scx_bpf_create_dsq(dsq_id: u64, node: i32) -> i32 {
     with_ctx(|sim, _| k::scx_bpf_create_dsq(sim, dsq_id, node))
 }
 
-pub extern "C" fn scx_bpf_destroy_dsq(dsq_id: u64) {
+pub(super) extern "C" fn scx_bpf_destroy_dsq(dsq_id: u64) {
     with_ctx(|sim, _| k::scx_bpf_destroy_dsq(sim, dsq_id))
 }
 
-pub extern "C" fn scx_bpf_select_cpu_dfl(
+pub(super) extern "C" fn scx_bpf_select_cpu_dfl(
     p: *const TaskStructC,
     prev_cpu: i32,
     wake_flags: u64,
@@ -84,7 +84,7 @@ pub extern "C" fn scx_bpf_select_cpu_dfl(
     })
 }
 
-pub extern "C" fn __scx_bpf_select_cpu_and(
+pub(super) extern "C" fn __scx_bpf_select_cpu_and(
     p: *const TaskStructC,
     cpus: *const CpumaskC,
     args: *const SelectCpuAndArgsC,
@@ -103,14 +103,14 @@ pub extern "C" fn __scx_bpf_select_cpu_and(
     })
 }
 
-pub extern "C" fn scx_bpf_dsq_insert(p: *const TaskStructC, dsq_id: u64, slice: u64, enq_flags: u64) -> bool {
+pub(super) extern "C" fn scx_bpf_dsq_insert(p: *const TaskStructC, dsq_id: u64, slice: u64, enq_flags: u64) -> bool {
     with_ctx(|sim, h| {
         let Some(p) = h.task_of(sim, p, "scx_bpf_dsq_insert") else { return false };
         k::scx_bpf_dsq_insert(sim, p, dsq_id, slice, enq_flags)
     })
 }
 
-pub extern "C" fn scx_bpf_dsq_insert_vtime(
+pub(super) extern "C" fn scx_bpf_dsq_insert_vtime(
     p: *const TaskStructC,
     dsq_id: u64,
     slice: u64,
@@ -123,35 +123,35 @@ pub extern "C" fn scx_bpf_dsq_insert_vtime(
     })
 }
 
-pub extern "C" fn scx_bpf_dispatch_nr_slots() -> u32 {
+pub(super) extern "C" fn scx_bpf_dispatch_nr_slots() -> u32 {
     with_ctx(|sim, _| k::scx_bpf_dispatch_nr_slots(sim))
 }
 
-pub extern "C" fn scx_bpf_dispatch_cancel() {
+pub(super) extern "C" fn scx_bpf_dispatch_cancel() {
     with_ctx(|sim, _| k::scx_bpf_dispatch_cancel(sim))
 }
 
 /// 7.1's move_to_local takes enq_flags.
 #[allow(non_snake_case)]
-pub extern "C" fn scx_bpf_dsq_move_to_local___v2(dsq_id: u64, enq_flags: u64) -> bool {
+pub(super) extern "C" fn scx_bpf_dsq_move_to_local___v2(dsq_id: u64, enq_flags: u64) -> bool {
     with_ctx(|sim, _| k::scx_bpf_dsq_move_to_local(sim, dsq_id, enq_flags))
 }
 
-pub extern "C" fn scx_bpf_dsq_move_set_slice(it: *mut DsqIterC, slice: u64) {
+pub(super) extern "C" fn scx_bpf_dsq_move_set_slice(it: *mut DsqIterC, slice: u64) {
     with_ctx(|sim, _| {
         let it = need!(sim, iter(it), "scx_bpf_dsq_move_set_slice");
         k::scx_bpf_dsq_move_set_slice(it, slice)
     })
 }
 
-pub extern "C" fn scx_bpf_dsq_move_set_vtime(it: *mut DsqIterC, vtime: u64) {
+pub(super) extern "C" fn scx_bpf_dsq_move_set_vtime(it: *mut DsqIterC, vtime: u64) {
     with_ctx(|sim, _| {
         let it = need!(sim, iter(it), "scx_bpf_dsq_move_set_vtime");
         k::scx_bpf_dsq_move_set_vtime(it, vtime)
     })
 }
 
-pub extern "C" fn scx_bpf_dsq_move(it: *mut DsqIterC, p: *const TaskStructC, dsq_id: u64, enq_flags: u64) -> bool {
+pub(super) extern "C" fn scx_bpf_dsq_move(it: *mut DsqIterC, p: *const TaskStructC, dsq_id: u64, enq_flags: u64) -> bool {
     with_ctx(|sim, h| {
         let it = need!(sim, iter(it), "scx_bpf_dsq_move");
         let Some(p) = h.task_of(sim, p, "scx_bpf_dsq_move") else { return false };
@@ -159,7 +159,7 @@ pub extern "C" fn scx_bpf_dsq_move(it: *mut DsqIterC, p: *const TaskStructC, dsq
     })
 }
 
-pub extern "C" fn scx_bpf_dsq_move_vtime(
+pub(super) extern "C" fn scx_bpf_dsq_move_vtime(
     it: *mut DsqIterC,
     p: *const TaskStructC,
     dsq_id: u64,
@@ -172,27 +172,27 @@ pub extern "C" fn scx_bpf_dsq_move_vtime(
     })
 }
 
-pub extern "C" fn scx_bpf_reenqueue_local() -> u32 {
+pub(super) extern "C" fn scx_bpf_reenqueue_local() -> u32 {
     with_ctx(|sim, _| k::scx_bpf_reenqueue_local(sim))
 }
 
-pub extern "C" fn scx_bpf_dsq_reenq(dsq_id: u64, reenq_flags: u64) {
+pub(super) extern "C" fn scx_bpf_dsq_reenq(dsq_id: u64, reenq_flags: u64) {
     with_ctx(|sim, _| k::scx_bpf_dsq_reenq(sim, dsq_id, reenq_flags))
 }
 
-pub extern "C" fn scx_bpf_kick_cpu(cpu: i32, flags: u64) {
+pub(super) extern "C" fn scx_bpf_kick_cpu(cpu: i32, flags: u64) {
     with_ctx(|sim, _| k::scx_bpf_kick_cpu(sim, cpu, flags))
 }
 
-pub extern "C" fn scx_bpf_dsq_nr_queued(dsq_id: u64) -> i32 {
+pub(super) extern "C" fn scx_bpf_dsq_nr_queued(dsq_id: u64) -> i32 {
     with_ctx(|sim, _| k::scx_bpf_dsq_nr_queued(sim, dsq_id))
 }
 
-pub extern "C" fn scx_bpf_dsq_peek(dsq_id: u64) -> *mut TaskStructC {
+pub(super) extern "C" fn scx_bpf_dsq_peek(dsq_id: u64) -> *mut TaskStructC {
     with_ctx(|sim, h| k::scx_bpf_dsq_peek(sim, dsq_id).map_or(std::ptr::null_mut(), |p| h.task_ptr(sim, p)))
 }
 
-pub extern "C" fn bpf_iter_scx_dsq_new(it: *mut DsqIterC, dsq_id: u64, flags: u64) -> i32 {
+pub(super) extern "C" fn bpf_iter_scx_dsq_new(it: *mut DsqIterC, dsq_id: u64, flags: u64) -> i32 {
     with_ctx(|sim, _| {
         let Some(it) = iter(it) else {
             bad(sim, "bpf_iter_scx_dsq_new: invalid iterator".into());
@@ -202,94 +202,94 @@ pub extern "C" fn bpf_iter_scx_dsq_new(it: *mut DsqIterC, dsq_id: u64, flags: u6
     })
 }
 
-pub extern "C" fn bpf_iter_scx_dsq_next(it: *mut DsqIterC) -> *mut TaskStructC {
+pub(super) extern "C" fn bpf_iter_scx_dsq_next(it: *mut DsqIterC) -> *mut TaskStructC {
     with_ctx(|sim, h| {
         let it = need!(sim, iter(it), "bpf_iter_scx_dsq_next");
         k::bpf_iter_scx_dsq_next(sim, it).map_or(std::ptr::null_mut(), |p| h.task_ptr(sim, p))
     })
 }
 
-pub extern "C" fn bpf_iter_scx_dsq_destroy(it: *mut DsqIterC) {
+pub(super) extern "C" fn bpf_iter_scx_dsq_destroy(it: *mut DsqIterC) {
     with_ctx(|sim, _| {
         let it = need!(sim, iter(it), "bpf_iter_scx_dsq_destroy");
         k::bpf_iter_scx_dsq_destroy(sim, it)
     })
 }
 
-pub extern "C" fn schedlab_exit(code: i64, msg: *const c_char) {
+pub(super) extern "C" fn schedlab_exit(code: i64, msg: *const c_char) {
     // SAFETY: the runtime passes its formatted, NUL-terminated buffer.
     let msg = unsafe { c_string(msg) };
     with_ctx(|sim, _| k::scx_bpf_exit(sim, code, msg))
 }
 
-pub extern "C" fn schedlab_error(msg: *const c_char) {
+pub(super) extern "C" fn schedlab_error(msg: *const c_char) {
     // SAFETY: as schedlab_exit.
     let msg = unsafe { c_string(msg) };
     with_ctx(|sim, _| k::scx_bpf_error(sim, msg))
 }
 
-pub extern "C" fn schedlab_dump(msg: *const c_char) {
+pub(super) extern "C" fn schedlab_dump(msg: *const c_char) {
     // SAFETY: as schedlab_exit.
     let msg = unsafe { c_string(msg) };
     with_ctx(|sim, _| k::scx_bpf_dump(sim, &msg))
 }
 
-pub extern "C" fn schedlab_trace(msg: *const c_char) {
+pub(super) extern "C" fn schedlab_trace(msg: *const c_char) {
     // SAFETY: as schedlab_exit.
     let msg = unsafe { c_string(msg) };
     with_ctx(|_, h| h.inner.borrow_mut().trace.push(msg))
 }
 
-pub extern "C" fn scx_bpf_cpuperf_cap(cpu: i32) -> u32 {
+pub(super) extern "C" fn scx_bpf_cpuperf_cap(cpu: i32) -> u32 {
     with_ctx(|sim, _| k::scx_bpf_cpuperf_cap(sim, cpu))
 }
 
-pub extern "C" fn scx_bpf_cpuperf_cur(cpu: i32) -> u32 {
+pub(super) extern "C" fn scx_bpf_cpuperf_cur(cpu: i32) -> u32 {
     with_ctx(|sim, _| k::scx_bpf_cpuperf_cur(sim, cpu))
 }
 
-pub extern "C" fn scx_bpf_cpuperf_set(cpu: i32, perf: u32) {
+pub(super) extern "C" fn scx_bpf_cpuperf_set(cpu: i32, perf: u32) {
     with_ctx(|sim, _| k::scx_bpf_cpuperf_set(sim, cpu, perf))
 }
 
-pub extern "C" fn scx_bpf_nr_node_ids() -> u32 {
+pub(super) extern "C" fn scx_bpf_nr_node_ids() -> u32 {
     with_ctx(|sim, _| k::scx_bpf_nr_node_ids(sim))
 }
 
-pub extern "C" fn scx_bpf_nr_cpu_ids() -> u32 {
+pub(super) extern "C" fn scx_bpf_nr_cpu_ids() -> u32 {
     with_ctx(|sim, _| k::scx_bpf_nr_cpu_ids(sim))
 }
 
-pub extern "C" fn scx_bpf_cpu_node(cpu: i32) -> i32 {
+pub(super) extern "C" fn scx_bpf_cpu_node(cpu: i32) -> i32 {
     with_ctx(|sim, _| k::scx_bpf_cpu_node(sim, cpu))
 }
 
-pub extern "C" fn scx_bpf_get_possible_cpumask() -> *const CpumaskC {
+pub(super) extern "C" fn scx_bpf_get_possible_cpumask() -> *const CpumaskC {
     with_ctx(|sim, h| h.lend(k::scx_bpf_get_possible_cpumask(sim)))
 }
 
-pub extern "C" fn scx_bpf_get_online_cpumask() -> *const CpumaskC {
+pub(super) extern "C" fn scx_bpf_get_online_cpumask() -> *const CpumaskC {
     with_ctx(|sim, h| h.lend(k::scx_bpf_get_online_cpumask(sim)))
 }
 
-pub extern "C" fn scx_bpf_get_idle_cpumask_node(node: i32) -> *const CpumaskC {
+pub(super) extern "C" fn scx_bpf_get_idle_cpumask_node(node: i32) -> *const CpumaskC {
     with_ctx(|sim, h| h.lend(k::scx_bpf_get_idle_cpumask(sim, Some(node))))
 }
 
-pub extern "C" fn scx_bpf_get_idle_cpumask() -> *const CpumaskC {
+pub(super) extern "C" fn scx_bpf_get_idle_cpumask() -> *const CpumaskC {
     with_ctx(|sim, h| h.lend(k::scx_bpf_get_idle_cpumask(sim, None)))
 }
 
-pub extern "C" fn scx_bpf_get_idle_smtmask_node(node: i32) -> *const CpumaskC {
+pub(super) extern "C" fn scx_bpf_get_idle_smtmask_node(node: i32) -> *const CpumaskC {
     with_ctx(|sim, h| h.lend(k::scx_bpf_get_idle_smtmask(sim, Some(node))))
 }
 
-pub extern "C" fn scx_bpf_get_idle_smtmask() -> *const CpumaskC {
+pub(super) extern "C" fn scx_bpf_get_idle_smtmask() -> *const CpumaskC {
     with_ctx(|sim, h| h.lend(k::scx_bpf_get_idle_smtmask(sim, None)))
 }
 
 /// The put functions only check that the mask is one the kernel lent.
-pub extern "C" fn scx_bpf_put_cpumask(m: *const CpumaskC) {
+pub(super) extern "C" fn scx_bpf_put_cpumask(m: *const CpumaskC) {
     with_ctx(|sim, h| {
         if !m.is_null() && !h.mask_ok(m) {
             bad(sim, format!("scx_bpf_put_cpumask: invalid cpumask pointer {:#x}", m as usize));
@@ -297,11 +297,11 @@ pub extern "C" fn scx_bpf_put_cpumask(m: *const CpumaskC) {
     })
 }
 
-pub extern "C" fn scx_bpf_put_idle_cpumask(m: *const CpumaskC) {
+pub(super) extern "C" fn scx_bpf_put_idle_cpumask(m: *const CpumaskC) {
     scx_bpf_put_cpumask(m)
 }
 
-pub extern "C" fn scx_bpf_test_and_clear_cpu_idle(cpu: i32) -> bool {
+pub(super) extern "C" fn scx_bpf_test_and_clear_cpu_idle(cpu: i32) -> bool {
     with_ctx(|sim, _| k::scx_bpf_test_and_clear_cpu_idle(sim, cpu))
 }
 
@@ -318,24 +318,24 @@ fn pick(m: *const CpumaskC, flags: u64, node: Option<i32>, any: bool) -> i32 {
     })
 }
 
-pub extern "C" fn scx_bpf_pick_idle_cpu_node(m: *const CpumaskC, node: i32, flags: u64) -> i32 {
+pub(super) extern "C" fn scx_bpf_pick_idle_cpu_node(m: *const CpumaskC, node: i32, flags: u64) -> i32 {
     pick(m, flags, Some(node), false)
 }
 
-pub extern "C" fn scx_bpf_pick_idle_cpu(m: *const CpumaskC, flags: u64) -> i32 {
+pub(super) extern "C" fn scx_bpf_pick_idle_cpu(m: *const CpumaskC, flags: u64) -> i32 {
     pick(m, flags, None, false)
 }
 
-pub extern "C" fn scx_bpf_pick_any_cpu_node(m: *const CpumaskC, node: i32, flags: u64) -> i32 {
+pub(super) extern "C" fn scx_bpf_pick_any_cpu_node(m: *const CpumaskC, node: i32, flags: u64) -> i32 {
     pick(m, flags, Some(node), true)
 }
 
-pub extern "C" fn scx_bpf_pick_any_cpu(m: *const CpumaskC, flags: u64) -> i32 {
+pub(super) extern "C" fn scx_bpf_pick_any_cpu(m: *const CpumaskC, flags: u64) -> i32 {
     pick(m, flags, None, true)
 }
 
 /// An idle task runs on its CPU whenever no other task does.
-pub extern "C" fn scx_bpf_task_running(p: *const TaskStructC) -> bool {
+pub(super) extern "C" fn scx_bpf_task_running(p: *const TaskStructC) -> bool {
     with_ctx(|sim, h| match h.who(sim, p, "scx_bpf_task_running") {
         Some(Who::Task(p)) => k::scx_bpf_task_running(sim, p),
         Some(Who::Idle(cpu)) => sim.rq(cpu).curr.is_none(),
@@ -343,7 +343,7 @@ pub extern "C" fn scx_bpf_task_running(p: *const TaskStructC) -> bool {
     })
 }
 
-pub extern "C" fn scx_bpf_task_cpu(p: *const TaskStructC) -> i32 {
+pub(super) extern "C" fn scx_bpf_task_cpu(p: *const TaskStructC) -> i32 {
     with_ctx(|sim, h| match h.who(sim, p, "scx_bpf_task_cpu") {
         Some(Who::Task(p)) => k::scx_bpf_task_cpu(sim, p),
         Some(Who::Idle(cpu)) => cpu as i32,
@@ -351,24 +351,24 @@ pub extern "C" fn scx_bpf_task_cpu(p: *const TaskStructC) -> i32 {
     })
 }
 
-pub extern "C" fn scx_bpf_now() -> u64 {
+pub(super) extern "C" fn scx_bpf_now() -> u64 {
     with_ctx(|sim, _| k::scx_bpf_now(sim))
 }
 
-pub extern "C" fn bpf_ktime_get_ns() -> u64 {
+pub(super) extern "C" fn bpf_ktime_get_ns() -> u64 {
     with_ctx(|sim, _| k::bpf_ktime_get_ns(sim))
 }
 
-pub extern "C" fn bpf_get_prandom_u32() -> u32 {
+pub(super) extern "C" fn bpf_get_prandom_u32() -> u32 {
     with_ctx(|sim, _| k::bpf_get_prandom_u32(sim))
 }
 
-pub extern "C" fn bpf_get_smp_processor_id() -> u32 {
+pub(super) extern "C" fn bpf_get_smp_processor_id() -> u32 {
     with_ctx(|sim, _| k::bpf_get_smp_processor_id(sim))
 }
 
 /// The host function the runtime asks for by `name`.
-pub fn lookup(name: &str) -> Option<*mut c_void> {
+pub(super) fn lookup(name: &str) -> Option<*mut c_void> {
     macro_rules! table {
         ($($m:ident :: $f:ident),* $(,)?) => {
             match name {

@@ -18,7 +18,7 @@ const SLOTS: usize = 256;
 static RANGES: [(AtomicUsize, AtomicUsize); SLOTS] = [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; SLOTS];
 
 /// Registers executable ranges; returns their slots for [`unregister`].
-pub fn register(ranges: &[(usize, usize)]) -> Vec<usize> {
+pub(super) fn register(ranges: &[(usize, usize)]) -> Vec<usize> {
     install();
     super::fault::install();
     let mut slots = Vec::new();
@@ -34,7 +34,7 @@ pub fn register(ranges: &[(usize, usize)]) -> Vec<usize> {
     slots
 }
 
-pub fn unregister(slots: &[usize]) {
+pub(super) fn unregister(slots: &[usize]) {
     for &i in slots {
         RANGES[i].1.store(0, Ordering::Release);
         RANGES[i].0.store(0, Ordering::Release);
@@ -52,7 +52,7 @@ pub(super) fn in_scheduler_text(ip: usize) -> bool {
 
 /// Where the divisor is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operand {
+pub(super) enum Operand {
     /// A register by x86 number (0 = rAX .. 15 = r15); `high_byte` for AH..BH.
     Reg { reg: u8, high_byte: bool },
     /// base + index * scale + disp, or RIP-relative (from the next instruction).
@@ -61,7 +61,7 @@ pub enum Operand {
 
 /// A decoded `div`/`idiv`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DivInsn {
+pub(super) struct DivInsn {
     pub len: usize,
     /// Operand size in bytes: 1, 2, 4 or 8.
     pub size: u8,
@@ -70,7 +70,7 @@ pub struct DivInsn {
 }
 
 /// Decodes the instruction at the start of `code`, if it is a div or idiv.
-pub fn decode(code: &[u8]) -> Option<DivInsn> {
+pub(super) fn decode(code: &[u8]) -> Option<DivInsn> {
     let mut i = 0;
     let mut opsize16 = false;
     while let Some(&b) = code.get(i) {
@@ -150,7 +150,7 @@ pub fn decode(code: &[u8]) -> Option<DivInsn> {
 /// `dividend` and `divisor` hold the operands in their low bits. None if
 /// the fault is of another kind (not C code: a dividend whose high half is
 /// not the extension of the low half).
-pub fn bpf_result(size: u8, signed: bool, dividend: u64, divisor: u64) -> Option<(u64, u64)> {
+pub(super) fn bpf_result(size: u8, signed: bool, dividend: u64, divisor: u64) -> Option<(u64, u64)> {
     let bits = size as u32 * 8;
     let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
     let (n, d) = (dividend & mask, divisor & mask);
@@ -255,7 +255,7 @@ mod imp {
         unsafe { libc::sigaction(sig, (&raw const OLD).cast(), std::ptr::null_mut()) };
     }
 
-    pub fn install() {
+    pub(crate) fn install() {
         INSTALL.call_once(|| {
             // SAFETY: a zeroed sigaction is valid; we fill handler, flags and
             // an empty mask, and save the previous action in OLD, written
@@ -272,7 +272,7 @@ mod imp {
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-pub use imp::install;
+pub(super) use imp::install;
 
 /// Nothing to do where division by zero does not trap.
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]

@@ -15,14 +15,14 @@ use crate::sched::sim::Sim;
 use super::maps::IDLE_OWNER;
 
 /// PF_IDLE (include/linux/sched.h).
-pub const PF_IDLE: u32 = 0x0000_0002;
+pub(super) const PF_IDLE: u32 = 0x0000_0002;
 /// The id of the root cgroup (cgroup v2's root kernfs node).
-pub const ROOT_CGROUP_ID: u64 = 1;
+pub(super) const ROOT_CGROUP_ID: u64 = 1;
 
 /// `struct scx_rq` of the shim (schedlab_kobj.h).
 #[repr(C)]
 #[derive(Default)]
-pub struct ScxRqC {
+pub(super) struct ScxRqC {
     pub extra_enq_flags: u64,
     pub nr_running: u32,
     pub flags: u32,
@@ -36,7 +36,7 @@ pub struct ScxRqC {
 
 /// `struct rq` of the shim: the clocks scx's `rq___local` reads first.
 #[repr(C)]
-pub struct RqC {
+pub(super) struct RqC {
     pub clock_task: u64,
     pub clock_pelt: u64,
     pub lost_idle_time: u64,
@@ -52,19 +52,19 @@ pub struct RqC {
 }
 
 #[repr(C)]
-pub struct KernfsNodeC {
+pub(super) struct KernfsNodeC {
     pub id: u64,
     pub name: *const core::ffi::c_char,
 }
 
 #[repr(C)]
-pub struct CssC {
+pub(super) struct CssC {
     pub cgroup: *mut CgroupC,
     pub parent: *mut CssC,
 }
 
 #[repr(C)]
-pub struct CgroupC {
+pub(super) struct CgroupC {
     pub self_: CssC,
     pub flags: u64,
     pub level: i32,
@@ -75,19 +75,19 @@ pub struct CgroupC {
 }
 
 /// CGROUP_SUBSYS_COUNT of the shim's `struct css_set`.
-pub const CGROUP_SUBSYS_COUNT: usize = 14;
+pub(super) const CGROUP_SUBSYS_COUNT: usize = 14;
 
 /// `struct css_set` (include/linux/cgroup-defs.h): the task's css in each
 /// subsystem and its cgroup on the default hierarchy.
 #[repr(C)]
-pub struct CssSetC {
+pub(super) struct CssSetC {
     pub subsys: [*mut CssC; CGROUP_SUBSYS_COUNT],
     pub dfl_cgrp: *mut CgroupC,
 }
 
 /// Who a `struct task_struct *` from C is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Who {
+pub(super) enum Who {
     Task(TaskId),
     /// The idle task (swapper/N) of a CPU.
     Idle(Cpu),
@@ -95,7 +95,7 @@ pub enum Who {
 
 impl Who {
     /// The local storage owner key of this task.
-    pub fn owner(self) -> u64 {
+    pub(super) fn owner(self) -> u64 {
         match self {
             Who::Task(p) => p as u64,
             Who::Idle(c) => IDLE_OWNER + c as u64,
@@ -105,7 +105,7 @@ impl Who {
 
 #[derive(Default)]
 #[allow(clippy::vec_box)] // boxes keep their addresses, which BPF holds; the Vecs only own them
-pub struct Kobjs {
+pub(super) struct Kobjs {
     idle: Vec<Box<TaskStructC>>,
     rqs: Vec<Box<RqC>>,
     /// The preempt count bpf_this_cpu_ptr(&__preempt_count) points at.
@@ -137,7 +137,7 @@ impl Kobjs {
     }
 
     /// CPU `cpu`'s idle task, with `on_cpu` as it is now.
-    pub fn idle_ptr(&mut self, sim: &Sim, cpu: Cpu) -> *mut TaskStructC {
+    pub(super) fn idle_ptr(&mut self, sim: &Sim, cpu: Cpu) -> *mut TaskStructC {
         self.ensure(sim.nr_cpus());
         let t = &mut self.idle[cpu as usize];
         t.on_cpu = sim.rq(cpu).curr.is_none() as i32;
@@ -145,20 +145,20 @@ impl Kobjs {
     }
 
     /// Whether `addr` is an idle task this state lent.
-    pub fn idle_of(&self, addr: usize) -> Option<Cpu> {
+    pub(super) fn idle_of(&self, addr: usize) -> Option<Cpu> {
         self.idle.iter().position(|t| std::ptr::eq(&**t, addr as *const TaskStructC)).map(|c| c as Cpu)
     }
 
     /// The preempt count of the current context, where
     /// bpf_this_cpu_ptr(&__preempt_count) points.
-    pub fn preempt_count(&mut self, sim: &Sim) -> *mut c_void {
+    pub(super) fn preempt_count(&mut self, sim: &Sim) -> *mut c_void {
         *self.preempt = sim.irq_ctx.preempt_count() as i32;
         (&mut *self.preempt as *mut i32).cast()
     }
 
     /// CPU `cpu`'s `struct rq`, refreshed; `curr` is a task pointer from
     /// the caller (the running task, or the idle task).
-    pub fn rq(&mut self, sim: &Sim, cpu: Cpu, curr: *mut TaskStructC) -> *mut RqC {
+    pub(super) fn rq(&mut self, sim: &Sim, cpu: Cpu, curr: *mut TaskStructC) -> *mut RqC {
         let idle = self.idle_ptr(sim, cpu);
         while self.rqs.len() < sim.nr_cpus() {
             self.rqs.push(Box::new(RqC {

@@ -13,16 +13,16 @@ use crate::sched::sim::Sim;
 
 use super::state::{bad, with_ctx, BpfCpumaskC, HostState};
 
-pub extern "C" fn bpf_task_from_pid(pid: i32) -> *mut TaskStructC {
+pub(super) extern "C" fn bpf_task_from_pid(pid: i32) -> *mut TaskStructC {
     with_ctx(|sim, h| k::scx_bpf_task_from_pid(sim, pid).map_or(std::ptr::null_mut(), |p| h.task_ptr(sim, p)))
 }
 
 /// Any task, the idle tasks included, may be acquired.
-pub extern "C" fn bpf_task_acquire(p: *mut TaskStructC) -> *mut TaskStructC {
+pub(super) extern "C" fn bpf_task_acquire(p: *mut TaskStructC) -> *mut TaskStructC {
     with_ctx(|sim, h| if h.who(sim, p, "bpf_task_acquire").is_some() { p } else { std::ptr::null_mut() })
 }
 
-pub extern "C" fn bpf_task_release(p: *mut TaskStructC) {
+pub(super) extern "C" fn bpf_task_release(p: *mut TaskStructC) {
     with_ctx(|sim, h| {
         h.who(sim, p, "bpf_task_release");
     })
@@ -50,7 +50,7 @@ fn owned<'a>(sim: &mut Sim, h: &HostState, m: *mut BpfCpumaskC, what: &str) -> O
     }
 }
 
-pub extern "C" fn bpf_cpumask_create() -> *mut BpfCpumaskC {
+pub(super) extern "C" fn bpf_cpumask_create() -> *mut BpfCpumaskC {
     with_ctx(|_, h| {
         let mut b = Box::new(BpfCpumaskC { mask: CpumaskC::default(), usage: 1, _pad: 0 });
         let p: *mut BpfCpumaskC = &mut *b;
@@ -59,7 +59,7 @@ pub extern "C" fn bpf_cpumask_create() -> *mut BpfCpumaskC {
     })
 }
 
-pub extern "C" fn bpf_cpumask_acquire(m: *mut BpfCpumaskC) -> *mut BpfCpumaskC {
+pub(super) extern "C" fn bpf_cpumask_acquire(m: *mut BpfCpumaskC) -> *mut BpfCpumaskC {
     with_ctx(|sim, h| match owned(sim, h, m, "bpf_cpumask_acquire") {
         Some(c) => {
             c.usage += 1;
@@ -69,7 +69,7 @@ pub extern "C" fn bpf_cpumask_acquire(m: *mut BpfCpumaskC) -> *mut BpfCpumaskC {
     })
 }
 
-pub extern "C" fn bpf_cpumask_release(m: *mut BpfCpumaskC) {
+pub(super) extern "C" fn bpf_cpumask_release(m: *mut BpfCpumaskC) {
     with_ctx(|sim, h| {
         let Some(c) = owned(sim, h, m, "bpf_cpumask_release") else { return };
         c.usage -= 1;
@@ -91,14 +91,14 @@ fn first_set(m: &CpumaskC, nr: u32, from: u32) -> u32 {
     (from..nr).find(|&c| bit(m, c)).unwrap_or(nr)
 }
 
-pub extern "C" fn bpf_cpumask_first(m: *const CpumaskC) -> u32 {
+pub(super) extern "C" fn bpf_cpumask_first(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
         read(sim, h, m, "bpf_cpumask_first").map_or(nr, |m| first_set(&m, nr, 0))
     })
 }
 
-pub extern "C" fn bpf_cpumask_first_zero(m: *const CpumaskC) -> u32 {
+pub(super) extern "C" fn bpf_cpumask_first_zero(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
         read(sim, h, m, "bpf_cpumask_first_zero").map_or(nr, |m| (0..nr).find(|&c| !bit(&m, c)).unwrap_or(nr))
@@ -123,7 +123,7 @@ fn two(
     Some((read(sim, h, a, what)?, read(sim, h, b, what)?))
 }
 
-pub extern "C" fn bpf_cpumask_first_and(a: *const CpumaskC, b: *const CpumaskC) -> u32 {
+pub(super) extern "C" fn bpf_cpumask_first_and(a: *const CpumaskC, b: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
         two(sim, h, a, b, "bpf_cpumask_first_and").map_or(nr, |(a, b)| first_set(&and(&a, &b), nr, 0))
@@ -145,7 +145,7 @@ fn set(m: &mut CpumaskC, cpu: u32, on: bool) {
     }
 }
 
-pub extern "C" fn bpf_cpumask_set_cpu(cpu: u32, m: *mut BpfCpumaskC) {
+pub(super) extern "C" fn bpf_cpumask_set_cpu(cpu: u32, m: *mut BpfCpumaskC) {
     edit(m, "bpf_cpumask_set_cpu", |m, nr| {
         if cpu < nr {
             set(m, cpu, true);
@@ -154,7 +154,7 @@ pub extern "C" fn bpf_cpumask_set_cpu(cpu: u32, m: *mut BpfCpumaskC) {
     });
 }
 
-pub extern "C" fn bpf_cpumask_clear_cpu(cpu: u32, m: *mut BpfCpumaskC) {
+pub(super) extern "C" fn bpf_cpumask_clear_cpu(cpu: u32, m: *mut BpfCpumaskC) {
     edit(m, "bpf_cpumask_clear_cpu", |m, nr| {
         if cpu < nr {
             set(m, cpu, false);
@@ -163,14 +163,14 @@ pub extern "C" fn bpf_cpumask_clear_cpu(cpu: u32, m: *mut BpfCpumaskC) {
     });
 }
 
-pub extern "C" fn bpf_cpumask_test_cpu(cpu: u32, m: *const CpumaskC) -> bool {
+pub(super) extern "C" fn bpf_cpumask_test_cpu(cpu: u32, m: *const CpumaskC) -> bool {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
         read(sim, h, m, "bpf_cpumask_test_cpu").is_some_and(|m| cpu < nr && bit(&m, cpu))
     })
 }
 
-pub extern "C" fn bpf_cpumask_test_and_set_cpu(cpu: u32, m: *mut BpfCpumaskC) -> bool {
+pub(super) extern "C" fn bpf_cpumask_test_and_set_cpu(cpu: u32, m: *mut BpfCpumaskC) -> bool {
     edit(m, "bpf_cpumask_test_and_set_cpu", |m, nr| {
         let was = cpu < nr && bit(m, cpu);
         if cpu < nr {
@@ -180,7 +180,7 @@ pub extern "C" fn bpf_cpumask_test_and_set_cpu(cpu: u32, m: *mut BpfCpumaskC) ->
     })
 }
 
-pub extern "C" fn bpf_cpumask_test_and_clear_cpu(cpu: u32, m: *mut BpfCpumaskC) -> bool {
+pub(super) extern "C" fn bpf_cpumask_test_and_clear_cpu(cpu: u32, m: *mut BpfCpumaskC) -> bool {
     edit(m, "bpf_cpumask_test_and_clear_cpu", |m, nr| {
         let was = cpu < nr && bit(m, cpu);
         if cpu < nr {
@@ -190,14 +190,14 @@ pub extern "C" fn bpf_cpumask_test_and_clear_cpu(cpu: u32, m: *mut BpfCpumaskC) 
     })
 }
 
-pub extern "C" fn bpf_cpumask_setall(m: *mut BpfCpumaskC) {
+pub(super) extern "C" fn bpf_cpumask_setall(m: *mut BpfCpumaskC) {
     edit(m, "bpf_cpumask_setall", |m, nr| {
         (0..nr).for_each(|c| set(m, c, true));
         false
     });
 }
 
-pub extern "C" fn bpf_cpumask_clear(m: *mut BpfCpumaskC) {
+pub(super) extern "C" fn bpf_cpumask_clear(m: *mut BpfCpumaskC) {
     edit(m, "bpf_cpumask_clear", |m, _| {
         *m = CpumaskC::default();
         false
@@ -216,15 +216,15 @@ fn binop(d: *mut BpfCpumaskC, a: *const CpumaskC, b: *const CpumaskC, what: &str
     })
 }
 
-pub extern "C" fn bpf_cpumask_and(d: *mut BpfCpumaskC, a: *const CpumaskC, b: *const CpumaskC) -> bool {
+pub(super) extern "C" fn bpf_cpumask_and(d: *mut BpfCpumaskC, a: *const CpumaskC, b: *const CpumaskC) -> bool {
     binop(d, a, b, "bpf_cpumask_and", |x, y| x & y)
 }
 
-pub extern "C" fn bpf_cpumask_or(d: *mut BpfCpumaskC, a: *const CpumaskC, b: *const CpumaskC) {
+pub(super) extern "C" fn bpf_cpumask_or(d: *mut BpfCpumaskC, a: *const CpumaskC, b: *const CpumaskC) {
     binop(d, a, b, "bpf_cpumask_or", |x, y| x | y);
 }
 
-pub extern "C" fn bpf_cpumask_xor(d: *mut BpfCpumaskC, a: *const CpumaskC, b: *const CpumaskC) {
+pub(super) extern "C" fn bpf_cpumask_xor(d: *mut BpfCpumaskC, a: *const CpumaskC, b: *const CpumaskC) {
     binop(d, a, b, "bpf_cpumask_xor", |x, y| x ^ y);
 }
 
@@ -232,30 +232,30 @@ fn pred2(a: *const CpumaskC, b: *const CpumaskC, what: &str, f: fn(&CpumaskC, &C
     with_ctx(|sim, h| two(sim, h, a, b, what).is_some_and(|(a, b)| f(&a, &b)))
 }
 
-pub extern "C" fn bpf_cpumask_equal(a: *const CpumaskC, b: *const CpumaskC) -> bool {
+pub(super) extern "C" fn bpf_cpumask_equal(a: *const CpumaskC, b: *const CpumaskC) -> bool {
     pred2(a, b, "bpf_cpumask_equal", |a, b| a.bits == b.bits)
 }
 
-pub extern "C" fn bpf_cpumask_intersects(a: *const CpumaskC, b: *const CpumaskC) -> bool {
+pub(super) extern "C" fn bpf_cpumask_intersects(a: *const CpumaskC, b: *const CpumaskC) -> bool {
     pred2(a, b, "bpf_cpumask_intersects", |a, b| a.bits.iter().zip(&b.bits).any(|(x, y)| x & y != 0))
 }
 
-pub extern "C" fn bpf_cpumask_subset(a: *const CpumaskC, b: *const CpumaskC) -> bool {
+pub(super) extern "C" fn bpf_cpumask_subset(a: *const CpumaskC, b: *const CpumaskC) -> bool {
     pred2(a, b, "bpf_cpumask_subset", |a, b| a.bits.iter().zip(&b.bits).all(|(x, y)| x & !y == 0))
 }
 
-pub extern "C" fn bpf_cpumask_empty(m: *const CpumaskC) -> bool {
+pub(super) extern "C" fn bpf_cpumask_empty(m: *const CpumaskC) -> bool {
     with_ctx(|sim, h| read(sim, h, m, "bpf_cpumask_empty").is_some_and(|m| m.bits.iter().all(|&w| w == 0)))
 }
 
-pub extern "C" fn bpf_cpumask_full(m: *const CpumaskC) -> bool {
+pub(super) extern "C" fn bpf_cpumask_full(m: *const CpumaskC) -> bool {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
         read(sim, h, m, "bpf_cpumask_full").is_some_and(|m| (0..nr).all(|c| bit(&m, c)))
     })
 }
 
-pub extern "C" fn bpf_cpumask_copy(d: *mut BpfCpumaskC, s: *const CpumaskC) {
+pub(super) extern "C" fn bpf_cpumask_copy(d: *mut BpfCpumaskC, s: *const CpumaskC) {
     with_ctx(|sim, h| {
         let Some(src) = read(sim, h, s, "bpf_cpumask_copy") else { return };
         if let Some(dst) = owned(sim, h, d, "bpf_cpumask_copy") {
@@ -264,7 +264,7 @@ pub extern "C" fn bpf_cpumask_copy(d: *mut BpfCpumaskC, s: *const CpumaskC) {
     })
 }
 
-pub extern "C" fn bpf_cpumask_weight(m: *const CpumaskC) -> u32 {
+pub(super) extern "C" fn bpf_cpumask_weight(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
         read(sim, h, m, "bpf_cpumask_weight").map_or(0, |m| (0..nr).filter(|&c| bit(&m, c)).count() as u32)
@@ -287,14 +287,14 @@ fn distribute(sim: &mut Sim, h: &HostState, m: &CpumaskC) -> u32 {
     }
 }
 
-pub extern "C" fn bpf_cpumask_any_distribute(m: *const CpumaskC) -> u32 {
+pub(super) extern "C" fn bpf_cpumask_any_distribute(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| match read(sim, h, m, "bpf_cpumask_any_distribute") {
         Some(m) => distribute(sim, h, &m),
         None => nr_cpus(sim),
     })
 }
 
-pub extern "C" fn bpf_cpumask_any_and_distribute(a: *const CpumaskC, b: *const CpumaskC) -> u32 {
+pub(super) extern "C" fn bpf_cpumask_any_and_distribute(a: *const CpumaskC, b: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| match two(sim, h, a, b, "bpf_cpumask_any_and_distribute") {
         Some((a, b)) => distribute(sim, h, &and(&a, &b)),
         None => nr_cpus(sim),

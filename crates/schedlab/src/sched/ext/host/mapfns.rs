@@ -48,7 +48,7 @@ fn cpu_info(sim: &mut Sim) -> (u32, u32) {
     (k::bpf_get_smp_processor_id(sim), k::scx_bpf_nr_cpu_ids(sim))
 }
 
-pub extern "C" fn bpf_map_lookup_elem(map: *mut c_void, key: *const c_void) -> *mut c_void {
+pub(super) extern "C" fn bpf_map_lookup_elem(map: *mut c_void, key: *const c_void) -> *mut c_void {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
         let ks = h.inner.borrow().maps[i].def.key_size;
@@ -58,7 +58,7 @@ pub extern "C" fn bpf_map_lookup_elem(map: *mut c_void, key: *const c_void) -> *
     })
 }
 
-pub extern "C" fn bpf_map_lookup_percpu_elem(map: *mut c_void, key: *const c_void, cpu: u32) -> *mut c_void {
+pub(super) extern "C" fn bpf_map_lookup_percpu_elem(map: *mut c_void, key: *const c_void, cpu: u32) -> *mut c_void {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
         let ks = h.inner.borrow().maps[i].def.key_size;
@@ -68,7 +68,7 @@ pub extern "C" fn bpf_map_lookup_percpu_elem(map: *mut c_void, key: *const c_voi
     })
 }
 
-pub extern "C" fn bpf_map_update_elem(map: *mut c_void, key: *const c_void, value: *const c_void, flags: u64) -> i64 {
+pub(super) extern "C" fn bpf_map_update_elem(map: *mut c_void, key: *const c_void, value: *const c_void, flags: u64) -> i64 {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_map_update_elem") else { return -EINVAL };
         let (ks, vs) = {
@@ -83,7 +83,7 @@ pub extern "C" fn bpf_map_update_elem(map: *mut c_void, key: *const c_void, valu
 }
 
 /// Drops the timers living in the removed element `key` of map `i`.
-pub fn forget_timers(sim: &mut Sim, h: &HostState, i: usize, key: &[u8]) {
+pub(super) fn forget_timers(sim: &mut Sim, h: &HostState, i: usize, key: &[u8]) {
     let gone: Vec<u64> = {
         let mut inner = h.inner.borrow_mut();
         let ids = inner.timers.iter().filter(|(_, t)| t.map == i && t.key == key).map(|(&id, _)| id).collect();
@@ -95,7 +95,7 @@ pub fn forget_timers(sim: &mut Sim, h: &HostState, i: usize, key: &[u8]) {
     }
 }
 
-pub extern "C" fn bpf_map_delete_elem(map: *mut c_void, key: *const c_void) -> i64 {
+pub(super) extern "C" fn bpf_map_delete_elem(map: *mut c_void, key: *const c_void) -> i64 {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_map_delete_elem") else { return -EINVAL };
         let ks = h.inner.borrow().maps[i].def.key_size;
@@ -112,7 +112,7 @@ pub extern "C" fn bpf_map_delete_elem(map: *mut c_void, key: *const c_void) -> i
     })
 }
 
-pub extern "C" fn bpf_map_push_elem(map: *mut c_void, value: *const c_void, flags: u64) -> i64 {
+pub(super) extern "C" fn bpf_map_push_elem(map: *mut c_void, value: *const c_void, flags: u64) -> i64 {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_map_push_elem") else { return -EINVAL };
         let vs = h.inner.borrow().maps[i].def.value_size;
@@ -138,18 +138,18 @@ fn pop(map: *mut c_void, value: *mut c_void, remove: bool) -> i64 {
     })
 }
 
-pub extern "C" fn bpf_map_pop_elem(map: *mut c_void, value: *mut c_void) -> i64 {
+pub(super) extern "C" fn bpf_map_pop_elem(map: *mut c_void, value: *mut c_void) -> i64 {
     pop(map, value, true)
 }
 
-pub extern "C" fn bpf_map_peek_elem(map: *mut c_void, value: *mut c_void) -> i64 {
+pub(super) extern "C" fn bpf_map_peek_elem(map: *mut c_void, value: *mut c_void) -> i64 {
     pop(map, value, false)
 }
 
 // The callback: `long cb(void *map, void *key, void *value, void *ctx)`:
 // 0 continues, 1 stops.
 
-pub extern "C" fn bpf_for_each_map_elem(map: *mut c_void, cb: *mut c_void, ctx: *mut c_void, flags: u64) -> i64 {
+pub(super) extern "C" fn bpf_for_each_map_elem(map: *mut c_void, cb: *mut c_void, ctx: *mut c_void, flags: u64) -> i64 {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_for_each_map_elem") else { return -EINVAL };
         if cb.is_null() || flags != 0 {
@@ -177,7 +177,7 @@ pub extern "C" fn bpf_for_each_map_elem(map: *mut c_void, cb: *mut c_void, ctx: 
     })
 }
 
-pub extern "C" fn bpf_task_storage_get(
+pub(super) extern "C" fn bpf_task_storage_get(
     map: *mut c_void,
     task: *mut TaskStructC,
     value: *mut c_void,
@@ -199,7 +199,7 @@ pub extern "C" fn bpf_task_storage_get(
     })
 }
 
-pub extern "C" fn bpf_task_storage_delete(map: *mut c_void, task: *mut TaskStructC) -> i64 {
+pub(super) extern "C" fn bpf_task_storage_delete(map: *mut c_void, task: *mut TaskStructC) -> i64 {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_task_storage_delete") else { return -EINVAL };
         let Some(p) = h.who(sim, task, "bpf_task_storage_delete") else { return -EINVAL };
@@ -232,7 +232,7 @@ fn timer_id(sim: &mut Sim, h: &HostState, t: *mut c_void, what: &str) -> Option<
     (w[1] == TIMER_MAGIC && h.inner.borrow().timers.contains_key(&id)).then_some(id)
 }
 
-pub extern "C" fn bpf_timer_init(t: *mut c_void, map: *mut c_void, _flags: u64) -> i64 {
+pub(super) extern "C" fn bpf_timer_init(t: *mut c_void, map: *mut c_void, _flags: u64) -> i64 {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_timer_init") else { return -EINVAL };
         if timer_id(sim, h, t, "bpf_timer_init").is_some() {
@@ -254,7 +254,7 @@ pub extern "C" fn bpf_timer_init(t: *mut c_void, map: *mut c_void, _flags: u64) 
     })
 }
 
-pub extern "C" fn bpf_timer_set_callback(t: *mut c_void, cb: *mut c_void) -> i64 {
+pub(super) extern "C" fn bpf_timer_set_callback(t: *mut c_void, cb: *mut c_void) -> i64 {
     with_ctx(|sim, h| {
         let Some(id) = timer_id(sim, h, t, "bpf_timer_set_callback") else { return -EINVAL };
         if let Some(timer) = h.inner.borrow_mut().timers.get_mut(&id) {
@@ -264,7 +264,7 @@ pub extern "C" fn bpf_timer_set_callback(t: *mut c_void, cb: *mut c_void) -> i64
     })
 }
 
-pub extern "C" fn bpf_timer_start(t: *mut c_void, nsecs: u64, flags: u64) -> i64 {
+pub(super) extern "C" fn bpf_timer_start(t: *mut c_void, nsecs: u64, flags: u64) -> i64 {
     with_ctx(|sim, h| {
         let Some(id) = timer_id(sim, h, t, "bpf_timer_start") else { return -EINVAL };
         if h.inner.borrow().timers.get(&id).is_none_or(|t| t.cb == 0) {
@@ -276,7 +276,7 @@ pub extern "C" fn bpf_timer_start(t: *mut c_void, nsecs: u64, flags: u64) -> i64
     })
 }
 
-pub extern "C" fn bpf_timer_cancel(t: *mut c_void) -> i64 {
+pub(super) extern "C" fn bpf_timer_cancel(t: *mut c_void) -> i64 {
     with_ctx(|sim, h| {
         let Some(id) = timer_id(sim, h, t, "bpf_timer_cancel") else { return -EINVAL };
         i64::from(k::scx_timer_cancel(sim, id))
@@ -285,7 +285,7 @@ pub extern "C" fn bpf_timer_cancel(t: *mut c_void) -> i64 {
 
 /// What the host needs to run timer `id`'s callback: (callback, map
 /// address, key, value address), or None if the timer or its element is gone.
-pub fn timer_target(h: &HostState, sim: &mut Sim, id: u64) -> Option<(usize, usize, Vec<u8>, usize)> {
+pub(super) fn timer_target(h: &HostState, sim: &mut Sim, id: u64) -> Option<(usize, usize, Vec<u8>, usize)> {
     let (cpu, nr) = cpu_info(sim);
     let mut inner = h.inner.borrow_mut();
     let t = inner.timers.get(&id)?;

@@ -12,8 +12,8 @@
 //! installation (the event is never multiplexed).
 
 /// `PERF_TYPE_HARDWARE` / `PERF_TYPE_SOFTWARE` and the configs modelled.
-pub const TYPE_HARDWARE: u32 = 0;
-pub const TYPE_SOFTWARE: u32 = 1;
+pub(super) const TYPE_HARDWARE: u32 = 0;
+pub(super) const TYPE_SOFTWARE: u32 = 1;
 
 /// An installed event: what it counts, where, and its zero point.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl PerfEvent {
 /// `struct bpf_perf_event_value`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PerfValueC {
+pub(super) struct PerfValueC {
     pub counter: u64,
     pub enabled: u64,
     pub running: u64,

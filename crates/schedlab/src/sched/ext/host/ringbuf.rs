@@ -14,9 +14,9 @@
 use std::collections::VecDeque;
 
 /// BPF_RINGBUF_HDR_SZ.
-pub const HDR: u64 = 8;
+pub(super) const HDR: u64 = 8;
 /// RINGBUF_MAX_RECORD_SZ (UINT_MAX / 4).
-pub const MAX_RECORD: u64 = (u32::MAX / 4) as u64;
+pub(super) const MAX_RECORD: u64 = (u32::MAX / 4) as u64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {

@@ -70,16 +70,16 @@ fn task_set(p: *mut TaskStructC, v: u64, vtime: bool, what: &str) -> bool {
     })
 }
 
-pub extern "C" fn scx_bpf_task_set_slice(p: *mut TaskStructC, slice: u64) -> bool {
+pub(super) extern "C" fn scx_bpf_task_set_slice(p: *mut TaskStructC, slice: u64) -> bool {
     task_set(p, slice, false, "scx_bpf_task_set_slice")
 }
 
-pub extern "C" fn scx_bpf_task_set_dsq_vtime(p: *mut TaskStructC, vtime: u64) -> bool {
+pub(super) extern "C" fn scx_bpf_task_set_dsq_vtime(p: *mut TaskStructC, vtime: u64) -> bool {
     task_set(p, vtime, true, "scx_bpf_task_set_dsq_vtime")
 }
 
 /// The task running on the op's CPU (`current`): on an idle CPU, its idle task.
-pub extern "C" fn bpf_get_current_task_btf() -> *mut TaskStructC {
+pub(super) extern "C" fn bpf_get_current_task_btf() -> *mut TaskStructC {
     with_ctx(|sim, h| {
         let cpu = k::bpf_get_smp_processor_id(sim);
         let curr = sim.rq(cpu).curr.filter(|&p| (p as usize) < sim.tasks.len());
@@ -87,7 +87,7 @@ pub extern "C" fn bpf_get_current_task_btf() -> *mut TaskStructC {
     })
 }
 
-pub extern "C" fn scx_bpf_cpu_curr(cpu: i32) -> *mut TaskStructC {
+pub(super) extern "C" fn scx_bpf_cpu_curr(cpu: i32) -> *mut TaskStructC {
     with_ctx(|sim, h| match k::scx_bpf_cpu_curr(sim, cpu) {
         Some(curr) => curr_ptr(sim, h, cpu as u32, curr),
         None => std::ptr::null_mut(),
@@ -99,14 +99,14 @@ fn rq_view(sim: &mut Sim, h: &HostState, cpu: u32, curr: Option<u32>) -> *mut Rq
     h.inner.borrow_mut().kobjs.rq(sim, cpu, c)
 }
 
-pub extern "C" fn scx_bpf_cpu_rq(cpu: i32) -> *mut RqC {
+pub(super) extern "C" fn scx_bpf_cpu_rq(cpu: i32) -> *mut RqC {
     with_ctx(|sim, h| match k::scx_bpf_cpu_curr(sim, cpu) {
         Some(curr) => rq_view(sim, h, cpu as u32, curr),
         None => std::ptr::null_mut(),
     })
 }
 
-pub extern "C" fn scx_bpf_locked_rq() -> *mut RqC {
+pub(super) extern "C" fn scx_bpf_locked_rq() -> *mut RqC {
     with_ctx(|sim, h| match k::scx_bpf_locked_rq(sim) {
         Some(cpu) => {
             let curr = sim.rq(cpu).curr.filter(|&p| (p as usize) < sim.tasks.len());
@@ -117,7 +117,7 @@ pub extern "C" fn scx_bpf_locked_rq() -> *mut RqC {
 }
 
 /// bpf_per_cpu_ptr(&runqueues, cpu): NULL past the last CPU, no error.
-pub extern "C" fn schedlab_percpu_rq(cpu: u32) -> *mut RqC {
+pub(super) extern "C" fn schedlab_percpu_rq(cpu: u32) -> *mut RqC {
     with_ctx(|sim, h| {
         if cpu as usize >= sim.nr_cpus() {
             return std::ptr::null_mut();
@@ -128,12 +128,12 @@ pub extern "C" fn schedlab_percpu_rq(cpu: u32) -> *mut RqC {
 }
 
 /// bpf_this_cpu_ptr(&__preempt_count): the current context's count.
-pub extern "C" fn schedlab_preempt_count() -> *mut c_void {
+pub(super) extern "C" fn schedlab_preempt_count() -> *mut c_void {
     with_ctx(|sim, h| h.inner.borrow_mut().kobjs.preempt_count(sim))
 }
 
 /// The CPU running the current op or event, for per-CPU variables.
-pub extern "C" fn schedlab_this_cpu() -> u32 {
+pub(super) extern "C" fn schedlab_this_cpu() -> u32 {
     with_ctx(|sim, _| k::bpf_get_smp_processor_id(sim))
 }
 
@@ -167,7 +167,7 @@ fn cgroup_ok(sim: &mut Sim, h: &HostState, cg: *mut CgroupC, what: &str) -> bool
 }
 
 /// The task's cgroup (its task group's), acquired; an idle task is in the root.
-pub extern "C" fn scx_bpf_task_cgroup(p: *mut TaskStructC) -> *mut CgroupC {
+pub(super) extern "C" fn scx_bpf_task_cgroup(p: *mut TaskStructC) -> *mut CgroupC {
     with_ctx(|sim, h| match h.who(sim, p, "scx_bpf_task_cgroup") {
         Some(Who::Task(t)) => {
             let g = sim.task(t).cgrp;
@@ -179,11 +179,11 @@ pub extern "C" fn scx_bpf_task_cgroup(p: *mut TaskStructC) -> *mut CgroupC {
 }
 
 /// Cgroups never go away in the simulator: acquiring only checks the pointer.
-pub extern "C" fn bpf_cgroup_acquire(cg: *mut CgroupC) -> *mut CgroupC {
+pub(super) extern "C" fn bpf_cgroup_acquire(cg: *mut CgroupC) -> *mut CgroupC {
     with_ctx(|sim, h| if cgroup_ok(sim, h, cg, "bpf_cgroup_acquire") { cg } else { std::ptr::null_mut() })
 }
 
-pub extern "C" fn bpf_cgroup_release(cg: *mut CgroupC) {
+pub(super) extern "C" fn bpf_cgroup_release(cg: *mut CgroupC) {
     with_ctx(|sim, h| {
         cgroup_ok(sim, h, cg, "bpf_cgroup_release");
     })
@@ -191,7 +191,7 @@ pub extern "C" fn bpf_cgroup_release(cg: *mut CgroupC) {
 
 /// The ancestor at `level` (the root is level 0, the cgroup itself its own
 /// level), acquired; NULL for a level outside 0..=cgrp->level.
-pub extern "C" fn bpf_cgroup_ancestor(cg: *mut CgroupC, level: i32) -> *mut CgroupC {
+pub(super) extern "C" fn bpf_cgroup_ancestor(cg: *mut CgroupC, level: i32) -> *mut CgroupC {
     with_ctx(|sim, h| {
         let Some(g) = cgroup_of(sim, h, cg, "bpf_cgroup_ancestor") else { return std::ptr::null_mut() };
         let a = h.inner.borrow().cgroups.ancestor(g, level);
@@ -203,7 +203,7 @@ pub extern "C" fn bpf_cgroup_ancestor(cg: *mut CgroupC, level: i32) -> *mut Cgro
 }
 
 /// The cgroup with id `id` (kn->id), acquired; NULL if there is none.
-pub extern "C" fn bpf_cgroup_from_id(id: u64) -> *mut CgroupC {
+pub(super) extern "C" fn bpf_cgroup_from_id(id: u64) -> *mut CgroupC {
     with_ctx(|sim, h| {
         let made = h.inner.borrow_mut().cgroups.ensure(sim);
         if let Err(e) = made {
@@ -220,7 +220,7 @@ pub extern "C" fn bpf_cgroup_from_id(id: u64) -> *mut CgroupC {
 
 /// The css after `pos` (NULL: the first) in a bpf_iter_css walk from
 /// `start` in `order` (BPF_CGROUP_ITER_*), over the simulator's tree.
-pub extern "C" fn schedlab_css_next(start: *mut CssC, pos: *mut CssC, order: u64) -> *mut CssC {
+pub(super) extern "C" fn schedlab_css_next(start: *mut CssC, pos: *mut CssC, order: u64) -> *mut CssC {
     with_ctx(|sim, h| {
         // A css is its cgroup's `self`, at the same address.
         let Some(s) = cgroup_of(sim, h, start.cast(), "bpf_iter_css_next") else { return std::ptr::null_mut() };
@@ -268,29 +268,29 @@ fn cgroup_owner(cg: *mut CgroupC, what: &str) -> Option<u64> {
     ok.then_some(cg as u64)
 }
 
-pub extern "C" fn bpf_cgrp_storage_get(map: *mut c_void, cg: *mut CgroupC, value: *mut c_void, flags: u64) -> *mut c_void {
+pub(super) extern "C" fn bpf_cgrp_storage_get(map: *mut c_void, cg: *mut CgroupC, value: *mut c_void, flags: u64) -> *mut c_void {
     let owner = cgroup_owner(cg, "bpf_cgrp_storage_get");
     storage_get(map, owner, value, flags, MapKind::CgrpStorage, "bpf_cgrp_storage_get")
 }
 
-pub extern "C" fn bpf_cgrp_storage_delete(map: *mut c_void, cg: *mut CgroupC) -> i64 {
+pub(super) extern "C" fn bpf_cgrp_storage_delete(map: *mut c_void, cg: *mut CgroupC) -> i64 {
     let owner = cgroup_owner(cg, "bpf_cgrp_storage_delete");
     storage_delete(map, owner, MapKind::CgrpStorage, "bpf_cgrp_storage_delete")
 }
 
 /// No inodes are simulated: any inode pointer BPF obtained is its own
 /// owner key; NULL gets NULL, as in the kernel.
-pub extern "C" fn bpf_inode_storage_get(map: *mut c_void, inode: *mut c_void, value: *mut c_void, flags: u64) -> *mut c_void {
+pub(super) extern "C" fn bpf_inode_storage_get(map: *mut c_void, inode: *mut c_void, value: *mut c_void, flags: u64) -> *mut c_void {
     let owner = (!inode.is_null()).then_some(inode as u64);
     storage_get(map, owner, value, flags, MapKind::InodeStorage, "bpf_inode_storage_get")
 }
 
-pub extern "C" fn bpf_inode_storage_delete(map: *mut c_void, inode: *mut c_void) -> i64 {
+pub(super) extern "C" fn bpf_inode_storage_delete(map: *mut c_void, inode: *mut c_void) -> i64 {
     let owner = (!inode.is_null()).then_some(inode as u64);
     storage_delete(map, owner, MapKind::InodeStorage, "bpf_inode_storage_delete")
 }
 
-pub extern "C" fn bpf_ringbuf_reserve(map: *mut c_void, size: u64, flags: u64) -> *mut c_void {
+pub(super) extern "C" fn bpf_ringbuf_reserve(map: *mut c_void, size: u64, flags: u64) -> *mut c_void {
     with_ctx(|sim, h| {
         let Some(i) = map_of(sim, h, map, &[MapKind::Ringbuf], "bpf_ringbuf_reserve") else {
             return std::ptr::null_mut();
@@ -318,15 +318,15 @@ fn commit(data: *mut c_void, flags: u64, discard: bool) {
     })
 }
 
-pub extern "C" fn bpf_ringbuf_submit(data: *mut c_void, flags: u64) {
+pub(super) extern "C" fn bpf_ringbuf_submit(data: *mut c_void, flags: u64) {
     commit(data, flags, false)
 }
 
-pub extern "C" fn bpf_ringbuf_discard(data: *mut c_void, flags: u64) {
+pub(super) extern "C" fn bpf_ringbuf_discard(data: *mut c_void, flags: u64) {
     commit(data, flags, true)
 }
 
-pub extern "C" fn bpf_ringbuf_output(map: *mut c_void, data: *const c_void, size: u64, flags: u64) -> i64 {
+pub(super) extern "C" fn bpf_ringbuf_output(map: *mut c_void, data: *const c_void, size: u64, flags: u64) -> i64 {
     with_ctx(|sim, h| {
         let Some(i) = map_of(sim, h, map, &[MapKind::Ringbuf], "bpf_ringbuf_output") else { return -EINVAL };
         if flags & !RB_WAKEUP_FLAGS != 0 {
@@ -346,7 +346,7 @@ pub extern "C" fn bpf_ringbuf_output(map: *mut c_void, data: *const c_void, size
     })
 }
 
-pub extern "C" fn bpf_ringbuf_query(map: *mut c_void, flags: u64) -> u64 {
+pub(super) extern "C" fn bpf_ringbuf_query(map: *mut c_void, flags: u64) -> u64 {
     with_ctx(|sim, h| {
         let kinds = [MapKind::Ringbuf, MapKind::UserRingbuf];
         let Some(i) = map_of(sim, h, map, &kinds, "bpf_ringbuf_query") else { return 0 };
@@ -356,7 +356,7 @@ pub extern "C" fn bpf_ringbuf_query(map: *mut c_void, flags: u64) -> u64 {
 
 /// The oldest record of a USER_RINGBUF for bpf_user_ringbuf_drain(): its
 /// length, with its address in `*data`; -ENODATA when empty.
-pub extern "C" fn schedlab_user_ringbuf_peek(map: *mut c_void, data: *mut *mut c_void) -> i64 {
+pub(super) extern "C" fn schedlab_user_ringbuf_peek(map: *mut c_void, data: *mut *mut c_void) -> i64 {
     with_ctx(|sim, h| {
         let what = "bpf_user_ringbuf_drain";
         let Some(i) = map_of(sim, h, map, &[MapKind::UserRingbuf], what) else { return -EINVAL };
@@ -373,7 +373,7 @@ pub extern "C" fn schedlab_user_ringbuf_peek(map: *mut c_void, data: *mut *mut c
 }
 
 /// Releases the record schedlab_user_ringbuf_peek() returned.
-pub extern "C" fn schedlab_user_ringbuf_release(map: *mut c_void) {
+pub(super) extern "C" fn schedlab_user_ringbuf_release(map: *mut c_void) {
     with_ctx(|sim, h| {
         let Some(i) = map_of(sim, h, map, &[MapKind::UserRingbuf], "bpf_user_ringbuf_drain") else { return };
         if let Some(r) = h.inner.borrow_mut().maps[i].ring() {
@@ -382,7 +382,7 @@ pub extern "C" fn schedlab_user_ringbuf_release(map: *mut c_void) {
     })
 }
 
-pub extern "C" fn bpf_arena_alloc_pages(map: *mut c_void, addr: *mut c_void, cnt: u32, node: i32, flags: u64) -> *mut c_void {
+pub(super) extern "C" fn bpf_arena_alloc_pages(map: *mut c_void, addr: *mut c_void, cnt: u32, node: i32, flags: u64) -> *mut c_void {
     with_ctx(|sim, h| {
         let Some(i) = map_of(sim, h, map, &[MapKind::Arena], "bpf_arena_alloc_pages") else {
             return std::ptr::null_mut();
@@ -395,7 +395,7 @@ pub extern "C" fn bpf_arena_alloc_pages(map: *mut c_void, addr: *mut c_void, cnt
     })
 }
 
-pub extern "C" fn bpf_arena_free_pages(map: *mut c_void, ptr: *mut c_void, cnt: u32) {
+pub(super) extern "C" fn bpf_arena_free_pages(map: *mut c_void, ptr: *mut c_void, cnt: u32) {
     with_ctx(|sim, h| {
         let Some(i) = map_of(sim, h, map, &[MapKind::Arena], "bpf_arena_free_pages") else { return };
         if let Some(a) = h.inner.borrow_mut().maps[i].arena() {
@@ -404,7 +404,7 @@ pub extern "C" fn bpf_arena_free_pages(map: *mut c_void, ptr: *mut c_void, cnt: 
     })
 }
 
-pub extern "C" fn bpf_arena_reserve_pages(map: *mut c_void, ptr: *mut c_void, cnt: u32) -> i32 {
+pub(super) extern "C" fn bpf_arena_reserve_pages(map: *mut c_void, ptr: *mut c_void, cnt: u32) -> i32 {
     with_ctx(|sim, h| {
         let Some(i) = map_of(sim, h, map, &[MapKind::Arena], "bpf_arena_reserve_pages") else { return -22 };
         h.inner.borrow_mut().maps[i].arena().map_or(-22, |a| a.reserve(ptr as usize, cnt) as i32)
@@ -412,13 +412,13 @@ pub extern "C" fn bpf_arena_reserve_pages(map: *mut c_void, ptr: *mut c_void, cn
 }
 
 /// CPU `cpu`'s busy time so far, the running task's current stretch included.
-pub fn cpu_busy_ns(sim: &Sim, cpu: u32) -> u64 {
+pub(super) fn cpu_busy_ns(sim: &Sim, cpu: u32) -> u64 {
     let rq = sim.rq(cpu);
     let running = if rq.curr.is_some() { sim.now().saturating_sub(rq.busy_since) } else { 0 };
     rq.stats.busy_ns + running
 }
 
-pub extern "C" fn bpf_perf_event_read_value(map: *mut c_void, flags: u64, buf: *mut PerfValueC, size: u32) -> i64 {
+pub(super) extern "C" fn bpf_perf_event_read_value(map: *mut c_void, flags: u64, buf: *mut PerfValueC, size: u32) -> i64 {
     with_ctx(|sim, h| {
         let what = "bpf_perf_event_read_value";
         let Some(i) = map_of(sim, h, map, &[MapKind::PerfEventArray], what) else { return -EINVAL };

@@ -42,14 +42,14 @@ use super::maps::{Graveyard, Map};
 
 /// `struct bpf_cpumask`: the mask first, so a `struct cpumask *` cast works.
 #[repr(C)]
-pub struct BpfCpumaskC {
+pub(super) struct BpfCpumaskC {
     pub mask: CpumaskC,
     pub usage: u32,
     pub _pad: u32,
 }
 
 /// A `bpf_timer` the scheduler initialised.
-pub struct Timer {
+pub(super) struct Timer {
     /// Index of the map whose value holds it, and that value's key.
     pub map: usize,
     pub key: Vec<u8>,
@@ -59,7 +59,7 @@ pub struct Timer {
 
 /// Mutable state, never borrowed across a call into C.
 #[derive(Default)]
-pub struct Inner {
+pub(super) struct Inner {
     pub maps: Vec<Map>,
     /// Map variable address -> index in `maps`.
     pub map_addr: BTreeMap<usize, usize>,
@@ -88,7 +88,7 @@ pub struct Inner {
     pub cgroups: super::cgroup::Cgroups,
 }
 
-pub struct HostState {
+pub(super) struct HostState {
     pub inner: RefCell<Inner>,
     /// One-entry cache of the task lookup: (address, task).
     last_task: Cell<(usize, TaskId)>,
@@ -117,7 +117,7 @@ thread_local! {
 }
 
 /// Values a kfunc returns to C when it cannot do its work.
-pub trait Zero {
+pub(super) trait Zero {
     fn zero() -> Self;
 }
 
@@ -139,7 +139,7 @@ impl<T> Zero for *const T {
 }
 
 /// Runs a kfunc body with the simulator and the calling scheduler's state.
-pub fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
+pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
     let ctx = CURRENT.with(Cell::get);
     if ctx.sim.is_null() || PANIC.with(|p| p.borrow().is_some()) {
         // Outside HostState::call (impossible for C the host loaded) or
@@ -167,7 +167,7 @@ pub fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
 
 /// What the host was calling when hosted code faulted, for the message.
 #[derive(Clone, Copy)]
-pub enum Callee<'a> {
+pub(super) enum Callee<'a> {
     Op(crate::sched::ext::ops::Op),
     Syscall(&'a str),
     Timer,
@@ -188,12 +188,12 @@ impl std::fmt::Display for Callee<'_> {
 /// Reports a rule violation the way the kernel's argument checks do:
 /// scx_error() (SCX_EXIT_ERROR), which ejects the scheduler; the kfunc then
 /// returns a harmless value.
-pub fn bad(sim: &mut Sim, msg: String) {
+pub(super) fn bad(sim: &mut Sim, msg: String) {
     sim.scx_error(msg);
 }
 
 impl HostState {
-    pub fn new(inner: Inner, end_call: Option<unsafe extern "C" fn() -> u32>, obj: ObjInfo) -> HostState {
+    pub(super) fn new(inner: Inner, end_call: Option<unsafe extern "C" fn() -> u32>, obj: ObjInfo) -> HostState {
         HostState {
             inner: RefCell::new(inner),
             last_task: Cell::new((0, 0)),
@@ -206,7 +206,7 @@ impl HostState {
     }
 
     /// Whether the object faulted (or timed out) and is not to be trusted.
-    pub fn dead(&self) -> bool {
+    pub(super) fn dead(&self) -> bool {
         self.dead.get()
     }
 
@@ -214,7 +214,7 @@ impl HostState {
     /// arguments, guarded (fault.rs): None if it faulted or did not
     /// return in time, which ejects the scheduler (SCX_EXIT_ERROR) with a
     /// message naming `what`, the address and the source line.
-    pub fn call_c(&self, sim: &mut Sim, what: Callee, f: usize, args: [u64; 4]) -> Option<u64> {
+    pub(super) fn call_c(&self, sim: &mut Sim, what: Callee, f: usize, args: [u64; 4]) -> Option<u64> {
         let budget = self.budget_ns.get();
         let cost0 = sim.scx.cost_acc;
         match self.call(sim, || fault::call(f, args, budget)) {
@@ -233,7 +233,7 @@ impl HostState {
     }
 
     /// Records a caught fault: the object is dead, the scheduler ejected.
-    pub fn fault(&self, sim: &mut Sim, what: Callee, c: &fault::Caught) {
+    pub(super) fn fault(&self, sim: &mut Sim, what: Callee, c: &fault::Caught) {
         self.dead.set(true);
         let msg = fault::describe(c, &what.to_string(), &self.obj, self.budget_ns.get());
         if sim.scx.exit.is_some() {
@@ -245,7 +245,7 @@ impl HostState {
     }
 
     /// Calls into C with the context set; `f` is the C call.
-    pub fn call<R>(&self, sim: &mut Sim, f: impl FnOnce() -> R) -> R {
+    pub(super) fn call<R>(&self, sim: &mut Sim, f: impl FnOnce() -> R) -> R {
         let prev = CURRENT.with(|c| c.replace(Ctx { sim: sim as *mut Sim, host: self as *const HostState }));
         self.depth.set(self.depth.get() + 1);
         let r = f();
@@ -280,7 +280,7 @@ impl HostState {
     }
 
     /// The C view of task `p`, registered so later arguments can be checked.
-    pub fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
+    pub(super) fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
         // p->cgroups follows the task's cgroup.
         let g = sim.task(p).cgrp;
         let mut cset = self.inner.borrow().cgroups.cset_addr(g);
@@ -313,7 +313,7 @@ impl HostState {
     }
 
     /// The task behind a pointer from C, or an ejection naming `what`.
-    pub fn task_of(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<TaskId> {
+    pub(super) fn task_of(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<TaskId> {
         let addr = c as usize;
         if addr != 0 && self.last_task.get().0 == addr {
             return Some(self.last_task.get().1);
@@ -335,7 +335,7 @@ impl HostState {
     /// Who a task pointer from C is: a simulated task or a CPU's idle
     /// task (kfuncs that accept any task, e.g. bpf_task_acquire() and the
     /// local storage helpers), or an ejection naming `what`.
-    pub fn who(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<Who> {
+    pub(super) fn who(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<Who> {
         let addr = c as usize;
         if addr != 0 && self.last_task.get().0 == addr {
             return Some(Who::Task(self.last_task.get().1));
@@ -352,7 +352,7 @@ impl HostState {
     }
 
     /// The C pointer for `who`.
-    pub fn who_ptr(&self, sim: &mut Sim, who: Who) -> *mut TaskStructC {
+    pub(super) fn who_ptr(&self, sim: &mut Sim, who: Who) -> *mut TaskStructC {
         match who {
             Who::Task(p) => self.task_ptr(sim, p),
             Who::Idle(cpu) => self.inner.borrow_mut().kobjs.idle_ptr(sim, cpu),
@@ -361,7 +361,7 @@ impl HostState {
 
     /// Whether `m` may be read as a `struct cpumask`: a bpf_cpumask, a lent
     /// kernel mask, or a task's `cpus_mask` (an idle task's too).
-    pub fn mask_ok(&self, m: *const CpumaskC) -> bool {
+    pub(super) fn mask_ok(&self, m: *const CpumaskC) -> bool {
         let a = m as usize;
         if a == 0 {
             return false;
@@ -375,7 +375,7 @@ impl HostState {
     }
 
     /// Checks a `const struct cpumask *` argument, ejecting on a bad one.
-    pub fn mask<'a>(&self, sim: &mut Sim, m: *const CpumaskC, what: &str) -> Option<&'a CpumaskC> {
+    pub(super) fn mask<'a>(&self, sim: &mut Sim, m: *const CpumaskC, what: &str) -> Option<&'a CpumaskC> {
         if self.mask_ok(m) {
             // SAFETY: mask_ok() found the address among live objects the host
             // owns or lent for this call (bpf_cpumasks are boxed and removed
@@ -390,7 +390,7 @@ impl HostState {
     }
 
     /// Records a kernel mask lent to C and returns its address.
-    pub fn lend(&self, m: &CpumaskC) -> *const CpumaskC {
+    pub(super) fn lend(&self, m: &CpumaskC) -> *const CpumaskC {
         let p = m as *const CpumaskC;
         self.inner.borrow_mut().lent.insert(p as usize);
         p
