@@ -262,6 +262,7 @@ def run(
     machine: Optional[str] = None,
     sched_set: Union[None, Mapping[str, Any], Sequence[str]] = None,
     op_timeout: Optional[str] = None,
+    max_wall: Optional[str] = None,
 ) -> Result:
     """Simulates ``scenario`` as ``schedlab run`` does.
 
@@ -269,7 +270,9 @@ def run(
     path (``{"workload.0.count": 8, "duration": "2s"}``); ``sched`` runs
     another scheduler (``"eevdf"``, a shipped sched_ext name, ``crate:NAME``
     or a ``.bpf.c`` path); ``features`` switches kernel features
-    (``{"RUN_TO_PARITY": False}``); ``machine`` is a preset or CPU count.
+    (``{"RUN_TO_PARITY": False}``); ``machine`` is a preset or CPU count;
+    ``max_wall`` (``"30s"``) stops the run after that much wall time, and
+    ``json["partial"]`` then says so (the figures cover what was simulated).
     Raises ScenarioError on bad input, OSError when a file cannot be read.
     """
     text, file, _ = _load(scenario)
@@ -279,7 +282,7 @@ def run(
         if seed is not None:
             sets.append(f"seed={int(seed)}")
         sets += feature_sets
-        return Result(_native.run(text, file, sets, machine))
+        return Result(_native.run(text, file, sets, machine, max_wall))
 
 
 class Comparison:
@@ -308,19 +311,21 @@ def compare(
     sched_set: Union[None, Mapping[str, Any], Sequence[str]] = None,
     op_timeout: Optional[str] = None,
     machine: Optional[str] = None,
+    max_wall: Optional[str] = None,
 ) -> Comparison:
     """Runs ``scenario`` under several schedulers and feature settings, as
     ``schedlab compare`` does, in parallel.
 
     ``sched`` is a list (or comma-separated string) of schedulers;
     ``features`` maps a feature to its settings, ``{"RUN_TO_PARITY": [True,
-    False]}``; the variants are their product.
+    False]}``; the variants are their product. ``max_wall`` bounds each
+    variant's wall time; a variant stopped by it is marked partial.
     """
     text, file, _ = _load(scenario)
     if sched is not None and not isinstance(sched, str):
         sched = ",".join(sched)
     with _errors(file):
-        return Comparison(*_native.compare(text, file, sched, _features(features), seed, _sets(set), _sched_sets(sched_set), op_timeout, machine))
+        return Comparison(*_native.compare(text, file, sched, _features(features), seed, _sets(set), _sched_sets(sched_set), op_timeout, machine, max_wall))
 
 
 class Sweep:
@@ -399,6 +404,7 @@ def sweep(
     jobs: Optional[int] = None,
     address: Optional[str] = None,
     progress: Optional[bool] = None,
+    max_wall: Optional[str] = None,
 ) -> Sweep:
     """Runs a grid of seeds x parameter values, resumably, and aggregates
     over seeds, as ``schedlab sweep`` does.
@@ -410,12 +416,14 @@ def sweep(
     again. ``backend="ray"`` runs each (point, seed) as a Ray task on the
     cluster at ``address`` (a local one by default; needs ``pip install
     schedlab[ray]``); the store and the aggregates are the same as local.
+    ``max_wall`` bounds each run's wall time; a run that reaches it fails
+    (named in ``errors``, not stored), so a later sweep runs it again.
     """
     if backend not in ("local", "ray"):
         raise ValueError(f"backend={backend!r}: expected 'local' or 'ray'")
     text, file, stem = _load(scenario)
     out_dir = os.fspath(out) if out is not None else os.path.join("schedlab-out", f"{stem}-sweep")
-    args = _plan_args(text, file, _seeds(seeds), _params(params), _sets(set), _features(features), sched, _sched_sets(sched_set), op_timeout, machine)
+    args = _plan_args(text, file, _seeds(seeds), _params(params), _sets(set), _features(features), sched, _sched_sets(sched_set), op_timeout, machine, max_wall)
     with _errors(file):
         plan = _native.NativeSweep(**args)
         if backend == "ray":
@@ -428,7 +436,7 @@ def sweep(
     return Sweep(plan, out_dir, csv_text, json_text, report, paths, ran, errors)
 
 
-def _plan_args(text, file, seeds, params, sets, features, sched, sched_sets, op_timeout, machine) -> Dict[str, Any]:
+def _plan_args(text, file, seeds, params, sets, features, sched, sched_sets, op_timeout, machine, max_wall) -> Dict[str, Any]:
     return {
         "text": text,
         "file": file,
@@ -440,4 +448,5 @@ def _plan_args(text, file, seeds, params, sets, features, sched, sched_sets, op_
         "sched_sets": sched_sets,
         "op_timeout": op_timeout,
         "machine": machine,
+        "max_wall": max_wall,
     }

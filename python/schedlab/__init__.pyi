@@ -82,6 +82,7 @@ def run(
     machine: Optional[str] = ...,
     sched_set: Overrides = ...,
     op_timeout: Optional[str] = ...,
+    max_wall: Optional[str] = ...,
 ) -> Result: ...
 def compare(
     scenario: Scenario,
@@ -92,6 +93,7 @@ def compare(
     sched_set: Overrides = ...,
     op_timeout: Optional[str] = ...,
     machine: Optional[str] = ...,
+    max_wall: Optional[str] = ...,
 ) -> Comparison: ...
 def sweep(
     scenario: Scenario,
@@ -108,4 +110,5 @@ def sweep(
     jobs: Optional[int] = ...,
     address: Optional[str] = ...,
     progress: Optional[bool] = ...,
+    max_wall: Optional[str] = ...,
 ) -> Sweep: ...

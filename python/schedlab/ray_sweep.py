@@ -123,7 +123,7 @@ def run(args: Dict[str, Any], out: str, address: Optional[str] = None, progress:
 def main() -> int:
     """``schedlab sweep --ray``: the sweep as JSON on stdin."""
     req = json.load(sys.stdin)
-    args = {k: req[k] for k in ("text", "file", "seeds", "params", "sets", "features", "sched", "sched_sets", "op_timeout", "machine")}
+    args = {k: req[k] for k in ("text", "file", "seeds", "params", "sets", "features", "sched", "sched_sets", "op_timeout", "machine", "max_wall")}
     try:
         ran, errors = run(args, req["out"], address=req.get("address"), progress=None if not req.get("quiet") else False)
     except ImportError as e:

@@ -153,3 +153,14 @@ def test_a_run_releases_the_gil():
     t.join()
     # The other thread ran all along: one tick per ~10 ms of the run.
     assert wall > 0.3 and len(ticks) > wall / 0.05
+
+
+def test_max_wall_gives_partial_results_marked_so():
+    # 1 ms of wall time against 100 s simulated: stopped at the first check.
+    r = schedlab.run("scenarios/mixed.toml", set={"duration": "100s"}, max_wall="1ms")
+    assert r.json["partial"] == {"reason": "--max-wall 1.00ms", "duration_ns": 100_000_000_000}
+    assert 0 < r.json["sim_time_ns"] < 100_000_000_000
+    c = schedlab.compare("scenarios/mixed.toml", sched=["eevdf"], set={"duration": "100s"}, max_wall="1ms")
+    assert c.json["variants"][0]["partial"].startswith("stopped by --max-wall 1.00ms at ")
+    with pytest.raises(schedlab.ScenarioError, match="--max-wall"):
+        schedlab.run(HOGS, max_wall="soon")

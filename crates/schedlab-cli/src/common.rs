@@ -12,7 +12,7 @@ use schedlab::results::trace::{PerfettoWriter, Timeline};
 
 use crate::Failure;
 
-pub use schedlab::frontend::{attach_timeline, feature_sets, load, run_quiet, sched_label};
+pub use schedlab::frontend::{attach_timeline, feature_sets, load, sched_label};
 
 /// A failure of the shared front-end code, with the same kind.
 impl From<schedlab::frontend::Failure> for Failure {

@@ -34,6 +34,10 @@ pub struct CompareArgs {
     /// endless loop and the scheduler is ejected (default 5s; 0 = no limit).
     #[arg(long = "op-timeout", value_name = "DURATION")]
     pub op_timeout: Option<String>,
+    /// Wall time each variant's run may take; one that reaches it stops
+    /// there and shows as "(partial)", with "partial" in the JSON.
+    #[arg(long = "max-wall", value_name = "DURATION")]
+    pub max_wall: Option<String>,
     /// Machine preset, CPU count, sysfs copy or lscpu -p file.
     #[arg(long)]
     pub machine: Option<String>,
@@ -88,6 +92,10 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         scenarios.push(s);
     }
     let label_of = |v: &Variant, s: &schedlab::workload::scenario::Scenario| if v.label.is_empty() { common::sched_label(s) } else { v.label.clone() };
+    let max_wall = schedlab::frontend::MaxWall::parse(a.max_wall.as_deref())?;
+    if a.real && max_wall.is_some() {
+        return Err(Failure::Input("compare --real: --max-wall bounds a simulation's wall time; a real run lasts the scenario's duration (drop --max-wall)".into()));
+    }
     if a.real {
         let labels: Vec<String> = variants.iter().zip(&scenarios).map(|(v, s)| label_of(v, s)).collect();
         return crate::compare_real::compare_real(&a, &variants, &labels, &scenarios);
@@ -103,7 +111,7 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         .par_iter()
         .zip(scenarios.par_iter())
         .map(|(v, s)| {
-            let r = common::run_quiet(s, &file, want_plots)?;
+            let r = schedlab::frontend::run_bounded(s, &file, want_plots, max_wall)?;
             let label = label_of(v, s);
             let summary = RunSummary::from_results(&label, &r.results);
             let plot = want_plots.then(|| PlotData {

@@ -13,6 +13,7 @@ use schedlab::sched::features::FEATURES;
 use schedlab::results::report::{table, Results};
 use schedlab::workload::scenario::WORKLOAD_KINDS;
 use schedlab::machine::topology::{presets, Topology};
+use schedlab::frontend::MaxWall;
 use schedlab::workload::world;
 
 mod common;
@@ -77,6 +78,10 @@ enum Cmd {
         /// endless loop and the scheduler is ejected (default 5s; 0 = no limit).
         #[arg(long = "op-timeout", value_name = "DURATION")]
         op_timeout: Option<String>,
+        /// Stop the run after this much wall time (e.g. 30s, 5m) and report
+        /// what was simulated so far, marked partial ("partial" in the JSON).
+        #[arg(long = "max-wall", value_name = "DURATION")]
+        max_wall: Option<String>,
         /// Use a machine preset, a CPU count, a copy of /sys/devices/system/cpu
         /// or a file of `lscpu -p` output instead of the scenario's machine.
         #[arg(long)]
@@ -121,12 +126,13 @@ enum Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Run { scenario, seed, mut sets, features, sched, sched_includes, sched_sets, sched_cmdline, sched_profile, op_timeout, machine, json, quiet, out, real } => match sched_args(sched, sched_sets).and_then(|mut s| {
+        Cmd::Run { scenario, seed, mut sets, features, sched, sched_includes, sched_sets, sched_cmdline, sched_profile, op_timeout, max_wall, machine, json, quiet, out, real } => match sched_args(sched, sched_sets).and_then(|mut s| {
             s.extend(loader_args(sched_cmdline, sched_profile)?);
             s.extend(op_timeout_arg(op_timeout.as_deref()));
             s.extend(include_args(&sched_includes)?);
             Ok(s)
         }) {
+            Ok(_) if real.real && max_wall.is_some() => Err(Failure::Input("--real: --max-wall bounds a simulation's wall time; a real run lasts the scenario's duration (drop --max-wall, or set duration)".into())),
             Ok(extra) if real.real => {
                 sets.extend(extra);
                 sets.extend(seed.map(|s| format!("seed={s}")));
@@ -136,7 +142,9 @@ fn main() -> ExitCode {
             }
             Ok(extra) => {
                 sets.extend(extra);
-                run(scenario, seed, sets, features, machine, json, quiet, out)
+                schedlab::frontend::MaxWall::parse(max_wall.as_deref())
+                    .map_err(Failure::from)
+                    .and_then(|max_wall| run(scenario, seed, sets, features, machine, max_wall, json, quiet, out))
             }
             Err(e) => Err(e),
         },
@@ -218,7 +226,7 @@ fn loader_args(cmdline: Option<String>, profile: Option<String>) -> Result<Vec<S
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<String>, machine: Option<String>, json: Option<PathBuf>, quiet: bool, out: common::OutputArgs) -> Result<(), Failure> {
+fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<String>, machine: Option<String>, max_wall: Option<MaxWall>, json: Option<PathBuf>, quiet: bool, out: common::OutputArgs) -> Result<(), Failure> {
     let file = path.display().to_string();
     if let Some(s) = seed {
         sets.push(format!("seed={s}"));
@@ -235,9 +243,13 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal() && !quiet;
     let mut bar: Option<indicatif::ProgressBar> = None;
+    let clock = max_wall.map(MaxWall::start);
     let mut progress = |now: u64, end: u64| {
+        if clock.as_ref().is_some_and(|c| c.expired()) {
+            return false;
+        }
         if !tty || started.elapsed().as_secs_f64() < 1.0 {
-            return;
+            return true;
         }
         let b = bar.get_or_insert_with(|| {
             let b = indicatif::ProgressBar::new(end / 1_000_000);
@@ -245,19 +257,25 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
             b
         });
         b.set_position(now / 1_000_000);
+        true
     };
-    sim.run_with_progress(&mut progress);
+    let stopped = !sim.run_while(&mut progress);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    if stopped {
+        sim.finish_early();
+    }
     let wall = started.elapsed().as_secs_f64();
-    let label = match (scenario.scheduler.kind.as_str(), scenario.scheduler.sched.as_deref()) {
-        ("ext", Some(s)) => format!("ext:{}", std::path::Path::new(s).file_name().map_or(s.to_string(), |f| f.to_string_lossy().trim_end_matches(".bpf.c").to_string())),
-        (k, _) => k.to_string(),
-    };
-    let results = Results::collect(&sim, &title, &label);
+    let mut results = Results::collect(&sim, &title, &schedlab::frontend::sched_label(&scenario));
+    if let (true, Some(m)) = (stopped, max_wall) {
+        results.mark_partial(&m.reason(), scenario.duration.0);
+    }
     if !quiet {
         eprintln!("schedlab: {} events in {:.2}s wall ({:.2} M events/s)", results.events, wall, results.events as f64 / wall.max(1e-9) / 1e6);
+        if let Some(m) = max_wall.filter(|_| stopped) {
+            eprintln!("schedlab: stopped by {} at {} of {} simulated: the results are partial", m.reason(), schedlab::engine::time::fmt_ns(results.sim_time_ns), schedlab::engine::time::fmt_ns(scenario.duration.0));
+        }
     }
     common::write_outputs(&mut sim, &results, timeline, &out, &common::stem(&path), quiet)?;
     match json.as_deref() {

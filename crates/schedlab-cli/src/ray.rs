@@ -37,6 +37,7 @@ pub fn sweep(a: &SweepArgs, address: &str, dir: &Path) -> Result<(), Failure> {
         "sched_sets": a.sched_sets,
         "op_timeout": a.op_timeout,
         "machine": a.machine,
+        "max_wall": a.max_wall,
         "out": dir.display().to_string(),
         "address": if address.is_empty() { None } else { Some(address) },
         "quiet": a.quiet,

@@ -35,6 +35,11 @@ pub struct SweepArgs {
     /// endless loop and the scheduler is ejected (default 5s; 0 = no limit).
     #[arg(long = "op-timeout", value_name = "DURATION")]
     pub op_timeout: Option<String>,
+    /// Wall time each run may take; a run that reaches it fails with that
+    /// reason (named under the aggregates, not stored: a resumed sweep runs
+    /// it again).
+    #[arg(long = "max-wall", value_name = "DURATION")]
+    pub max_wall: Option<String>,
     /// Machine preset, CPU count, sysfs copy or lscpu -p file.
     #[arg(long)]
     pub machine: Option<String>,
@@ -71,6 +76,7 @@ pub fn spec(a: &SweepArgs) -> schedlab::frontend::SweepSpec {
         sched_sets: a.sched_sets.clone(),
         op_timeout: a.op_timeout.clone(),
         machine: a.machine.clone(),
+        max_wall: a.max_wall.clone(),
     }
 }
 

@@ -18,7 +18,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError};
 use pyo3::prelude::*;
 use rayon::prelude::*;
-use schedlab::frontend::{self, CompareSpec, Failure, SweepPlan, SweepSpec};
+use schedlab::frontend::{self, CompareSpec, Failure, MaxWall, SweepPlan, SweepSpec};
 use schedlab::results::compare::{self as cmp, RunSummary};
 use schedlab::results::sweep;
 
@@ -107,11 +107,12 @@ const QUANTILES: [f64; 6] = [0.5, 0.9, 0.99, 0.999, 0.9999, 1.0];
 /// Simulates scenario `text` (named `file`; its directory is the base of
 /// relative paths) with overrides in order, an optional machine.
 #[pyfunction]
-#[pyo3(signature = (text, file, sets, machine=None))]
-fn run(py: Python<'_>, text: String, file: String, sets: Vec<String>, machine: Option<String>) -> PyResult<NativeRun> {
+#[pyo3(signature = (text, file, sets, machine=None, max_wall=None))]
+fn run(py: Python<'_>, text: String, file: String, sets: Vec<String>, machine: Option<String>, max_wall: Option<String>) -> PyResult<NativeRun> {
     let out = interruptible(py, |cancel| -> Result<NativeRun, Failure> {
         let s = frontend::parse(&text, &file, &sets, machine.as_deref())?;
-        let ran = frontend::run_quiet_with(&s, &file, false, &mut |_, _| !cancel.load(Ordering::Relaxed))?;
+        let max_wall = MaxWall::parse(max_wall.as_deref())?;
+        let ran = frontend::run_controlled(&s, &file, false, max_wall, &mut |_, _| !cancel.load(Ordering::Relaxed))?;
         let Some(ran) = ran else { return Err(Failure::Io(INTERRUPTED.into())) };
         let tables = schedlab::results::csv::results_tables(&ran.results).into_iter().map(|(n, t)| (n.to_string(), t)).collect();
         let latency = ran
@@ -134,7 +135,7 @@ fn run(py: Python<'_>, text: String, file: String, sets: Vec<String>, machine: O
 /// Compares variants of scenario `text`: (comparison JSON, CSV, tables text,
 /// seed). The CLI's `compare`, without writing files.
 #[pyfunction]
-#[pyo3(signature = (text, file, sched, features, seed, sets, sched_sets, op_timeout=None, machine=None))]
+#[pyo3(signature = (text, file, sched, features, seed, sets, sched_sets, op_timeout=None, machine=None, max_wall=None))]
 #[allow(clippy::too_many_arguments)]
 fn compare(
     py: Python<'_>,
@@ -147,9 +148,11 @@ fn compare(
     sched_sets: Vec<String>,
     op_timeout: Option<String>,
     machine: Option<String>,
+    max_wall: Option<String>,
 ) -> PyResult<(String, String, String, u64)> {
     let spec = CompareSpec { sched, features, seed, sets, sched_sets, op_timeout };
     let out = interruptible(py, |cancel| -> Result<(String, String, String, u64), Failure> {
+        let max_wall = MaxWall::parse(max_wall.as_deref())?;
         let variants = frontend::variants(&spec)?;
         let mut scenarios = Vec::new();
         for v in &variants {
@@ -159,7 +162,7 @@ fn compare(
             .par_iter()
             .zip(scenarios.par_iter())
             .map(|(v, s)| {
-                let r = frontend::run_quiet_with(s, &file, false, &mut |_, _| !cancel.load(Ordering::Relaxed))?.ok_or_else(|| Failure::Io(INTERRUPTED.into()))?;
+                let r = frontend::run_controlled(s, &file, false, max_wall, &mut |_, _| !cancel.load(Ordering::Relaxed))?.ok_or_else(|| Failure::Io(INTERRUPTED.into()))?;
                 let label = if v.label.is_empty() { frontend::sched_label(s) } else { v.label.clone() };
                 Ok(RunSummary::from_results(&label, &r.results))
             })
@@ -181,7 +184,7 @@ struct NativeSweep {
 #[pymethods]
 impl NativeSweep {
     #[new]
-    #[pyo3(signature = (text, file, seeds, params, sets, features, sched, sched_sets, op_timeout=None, machine=None))]
+    #[pyo3(signature = (text, file, seeds, params, sets, features, sched, sched_sets, op_timeout=None, machine=None, max_wall=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         text: String,
@@ -194,8 +197,9 @@ impl NativeSweep {
         sched_sets: Vec<String>,
         op_timeout: Option<String>,
         machine: Option<String>,
+        max_wall: Option<String>,
     ) -> PyResult<Self> {
-        let spec = SweepSpec { seeds, params, sets, features, sched, sched_sets, op_timeout, machine };
+        let spec = SweepSpec { seeds, params, sets, features, sched, sched_sets, op_timeout, machine, max_wall };
         SweepPlan::new(&text, &file, &spec).map(|plan| NativeSweep { plan }).map_err(to_py)
     }
 
@@ -244,12 +248,7 @@ impl NativeSweep {
     fn run_local(&self, py: Python<'_>, dir: PathBuf, threads: usize) -> PyResult<(usize, Vec<(usize, String)>)> {
         let plan = &self.plan;
         let out = interruptible(py, |cancel| -> Result<(usize, Vec<(usize, String)>), Failure> {
-            let run = |job: &sweep::Job| -> Result<RunSummary, String> {
-                let s = plan.scenario(job).map_err(|e| e.message())?;
-                let r = frontend::run_quiet_with(&s, &plan.file, false, &mut |_, _| !cancel.load(Ordering::Relaxed)).map_err(|e| e.message())?;
-                let r = r.ok_or_else(|| INTERRUPTED.to_string())?;
-                Ok(RunSummary::from_results(&frontend::sched_label(&s), &r.results))
-            };
+            let run = |job: &sweep::Job| -> Result<RunSummary, String> { plan.run_while(job, &mut |_, _| !cancel.load(Ordering::Relaxed))?.ok_or_else(|| INTERRUPTED.to_string()) };
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| Failure::Io(e.to_string()))?;
             let outcome = pool.install(|| sweep::execute(&dir, &plan.jobs, &run, &|_, _| {})).map_err(Failure::Io)?;
             let errors = outcome.errors.iter().map(|(j, e)| (plan.jobs.iter().position(|k| k.key == j.key).unwrap_or(0), e.clone())).collect();

@@ -173,24 +173,95 @@ pub struct Ran {
 /// `keep_going(now, end)` is asked every 65,536 events; false stops the
 /// run and gives `Ok(None)` (an interrupted run has no results).
 pub fn run_quiet_with(scenario: &Scenario, file: &str, want_timeline: bool, keep_going: &mut dyn FnMut(u64, u64) -> bool) -> Result<Option<Ran>, Failure> {
-    let mut sim = world::build(scenario, file).map_err(|e| Failure::Input(e.to_string()))?;
-    let timeline = want_timeline.then(|| attach_timeline(&mut sim, scenario.duration.0));
-    if !sim.run_while(keep_going) {
-        return Ok(None);
-    }
-    sim.finish_trace().map_err(|e| Failure::Io(e.to_string()))?;
-    let results = Results::collect(&sim, &scenario.title(file), &sched_label(scenario));
-    Ok(Some(Ran { sim, results, timeline }))
+    run_controlled(scenario, file, want_timeline, None, keep_going)
 }
 
 /// Builds and runs a scenario without printing (compare, sweep).
 pub fn run_quiet(scenario: &Scenario, file: &str, want_timeline: bool) -> Result<Ran, Failure> {
+    run_bounded(scenario, file, want_timeline, None)
+}
+
+/// [`run_quiet`] under a wall-time bound (`--max-wall`): a run still going
+/// when `max_wall` has passed stops there, and its results, covering the
+/// time simulated so far, are marked partial ([`Results::partial`]).
+pub fn run_bounded(scenario: &Scenario, file: &str, want_timeline: bool, max_wall: Option<MaxWall>) -> Result<Ran, Failure> {
+    Ok(run_controlled(scenario, file, want_timeline, max_wall, &mut |_, _| true)?.expect("only keep_going interrupts"))
+}
+
+/// The run behind the others: stops early with partial results when
+/// `max_wall` passes, and with `Ok(None)` when `keep_going(now, end)`
+/// (asked every 65,536 events) says false.
+pub fn run_controlled(
+    scenario: &Scenario,
+    file: &str,
+    want_timeline: bool,
+    max_wall: Option<MaxWall>,
+    keep_going: &mut dyn FnMut(u64, u64) -> bool,
+) -> Result<Option<Ran>, Failure> {
     let mut sim = world::build(scenario, file).map_err(|e| Failure::Input(e.to_string()))?;
     let timeline = want_timeline.then(|| attach_timeline(&mut sim, scenario.duration.0));
-    sim.run();
+    let clock = max_wall.map(MaxWall::start);
+    let mut interrupted = false;
+    let completed = sim.run_while(&mut |now, end| {
+        interrupted = !keep_going(now, end);
+        !interrupted && clock.as_ref().is_none_or(|c| !c.expired())
+    });
+    if interrupted {
+        return Ok(None);
+    }
+    if !completed {
+        sim.finish_early();
+    }
     sim.finish_trace().map_err(|e| Failure::Io(e.to_string()))?;
-    let results = Results::collect(&sim, &scenario.title(file), &sched_label(scenario));
-    Ok(Ran { sim, results, timeline })
+    let mut results = Results::collect(&sim, &scenario.title(file), &sched_label(scenario));
+    if let (false, Some(m)) = (completed, max_wall) {
+        results.mark_partial(&m.reason(), scenario.duration.0);
+    }
+    Ok(Some(Ran { sim, results, timeline }))
+}
+
+/// `--max-wall DURATION`: the wall time one run may take before it stops
+/// with partial results. Wall time, so where a bounded run stops is not
+/// deterministic; a run that ends within its bound is unaffected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxWall {
+    /// The bound as given, in nanoseconds.
+    pub ns: u64,
+}
+
+impl MaxWall {
+    /// Parses the option's value ("30s", "5m", "1.5s"); `None` for no bound.
+    pub fn parse(text: Option<&str>) -> Result<Option<MaxWall>, Failure> {
+        let Some(t) = text else { return Ok(None) };
+        match crate::engine::time::parse_duration(t) {
+            Ok(0) => Err(Failure::Input(format!("--max-wall: {t:?} is zero: give a wall time such as 30s or 5m, or leave the option out for no bound"))),
+            Ok(ns) => Ok(Some(MaxWall { ns })),
+            Err(e) => Err(Failure::Input(format!("--max-wall: {e}; e.g. --max-wall 30s or --max-wall 5m"))),
+        }
+    }
+
+    /// What results name as the reason ("--max-wall 30s").
+    pub fn reason(&self) -> String {
+        format!("--max-wall {}", crate::engine::time::fmt_ns(self.ns))
+    }
+
+    /// Starts the clock for one run.
+    pub fn start(self) -> WallClock {
+        WallClock { limit: std::time::Duration::from_nanos(self.ns), started: std::time::Instant::now() }
+    }
+}
+
+/// One run's wall clock under a [`MaxWall`] bound.
+pub struct WallClock {
+    limit: std::time::Duration,
+    started: std::time::Instant,
+}
+
+impl WallClock {
+    /// True once the bound has passed.
+    pub fn expired(&self) -> bool {
+        self.started.elapsed() >= self.limit
+    }
 }
 
 /// A utilisation timeline of 400 buckets, attached before the run.
@@ -283,6 +354,10 @@ pub struct SweepSpec {
     pub sched_sets: Vec<String>,
     pub op_timeout: Option<String>,
     pub machine: Option<String>,
+    /// `--max-wall`: each run's wall-time bound; a run that reaches it
+    /// fails (its partial results are not aggregated nor stored, so a
+    /// resumed sweep runs it again).
+    pub max_wall: Option<String>,
 }
 
 /// A sweep, planned: its grid, its jobs with their store keys, and how to
@@ -298,6 +373,8 @@ pub struct SweepPlan {
     pub points: Vec<Vec<(String, String)>>,
     pub jobs: Vec<Job>,
     pub machine: Option<String>,
+    /// Each run's wall-time bound (not part of the store key).
+    pub max_wall: Option<MaxWall>,
 }
 
 /// A sweep's aggregates over its outcome, and their CSV and JSON.
@@ -325,7 +402,8 @@ impl SweepPlan {
         }
         let points = sweep::grid(&params);
         let jobs = sweep::jobs(text, &base, &points, &seeds);
-        let plan = SweepPlan { file: file.to_string(), text: text.to_string(), seeds, params, points, jobs, machine: a.machine.clone() };
+        let max_wall = MaxWall::parse(a.max_wall.as_deref())?;
+        let plan = SweepPlan { file: file.to_string(), text: text.to_string(), seeds, params, points, jobs, machine: a.machine.clone(), max_wall };
         for (i, _) in plan.points.iter().enumerate() {
             let job = plan.jobs.iter().find(|j| j.point == i).expect("a job per point");
             plan.scenario(job)?;
@@ -342,9 +420,21 @@ impl SweepPlan {
 
     /// Runs one job: its summary, or why it failed.
     pub fn run(&self, job: &Job) -> Result<RunSummary, String> {
+        Ok(self.run_while(job, &mut |_, _| true)?.expect("only keep_going interrupts"))
+    }
+
+    /// [`Self::run`], stopped with `Ok(None)` when `keep_going(now, end)`
+    /// says false (Ctrl-C in Python). A run that reaches the plan's
+    /// `--max-wall` fails: its partial results are neither aggregated nor
+    /// stored, so a resumed sweep runs it again.
+    pub fn run_while(&self, job: &Job, keep_going: &mut dyn FnMut(u64, u64) -> bool) -> Result<Option<RunSummary>, String> {
         let s = self.scenario(job).map_err(|e| e.message())?;
-        let r = run_quiet(&s, &self.file, false).map_err(|e| e.message())?;
-        Ok(RunSummary::from_results(&sched_label(&s), &r.results))
+        let Some(r) = run_controlled(&s, &self.file, false, self.max_wall, keep_going).map_err(|e| e.message())? else { return Ok(None) };
+        let summary = RunSummary::from_results(&sched_label(&s), &r.results);
+        match summary.partial {
+            Some(p) => Err(format!("{p}; a partial run is not aggregated: give a larger --max-wall and run the sweep again (it resumes)")),
+            None => Ok(Some(summary)),
+        }
     }
 
     /// Runs job `index` where it is (a worker), panics caught: the record

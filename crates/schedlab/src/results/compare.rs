@@ -51,6 +51,10 @@ pub struct RunSummary {
     pub event_hash: String,
     pub workloads: Vec<WorkloadSummary>,
     pub sched_ext: Option<ScxSummary>,
+    /// "stopped by --max-wall 30s at 1.2s of 10s simulated" when the run
+    /// stopped early ([`Results::partial`]); absent for a complete run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
 }
 
 impl RunSummary {
@@ -108,6 +112,10 @@ impl RunSummary {
             event_hash: s(&r["event_hash"]),
             workloads,
             sched_ext,
+            partial: r["partial"].as_object().map(|p| {
+                let of = u(&p["duration_ns"]).unwrap_or(0);
+                format!("stopped by {} at {} of {} simulated", s(&p["reason"]), fmt_ns(sim_time_ns), fmt_ns(of))
+            }),
         }
     }
 }
@@ -222,7 +230,7 @@ pub fn tables(runs: &[RunSummary]) -> String {
         head.push("work/s".into());
         let mut rows = vec![head];
         for (r, w) in &cells {
-            let mut row = vec![r.label.clone()];
+            let mut row = vec![if r.partial.is_some() { format!("{} (partial)", r.label) } else { r.label.clone() }];
             let f = |v: Option<u64>| v.map_or("-".to_string(), fmt_ns);
             if lat {
                 row.extend([f(w.max_ns), f(w.p50_ns), f(w.p99_ns), f(w.p999_ns), w.samples.to_string()]);

@@ -310,6 +310,20 @@ pub struct Results {
     /// Per-cgroup results, when the scenario has cgroups.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cgroups: Vec<CgroupResult>,
+    /// Set when the run stopped before the scenario's end (`--max-wall`):
+    /// every figure above covers only the `sim_time_ns` simulated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
+}
+
+/// Why a run stopped early, and how far it got.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Partial {
+    /// What stopped it, e.g. "--max-wall 30s".
+    pub reason: String,
+    /// The simulated time the scenario asked for (ns); `sim_time_ns` is
+    /// where the run stopped.
+    pub duration_ns: u64,
 }
 
 impl Results {
@@ -409,7 +423,14 @@ impl Results {
             }),
             sched_ext: ScxResult::collect(sim),
             cgroups: CgroupResult::collect(sim),
+            partial: None,
         }
+    }
+
+    /// Marks results as those of a run stopped early by `reason`, short of
+    /// the scenario's `duration_ns`.
+    pub fn mark_partial(&mut self, reason: &str, duration_ns: u64) {
+        self.partial = Some(Partial { reason: reason.to_string(), duration_ns });
     }
 
     pub fn to_json(&self) -> String {
@@ -428,7 +449,16 @@ impl Results {
             if self.features_changed.is_empty() { String::new() } else { format!(" [{}]", self.features_changed.join(" ")) },
             self.seed
         ));
-        out.push_str(&format!("simulated {}, {} events, hash {}\n\n", fmt_ns(self.sim_time_ns), self.events, self.event_hash));
+        out.push_str(&format!("simulated {}, {} events, hash {}\n", fmt_ns(self.sim_time_ns), self.events, self.event_hash));
+        if let Some(p) = &self.partial {
+            out.push_str(&format!(
+                "PARTIAL: stopped by {} after {} of the {} simulated; every figure below covers only that\n",
+                p.reason,
+                fmt_ns(self.sim_time_ns),
+                fmt_ns(p.duration_ns)
+            ));
+        }
+        out.push('\n');
         let lat: Vec<&WorkloadResult> = self.workloads.iter().filter(|w| w.latency.is_some()).collect();
         if !lat.is_empty() {
             let mut rows = vec![vec!["workload".into(), "samples".into(), "min".into(), "p50".into(), "p90".into(), "p99".into(), "p99.9".into(), "max".into(), "over".into()]];

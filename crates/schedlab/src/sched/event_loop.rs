@@ -69,6 +69,17 @@ impl Sim {
         true
     }
 
+    /// Closes the books of a run that [`Self::run_while`] stopped early
+    /// (`--max-wall`): CPU busy time, running tasks' runtime and waiting
+    /// tasks' wait time are charged up to now, as at the scenario's end, so
+    /// the results cover exactly the time simulated. The run cannot resume.
+    pub fn finish_early(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.finish_accounting();
+        }
+    }
+
     /// Handles one event; returns false for a stale event that had no effect.
     fn dispatch(&mut self, t: Ns, ev: Event) -> bool {
         self.irq_ctx = crate::sched::sim::IrqCtx::of(&ev);
