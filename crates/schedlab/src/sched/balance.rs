@@ -731,6 +731,7 @@ impl Sim {
         debug_assert!(sd.span.test(src as usize) && sd.span.test(dst as usize), "detach_attach_tasks: cpu{src} or cpu{dst} is outside the {} domain", sd.level);
         let (src_before, dst_before) = (self.rq(src).nr_running, self.rq(dst).nr_running);
         let mut moved = 0;
+        let mut throttled_on_arrival = false;
         for p in candidates {
             if idle != IdleType::NotIdle && self.rq(src).nr_running <= 1 {
                 break;
@@ -777,6 +778,10 @@ impl Sim {
             debug_assert!(self.task(p).on_rq && self.task(p).cpu == src && self.rq(src).curr != Some(p), "detach_attach_tasks: task {p} is not waiting on cpu{src}");
             self.move_queued_task(p, dst);
             debug_assert!(self.task(p).on_rq && self.task(p).cpu == dst, "detach_attach_tasks: task {p} did not arrive on cpu{dst}");
+            // check_enqueue_throttle(): arriving in a group whose runtime on
+            // `dst` is spent throttles it there, taking its queued tasks off
+            // dst's count.
+            throttled_on_arrival |= tg != 0 && self.throttled_hierarchy(Cq { cpu: dst, tg });
             self.charge_irq(dst, self.costs.migrate_task_ns);
             moved += 1;
             if idle == IdleType::NewlyIdle || imbalance <= 0 {
@@ -786,7 +791,12 @@ impl Sim {
         // Post: exactly `moved` tasks went from `src` to `dst`, and `src`
         // kept its running task.
         debug_assert_eq!(self.rq(src).nr_running + moved, src_before, "detach_attach_tasks: cpu{src} lost other than {moved} tasks");
-        debug_assert_eq!(self.rq(dst).nr_running, dst_before + moved, "detach_attach_tasks: cpu{dst} gained other than {moved} tasks");
+        debug_assert!(
+            self.rq(dst).nr_running == dst_before + moved || throttled_on_arrival && self.rq(dst).nr_running < dst_before + moved,
+            "detach_attach_tasks: cpu{dst} gained other than {moved} tasks ({} -> {})",
+            dst_before,
+            self.rq(dst).nr_running
+        );
         debug_assert!(running.is_none() || self.rq(src).curr == running, "detach_attach_tasks: cpu{src}'s running task moved");
         moved
     }
