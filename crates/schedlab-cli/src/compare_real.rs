@@ -74,7 +74,7 @@ fn guest_runs(a: &CompareArgs, variants: &[Variant], scenarios: &[Scenario], lab
     // The loader's options come from an ext variant's scenario (--sched-set
     // applies to every ext variant); the other overrides are common to all.
     let base = scenarios.iter().find(|s| s.scheduler.kind == "ext").unwrap_or(&scenarios[0]);
-    let guest = vm::boot(&a.scenario, base, &guest_variants, &variants[0].sets, cpus, a.quiet, None).map_err(Failure::from)?;
+    let guest = vm::interruptible(|| vm::boot(&a.scenario, base, &guest_variants, &variants[0].sets, cpus, a.quiet, None)).map_err(Failure::from)?;
     let mut out = Vec::new();
     for v in &guest_variants {
         let Some(g) = guest.scheds.iter().find(|g| g.name == v.label) else {

@@ -14,6 +14,7 @@ use schedlab::sched::ext::ops::ExitKind;
 use serde_json::Value;
 
 use crate::real::{RealArgs, RealFailure};
+use schedlab::real::sys;
 use schedlab::real::TraceRequest;
 
 /// What the guest reported for one entry: a scheduler it loaded, or the
@@ -169,13 +170,67 @@ pub fn missing_tools() -> Option<String> {
     }
 }
 
+/// Runs `scripts/scx-vm ARGS` and returns its stdout. The script runs in
+/// its own process group, so when schedlab is interrupted (SIGINT, SIGTERM,
+/// SIGHUP: caught for the whole `--vm` run, see [`interruptible`]) the
+/// script and all it started (cargo, qemu) are stopped and reaped, its
+/// temporary directory removed by its own trap; the run then fails with
+/// status 130.
 fn scx_vm(args: &[&str]) -> Result<String, RealFailure> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
     let script = scripts_dir().join("scx-vm");
-    let out = Command::new("bash").arg(&script).args(args).stderr(std::process::Stdio::inherit()).output().map_err(|e| (1, format!("{}: {e}", script.display())))?;
-    if !out.status.success() {
-        return Err((1, format!("scx-vm {} failed (exit {})", args.join(" "), out.status.code().unwrap_or(-1))));
+    let mut child = Command::new("bash")
+        .arg(&script)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| (1, format!("{}: {e}", script.display())))?;
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let status = loop {
+        if sys::interrupted() {
+            sys::stop_group(&mut child, std::time::Duration::from_secs(5));
+            let _ = reader.join();
+            return Err((130, format!("interrupted: scx-vm {} and everything it started were stopped", args.first().unwrap_or(&""))));
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Err(e) => return Err((1, format!("scx-vm {}: {e}", args.join(" ")))),
+        }
+    };
+    let out = reader.join().unwrap_or_default();
+    if !status.success() {
+        return Err((1, format!("scx-vm {} failed (exit {})", args.join(" "), status.code().unwrap_or(-1))));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out)
+}
+
+/// Runs a `--vm` step with SIGINT / SIGTERM / SIGHUP caught, so an
+/// interrupt stops the guest (and its build) instead of orphaning it, and
+/// turns the interrupt into exit status 130 once all is cleaned up.
+pub fn interruptible<T>(step: impl FnOnce() -> Result<T, RealFailure>) -> Result<T, RealFailure> {
+    sys::catch_interrupts();
+    let out = step();
+    let interrupted = sys::interrupted();
+    sys::clear_interrupts();
+    if interrupted {
+        let why = match &out {
+            Err((_, msg)) => msg.clone(),
+            Ok(_) => "interrupted".to_string(),
+        };
+        eprintln!("schedlab: {why}");
+        std::process::exit(130);
+    }
+    out
 }
 
 /// Parses the serial console of a guest run.
@@ -347,6 +402,8 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
     let guest = cache.join(format!("guest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&guest);
     std::fs::create_dir_all(guest.join("bin")).map_err(|e| (1, format!("{}: {e}", guest.display())))?;
+    // Removed however boot() ends: success, failure or interrupt.
+    let _staged = RemoveOnDrop(guest.clone());
     let io = |e: std::io::Error| (1, e.to_string());
     let exe = guest_executor()?;
     std::fs::copy(&exe, guest.join("bin/schedlab")).map_err(|e| (1, format!("{}: {e}", exe.display())))?;
@@ -399,7 +456,6 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
     let t0 = Instant::now();
     let booted = scx_vm(&["boot", &guest.display().to_string(), &cpus.to_string(), &log.display().to_string()]);
     let wall_s = t0.elapsed().as_secs_f64();
-    let _ = std::fs::remove_dir_all(&guest);
     let console = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::copy(&log, cache.join("last-console.log"));
     booted?;
@@ -410,6 +466,15 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
         return Err((1, format!("the guest reported nothing; the end of its console ({}):\n{}", log.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"))));
     }
     Ok(Guest { version, cpus, up, wall_s, scheds, console: log })
+}
+
+/// A staging directory, removed when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Compiles a scheduler for the guest kernel (`scx-vm bpf`): an scx crate
@@ -529,7 +594,7 @@ pub fn run(args: &RealArgs, path: &Path, s: &Scenario, sets: &[String], json: Op
     // "eevdf" in the list is the guest kernel's fair class.
     let variants = guest_variants(names.iter().map(|n| (n.as_str(), (n != "eevdf").then_some(n.as_str()))), &file)?;
     let cpus = guest_cpus(args.vm_cpus, s, &file)?;
-    let guest = boot(path, s, &variants, sets, cpus, quiet, trace)?;
+    let guest = interruptible(|| boot(path, s, &variants, sets, cpus, quiet, trace))?;
     let mut failed = Vec::new();
     if let Some(t) = trace {
         failed.extend(write_traces(&guest, &t.path, quiet));

@@ -167,3 +167,66 @@ fn compare_real_vm_agrees_with_the_simulation() {
     }
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+/// The processes of session `sid`, as (pid, comm).
+fn session_members(sid: i32) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        // pid (comm) state ppid pgrp session ...: comm may hold spaces.
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.get(3).and_then(|s| s.parse::<i32>().ok()) == Some(sid) {
+            out.push((pid, head.split_once('(').map_or("", |x| x.1).to_string()));
+        }
+    }
+    out
+}
+
+/// `run --real --vm` killed at different points (SIGINT while it prepares
+/// and builds, SIGTERM at a varying moment while qemu runs) leaves nothing
+/// behind: no process of its session (the scx-vm script, cargo, qemu),
+/// no staged guest directory; and it exits 130.
+#[test]
+fn killed_vm_runs_leave_nothing_behind() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = one_guest();
+    let scenario = format!("{}/tests/data/vm-mixed.toml", env!("CARGO_MANIFEST_DIR"));
+    let cache = std::env::var_os("SCHEDLAB_CACHE_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/schedlab"));
+    // The second kill lands 0-7 s into the guest's life, varying by run.
+    let extra_ms = (std::process::id() as u64 * 2_654_435_761) % 7_000;
+    for (signal, in_qemu) in [("INT", false), ("TERM", true)] {
+        // Its own session, so everything it starts can be found afterwards.
+        let mut child = Command::new("setsid").arg(env!("CARGO_BIN_EXE_schedlab")).args(["run", &scenario, "--real", "--vm", "--sched", "simple", "--quiet"]).spawn().expect("setsid schedlab");
+        let sid = child.id() as i32;
+        let t0 = std::time::Instant::now();
+        if in_qemu {
+            while !session_members(sid).iter().any(|(_, c)| c.starts_with("qemu-system")) {
+                assert!(t0.elapsed().as_secs() < 600, "qemu never started");
+                assert!(child.try_wait().unwrap().is_none(), "schedlab ended before qemu started");
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(extra_ms));
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(1000));
+        }
+        let during = session_members(sid);
+        eprintln!("SIG{signal} after {:.1}s; the session then: {during:?}", t0.elapsed().as_secs_f64());
+        Command::new("kill").args([&format!("-{signal}"), &sid.to_string()]).status().expect("kill");
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t0.elapsed().as_secs() < 900, "schedlab did not exit after SIG{signal}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        assert_eq!(status.code(), Some(130), "SIG{signal}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(session_members(sid), vec![], "SIG{signal}: nothing of the run survives");
+        assert!(!cache.join(format!("guest-{sid}")).exists(), "SIG{signal}: the staged guest is removed");
+    }
+}

@@ -237,6 +237,28 @@ pub fn kill(pid: pid_t, sig: i32) {
     unsafe { libc::kill(pid, sig) };
 }
 
+/// Stops `leader`'s process group (spawned with `process_group(0)`) and
+/// everything in it: SIGTERM first, so scripts run their cleanup traps,
+/// then, once the leader has exited or `grace` has passed, SIGKILL for
+/// whatever is left (a qemu or a compiler that ignored SIGTERM), and the
+/// leader reaped.
+pub fn stop_group(leader: &mut std::process::Child, grace: std::time::Duration) {
+    let pgid = leader.id() as pid_t;
+    kill(-pgid, libc::SIGTERM);
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < grace && matches!(leader.try_wait(), Ok(None)) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    kill(-pgid, libc::SIGKILL);
+    let _ = leader.wait();
+    // Until the last of the group is gone (reaped by its new parent).
+    let t0 = std::time::Instant::now();
+    // SAFETY: kill with signal 0 only checks that the group exists.
+    while unsafe { libc::kill(-pgid, 0) } == 0 && t0.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// waitpid(pid, WNOHANG): Some(status) once the child has exited.
 pub fn try_wait(pid: pid_t) -> Option<i32> {
     let mut status = 0;
