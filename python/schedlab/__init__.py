@@ -21,6 +21,7 @@ import io
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -297,6 +298,7 @@ class Comparison:
         self.table = _frame(csv_text)
         self.text = text
         self.seed = seed
+        self.paths: List[str] = []
 
     def __repr__(self) -> str:
         return f"Comparison({len(self.json.get('variants', []))} variants, seed {self.seed})"
@@ -312,6 +314,7 @@ def compare(
     op_timeout: Optional[str] = None,
     machine: Optional[str] = None,
     max_wall: Optional[str] = None,
+    out: Union[None, str, "os.PathLike[str]"] = None,
 ) -> Comparison:
     """Runs ``scenario`` under several schedulers and feature settings, as
     ``schedlab compare`` does, in parallel.
@@ -319,13 +322,26 @@ def compare(
     ``sched`` is a list (or comma-separated string) of schedulers;
     ``features`` maps a feature to its settings, ``{"RUN_TO_PARITY": [True,
     False]}``; the variants are their product. ``max_wall`` bounds each
-    variant's wall time; a variant stopped by it is marked partial.
+    variant's wall time; a variant stopped by it is marked partial. With
+    ``out``, the CLI's ``<scenario>-compare.csv`` and ``-compare.json`` are
+    written there too, byte-identical to ``schedlab compare --out``;
+    ``Comparison.paths`` lists them.
     """
-    text, file, _ = _load(scenario)
+    text, file, stem = _load(scenario)
     if sched is not None and not isinstance(sched, str):
         sched = ",".join(sched)
     with _errors(file):
-        return Comparison(*_native.compare(text, file, sched, _features(features), seed, _sets(set), _sched_sets(sched_set), op_timeout, machine, max_wall))
+        c = Comparison(*_native.compare(text, file, sched, _features(features), seed, _sets(set), _sched_sets(sched_set), op_timeout, machine, max_wall))
+    if out is not None:
+        os.makedirs(out, exist_ok=True)
+        for suffix, body in (("csv", c.csv_text), ("json", c.json_text)):
+            path = os.path.join(os.fspath(out), f"{stem}-compare.{suffix}")
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                f.write(body)
+            os.replace(tmp, path)
+            c.paths.append(path)
+    return c
 
 
 class Sweep:
@@ -418,6 +434,8 @@ def sweep(
     schedlab[ray]``); the store and the aggregates are the same as local.
     ``max_wall`` bounds each run's wall time; a run that reaches it fails
     (named in ``errors``, not stored), so a later sweep runs it again.
+    ``progress``: a bar of runs done / total with the ETA on stderr, for
+    either backend (default: when stderr is a terminal).
     """
     if backend not in ("local", "ray"):
         raise ValueError(f"backend={backend!r}: expected 'local' or 'ray'")
@@ -431,7 +449,8 @@ def sweep(
 
             ran, errors = ray_sweep.run(args, out_dir, address=address, progress=progress)
         else:
-            ran, errors = plan.run_local(out_dir, jobs or 0)
+            show = sys.stderr.isatty() if progress is None else bool(progress)
+            ran, errors = plan.run_local(out_dir, jobs or 0, show)
         csv_text, json_text, report, paths = plan.finish(out_dir, stem, errors, ran)
     return Sweep(plan, out_dir, csv_text, json_text, report, paths, ran, errors)
 

@@ -58,6 +58,7 @@ class Comparison:
     csv_text: str
     text: str
     seed: int
+    paths: List[str]
 
 class Sweep:
     """A sweep: per-run rows, aggregates over seeds, the store directory."""
@@ -94,6 +95,7 @@ def compare(
     op_timeout: Optional[str] = ...,
     machine: Optional[str] = ...,
     max_wall: Optional[str] = ...,
+    out: Union[None, str, os.PathLike[str]] = ...,
 ) -> Comparison: ...
 def sweep(
     scenario: Scenario,

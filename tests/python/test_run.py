@@ -98,10 +98,14 @@ def test_errors_carry_the_clis_message_file_line_and_field(cli, tmp_path):
 
 
 def test_compare_is_the_clis(cli, tmp_path):
-    c = schedlab.compare(CYC, features={"RUN_TO_PARITY": [True, False]}, set={"duration": "300ms"}, seed=2)
+    c = schedlab.compare(CYC, features={"RUN_TO_PARITY": [True, False]}, set={"duration": "300ms"}, seed=2, out=tmp_path / "py")
     subprocess.run([cli, "compare", CYC, "--feature", "RUN_TO_PARITY=on,off", "--set", 'duration="300ms"', "--seed", "2", "--out", str(tmp_path), "--quiet"], check=True)
     assert c.csv_text == (tmp_path / "cyclictest-normal-compare.csv").read_text()
     assert c.json_text == (tmp_path / "cyclictest-normal-compare.json").read_text()
+    # out= writes the CLI's files, byte for byte.
+    assert [Path(p).name for p in c.paths] == ["cyclictest-normal-compare.csv", "cyclictest-normal-compare.json"]
+    for name in ("cyclictest-normal-compare.csv", "cyclictest-normal-compare.json"):
+        assert (tmp_path / "py" / name).read_bytes() == (tmp_path / name).read_bytes()
     assert list(c.table["variant"].unique()) == ["RUN_TO_PARITY=on", "RUN_TO_PARITY=off"]
     assert len(c.table) == 2 * len(c.json["variants"][0]["workloads"])
 

@@ -243,14 +243,21 @@ impl NativeSweep {
     }
 
     /// Runs every job without a stored record here, in parallel (`threads`;
-    /// 0: one per CPU): (ran, [(index, error)]).
-    #[pyo3(signature = (dir, threads=0))]
-    fn run_local(&self, py: Python<'_>, dir: PathBuf, threads: usize) -> PyResult<(usize, Vec<(usize, String)>)> {
+    /// 0: one per CPU), with a bar of runs done / total and the ETA on
+    /// stderr when `progress`: (ran, [(index, error)]).
+    #[pyo3(signature = (dir, threads=0, progress=false))]
+    fn run_local(&self, py: Python<'_>, dir: PathBuf, threads: usize, progress: bool) -> PyResult<(usize, Vec<(usize, String)>)> {
         let plan = &self.plan;
         let out = interruptible(py, |cancel| -> Result<(usize, Vec<(usize, String)>), Failure> {
             let run = |job: &sweep::Job| -> Result<RunSummary, String> { plan.run_while(job, &mut |_, _| !cancel.load(Ordering::Relaxed))?.ok_or_else(|| INTERRUPTED.to_string()) };
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| Failure::Io(e.to_string()))?;
-            let outcome = pool.install(|| sweep::execute(&dir, &plan.jobs, &run, &|_, _| {})).map_err(Failure::Io)?;
+            let bar = progress.then(|| {
+                let b = indicatif::ProgressBar::new(plan.jobs.len() as u64);
+                b.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}").expect("valid template"));
+                b
+            });
+            let outcome = pool.install(|| sweep::execute(&dir, &plan.jobs, &run, &|done, _| bar.iter().for_each(|b| b.set_position(done as u64)))).map_err(Failure::Io)?;
+            bar.iter().for_each(|b| b.finish_and_clear());
             let errors = outcome.errors.iter().map(|(j, e)| (plan.jobs.iter().position(|k| k.key == j.key).unwrap_or(0), e.clone())).collect();
             Ok((outcome.ran, errors))
         })?;
