@@ -17,6 +17,7 @@
 //! | [`workload`] | scenarios (TOML), the world builder, the workload kinds, rt-app JSON | the user-space benchmarks |
 //! | [`results`] | what a run reports: results and JSON, CSV, comparisons, sweeps, plots, Perfetto traces, sim-vs-real agreement | `tracing`, schedstat |
 //! | [`real`] | real mode: the same workloads as processes and threads on the live kernel, read back through schedstat and tracefs | — |
+//! | [`import`] | readers of recorded scheduler traces (tracefs / trace-cmd text so far) into one event stream, and the per-task model derived from it (run bursts, sleeps ended by a timer or a waker, exits) for `schedlab import-trace` | the sched tracepoints (`include/trace/events/sched.h`) |
 //! | [`frontend`] | what the CLI and the Python package share: options as scenario overrides, quiet runs, compare variants, sweep plans | — |
 //!
 //! The `schedlab` binary (crates/schedlab-cli) and the Python package
@@ -38,6 +39,7 @@
 
 pub mod engine;
 pub mod frontend;
+pub mod import;
 pub mod machine;
 pub mod real;
 pub mod results;

@@ -1,0 +1,68 @@
+//! Importing recorded scheduler traces (issue 15 §1): readers that turn a
+//! trace file into one common stream of scheduler events
+//! ([`events::SchedEvent`]), and the derivation of a per-task workload from
+//! that stream ([`model`]): run bursts, sleeps each ended by a timer or by
+//! a wakeup from another task, exits.
+//!
+//! What lives here: one reader per trace format (so far the tracefs /
+//! trace-cmd text reader, [`tracefs_text`]), format detection from the
+//! content, and the task model. What it may import: `engine`, `machine`,
+//! `real` (for tracefs's `parse_line`) and std; the simulator never calls
+//! into it.
+
+#![warn(missing_docs)]
+
+pub mod events;
+pub mod model;
+pub mod tracefs_text;
+
+use std::fmt;
+
+/// A trace that cannot be read: where, and what was expected there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportError {
+    /// Byte offset into the trace file where reading stopped.
+    pub offset: usize,
+    /// What was expected at that offset.
+    pub expected: String,
+}
+
+impl fmt::Display for ImportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at byte {}: expected {}", self.offset, self.expected)
+    }
+}
+
+impl std::error::Error for ImportError {}
+
+/// The trace formats [`read`] recognises, told apart by content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The text of tracefs's `trace` file or `trace-cmd report`.
+    TracefsText,
+}
+
+/// Which format `data` is in, from its content (never the file name).
+pub fn detect(data: &[u8]) -> Result<Format, ImportError> {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return Err(ImportError { offset: utf8_error_at(data), expected: "a text trace (tracefs / trace-cmd lines); binary traces are not read yet".into() });
+    };
+    if text.lines().any(|l| crate::real::tracefs::parse_line(l).is_some()) {
+        return Ok(Format::TracefsText);
+    }
+    Err(ImportError { offset: 0, expected: "tracefs / trace-cmd text with sched_switch and sched_waking lines".into() })
+}
+
+fn utf8_error_at(data: &[u8]) -> usize {
+    std::str::from_utf8(data).err().map_or(0, |e| e.valid_up_to())
+}
+
+/// Read a trace in any recognised format into scheduler events, in time order.
+pub fn read(data: &[u8]) -> Result<Vec<events::SchedEvent>, ImportError> {
+    match detect(data)? {
+        Format::TracefsText => tracefs_text::read(std::str::from_utf8(data).expect("detect checked UTF-8")),
+    }
+}
+
+#[cfg(test)]
+mod tests;
