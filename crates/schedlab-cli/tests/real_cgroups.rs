@@ -115,3 +115,27 @@ fn interrupted_real_run_removes_its_cgroups() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert_eq!(scratch_dirs(pid), Vec::<PathBuf>::new(), "every cgroup removed");
 }
+
+/// A [[cgroup_write]] at 1 s (cpu.weight 300 -> 100) happens in the real
+/// run too: /web's share of the two groups is 0.75 x 1/3 + 0.5 x 2/3.
+#[test]
+fn real_run_applies_cgroup_writes_on_time() {
+    let _one = one();
+    let s = format!("{}/tests/data/cgroup-write.toml", env!("CARGO_MANIFEST_DIR"));
+    let share = |real: bool| {
+        let mut args = vec!["run", s.as_str(), "--json", "-", "--quiet"];
+        if real {
+            args.push("--real");
+        }
+        let out = run(&args)?;
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let rt = |p: &str| v["cgroups"].as_array().unwrap().iter().find(|c| c["path"] == p).and_then(|c| c["runtime_ns"].as_u64()).unwrap() as f64;
+        Some(rt("/web") / (rt("/web") + rt("/batch")))
+    };
+    let want = 0.75 / 3.0 + 0.5 * 2.0 / 3.0;
+    let sim = share(false).expect("a simulation needs no cgroup privileges");
+    assert!((sim - want).abs() < 0.01, "sim {sim:.3}, want {want:.3}");
+    let Some(real) = share(true) else { return };
+    assert!((real - want).abs() < 0.05 * want, "real {real:.3}, want {want:.3} ± 5%");
+}

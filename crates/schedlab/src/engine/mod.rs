@@ -70,6 +70,9 @@ pub enum Event {
     ScxDetach,
     /// A cpu.max group's period timer, or its slack timer when `slack`.
     CfsPeriod { tg: u32, gen: u32, slack: bool },
+    /// The scenario's `index`-th [[cgroup_write]]: a write to a cgroup's files
+    /// (cpu.weight, cpu.max, cpu.idle, cgroup.procs) at run time.
+    CgroupWrite { index: u32 },
     /// The end of the simulation.
     End,
 }
@@ -95,6 +98,7 @@ impl Event {
             Event::ScxAttach => (15, 0),
             Event::ScxDetach => (16, 0),
             Event::CfsPeriod { tg, gen, slack } => (17, (tg as u64) << 33 | (gen as u64) << 1 | slack as u64),
+            Event::CgroupWrite { index } => (18, index as u64),
         }
     }
 }

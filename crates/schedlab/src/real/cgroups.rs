@@ -210,6 +210,35 @@ impl HostCgroups {
         Ok(())
     }
 
+    /// A [[cgroup_write]] now: its files written as the simulator applies
+    /// them, then each of `pids` (the workload's processes) moved in.
+    pub(crate) fn apply(&self, w: &crate::sched::cgroup::CgroupWrite, pids: &[i32]) -> Result<(), RealError> {
+        let d = &self.dirs[w.group as usize];
+        let cpu = &d[0];
+        let mut files: Vec<(&str, String)> = Vec::new();
+        match self.version {
+            Version::V2 => {
+                files.extend(w.weight.map(|x| ("cpu.weight", x.to_string())));
+                files.extend(w.max.map(|m| ("cpu.max", format!("{} {}", m.quota_ns.map_or("max".to_string(), |q| (q / 1000).to_string()), m.period_ns / 1000))));
+            }
+            Version::V1 => {
+                files.extend(w.weight.map(|x| ("cpu.shares", shares(x).to_string())));
+                if let Some(m) = w.max {
+                    files.push(("cpu.cfs_period_us", (m.period_ns / 1000).to_string()));
+                    files.push(("cpu.cfs_quota_us", m.quota_ns.map_or("-1".to_string(), |q| (q / 1000).to_string())));
+                }
+            }
+        }
+        files.extend(w.idle.map(|i| ("cpu.idle", if i { "1" } else { "0" }.to_string())));
+        for (f, v) in files {
+            write(&cpu.join(f), &v).map_err(RealError::Io)?;
+        }
+        for &pid in pids {
+            self.attach(w.group, pid)?;
+        }
+        Ok(())
+    }
+
     /// The kernel's throttling counters, into the groups' stats.
     pub(crate) fn read_stats(&self, sim: &mut Sim) {
         for (i, dirs) in self.dirs.iter().enumerate().skip(1) {

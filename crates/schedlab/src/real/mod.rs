@@ -142,6 +142,8 @@ pub(crate) struct Plan {
     pub spin_per_us: u64,
     /// Host CPU of each scenario CPU.
     pub cpu_map: Vec<usize>,
+    /// The scenario's [[cgroup_write]]s, applied by the controller on time.
+    pub cgroup_writes: Vec<crate::sched::cgroup::CgroupWrite>,
 }
 
 /// The scenario as real mode builds it: the machine is this host (its usable
@@ -308,7 +310,12 @@ fn make_plan(sim: &Sim, s: &Scenario, cpu_map: Vec<usize>, spin_per_us: u64) -> 
             rng: sim.task_rngs[t.id as usize].clone(),
         })
         .collect();
-    Ok(Plan { tasks, programs: sim.programs.clone(), objs, shm, start_ns: 0, deadline_ns: 0, spin_per_us, cpu_map })
+    Ok(Plan { tasks, programs: sim.programs.clone(), objs, shm, start_ns: 0, deadline_ns: 0, spin_per_us, cpu_map, cgroup_writes: {
+        // In time order (stable: equal times keep the scenario's order, as the simulator's event queue does).
+        let mut w = sim.cg.writes.clone();
+        w.sort_by_key(|w| w.at);
+        w
+    } })
 }
 
 fn close_objs(plan: &Plan) {
@@ -364,7 +371,25 @@ fn spawn_and_wait(plan: &Arc<Plan>, kill_at: u64, cgroups: Option<&cgroups::Host
     }
     let mut alive = children.clone();
     let mut killed = false;
+    // Worker pid of each tgid, for cgroup.procs writes.
+    let mut tgid_list: Vec<u32> = plan.tasks.iter().map(|t| t.tgid).collect();
+    tgid_list.sort_unstable();
+    tgid_list.dedup();
+    let mut writes_done = 0;
     while !alive.is_empty() {
+        if let Some(cg) = cgroups {
+            while let Some(w) = plan.cgroup_writes.get(writes_done).filter(|w| sys::now_ns() >= plan.start_ns + w.at) {
+                let pids: Vec<i32> = match w.procs {
+                    None => Vec::new(),
+                    Some(wl) => tgid_list.iter().zip(&children).filter(|(g, _)| plan.tasks.iter().any(|t| t.tgid == **g && t.workload == wl as usize)).map(|(_, &p)| p).collect(),
+                };
+                if let Err(e) = cg.apply(w, &pids) {
+                    kill_all(&children);
+                    return Err(e);
+                }
+                writes_done += 1;
+            }
+        }
         if sys::interrupted() {
             kill_all(&children);
             return Err(RealError::Interrupted);

@@ -165,9 +165,31 @@ pub struct Scenario {
     /// The cgroup v2 tree ([[cgroup]] tables).
     #[serde(default, rename = "cgroup")]
     pub cgroups: Vec<CgroupSpec>,
+    /// Writes to cgroup files at run time ([[cgroup_write]] tables).
+    #[serde(default, rename = "cgroup_write")]
+    pub cgroup_writes: Vec<CgroupWriteSpec>,
     /// The scenario's text, to name the line of a field found wrong later.
     #[serde(skip)]
     pub source_text: String,
+}
+
+/// A write to a cgroup's files at run time, as `echo 500 > cpu.weight` or
+/// `echo PID > cgroup.procs` would do it then.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupWriteSpec {
+    /// When, from the start of the run.
+    pub at: Duration,
+    /// The cgroup written (a [[cgroup]] path or one of its parents).
+    pub path: String,
+    /// cpu.weight, 1..10000.
+    pub weight: Option<i64>,
+    /// cpu.max: "QUOTA PERIOD" or "max".
+    pub max: Option<String>,
+    /// cpu.idle.
+    pub idle: Option<bool>,
+    /// cgroup.procs: the named workload's tasks move into `path`.
+    pub procs: Option<String>,
 }
 
 /// A cgroup: `path` and the files of its cpu and cpuset controllers.
