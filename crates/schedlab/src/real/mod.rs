@@ -17,6 +17,7 @@
 //! controller kills (SIGKILL) and reaps every worker process after a grace
 //! period, on SIGINT/SIGTERM/SIGHUP, or when it fails. Workers die with the
 //! controller (PR_SET_PDEATHSIG).
+#![warn(missing_docs)]
 
 mod cgroups;
 mod exec;
@@ -44,8 +45,10 @@ pub enum RealError {
     /// The scenario needs privileges this process lacks.
     #[error("{0}")]
     Privilege(String),
+    /// A system call or file failed.
     #[error("{0}")]
     Io(String),
+    /// SIGINT, SIGTERM or SIGHUP arrived; everything was cleaned up.
     #[error("interrupted: every worker process was killed and reaped")]
     Interrupted,
 }
@@ -73,6 +76,7 @@ impl Default for RealOptions {
 
 /// A finished real run.
 pub struct RealRun {
+    /// The measured run in the simulator's results format.
     pub results: Results,
     /// Kernel release (uname -r).
     pub kernel: String,
