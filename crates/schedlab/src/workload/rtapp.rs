@@ -38,12 +38,19 @@ use crate::workload::common::{check_nice, check_rt, new_task, BuildError};
 /// A JSON value that keeps object keys in file order, duplicates included.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Json {
+    /// `null`.
     Null,
+    /// `true` / `false`.
     Bool(bool),
+    /// An integer.
     Int(i64),
+    /// A number with a fraction or exponent.
     Float(f64),
+    /// A string.
     Str(String),
+    /// An array.
     Arr(Vec<Json>),
+    /// An object, keys in file order (rt-app's event order matters).
     Obj(Vec<(String, Json)>),
 }
 
