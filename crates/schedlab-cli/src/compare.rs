@@ -65,6 +65,9 @@ pub struct CompareArgs {
     /// With --vm: guest CPUs (default: the scenario's CPU count, at most 4).
     #[arg(long, requires = "vm", value_name = "N")]
     pub vm_cpus: Option<usize>,
+    /// With --real: run the workloads without making the scenario's cgroups.
+    #[arg(long = "no-cgroups", requires = "real")]
+    pub no_cgroups: bool,
 }
 
 pub use schedlab::frontend::Variant;

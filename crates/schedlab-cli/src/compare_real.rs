@@ -57,7 +57,7 @@ fn host_runs(a: &CompareArgs, scenarios: &[Scenario], labels: &[String]) -> Resu
         if !a.quiet {
             eprintln!("schedlab: running {l} for real on this host ({}/{}), {}", i + 1, scenarios.len(), schedlab::engine::time::fmt_ns(s.duration.0));
         }
-        let opts = RealOptions { scheduler: common::sched_label(s), ..Default::default() };
+        let opts = RealOptions { scheduler: common::sched_label(s), no_cgroups: a.no_cgroups, ..Default::default() };
         let run = crate::real::run_on_host(s, &file, &opts).map_err(Failure::from)?;
         let results = serde_json::to_value(&run.results).map_err(|e| Failure::Io(e.to_string()))?;
         out.push(Real { results, scx: None, notes: run.notes });

@@ -27,6 +27,11 @@ pub struct RealArgs {
     /// count and print both (always done with --vm).
     #[arg(long, requires = "real")]
     pub compare: bool,
+    /// With --real: run the workloads without making the scenario's cgroups
+    /// (by default they are made under a scratch cgroup, or the run is
+    /// refused when this host cannot).
+    #[arg(long = "no-cgroups", requires = "real")]
+    pub no_cgroups: bool,
 }
 
 /// Exit status and message of a failed real run: 2 bad input or missing
@@ -71,7 +76,7 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
     if scenario.scheduler.kind == "ext" && guest_label.is_none() {
         return Err((2, format!("{file}: scheduler.kind is \"ext\": this host's kernel cannot load it here; add --vm to boot a sched_ext kernel under qemu, or --sched eevdf")));
     }
-    let mut opts = RealOptions { scheduler: guest_label.clone().unwrap_or_else(|| sched_label(&scenario)), trace, ..Default::default() };
+    let mut opts = RealOptions { scheduler: guest_label.clone().unwrap_or_else(|| sched_label(&scenario)), trace, no_cgroups: args.no_cgroups, ..Default::default() };
     if guest_label.is_some() {
         // Emulated CPUs are slow to create threads.
         opts.setup_ns = 2_000_000_000;

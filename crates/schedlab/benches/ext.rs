@@ -9,9 +9,17 @@
 //!   `rq.stats.switches`), so criterion's "elem/s" is switches per second;
 //! - `ext/events`: Throughput = engine events, "elem/s" is events per second.
 //!
+//! The `ext/flat-switches` group (issue 14) is the peer comparison's
+//! workload on flat single-LLC machines of 128, 512 and 1,024 CPUs, each
+//! imported from generated `lscpu -p` output, hz = 250, C-states off: 10
+//! tasks per CPU, half 100 ms hogs, half 0.5 ms run / 2 ms sleep. Its cost
+//! per switch should not grow with the machine; the simulated time shrinks
+//! as the machine grows (1000 ms x 128 / CPUs, at least 250 ms) to keep a
+//! run's length in check.
+//!
 //! Setup (building the world, compiling or loading the scheduler object)
 //! is outside the measured time. `SCHEDLAB_BENCH_SIM_MS` changes the
-//! simulated duration (default 1000 ms).
+//! simulated duration (default 1000 ms, for 128 CPUs).
 
 use std::path::Path;
 
@@ -40,6 +48,45 @@ count = 640
 run = "500us"
 sleep = "2ms"
 "#
+    )
+}
+
+/// `lscpu -p` of a flat machine: one socket, one node, one L3, a core per CPU.
+fn flat_lscpu(cpus: usize) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("schedlab-bench-flat-{cpus}.lscpu"));
+    let mut text = String::from("# CPU,Core,Socket,Node,,L1d,L1i,L2,L3\n");
+    for c in 0..cpus {
+        text.push_str(&format!("{c},{c},0,0,,{c},{c},{c},0\n"));
+    }
+    std::fs::write(&path, text).expect("write the bench machine");
+    path
+}
+
+/// The peer comparison's rt-app-like mix on a flat machine of `cpus` CPUs.
+fn flat_scenario(cpus: usize, ms: u64) -> String {
+    format!(
+        r#"
+seed = 1
+duration = "{ms}ms"
+[machine]
+lscpu = {lscpu:?}
+hz = 250
+cstates = false
+[[workload]]
+kind = "hog"
+name = "cpu"
+count = {half}
+run = "100ms"
+sleep = "100us"
+[[workload]]
+kind = "hog"
+name = "io"
+count = {half}
+run = "500us"
+sleep = "2ms"
+"#,
+        lscpu = flat_lscpu(cpus).display().to_string(),
+        half = cpus * 5
     )
 }
 
@@ -113,6 +160,26 @@ fn bench(c: &mut Criterion) {
         });
         g.finish();
     }
+    let mut g = c.benchmark_group("ext/flat-switches");
+    g.sample_size(10);
+    // 4,096 waits for hosted schedulers to take more than abi::NR_CPUS (1,024).
+    for cpus in [128, 512, 1024] {
+        let text = flat_scenario(cpus, (sim_ms() * 128 / cpus as u64).max(sim_ms() / 4).max(1));
+        let (sw, ev) = run(&text);
+        eprintln!("ext/flat-switches/simple-{cpus}cpu: {sw} context switches, {ev} events per run");
+        g.throughput(Throughput::Elements(sw));
+        g.bench_function(format!("simple-{cpus}cpu-{}tasks", cpus * 10), |b| {
+            b.iter_batched(
+                || build(&text),
+                |mut sim| {
+                    sim.run();
+                    sim.engine.events_processed()
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
 }
 
 criterion_group!(benches, bench);

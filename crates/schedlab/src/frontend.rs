@@ -7,6 +7,7 @@
 //!
 //! Sits on top of [`crate::workload`] and [`crate::results`]; nothing below
 //! imports it.
+#![warn(missing_docs)]
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -25,7 +26,9 @@ use crate::workload::world;
 /// field and fix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Failure {
+    /// Bad input (exit code 2): the message names file, line and field.
     Input(String),
+    /// An I/O or internal failure (exit code 1).
     Io(String),
 }
 
@@ -164,8 +167,11 @@ pub fn sched_label(s: &Scenario) -> String {
 
 /// A finished run and what plots need from it.
 pub struct Ran {
+    /// The simulator after the run.
     pub sim: Sim,
+    /// Its results.
     pub results: Results,
+    /// The utilisation timeline, when plots asked for one.
     pub timeline: Option<Rc<RefCell<Timeline>>>,
 }
 
@@ -274,7 +280,9 @@ pub fn attach_timeline(sim: &mut Sim, duration: u64) -> Rc<RefCell<Timeline>> {
 /// One variant of a comparison: its label and the overrides that make it.
 #[derive(Clone, Debug)]
 pub struct Variant {
+    /// How results name the variant ("" for the scheduler's own label).
     pub label: String,
+    /// The `--set` overrides that make it.
     pub sets: Vec<String>,
 }
 
@@ -285,9 +293,13 @@ pub struct CompareSpec {
     pub sched: Option<String>,
     /// `NAME=on,off` (a grid axis) or one setting for all.
     pub features: Vec<String>,
+    /// `--seed` for every variant.
     pub seed: Option<u64>,
+    /// `--set` overrides for every variant.
     pub sets: Vec<String>,
+    /// `--sched-set` read-only options for every sched_ext variant.
     pub sched_sets: Vec<String>,
+    /// `--op-timeout` for every sched_ext variant.
     pub op_timeout: Option<String>,
 }
 
@@ -348,11 +360,17 @@ pub struct SweepSpec {
     pub seeds: String,
     /// `PATH=V1,V2,...`, one grid axis each (the first varies slowest).
     pub params: Vec<String>,
+    /// `--set` overrides for every run.
     pub sets: Vec<String>,
+    /// `--feature` settings for every run.
     pub features: Vec<String>,
+    /// `--sched` for every run.
     pub sched: Option<String>,
+    /// `--sched-set` options for every run.
     pub sched_sets: Vec<String>,
+    /// `--op-timeout` for every run.
     pub op_timeout: Option<String>,
+    /// `--machine` for every run.
     pub machine: Option<String>,
     /// `--max-wall`: each run's wall-time bound; a run that reaches it
     /// fails (its partial results are not aggregated nor stored, so a
@@ -367,11 +385,17 @@ pub struct SweepSpec {
 pub struct SweepPlan {
     /// The scenario as messages and the aggregate JSON name it.
     pub file: String,
+    /// The scenario's text.
     pub text: String,
+    /// The seeds, in order.
     pub seeds: Vec<u64>,
+    /// The grid axes: (parameter path, values).
     pub params: Vec<(String, Vec<String>)>,
+    /// The grid points: one (parameter, value) list each.
     pub points: Vec<Vec<(String, String)>>,
+    /// One job per (point, seed), points varying slowest.
     pub jobs: Vec<Job>,
+    /// `--machine` for every run.
     pub machine: Option<String>,
     /// Each run's wall-time bound (not part of the store key).
     pub max_wall: Option<MaxWall>,
@@ -379,10 +403,15 @@ pub struct SweepPlan {
 
 /// A sweep's aggregates over its outcome, and their CSV and JSON.
 pub struct Aggregates {
+    /// The metric names, in column order.
     pub names: Vec<String>,
+    /// One row per (point, workload, metric).
     pub rows: Vec<AggRow>,
+    /// The runs that failed or were ejected with an error.
     pub failed: Vec<Failed>,
+    /// The aggregates as CSV (`<scenario>-sweep.csv`).
     pub csv: String,
+    /// The aggregates as JSON (`<scenario>-sweep.json`).
     pub json: String,
 }
 

@@ -19,6 +19,7 @@
 //! at most one pending. A tournament tree over the CPUs holds one live key
 //! per CPU for each. Their keys come from the same sequence counter as the
 //! heap's, so the merged order is the one a single heap would give.
+#![warn(missing_docs)]
 
 pub mod rng;
 pub mod time;
@@ -37,25 +38,62 @@ pub type Cpu = u32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     /// The periodic scheduler tick on a busy CPU (nohz idle stops it).
-    Tick { cpu: Cpu },
+    Tick {
+        /// The CPU ticking.
+        cpu: Cpu,
+    },
     /// The task running on `cpu` reaches the end of its current step.
     /// `gen` invalidates the event when the CPU switched or was delayed since.
-    StepDone { cpu: Cpu, gen: u32 },
+    StepDone {
+        /// The CPU whose running task finishes its step.
+        cpu: Cpu,
+        /// The CPU's step generation when the event was armed.
+        gen: u32,
+    },
     /// A task's sleep timer (hrtimer) expires on `cpu`.
-    Timer { task: TaskId, gen: u32 },
+    Timer {
+        /// The sleeping task.
+        task: TaskId,
+        /// The task's timer generation when armed (a cancelled timer is stale).
+        gen: u32,
+    },
     /// An IPI arrives at `cpu`: reschedule and/or run the queued remote work.
-    Ipi { cpu: Cpu },
+    Ipi {
+        /// The CPU receiving it.
+        cpu: Cpu,
+    },
     /// A workload's tasks are created.
-    WorkloadStart { workload: u32 },
+    WorkloadStart {
+        /// The workload's index in the scenario.
+        workload: u32,
+    },
     /// RT bandwidth or fair-server period boundary / activation on `cpu`.
-    RtBandwidth { cpu: Cpu },
+    RtBandwidth {
+        /// The CPU whose RT runtime or fair server is refreshed.
+        cpu: Cpu,
+    },
     /// Deferred sched_ext work for `cpu`'s runqueue, as an irq_work on `on`;
     /// `ipi` when it was sent to the target with irq_work_queue_on().
-    ScxDeferred { cpu: Cpu, on: Cpu, ipi: bool },
+    ScxDeferred {
+        /// The runqueue the work is for.
+        cpu: Cpu,
+        /// The CPU that runs the irq_work.
+        on: Cpu,
+        /// Sent to `on` with an IPI.
+        ipi: bool,
+    },
     /// The sched_ext kick irq_work of `cpu` (scx_bpf_kick_cpu).
-    ScxKick { cpu: Cpu },
+    ScxKick {
+        /// The CPU whose kick irq_work runs.
+        cpu: Cpu,
+    },
     /// A BPF scheduler's timer.
-    ScxTimer { id: u64, gen: u32 },
+    ScxTimer {
+        /// The BPF timer (its map value's address).
+        id: u64,
+        /// Its generation when armed (a cancelled or re-armed timer is stale).
+        gen: u32,
+    },
     /// The sched_ext watchdog (every timeout / 2).
     ScxWatchdog,
     /// The bypass-mode load balancer (every 500 ms while bypassing).
@@ -69,7 +107,20 @@ pub enum Event {
     /// ... and unregistered from user space (detach_at).
     ScxDetach,
     /// A cpu.max group's period timer, or its slack timer when `slack`.
-    CfsPeriod { tg: u32, gen: u32, slack: bool },
+    CfsPeriod {
+        /// The task group.
+        tg: u32,
+        /// The timer's generation when armed.
+        gen: u32,
+        /// The slack timer rather than the period timer.
+        slack: bool,
+    },
+    /// The scenario's `index`-th [[cgroup_write]]: a write to a cgroup's files
+    /// (cpu.weight, cpu.max, cpu.idle, cgroup.procs) at run time.
+    CgroupWrite {
+        /// The write's index among the scenario's [[cgroup_write]] tables.
+        index: u32,
+    },
     /// The end of the simulation.
     End,
 }
@@ -95,6 +146,7 @@ impl Event {
             Event::ScxAttach => (15, 0),
             Event::ScxDetach => (16, 0),
             Event::CfsPeriod { tg, gen, slack } => (17, (tg as u64) << 33 | (gen as u64) << 1 | slack as u64),
+            Event::CgroupWrite { index } => (18, index as u64),
         }
     }
 }
@@ -222,6 +274,7 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// An empty queue at time 0.
     pub fn new() -> Self {
         Self::default()
     }
@@ -314,14 +367,17 @@ impl Engine {
         [key(&self.steps), key(&self.ticks), heap].into_iter().flatten().min()
     }
 
+    /// Events accounted so far (stale ones excluded).
     pub fn events_processed(&self) -> u64 {
         self.processed
     }
 
+    /// Events still queued (heap, step slots and tick slots).
     pub fn pending(&self) -> usize {
         self.heap.len() + self.steps.armed() + self.ticks.armed()
     }
 
+    /// The event-stream hash: equal for identical runs.
     pub fn hash(&self) -> u64 {
         self.hash.finish()
     }
@@ -339,6 +395,7 @@ impl Default for StreamHash {
 }
 
 impl StreamHash {
+    /// Folds one word into the hash.
     #[inline]
     pub fn mix(&mut self, w: u64) {
         let mut x = self.0 ^ w.wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -346,6 +403,7 @@ impl StreamHash {
         self.0 = x ^ (x >> 32);
     }
 
+    /// The hash of everything mixed so far (a final avalanche step).
     pub fn finish(&self) -> u64 {
         let mut x = self.0;
         x ^= x >> 33;

@@ -60,6 +60,7 @@ impl Rng {
         Rng { s }
     }
 
+    /// The next 64 random bits (xoshiro256++).
     pub fn next_u64(&mut self) -> u64 {
         let s = &mut self.s;
         let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
@@ -73,6 +74,7 @@ impl Rng {
         result
     }
 
+    /// The next 32 random bits (the high half of a 64-bit draw).
     pub fn next_u32(&mut self) -> u32 {
         (self.next_u64() >> 32) as u32
     }
@@ -135,12 +137,16 @@ fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
 /// A distribution of durations used by behaviour programs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Dist {
+    /// Always this duration ("5ms").
     Const(Ns),
+    /// Uniform between the two bounds, inclusive ("uniform:1ms..3ms").
     Uniform(Ns, Ns),
+    /// Exponential with this mean ("exp:5ms").
     Exp(Ns),
 }
 
 impl Dist {
+    /// The distribution's mean.
     pub fn mean(&self) -> Ns {
         match *self {
             Dist::Const(v) | Dist::Exp(v) => v,

@@ -3,8 +3,11 @@
 /// Simulated time and durations, in nanoseconds.
 pub type Ns = u64;
 
+/// Nanoseconds per microsecond (the kernel's NSEC_PER_USEC).
 pub const NSEC_PER_USEC: Ns = 1_000;
+/// Nanoseconds per millisecond (NSEC_PER_MSEC).
 pub const NSEC_PER_MSEC: Ns = 1_000_000;
+/// Nanoseconds per second (NSEC_PER_SEC).
 pub const NSEC_PER_SEC: Ns = 1_000_000_000;
 
 /// A duration that does not parse; the message names the accepted form.

@@ -12,11 +12,17 @@ use crate::engine::time::Ns;
 /// must expect to stay idle before entering it is worthwhile.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdleState {
+    /// The cpuidle state's name ("C1", "C6", ...).
     pub name: String,
+    /// cpuidle's exit_latency: waking the CPU out of this state.
     pub exit_latency_ns: Ns,
+    /// cpuidle's target_residency: the shortest idle period worth entering it for.
     pub target_residency_ns: Ns,
 }
 
+/// What scheduling work costs in time on the modelled machine: the tick
+/// rate, switch, IPI, wakeup and migration costs, the idle states, cache
+/// refill and lock costs, each charged where the kernel pays it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CostModel {
     /// Scheduler tick frequency (CONFIG_HZ). 1000 on desktop distributions, 250 on many servers.

@@ -11,8 +11,11 @@ use crate::machine::cpumask::CpuMask;
 /// storms): interrupts that arrive inside one are delivered at its end.
 #[derive(Clone, Debug)]
 pub struct IrqOffModel {
+    /// Gap between the end of one window and the start of the next, per CPU.
     pub every: Dist,
+    /// Length of each window.
     pub length: Dist,
+    /// The CPUs that have windows.
     pub cpus: CpuMask,
     /// Current or next window per CPU, as [start, end).
     windows: Vec<(Ns, Ns)>,
@@ -22,6 +25,7 @@ pub struct IrqOffModel {
 }
 
 impl IrqOffModel {
+    /// Windows on `cpus`, drawn from one RNG stream per CPU derived from `seed`.
     pub fn new(every: Dist, length: Dist, cpus: CpuMask, seed: u64) -> Self {
         let n = cpus.nr_bits();
         IrqOffModel {

@@ -17,7 +17,9 @@
 //! controller kills (SIGKILL) and reaps every worker process after a grace
 //! period, on SIGINT/SIGTERM/SIGHUP, or when it fails. Workers die with the
 //! controller (PR_SET_PDEATHSIG).
+#![warn(missing_docs)]
 
+mod cgroups;
 mod exec;
 mod shm;
 pub mod sys;
@@ -43,8 +45,10 @@ pub enum RealError {
     /// The scenario needs privileges this process lacks.
     #[error("{0}")]
     Privilege(String),
+    /// A system call or file failed.
     #[error("{0}")]
     Io(String),
+    /// SIGINT, SIGTERM or SIGHUP arrived; everything was cleaned up.
     #[error("interrupted: every worker process was killed and reaped")]
     Interrupted,
 }
@@ -60,16 +64,19 @@ pub struct RealOptions {
     pub scheduler: String,
     /// Record the kernel's scheduler trace through tracefs into a Perfetto file.
     pub trace: Option<TraceRequest>,
+    /// Run a scenario's workloads without making its cgroups (`--no-cgroups`).
+    pub no_cgroups: bool,
 }
 
 impl Default for RealOptions {
     fn default() -> Self {
-        RealOptions { setup_ns: 300_000_000, grace_ns: 3_000_000_000, scheduler: "eevdf".into(), trace: None }
+        RealOptions { setup_ns: 300_000_000, grace_ns: 3_000_000_000, scheduler: "eevdf".into(), trace: None, no_cgroups: false }
     }
 }
 
 /// A finished real run.
 pub struct RealRun {
+    /// The measured run in the simulator's results format.
     pub results: Results,
     /// Kernel release (uname -r).
     pub kernel: String,
@@ -112,6 +119,8 @@ pub(crate) struct TaskPlan {
     pub prog: usize,
     /// First intended wake time of a cyclictest thread, from the start.
     pub first_wake_ns: u64,
+    /// Its task group (index into the simulator's `cg.groups`; 0 the root).
+    pub cgrp: u32,
     /// When the task's workload starts, from the common start.
     pub start_ns: u64,
     pub rng: crate::engine::rng::Rng,
@@ -137,6 +146,8 @@ pub(crate) struct Plan {
     pub spin_per_us: u64,
     /// Host CPU of each scenario CPU.
     pub cpu_map: Vec<usize>,
+    /// The scenario's [[cgroup_write]]s, applied by the controller on time.
+    pub cgroup_writes: Vec<crate::sched::cgroup::CgroupWrite>,
 }
 
 /// The scenario as real mode builds it: the machine is this host (its usable
@@ -168,6 +179,9 @@ pub fn run(scenario: &Scenario, file: &str, opts: &RealOptions) -> Result<RealRu
     preflight(&sim)?;
     let spin_per_us = calibrate_spin();
     let mut plan = make_plan(&sim, &s, cpu_map.clone(), spin_per_us)?;
+    // The scenario's cgroups, removed when this goes out of scope: after
+    // every worker is reaped, whether the run ends, fails or is interrupted.
+    let host_cgroups = if opts.no_cgroups { None } else { cgroups::HostCgroups::create(&sim, &cpu_map)? };
     sys::catch_interrupts();
     // The kernel trace is set up, or refused, before anything starts.
     let mut ktrace = match opts.trace.as_ref().map(|t| tracefs::Recording::open(t, s.duration.0, cpu_map.len())).transpose() {
@@ -185,7 +199,7 @@ pub fn run(scenario: &Scenario, file: &str, opts: &RealOptions) -> Result<RealRu
     if let Some(k) = &mut ktrace {
         k.arm(plan.start_ns, plan.deadline_ns + 100_000_000);
     }
-    let outcome = spawn_and_wait(&plan, plan.deadline_ns + opts.grace_ns);
+    let outcome = spawn_and_wait(&plan, plan.deadline_ns + opts.grace_ns, host_cgroups.as_ref());
     if let Some(k) = &mut ktrace {
         k.stop();
     }
@@ -201,7 +215,14 @@ pub fn run(scenario: &Scenario, file: &str, opts: &RealOptions) -> Result<RealRu
     outcome?;
     let trace = trace.transpose()?;
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_else(|_| "?".into());
+    let mut sim = sim;
+    if let Some(h) = &host_cgroups {
+        h.read_stats(&mut sim);
+    }
     let mut run = collect(sim, &s, file, &plan, &opts.scheduler, kernel, stat_before, stat_after);
+    if opts.no_cgroups && !run.results.cgroups.is_empty() {
+        run.notes.push("--no-cgroups: the scenario's cgroups were not made; every workload ran in schedlab's own cgroup".into());
+    }
     run.trace = trace;
     Ok(run)
 }
@@ -288,11 +309,17 @@ fn make_plan(sim: &Sim, s: &Scenario, cpu_map: Vec<usize>, spin_per_us: u64) -> 
             cpus: t.cpus_allowed.iter().map(|c| cpu_map[c]).collect(),
             prog: t.prog as usize,
             first_wake_ns: t.next_wake,
+            cgrp: t.cgrp,
             start_ns: sim.metrics[t.workload as usize].start_ns,
             rng: sim.task_rngs[t.id as usize].clone(),
         })
         .collect();
-    Ok(Plan { tasks, programs: sim.programs.clone(), objs, shm, start_ns: 0, deadline_ns: 0, spin_per_us, cpu_map })
+    Ok(Plan { tasks, programs: sim.programs.clone(), objs, shm, start_ns: 0, deadline_ns: 0, spin_per_us, cpu_map, cgroup_writes: {
+        // In time order (stable: equal times keep the scenario's order, as the simulator's event queue does).
+        let mut w = sim.cg.writes.clone();
+        w.sort_by_key(|w| w.at);
+        w
+    } })
 }
 
 fn close_objs(plan: &Plan) {
@@ -306,7 +333,7 @@ fn close_objs(plan: &Plan) {
 
 /// Forks one worker per process (tgid), waits for all of them, and kills and
 /// reaps them all at `kill_at`, on an interrupt, or on any failure.
-fn spawn_and_wait(plan: &Arc<Plan>, kill_at: u64) -> Result<(), RealError> {
+fn spawn_and_wait(plan: &Arc<Plan>, kill_at: u64, cgroups: Option<&cgroups::HostCgroups>) -> Result<(), RealError> {
     let mut tgids: Vec<u32> = plan.tasks.iter().map(|t| t.tgid).collect();
     tgids.sort_unstable();
     tgids.dedup();
@@ -329,7 +356,17 @@ fn spawn_and_wait(plan: &Arc<Plan>, kill_at: u64) -> Result<(), RealError> {
                 exec::worker(plan, tgid);
                 sys::exit_now(0);
             }
-            Ok(pid) => children.push(pid),
+            Ok(pid) => {
+                children.push(pid);
+                // Into its cgroup before the common start, all its threads.
+                if let Some(cg) = cgroups {
+                    let group = plan.tasks.iter().find(|t| t.tgid == tgid).map_or(0, |t| t.cgrp);
+                    if let Err(e) = cg.attach(group, pid) {
+                        kill_all(&children);
+                        return Err(e);
+                    }
+                }
+            }
             Err(e) => {
                 kill_all(&children);
                 return Err(RealError::Io(format!("fork: {e}")));
@@ -338,7 +375,25 @@ fn spawn_and_wait(plan: &Arc<Plan>, kill_at: u64) -> Result<(), RealError> {
     }
     let mut alive = children.clone();
     let mut killed = false;
+    // Worker pid of each tgid, for cgroup.procs writes.
+    let mut tgid_list: Vec<u32> = plan.tasks.iter().map(|t| t.tgid).collect();
+    tgid_list.sort_unstable();
+    tgid_list.dedup();
+    let mut writes_done = 0;
     while !alive.is_empty() {
+        if let Some(cg) = cgroups {
+            while let Some(w) = plan.cgroup_writes.get(writes_done).filter(|w| sys::now_ns() >= plan.start_ns + w.at) {
+                let pids: Vec<i32> = match w.procs {
+                    None => Vec::new(),
+                    Some(wl) => tgid_list.iter().zip(&children).filter(|(g, _)| plan.tasks.iter().any(|t| t.tgid == **g && t.workload == wl as usize)).map(|(_, &p)| p).collect(),
+                };
+                if let Err(e) = cg.apply(w, &pids) {
+                    kill_all(&children);
+                    return Err(e);
+                }
+                writes_done += 1;
+            }
+        }
         if sys::interrupted() {
             kill_all(&children);
             return Err(RealError::Interrupted);
@@ -388,6 +443,10 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
         t.stats.migrations = st.migrations();
         t.stats.wakeups = st.wakeups();
         t.stats.work = st.work();
+        let (cgrp, ran, waited) = (t.cgrp, t.stats.runtime_ns, t.stats.wait_ns);
+        sim.cg.charge(cgrp, ran, false);
+        sim.cg.charge(cgrp, waited, true);
+        let t = &mut sim.tasks[i];
         t.cpu = plan.cpu_map.iter().position(|&c| c as u32 == st.last_cpu()).unwrap_or(0) as u32;
         // Host CPU ids back to the scenario's. A CPU outside the map means
         // the task escaped its affinity onto a CPU the run does not use.
@@ -441,6 +500,10 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
         wr.runtime_ns += plan.shm.fork_runtime(w);
     }
     results.sim_time_ns = wall;
+    let machine_ns = wall as u128 * plan.cpu_map.len() as u128;
+    for c in &mut results.cgroups {
+        c.cpu_share_ppm = (c.runtime_ns as u128 * 1_000_000).checked_div(machine_ns).unwrap_or(0) as u64;
+    }
     results.events = 0;
     results.event_hash = "real".into();
     results.machine = format!("host ({} usable CPUs: {})", plan.cpu_map.len(), cpulist(&plan.cpu_map));

@@ -46,11 +46,13 @@ pub fn sleep_until(at: u64) {
     }
 }
 
+/// gettid(2): the calling thread's id.
 pub fn gettid() -> pid_t {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as pid_t }
 }
 
+/// sched_yield(2).
 pub fn sched_yield() {
     // SAFETY: no arguments.
     unsafe { libc::sched_yield() };
@@ -76,11 +78,17 @@ struct SchedAttr {
     sched_period: u64,
 }
 
+/// Scheduling policies as sched_setattr(2) takes them (include/uapi/linux/sched.h).
 pub const SCHED_OTHER: u32 = 0;
+/// SCHED_FIFO.
 pub const SCHED_FIFO: u32 = 1;
+/// SCHED_RR.
 pub const SCHED_RR: u32 = 2;
+/// SCHED_BATCH.
 pub const SCHED_BATCH: u32 = 3;
+/// SCHED_IDLE.
 pub const SCHED_IDLE: u32 = 5;
+/// SCHED_EXT (6.12+).
 pub const SCHED_EXT: u32 = 7;
 
 /// sched_setattr(tid, policy, nice, RT priority, custom slice) — the slice
@@ -215,6 +223,7 @@ pub fn futex_wake(word: &std::sync::atomic::AtomicU32, n: i32) {
     unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, n, 0, 0, 0) };
 }
 
+/// fork(2): 0 in the child, the child's pid in the parent.
 pub fn fork() -> io::Result<pid_t> {
     // SAFETY: the child only runs the executor, which uses glibc's fork-safe
     // allocator and its own descriptors and mappings.
@@ -227,11 +236,13 @@ pub fn die_with_parent() {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
 }
 
+/// _exit(2): ends a forked worker without running the parent's exit handlers.
 pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns and runs no atexit handlers (the parent owns those).
     unsafe { libc::_exit(code) }
 }
 
+/// kill(2); a negative `pid` signals a process group.
 pub fn kill(pid: pid_t, sig: i32) {
     // SAFETY: plain kill.
     unsafe { libc::kill(pid, sig) };
@@ -267,6 +278,7 @@ pub fn try_wait(pid: pid_t) -> Option<i32> {
     (r == pid || r < 0).then_some(status)
 }
 
+/// close(2), errors ignored.
 pub fn close(fd: i32) {
     // SAFETY: closing a descriptor this process owns.
     unsafe { libc::close(fd) };
@@ -298,10 +310,12 @@ pub fn default_signals_in_child() {
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
 }
 
+/// A signal caught by [`catch_interrupts`] has arrived.
 pub fn interrupted() -> bool {
     INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
+/// Forgets a caught signal and restores the default dispositions.
 pub fn clear_interrupts() {
     INTERRUPTED.store(false, std::sync::atomic::Ordering::SeqCst);
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -310,6 +324,7 @@ pub fn clear_interrupts() {
     }
 }
 
+/// The effective user is root.
 pub fn is_root() -> bool {
     // SAFETY: no arguments.
     unsafe { libc::geteuid() == 0 }

@@ -31,6 +31,7 @@ use crate::results::trace::{trace_pid, PerfettoWriter, ThreadInfo, WakeKind, Who
 /// What `--trace` asks of a real run.
 #[derive(Clone, Debug)]
 pub struct TraceRequest {
+    /// The Perfetto file to write.
     pub path: PathBuf,
     /// Keep only events in [from, to) of the run's time.
     pub window: Option<(u64, u64)>,
@@ -39,6 +40,7 @@ pub struct TraceRequest {
 /// What the kernel recorded and what was written.
 #[derive(Clone, Debug, Default)]
 pub struct TraceStats {
+    /// The Perfetto file written.
     pub path: PathBuf,
     /// Events read from the kernel's buffer, from the common start on.
     pub recorded: u64,
@@ -48,9 +50,11 @@ pub struct TraceStats {
     pub lost: u64,
     /// sched_migrate_task events, and those of the scenario's tasks.
     pub migrations: u64,
+    /// sched_migrate_task events of the scenario's tasks.
     pub task_migrations: u64,
     /// Threads in the trace that are not the scenario's tasks.
     pub other_threads: usize,
+    /// The per-CPU ring buffer size used (buffer_size_kb).
     pub buffer_kb: u64,
 }
 

@@ -27,6 +27,7 @@ pub const SHARE_TOLERANCE_PP: f64 = 5.0;
 /// recorded, and its own counters read from its .bss/.data maps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RealScx {
+    /// The ops name the kernel reported.
     pub name: String,
     /// /sys/kernel/sched_ext/state once loaded ("enabled").
     pub state: String,
@@ -35,44 +36,60 @@ pub struct RealScx {
     /// The loader attached it; a scheduler that misbehaves may have been
     /// ejected before its state could be read.
     pub attached: bool,
+    /// sched_ext's state once detached.
     pub state_after_detach: String,
     /// scx_exit_kind name ("UNREG", "ERROR_BPF", ...), None when none was recorded.
     pub exit_kind: Option<String>,
+    /// The exit reason as the kernel reported it.
     pub exit_reason: String,
+    /// The exit message.
     pub exit_msg: String,
+    /// The scheduler's own integer globals, by name.
     pub counters: BTreeMap<String, u64>,
 }
 
 /// One check: what each side showed and whether they agree.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Check {
+    /// What is checked ("loaded", "tasks that ran", ...).
     pub what: &'static str,
+    /// The real run's value.
     pub real: String,
+    /// The simulation's value.
     pub sim: String,
+    /// They agree within the check's tolerance.
     pub agree: bool,
 }
 
 /// A scheduler counter on both sides.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Counter {
+    /// The global's name.
     pub name: String,
+    /// Its value in the real run.
     pub real: Option<u64>,
+    /// Its value in the simulation.
     pub sim: Option<u64>,
 }
 
 /// The checks of one variant.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Agreement {
+    /// The variant's label.
     pub variant: String,
+    /// Every check.
     pub checks: Vec<Check>,
+    /// The scheduler's counters side by side.
     pub counters: Vec<Counter>,
 }
 
 impl Agreement {
+    /// Every check agrees.
     pub fn agrees(&self) -> bool {
         self.checks.iter().all(|c| c.agree)
     }
 
+    /// The checks that do not agree, one line each.
     pub fn disagreements(&self) -> Vec<String> {
         self.checks.iter().filter(|c| !c.agree).map(|c| format!("{}: real {} vs simulated {}", c.what, c.real, c.sim)).collect()
     }

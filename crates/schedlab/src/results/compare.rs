@@ -12,29 +12,42 @@ use crate::engine::time::fmt_ns;
 /// written to JSON and read back is identical.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkloadSummary {
+    /// The workload's name.
     pub name: String,
+    /// Its kind.
     pub kind: String,
+    /// Latency samples recorded.
     pub samples: u64,
+    /// Median wakeup latency.
     pub p50_ns: Option<u64>,
+    /// 99th percentile.
     pub p99_ns: Option<u64>,
+    /// 99.9th percentile.
     pub p999_ns: Option<u64>,
+    /// Largest.
     pub max_ns: Option<u64>,
     /// (threshold, samples above it).
     pub over: Vec<(u64, u64)>,
+    /// First start to last exit, when every task finished.
     pub makespan_ns: Option<u64>,
+    /// Units of work done (loops, messages, requests).
     pub work: u64,
     /// Work per simulated second (per makespan for workloads that finish).
     pub work_per_s: u64,
+    /// CPU time of its tasks.
     pub runtime_ns: u64,
 }
 
 /// The sched_ext scheduler's end state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScxSummary {
+    /// The scheduler's ops name.
     pub name: String,
+    /// Its state at the end (enabled, disabled, ...).
     pub state: String,
     /// "kind (reason): message", or empty when it did not exit.
     pub exit: String,
+    /// CPU time spent in its callbacks.
     pub overhead_ns: u64,
 }
 
@@ -43,13 +56,21 @@ pub struct ScxSummary {
 pub struct RunSummary {
     /// The variant ("eevdf", "ext:simple RUN_TO_PARITY=off", ...).
     pub label: String,
+    /// The scheduler as results name it (eevdf, ext:simple, ...).
     pub scheduler: String,
+    /// Features switched from their defaults.
     pub features_changed: Vec<String>,
+    /// The run's seed.
     pub seed: u64,
+    /// Simulated time (or measured time of a real run).
     pub sim_time_ns: u64,
+    /// Events processed.
     pub events: u64,
+    /// The event-stream hash ("real" for a real run).
     pub event_hash: String,
+    /// Per workload.
     pub workloads: Vec<WorkloadSummary>,
+    /// The sched_ext scheduler, if one ran.
     pub sched_ext: Option<ScxSummary>,
     /// "stopped by --max-wall 30s at 1.2s of 10s simulated" when the run
     /// stopped early ([`Results::partial`]); absent for a complete run.
@@ -58,6 +79,7 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    /// A run's results reduced for comparisons and sweeps.
     pub fn from_results(label: &str, r: &Results) -> RunSummary {
         RunSummary::from_value(label, &serde_json::to_value(r).expect("results serialize"))
     }

@@ -296,10 +296,15 @@ pub fn utilisation(base: &Path, title: &str, tl: &Timeline) -> Result<Vec<PathBu
 /// One bar: its value and an optional (low, high) whisker.
 pub type Bar = (f64, Option<(f64, f64)>);
 
+/// A grouped bar chart.
 pub struct Bars {
+    /// The chart's title.
     pub title: String,
+    /// The y axis' label.
     pub y_desc: String,
+    /// One group of bars per category (x axis).
     pub categories: Vec<String>,
+    /// (series name, one bar per category).
     pub series: Vec<(String, Vec<Bar>)>,
 }
 

@@ -5,35 +5,56 @@ use serde::Serialize;
 use crate::sched::sim::Sim;
 use crate::engine::time::fmt_ns;
 
+/// Wakeup latency of a workload, from its HDR histogram.
 #[derive(Debug, Serialize)]
 pub struct LatencyStats {
+    /// Samples.
     pub count: u64,
+    /// Smallest (ns).
     pub min_ns: u64,
+    /// Mean (ns).
     pub mean_ns: u64,
+    /// Median (ns).
     pub p50_ns: u64,
+    /// 90th percentile (ns).
     pub p90_ns: u64,
+    /// 99th percentile (ns).
     pub p99_ns: u64,
+    /// 99.9th percentile (ns).
     pub p999_ns: u64,
+    /// Largest (ns).
     pub max_ns: u64,
 }
 
+/// Samples above a threshold (cyclictest's spikes_above).
 #[derive(Debug, Serialize)]
 pub struct ThresholdCount {
+    /// The threshold (ns).
     pub above_ns: u64,
+    /// Samples above it.
     pub count: u64,
 }
 
+/// One workload's results.
 #[derive(Debug, Serialize)]
 pub struct WorkloadResult {
+    /// Its name.
     pub name: String,
+    /// Its kind.
     pub kind: String,
+    /// Tasks it created.
     pub tasks: u32,
+    /// Wakeup latency, for workloads that measure it.
     pub latency: Option<LatencyStats>,
+    /// Samples above each `spikes_above` threshold.
     pub thresholds: Vec<ThresholdCount>,
     /// Start to last exit, for workloads whose tasks all finish (hackbench).
     pub makespan_ns: Option<u64>,
+    /// Every task exited before the end.
     pub finished: bool,
+    /// Units of work done (loops, messages, requests).
     pub work: u64,
+    /// CPU time of its tasks (ns).
     pub runtime_ns: u64,
     /// Exact min / mean / max of `latency` (cyclictest's Min, Avg, Max);
     /// the percentiles above are HDR values, good to 3 significant digits.
@@ -51,10 +72,14 @@ pub struct WorkloadResult {
     pub requests_per_s: Option<u64>,
 }
 
+/// Latency from every sample, not the histogram's buckets.
 #[derive(Debug, Serialize)]
 pub struct ExactLatency {
+    /// Smallest (ns).
     pub min_ns: u64,
+    /// Mean (ns).
     pub avg_ns: u64,
+    /// Largest (ns).
     pub max_ns: u64,
 }
 
@@ -62,56 +87,83 @@ pub struct ExactLatency {
 /// (i * 1000 .. i * 1000 + 999 ns); `overflows` at or above `counts.len()` us.
 #[derive(Debug, Serialize)]
 pub struct UsHistogram {
+    /// Samples per microsecond bucket (cyclictest --histogram).
     pub counts: Vec<u64>,
+    /// Samples past the last bucket.
     pub overflows: u64,
 }
 
+/// One task's results.
 #[derive(Debug, Serialize)]
 pub struct TaskResult {
+    /// Its task id.
     pub id: u32,
+    /// Its name (comm).
     pub name: String,
+    /// Its workload's name.
     pub workload: String,
     /// Process id (mm) and cgroup of the task.
     pub tgid: u32,
+    /// Its cgroup path at the end.
     pub cgroup: String,
     /// CPU the task was last on.
     pub cpu: u32,
     /// Its CPU affinity at the end, and every CPU it ran on (cpulists).
     pub cpus_allowed: String,
+    /// The CPUs it ran on (cpulist).
     pub ran_on: String,
+    /// Its policy (SCHED_OTHER, SCHED_FIFO, ...).
     pub policy: &'static str,
+    /// Its nice value at the end.
     pub nice: i32,
+    /// Its kernel priority (p->prio).
     pub prio: i32,
+    /// CPU time (se.sum_exec_runtime, ns).
     pub runtime_ns: u64,
+    /// Time runnable but not running (schedstat run_delay, ns).
     pub wait_ns: u64,
+    /// Times switched in (nr_switches).
     pub switches: u64,
+    /// Voluntary switches (it blocked).
     pub voluntary_switches: u64,
+    /// Migrations (nr_migrations).
     pub migrations: u64,
+    /// Wakeups (nr_wakeups).
     pub wakeups: u64,
 }
 
+/// One CPU's results.
 #[derive(Debug, Serialize)]
 pub struct CpuResult {
+    /// The CPU.
     pub cpu: u32,
+    /// Time not idle (ns).
     pub busy_ns: u64,
     /// Busy fraction in parts per million (integer, so JSON is byte-stable).
     pub util_ppm: u64,
+    /// Context switches on it.
     pub switches: u64,
+    /// IPIs it received.
     pub ipis: u64,
+    /// Tasks migrated onto it.
     pub migrations_in: u64,
 }
 
 /// Cache-aware scheduling's scan work (experiment 004), when SCHED_CACHE is on.
 #[derive(Debug, Serialize)]
 pub struct SchedCacheResult {
+    /// LLC-preference scans done.
     pub scans: u64,
+    /// CPUs visited by those scans.
     pub cpus_scanned: u64,
+    /// Times a task's preferred LLC changed.
     pub preference_changes: u64,
 }
 
 /// What the sched_ext scheduler did, when one was loaded.
 #[derive(Debug, Serialize)]
 pub struct ScxResult {
+    /// The scheduler's ops name.
     pub name: String,
     /// `crate:NAME@VERSION` when built from a published crate.
     #[serde(rename = "crate", skip_serializing_if = "Option::is_none")]
@@ -119,36 +171,57 @@ pub struct ScxResult {
     /// "enabled" while it still ran at the end, "disabled" after an exit,
     /// "disabling" when the disable had not finished.
     pub state: &'static str,
+    /// How it exited, if it did (kind, reason, message).
     pub exit: Option<crate::sched::ext::ops::ExitInfo>,
     /// Calls per sched_ext_ops callback (only callbacks that were called).
     pub op_calls: std::collections::BTreeMap<&'static str, u64>,
+    /// kfunc calls made by its callbacks.
     pub kfunc_calls: u64,
+    /// Tasks dispatched (ops.dispatch inserts).
     pub dispatched: u64,
+    /// Direct dispatches from select_cpu / enqueue.
     pub direct_dispatches: u64,
+    /// Dispatches dropped because the task's state moved on (stale qseq).
     pub stale_dispatches_dropped: u64,
+    /// Tasks consumed from the local CPU's DSQs.
     pub consumed_local: u64,
+    /// Tasks moved from another CPU's DSQs.
     pub consumed_remote: u64,
+    /// Tasks walked over in DSQ scans.
     pub dsq_tasks_scanned: u64,
+    /// Tasks re-enqueued (SCX_ENQ_REENQ / IMMED).
     pub reenqueued: u64,
+    /// scx_bpf_kick_cpu() kicks.
     pub kicks: u64,
+    /// Times a CPU kept its previous task (SCX_RQ_BAL_KEEP).
     pub keep_prev: u64,
+    /// Slices refilled with the default slice.
     pub dfl_slice_refills: u64,
+    /// Deferred work run through irq_work.
     pub deferred_irq_works: u64,
     /// ... of those, for another CPU's runqueue (where experiment 000's change acts).
     pub deferred_remote: u64,
     /// CPU time charged for callbacks, kfuncs and DSQ locks (incl. waiting).
     pub overhead_ns: u64,
+    /// CPU time spent waiting for DSQ locks (ns).
     pub dsq_lock_wait_ns: u64,
     /// Local DSQ residence: insert to removal (experiment 000's metric).
     pub local_dsq_residence: Option<LatencyStats>,
+    /// Local-DSQ residences over 128 us.
     pub local_dsq_residence_over_128us: u64,
+    /// Local-DSQ residences over 256 us.
     pub local_dsq_residence_over_256us: u64,
+    /// Tasks moved by the bypass load balancer.
     pub bypass_lb_moved: u64,
     /// CPUs stuck in the scheduler past the hard-lockup threshold.
     pub hardlockups: u64,
+    /// When disabling started (ns).
     pub disable_started_ns: Option<u64>,
+    /// When its RCU grace period ended (ns).
     pub disable_grace_period_done_ns: Option<u64>,
+    /// When disabling finished (ns).
     pub disable_done_ns: Option<u64>,
+    /// Longest wait of a task while disabling (ns).
     pub max_wait_while_disabling_ns: u64,
     /// Text the scheduler wrote from ops.dump*() on an error exit.
     pub dump: String,
@@ -231,21 +304,29 @@ fn latency_stats(h: &hdrhistogram::Histogram<u64>) -> Option<LatencyStats> {
 /// What one cgroup's tasks received (cpu.stat), its descendants included.
 #[derive(Debug, Serialize)]
 pub struct CgroupResult {
+    /// The cgroup's path.
     pub path: String,
+    /// cpu.weight.
     pub weight: u32,
     /// cpu.max as "QUOTA PERIOD" or "max".
     pub max: String,
     /// cpuset.cpus.effective.
     pub cpus: String,
+    /// cpu.idle.
     pub idle: bool,
     /// Tasks in the cgroup itself at the end.
     pub tasks: u32,
+    /// CPU time of its tasks, descendants included (ns).
     pub runtime_ns: u64,
     /// Its part of the machine's CPU time, in parts per million.
     pub cpu_share_ppm: u64,
+    /// Time its tasks waited runnable (ns).
     pub wait_ns: u64,
+    /// Time throttled, summed over CPUs (cpu.stat throttled_usec, in ns).
     pub throttled_ns: u64,
+    /// Periods in which it was throttled (nr_throttled).
     pub nr_throttled: u64,
+    /// Periods elapsed with a quota (nr_periods).
     pub nr_periods: u64,
 }
 
@@ -281,31 +362,51 @@ impl CgroupResult {
     }
 }
 
+/// One spinlock's results.
 #[derive(Debug, Serialize)]
 pub struct LockResult {
+    /// Its id.
     pub id: u32,
+    /// Times taken.
     pub acquisitions: u64,
     /// CPU time burnt spinning on the lock.
     pub spin_ns: u64,
 }
 
+/// What a run reports: the document `--json` writes.
 #[derive(Debug, Serialize)]
 pub struct Results {
+    /// The schedlab version that made it.
     pub schedlab_version: &'static str,
+    /// The scenario's title.
     pub scenario: String,
+    /// The seed.
     pub seed: u64,
+    /// The machine (preset, import or "host").
     pub machine: String,
+    /// CPUs.
     pub nr_cpus: usize,
+    /// The scheduler (eevdf, ext:NAME, real:...).
     pub scheduler: String,
+    /// Features switched from their defaults.
     pub features_changed: Vec<String>,
+    /// Simulated (or measured) time (ns).
     pub sim_time_ns: u64,
+    /// Events processed.
     pub events: u64,
+    /// The event-stream hash: equal for identical runs.
     pub event_hash: String,
+    /// Per workload.
     pub workloads: Vec<WorkloadResult>,
+    /// Per task.
     pub tasks: Vec<TaskResult>,
+    /// Per CPU.
     pub cpus: Vec<CpuResult>,
+    /// Per spinlock.
     pub locks: Vec<LockResult>,
+    /// SCHED_CACHE's counters, when on.
     pub sched_cache: Option<SchedCacheResult>,
+    /// The sched_ext scheduler, if one was loaded.
     pub sched_ext: Option<ScxResult>,
     /// Per-cgroup results, when the scenario has cgroups.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -327,6 +428,7 @@ pub struct Partial {
 }
 
 impl Results {
+    /// Collects the results of `sim` as it stands now.
     pub fn collect(sim: &Sim, scenario: &str, scheduler: &str) -> Results {
         let now = sim.now();
         let workloads = sim
@@ -433,6 +535,7 @@ impl Results {
         self.partial = Some(Partial { reason: reason.to_string(), duration_ns });
     }
 
+    /// The results as pretty JSON, newline-terminated.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("results serialize") + "\n"
     }

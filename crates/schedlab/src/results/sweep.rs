@@ -78,22 +78,30 @@ pub fn run_key(scenario_text: &str, overrides: &[String], seed: u64) -> String {
 /// One run of the grid.
 #[derive(Clone, Debug)]
 pub struct Job {
+    /// The grid point (index into the plan's points).
     pub point: usize,
+    /// The run's seed.
     pub seed: u64,
     /// The point's parameters as `path=value` overrides.
     pub overrides: Vec<String>,
+    /// The store key: a hash of the scenario text, the overrides and the seed.
     pub key: String,
 }
 
 /// What the store keeps per run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
+    /// The store key it was run under.
     pub key: String,
+    /// The run's seed.
     pub seed: u64,
+    /// The overrides that made its scenario.
     pub overrides: Vec<String>,
+    /// What the run gave.
     pub summary: RunSummary,
 }
 
+/// One job per (point, seed), points varying slowest, keyed for the store.
 pub fn jobs(scenario_text: &str, base: &[String], points: &[Vec<(String, String)>], seeds: &[u64]) -> Vec<Job> {
     let mut out = Vec::new();
     for (i, p) in points.iter().enumerate() {
@@ -126,7 +134,9 @@ pub struct Outcome {
     pub jobs: Vec<Job>,
     /// The jobs that failed to run, with why ("seed S overrides: error").
     pub errors: Vec<(Job, String)>,
+    /// Jobs whose record the store already held.
     pub reused: usize,
+    /// Jobs run this time.
     pub ran: usize,
 }
 
@@ -135,7 +145,9 @@ pub struct Outcome {
 /// scx_bpf_error()), so part of it ran under fair.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Failed {
+    /// The grid point, as (parameter, value) pairs.
     pub point: Vec<(String, String)>,
+    /// The run's seed.
     pub seed: u64,
     /// "run failed: ..." or "sched_ext ejected: KIND (reason): message".
     pub reason: String,
@@ -238,11 +250,17 @@ pub fn guarded_run(run: &(dyn Fn(&Job) -> Result<RunSummary, String> + Sync), jo
 /// Median and spread of one metric over the seeds of a grid point.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Stat {
+    /// Seeds aggregated.
     pub n: usize,
+    /// Median over the seeds.
     pub median: u64,
+    /// First quartile.
     pub q1: u64,
+    /// Third quartile.
     pub q3: u64,
+    /// Smallest.
     pub min: u64,
+    /// Largest.
     pub max: u64,
 }
 
@@ -283,10 +301,15 @@ pub fn metrics(w: &crate::results::compare::WorkloadSummary) -> Vec<(String, &'s
 /// One aggregate row: a grid point, a workload, a metric.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AggRow {
+    /// The grid point, as (parameter, value) pairs.
     pub point: Vec<(String, String)>,
+    /// The workload the metric is of.
     pub workload: String,
+    /// The metric (p99_ns, makespan_ns, work_per_s, ...).
     pub metric: String,
+    /// Its unit ("ns", "/s", ...).
     pub unit: &'static str,
+    /// Its spread over the seeds.
     #[serde(flatten)]
     pub stat: Stat,
 }

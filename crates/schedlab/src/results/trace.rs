@@ -51,11 +51,38 @@ impl PrevState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceEvent {
     /// `cpu` stops running `prev` and starts `next`.
-    Switch { cpu: Cpu, prev: Option<TaskId>, prev_state: PrevState, next: Option<TaskId> },
+    Switch {
+        /// The CPU switching.
+        cpu: Cpu,
+        /// The task leaving (None: idle).
+        prev: Option<TaskId>,
+        /// How it leaves (prev_state).
+        prev_state: PrevState,
+        /// The task coming in (None: idle).
+        next: Option<TaskId>,
+    },
     /// Code on `cpu` (run by `waker`) wakes `task`, last on `target_cpu`.
-    Waking { cpu: Cpu, waker: Option<TaskId>, task: TaskId, target_cpu: Cpu },
+    Waking {
+        /// The CPU the waker runs on.
+        cpu: Cpu,
+        /// The task waking it (None: an interrupt or idle).
+        waker: Option<TaskId>,
+        /// The task woken.
+        task: TaskId,
+        /// The CPU it is woken onto.
+        target_cpu: Cpu,
+    },
     /// A new task is placed on `target_cpu` by its parent on `cpu`.
-    WakeupNew { cpu: Cpu, waker: Option<TaskId>, task: TaskId, target_cpu: Cpu },
+    WakeupNew {
+        /// The CPU the waker runs on.
+        cpu: Cpu,
+        /// The task waking it (None: an interrupt or idle).
+        waker: Option<TaskId>,
+        /// The task woken.
+        task: TaskId,
+        /// The CPU it is woken onto.
+        target_cpu: Cpu,
+    },
 }
 
 impl TraceEvent {
@@ -70,6 +97,7 @@ impl TraceEvent {
 /// A consumer of tracepoint hits. `tasks` is the simulator's task table,
 /// for names, priorities and process ids.
 pub trait TraceSink {
+    /// One tracepoint hit at `ts`; `tasks` to name the tasks involved.
     fn event(&mut self, ts: Ns, ev: &TraceEvent, tasks: &[Task]);
     /// The run ended at `end`; flush whatever is buffered.
     fn finish(&mut self, _end: Ns, _tasks: &[Task]) -> std::io::Result<()> {
@@ -85,10 +113,12 @@ pub struct Tracer {
 }
 
 impl Tracer {
+    /// No sinks yet, for `nr_cpus` CPUs.
     pub fn new(nr_cpus: usize) -> Self {
         Tracer { sinks: Vec::new(), curr: vec![None; nr_cpus] }
     }
 
+    /// Attaches a consumer.
     pub fn add(&mut self, sink: Box<dyn TraceSink>) {
         self.sinks.push(sink);
     }
@@ -192,6 +222,7 @@ impl TraceSink for Recorder {
 /// utilisation-over-time plots. A CPU is busy while it runs a task.
 #[derive(Clone, Debug)]
 pub struct Timeline {
+    /// Width of a bucket (ns).
     pub bucket_ns: Ns,
     /// `busy_ns[cpu][bucket]`.
     pub busy_ns: Vec<Vec<Ns>>,
@@ -199,6 +230,7 @@ pub struct Timeline {
 }
 
 impl Timeline {
+    /// Empty buckets of `bucket_ns` for `nr_cpus` CPUs.
     pub fn new(nr_cpus: usize, bucket_ns: Ns) -> Self {
         Timeline { bucket_ns: bucket_ns.max(1), busy_ns: vec![Vec::new(); nr_cpus], since: vec![None; nr_cpus] }
     }
@@ -228,6 +260,7 @@ impl Timeline {
         self.busy_ns[cpu].get(i).copied().unwrap_or(0) as f64 / self.bucket_ns as f64
     }
 
+    /// Buckets recorded so far.
     pub fn nr_buckets(&self) -> usize {
         self.busy_ns.iter().map(|r| r.len()).max().unwrap_or(0)
     }
@@ -358,16 +391,22 @@ const BUNDLE_EVENTS: usize = 1024;
 /// kernel priority.
 #[derive(Clone, Copy, Debug)]
 pub struct Who<'a> {
+    /// pid (the kernel's: a task id + 1; 0 is idle).
     pub pid: i64,
+    /// comm.
     pub comm: &'a str,
+    /// prio as the tracepoint reports it.
     pub prio: i64,
 }
 
 /// A thread as the process tree names it, with its process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadInfo {
+    /// Thread id.
     pub tid: i64,
+    /// Thread name.
     pub name: String,
+    /// Its process (thread group) id.
     pub tgid: i64,
     /// The process's name (its cmdline in the trace).
     pub process: String,
@@ -409,10 +448,12 @@ pub struct PerfettoWriter {
     leaders: std::collections::BTreeMap<u32, TaskId>,
     scanned: usize,
     error: Option<std::io::Error>,
+    /// Events written to the file so far.
     pub events_written: u64,
 }
 
 impl PerfettoWriter {
+    /// A writer of Perfetto packets to `out`, keeping only `window` (ns).
     pub fn new(out: Box<dyn Write>, nr_cpus: usize, window: Option<(Ns, Ns)>) -> Self {
         PerfettoWriter {
             out,

@@ -151,10 +151,29 @@ pub struct TaskGroup {
     pub bw: crate::sched::fair_bandwidth::CfsBandwidth,
 }
 
+/// A write to a group's files at a moment of the run ([[cgroup_write]]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CgroupWrite {
+    /// When, from the start of the run (ns).
+    pub at: Ns,
+    /// The group written.
+    pub group: u32,
+    /// cpu.weight.
+    pub weight: Option<u32>,
+    /// cpu.max.
+    pub max: Option<CpuMax>,
+    /// cpu.idle.
+    pub idle: Option<bool>,
+    /// cgroup.procs: every live task of this workload moves into `group`.
+    pub procs: Option<u32>,
+}
+
 /// The task groups and their per-CPU fair state.
 #[derive(Debug)]
 pub struct TaskGroups {
     pub groups: Vec<TaskGroup>,
+    /// The scenario's run-time writes, in scenario order.
+    pub writes: Vec<CgroupWrite>,
     pub nr_cpus: usize,
     /// tg->cfs_rq[cpu] at `group * nr_cpus + cpu` (the root's slots unused: rq.cfs).
     pub cfs_rqs: Vec<CfsRq>,
@@ -184,7 +203,7 @@ impl TaskGroups {
             stats: CgroupStats::default(),
             bw: Default::default(),
         };
-        let mut g = TaskGroups { groups: Vec::new(), nr_cpus, cfs_rqs: Vec::new(), ses: Vec::new(), load_contrib: Vec::new(), bandwidth_used: false };
+        let mut g = TaskGroups { groups: Vec::new(), writes: Vec::new(), nr_cpus, cfs_rqs: Vec::new(), ses: Vec::new(), load_contrib: Vec::new(), bandwidth_used: false };
         g.push(root);
         g
     }
@@ -357,6 +376,31 @@ impl Sim {
         tg.idle = idle;
         tg.shares = if idle { WEIGHT_IDLEPRIO as u64 } else { shares_of_weight(tg.weight) };
         self.update_group_entities(g);
+    }
+
+    /// The scenario's `index`-th [[cgroup_write]], happening now: cpu.weight,
+    /// cpu.max and cpu.idle as written, then cgroup.procs: one write per
+    /// process of the workload (each moves its whole thread group).
+    pub(crate) fn cgroup_write(&mut self, index: u32) {
+        let w = self.cg.writes[index as usize].clone();
+        if let Some(x) = w.weight {
+            self.cgroup_set_weight(w.group, x);
+        }
+        if let Some(m) = w.max {
+            self.cgroup_set_max(w.group, m);
+        }
+        if let Some(i) = w.idle {
+            self.cgroup_set_idle(w.group, i);
+        }
+        if let Some(wl) = w.procs {
+            let mut tgids: Vec<u32> = self.tasks.iter().filter(|t| t.workload == wl && t.state != TaskState::Dead).map(|t| t.tgid).collect();
+            tgids.sort_unstable();
+            tgids.dedup();
+            for tgid in tgids {
+                let procs: Vec<TaskId> = self.tasks.iter().filter(|t| t.tgid == tgid && t.state != TaskState::Dead).map(|t| t.id).collect();
+                self.cgroup_attach_tasks(&procs, w.group);
+            }
+        }
     }
 
     /// After a shares change, every CPU's group entity is reweighted

@@ -25,6 +25,9 @@ impl Sim {
             let at = self.metrics[w].start_ns;
             self.engine.schedule(at, Event::WorkloadStart { workload: w as u32 });
         }
+        for (i, w) in self.cg.writes.iter().enumerate() {
+            self.engine.schedule(w.at, Event::CgroupWrite { index: i as u32 });
+        }
         self.engine.schedule(self.end_ns, Event::End);
     }
 
@@ -124,6 +127,13 @@ impl Sim {
             Event::WorkloadStart { workload } => {
                 self.engine.account(t, &ev);
                 self.start_workload(workload);
+            }
+            Event::CgroupWrite { index } => {
+                // Written from user space; the writer is taken to run on
+                // CPU 0 (its own cost is not modelled).
+                self.engine.account(t, &ev);
+                self.this_cpu = 0;
+                self.cgroup_write(index);
             }
             Event::RtBandwidth { cpu } => {
                 self.engine.account(t, &ev);

@@ -124,6 +124,53 @@ pub fn place_tasks(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scenar
     Ok(())
 }
 
+/// The [[cgroup_write]] tables, checked as the kernel checks the writes
+/// (weight range, cpu.max syntax, a cpuset the moved tasks can run in) and
+/// resolved to groups and workloads, for the run to apply at their times.
+pub fn build_writes(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioError> {
+    for (i, c) in s.cgroup_writes.iter().enumerate() {
+        let bad = |key: &str, msg: String| ScenarioError::invalid(file, s.table_key_line("cgroup_write", i, key), format!("cgroup_write.{i}.{key}: {msg}"));
+        if c.at.0 >= s.duration.0 {
+            return Err(bad("at", format!("{} is not before the end of the run ({}): the write would never happen", fmt_ns(c.at.0), fmt_ns(s.duration.0))));
+        }
+        check_path(&c.path).map_err(|e| bad("path", e))?;
+        let group = match sim.cg.find(&c.path) {
+            Some(0) => return Err(bad("path", "the root cgroup has no cpu.weight, cpu.max or cpu.idle, and its cgroup.procs is not modelled: name a [[cgroup]]".into())),
+            Some(g) => g,
+            None => {
+                let known: Vec<&str> = sim.cg.groups.iter().skip(1).map(|g| g.path.as_str()).collect();
+                return Err(bad("path", format!("unknown cgroup path {:?}: a write needs an existing cgroup ({})", c.path, if known.is_empty() { "declare one with a [[cgroup]] table".to_string() } else { known.join(", ") })));
+            }
+        };
+        let weight = match c.weight {
+            None => None,
+            Some(w) if (CGROUP_WEIGHT_MIN as i64..=CGROUP_WEIGHT_MAX as i64).contains(&w) => Some(w as u32),
+            Some(w) => return Err(bad("weight", format!("{w} is out of range: cpu.weight takes 1..10000"))),
+        };
+        let max = c.max.as_deref().map(parse_max).transpose().map_err(|e| bad("max", e))?;
+        let procs = match &c.procs {
+            None => None,
+            Some(name) => {
+                let names: Vec<&str> = sim.metrics.iter().map(|m| m.name.as_str()).collect();
+                let w = names.iter().position(|n| n == name).ok_or_else(|| bad("procs", format!("no workload is named {name:?}: expected one of {}", names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", "))))?;
+                let eff = &sim.cg.groups[group as usize].effective_cpus;
+                if let Some(t) = sim.tasks.iter().find(|t| t.workload as usize == w && t.cpus_allowed.and(eff).is_empty()) {
+                    return Err(bad(
+                        "procs",
+                        format!("cgroup {:?} runs on CPUs {} but {} may only use {}: the kernel refuses the move (EINVAL)", c.path, eff.to_cpulist(), t.name, t.cpus_allowed.to_cpulist()),
+                    ));
+                }
+                Some(w as u32)
+            }
+        };
+        if weight.is_none() && max.is_none() && c.idle.is_none() && procs.is_none() {
+            return Err(bad("path", "the write changes nothing: give weight, max, idle or procs".into()));
+        }
+        sim.cg.writes.push(crate::sched::cgroup::CgroupWrite { at: c.at.0, group, weight, max, idle: c.idle, procs });
+    }
+    Ok(())
+}
+
 /// The [[cgroup]] table whose cpuset a group's effective CPUs come from.
 fn declaring(sim: &Sim, s: &Scenario, g: u32) -> Option<usize> {
     let mut g = Some(g);

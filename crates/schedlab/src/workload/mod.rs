@@ -17,6 +17,7 @@
 //!
 //! Workload models: each turns a scenario entry into tasks and behaviour
 //! programs, mirroring the flags of the tool it models.
+#![warn(missing_docs)]
 
 pub mod cgroups;
 mod common;

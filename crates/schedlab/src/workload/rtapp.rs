@@ -38,12 +38,19 @@ use crate::workload::common::{check_nice, check_rt, new_task, BuildError};
 /// A JSON value that keeps object keys in file order, duplicates included.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Json {
+    /// `null`.
     Null,
+    /// `true` / `false`.
     Bool(bool),
+    /// An integer.
     Int(i64),
+    /// A number with a fraction or exponent.
     Float(f64),
+    /// A string.
     Str(String),
+    /// An array.
     Arr(Vec<Json>),
+    /// An object, keys in file order (rt-app's event order matters).
     Obj(Vec<(String, Json)>),
 }
 
@@ -498,6 +505,19 @@ fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Com
     }
     // A thread loops over its phases `loop` times (default forever).
     let finite = task_loop.is_some();
+    // Forever, with nothing that takes time or can block, the thread would
+    // spin through its events without simulated time passing.
+    let takes_time = |o: &Op| match o {
+        Op::Run(_) | Op::Sleep(_) | Op::SleepPeriodic { .. } | Op::Timer { .. } | Op::Wait { .. } | Op::Lock { .. } => true,
+        Op::Barrier { parties, .. } => *parties > 1,
+        _ => false,
+    };
+    if task_loop != Some(1) && !ops[top as usize..].iter().any(takes_time) {
+        return Err(b.err(
+            &format!("tasks.{name}"),
+            "every event of this thread is instant (no run, sleep, timer, lock, or a barrier or resource another thread posts) and it loops forever, so no time would pass: add a run or sleep event, or give it a finite \"loop\"",
+        ));
+    }
     if task_loop != Some(1) {
         ops.push(Op::Loop { to: top, count: task_loop, slot: slots });
     }

@@ -14,13 +14,28 @@ use crate::engine::time::{parse_duration, DurationError, Ns};
 /// A scenario error: where it is, what is wrong and what is expected.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
+    /// The scenario file cannot be read.
     #[error("{file}: cannot read: {source}")]
-    Io { file: String, source: std::io::Error },
+    Io {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Bad input: what is wrong, where, and what is expected.
     #[error("{file}{line}: {msg}")]
-    Invalid { file: String, line: String, msg: String },
+    Invalid {
+        /// The file.
+        file: String,
+        /// ":LINE" when the line is known, else "".
+        line: String,
+        /// The field and the message.
+        msg: String,
+    },
 }
 
 impl ScenarioError {
+    /// A bad-input error at `line` (1-based) of `file`.
     pub fn invalid(file: &str, line: Option<usize>, msg: impl Into<String>) -> Self {
         ScenarioError::Invalid {
             file: file.to_string(),
@@ -105,11 +120,14 @@ pub fn parse_dist(s: &str) -> Result<Dist, DistError> {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(untagged)]
 pub enum OneOrMany<T> {
+    /// The same value for every task.
     One(T),
+    /// One value per task, in task order (the last repeats).
     Many(Vec<T>),
 }
 
 impl<T: Clone> OneOrMany<T> {
+    /// The value for task `i`.
     pub fn get(&self, i: usize) -> T {
         match self {
             OneOrMany::One(v) => v.clone(),
@@ -144,36 +162,68 @@ impl<'de> Deserialize<'de> for CpuList {
     }
 }
 
+/// A scenario file: the machine, the scheduler, the features and the workloads to simulate for `duration`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// A name for reports (default: the file's stem).
     #[serde(default)]
     pub name: Option<String>,
+    /// Free text for the reader.
     #[serde(default)]
     pub description: Option<String>,
+    /// The seed of every random stream of the run.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// Simulated time to run.
     pub duration: Duration,
+    /// The machine (`[machine]`).
     #[serde(default)]
     pub machine: MachineSpec,
+    /// The scheduler (`[scheduler]`).
     #[serde(default)]
     pub scheduler: SchedulerSpec,
+    /// Kernel feature switches by their kernel names (`[features]`).
     #[serde(default)]
     pub features: BTreeMap<String, toml::Value>,
+    /// The workloads (`[[workload]]` tables).
     #[serde(default, rename = "workload")]
     pub workloads: Vec<WorkloadSpec>,
     /// The cgroup v2 tree ([[cgroup]] tables).
     #[serde(default, rename = "cgroup")]
     pub cgroups: Vec<CgroupSpec>,
+    /// Writes to cgroup files at run time ([[cgroup_write]] tables).
+    #[serde(default, rename = "cgroup_write")]
+    pub cgroup_writes: Vec<CgroupWriteSpec>,
     /// The scenario's text, to name the line of a field found wrong later.
     #[serde(skip)]
     pub source_text: String,
+}
+
+/// A write to a cgroup's files at run time, as `echo 500 > cpu.weight` or
+/// `echo PID > cgroup.procs` would do it then.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupWriteSpec {
+    /// When, from the start of the run.
+    pub at: Duration,
+    /// The cgroup written (a [[cgroup]] path or one of its parents).
+    pub path: String,
+    /// cpu.weight, 1..10000.
+    pub weight: Option<i64>,
+    /// cpu.max: "QUOTA PERIOD" or "max".
+    pub max: Option<String>,
+    /// cpu.idle.
+    pub idle: Option<bool>,
+    /// cgroup.procs: the named workload's tasks move into `path`.
+    pub procs: Option<String>,
 }
 
 /// A cgroup: `path` and the files of its cpu and cpuset controllers.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CgroupSpec {
+    /// The cgroup's path, e.g. "/web" (its parents exist implicitly).
     pub path: String,
     /// cpu.weight, 1..10000 (default 100).
     pub weight: Option<i64>,
@@ -191,18 +241,23 @@ fn default_seed() -> u64 {
     1
 }
 
+/// `[machine]`: a preset, a CPU count or an imported layout, and the costs.
 #[derive(Clone, Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct MachineSpec {
+    /// A machine preset by name (`schedlab list presets`).
     pub preset: Option<String>,
+    /// A flat machine of this many CPUs.
     pub cpus: Option<usize>,
     /// Import a real machine's layout: a copy of /sys/devices/system/cpu.
     pub sysfs: Option<PathBuf>,
     /// Import a real machine's layout: a file holding `lscpu -p` output.
     pub lscpu: Option<PathBuf>,
+    /// CONFIG_HZ: the tick rate.
     pub hz: Option<u32>,
     /// false = C-states disabled (idle=poll).
     pub cstates: Option<bool>,
+    /// Overrides of the cost model (`[machine.costs]`).
     #[serde(default)]
     pub costs: CostSpec,
     /// Windows during which CPUs run with interrupts disabled.
@@ -214,24 +269,37 @@ pub struct MachineSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IrqOffSpec {
+    /// Gap between IRQ-off windows on a CPU.
     pub every: DistSpec,
+    /// Length of a window.
     pub length: DistSpec,
+    /// The CPUs with windows (default: all).
     pub cpus: Option<CpuList>,
 }
 
+/// `[machine.costs]`: overrides of the cost model's defaults.
 #[derive(Clone, Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct CostSpec {
+    /// Direct cost of a context switch.
     pub context_switch: Option<Duration>,
+    /// IPI delivery latency.
     pub ipi: Option<Duration>,
+    /// Cost of a wakeup (try_to_wake_up) on the waking CPU.
     pub wakeup: Option<Duration>,
+    /// Timer slack of SCHED_OTHER sleeps.
     pub timer_slack: Option<Duration>,
+    /// Cost of scanning one CPU in select_idle_sibling and the balancer.
     pub scan_cpu: Option<Duration>,
+    /// Cost of migrating a task (the balancer's per-task work).
     pub migrate_task: Option<Duration>,
+    /// Cost of switching address spaces between processes.
     pub mm_switch: Option<Duration>,
+    /// Cost of a message between LLCs (cache-line transfer).
     pub xllc_msg: Option<Duration>,
 }
 
+/// `[scheduler]`: the class that runs the workloads and its tunables.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerSpec {
@@ -240,7 +308,9 @@ pub struct SchedulerSpec {
     pub kind: String,
     /// "fair_server" (default), "throttle" or "off".
     pub rt_bandwidth: Option<String>,
+    /// sysctl_sched_base_slice (before the ilog2(CPUs) scaling).
     pub base_slice: Option<Duration>,
+    /// sysctl_sched_migration_cost: how long a task stays cache-hot.
     pub migration_cost: Option<Duration>,
     /// ext: a shipped scheduler's name (simple, qmap, central, cpu0, flow),
     /// `crate:NAME[@VERSION]` (a published scx scheduler), or the path of a
@@ -268,6 +338,7 @@ pub struct SchedulerSpec {
     pub args: Option<String>,
     /// ext: when the scheduler is loaded (default 0) and unregistered.
     pub attach_at: Option<Duration>,
+    /// When the sched_ext scheduler is unregistered from user space (default: never).
     pub detach_at: Option<Duration>,
     /// ext: sched_ext.bypass_lb_intv_us, the bypass load balancer's period
     /// (default 500ms; "0s" turns it off).
@@ -307,18 +378,28 @@ fn default_kind() -> String {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum WorkloadSpec {
+    /// CPU-bound tasks, with optional sleeps (`kind = "hog"`).
     Hog(HogSpec),
+    /// cyclictest's timer-latency threads.
     Cyclictest(CyclictestSpec),
+    /// hackbench's message groups.
     Hackbench(HackbenchSpec),
+    /// stress-ng stressors (cpu, yield, switch, fork).
     Stress(StressSpec),
+    /// Overcommitted KVM guests with a guest spinlock.
     Vm(VmSpec),
+    /// schbench's message and worker threads.
     Schbench(SchbenchSpec),
+    /// The source documents' mixed desktop load.
     Mixed(MixedSpec),
+    /// A request server with a client load.
     Server(ServerSpec),
+    /// An rt-app JSON description.
     Rtapp(RtappSpec),
 }
 
 impl WorkloadSpec {
+    /// The workload's kind as written in the scenario.
     pub fn kind(&self) -> &'static str {
         match self {
             WorkloadSpec::Hog(_) => "hog",
@@ -334,6 +415,7 @@ impl WorkloadSpec {
     }
 }
 
+/// The workload kinds and a line on each (`schedlab list workloads`).
 pub const WORKLOAD_KINDS: &[(&str, &str)] = &[
     ("hog", "CPU-bound tasks (optionally run/sleep cycles) with nice, policy and affinity"),
     ("cyclictest", "rt-tests cyclictest: periodic timer wakeups, latency = wake time - intended time"),
@@ -358,6 +440,7 @@ pub const WORKLOAD_KINDS: &[(&str, &str)] = &[
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchbenchSpec {
+    /// A name for results (default: the kind and its index).
     pub name: Option<String>,
     /// -m: message threads (default 1).
     pub message_threads: Option<u32>,
@@ -377,8 +460,11 @@ pub struct SchbenchSpec {
     /// -L: no per-CPU locking during the CPU work.
     #[serde(default)]
     pub no_locking: bool,
+    /// CPUs the tasks may run on (cpulist).
     pub cpus: Option<CpuList>,
+    /// Nice value of the tasks.
     pub nice: Option<i32>,
+    /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
 }
 
@@ -390,6 +476,7 @@ pub struct SchbenchSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MixedSpec {
+    /// A name for results (default: the kind and its index).
     pub name: Option<String>,
     /// Threads of steady load per CPU: hogs + yielders + switch threads (default 2.0).
     pub oversubscription: Option<f64>,
@@ -397,21 +484,30 @@ pub struct MixedSpec {
     pub nice: Option<Vec<i32>>,
     /// Hog run and sleep lengths (default "exp:4ms" / "exp:1ms").
     pub run: Option<DistSpec>,
+    /// Sleep between bursts.
     pub sleep: Option<DistSpec>,
     /// sched_yield() loops (default CPUs / 4) and switch pairs (default CPUs / 4).
     pub yielders: Option<u32>,
+    /// Pinned ping-pong pairs.
     pub switch_pairs: Option<u32>,
     /// SCHED_FIFO burst tasks (default CPUs / 6, at least 1), their priority
     /// (50), burst length ("exp:2ms") and gap between bursts ("exp:50ms").
     pub fifo_tasks: Option<u32>,
+    /// SCHED_FIFO priority of the periodic RT task.
     pub fifo_priority: Option<u32>,
+    /// Run time of each RT activation.
     pub fifo_run: Option<DistSpec>,
+    /// Period of the RT activations.
     pub fifo_every: Option<DistSpec>,
     /// Fork-storm workers (default 2), forks per storm (50) and pause between storms ("exp:200ms").
     pub fork_workers: Option<u32>,
+    /// Forks per burst.
     pub fork_burst: Option<u32>,
+    /// Pause between fork bursts.
     pub fork_pause: Option<DistSpec>,
+    /// CPUs the tasks may run on (cpulist).
     pub cpus: Option<CpuList>,
+    /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
 }
 
@@ -426,6 +522,7 @@ pub struct MixedSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSpec {
+    /// A name for results (default: the kind and its index).
     pub name: Option<String>,
     /// Processes (default 4).
     pub instances: Option<u32>,
@@ -439,8 +536,11 @@ pub struct ServerSpec {
     pub dispatch: Option<DistSpec>,
     /// Requests in flight per process (default 2 per worker).
     pub connections: Option<u32>,
+    /// CPUs the tasks may run on (cpulist).
     pub cpus: Option<CpuList>,
+    /// Nice value of the tasks.
     pub nice: Option<i32>,
+    /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
 }
 
@@ -449,9 +549,13 @@ pub struct ServerSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RtappSpec {
+    /// A name for results (default: the kind and its index).
     pub name: Option<String>,
+    /// An rt-app JSON file (relative to the scenario's directory).
     pub file: Option<String>,
+    /// The rt-app JSON inline.
     pub json: Option<String>,
+    /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
     /// The scenario file's directory, for `file`.
     #[serde(skip)]
@@ -467,6 +571,7 @@ pub struct RtappSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VmSpec {
+    /// A name for results (default: the kind and its index).
     pub name: Option<String>,
     /// Number of VMs (default 2).
     pub vms: Option<u32>,
@@ -478,7 +583,9 @@ pub struct VmSpec {
     pub critical: Option<DistSpec>,
     /// Pause-loop-exit window (default "50us"); "0ns" disables PLE.
     pub ple_window: Option<Duration>,
+    /// CPUs the tasks may run on (cpulist).
     pub cpus: Option<CpuList>,
+    /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
 }
 
@@ -486,6 +593,7 @@ pub struct VmSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StressSpec {
+    /// A name for results (default: the kind and its index).
     pub name: Option<String>,
     /// "cpu", "yield", "switch" or "fork".
     pub stressor: String,
@@ -497,23 +605,36 @@ pub struct StressSpec {
     pub child_run: Option<Duration>,
     /// fork: pause between fork bursts, and forks per burst (a fork storm).
     pub pause: Option<DistSpec>,
+    /// Requests per client burst.
     pub burst: Option<u32>,
+    /// CPUs the tasks may run on (cpulist).
     pub cpus: Option<CpuList>,
+    /// Nice value of the tasks.
     pub nice: Option<i32>,
+    /// Scheduling policy: "other", "batch", "idle", "fifo" or "rr".
     pub policy: Option<String>,
+    /// RT priority for fifo / rr.
     pub priority: Option<u32>,
+    /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
 }
 
+/// `kind = "hog"`: CPU-bound tasks, optionally sleeping between runs.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HogSpec {
+    /// A name for results (default: the kind and its index).
     pub name: Option<String>,
+    /// How many tasks.
     #[serde(default = "one")]
     pub count: u32,
+    /// Nice value: one for all, or one per task.
     pub nice: Option<OneOrMany<i32>>,
+    /// CPUs the tasks may run on (cpulist).
     pub cpus: Option<CpuList>,
+    /// Scheduling policy: "other", "batch", "idle", "fifo" or "rr".
     pub policy: Option<String>,
+    /// RT priority for fifo / rr.
     pub priority: Option<u32>,
     /// Custom slice (sched_attr.sched_runtime), 0.1 ms .. 100 ms.
     pub slice: Option<Duration>,
@@ -521,6 +642,7 @@ pub struct HogSpec {
     pub run: Option<DistSpec>,
     /// Sleep between runs; without it the task never sleeps.
     pub sleep: Option<DistSpec>,
+    /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
     /// Cache working set in bytes (migration refill penalty).
     pub working_set: Option<u64>,
@@ -538,9 +660,11 @@ fn one() -> u32 {
     1
 }
 
+/// `kind = "cyclictest"`: periodic timer threads recording wakeup latency.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CyclictestSpec {
+    /// A name for results (default: the kind and its index).
     pub name: Option<String>,
     /// -t: number of threads (default 1).
     pub threads: Option<u32>,
@@ -557,6 +681,7 @@ pub struct CyclictestSpec {
     /// -S / --smp: one thread per CPU, each pinned, distance 0.
     #[serde(default)]
     pub smp: bool,
+    /// Nice value of SCHED_OTHER threads.
     pub nice: Option<i32>,
     /// Count latencies above these thresholds (e.g. ["100us"]).
     pub spikes_above: Option<Vec<Duration>>,
@@ -569,12 +694,15 @@ pub struct CyclictestSpec {
     pub cgroup: Option<String>,
     /// -l: number of cycles per thread, then it exits (default: unlimited).
     pub loops: Option<u64>,
+    /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
 }
 
+/// `kind = "hackbench"`: groups of senders and receivers over pipes or sockets.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HackbenchSpec {
+    /// A name for results (default: the kind and its index).
     pub name: Option<String>,
     /// -g: groups (default 10).
     pub groups: Option<u32>,
@@ -588,11 +716,15 @@ pub struct HackbenchSpec {
     pub ipc: Option<String>,
     /// -s: message size in bytes (default 100).
     pub datasize: Option<u64>,
+    /// CPUs the tasks may run on (cpulist).
     pub cpus: Option<CpuList>,
+    /// Nice value of the tasks.
     pub nice: Option<i32>,
     /// CPU cost of one write / one read (defaults depend on ipc).
     pub write_cost: Option<Duration>,
+    /// CPU time a receiver spends per message.
     pub read_cost: Option<Duration>,
+    /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
 }
 
@@ -604,6 +736,7 @@ impl Scenario {
         Scenario::parse(&text, &file, sets)
     }
 
+    /// Parses scenario `text` (named `file` in messages) and applies the `--set` overrides in order.
     pub fn parse(text: &str, file: &str, sets: &[String]) -> Result<Scenario, ScenarioError> {
         let mut value: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             let line = e.span().map(|s| text[..s.start].lines().count().max(1));
@@ -671,6 +804,7 @@ impl Scenario {
         start
     }
 
+    /// The title results use: the scenario's name, else `file`'s stem.
     pub fn title(&self, file: &str) -> String {
         self.name.clone().unwrap_or_else(|| {
             Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()

@@ -155,6 +155,7 @@ pub fn build_on(s: &Scenario, file: &str, topo: Topology) -> Result<Sim, Scenari
         crate::workload::build(&mut sim, i as u32, w).map_err(|e| bad(e.to_string()))?;
     }
     crate::workload::cgroups::place_tasks(&mut sim, s, file)?;
+    crate::workload::cgroups::build_writes(&mut sim, s, file)?;
     if s.scheduler.kind == "ext" {
         attach_ext(&mut sim, s, file)?;
     }

@@ -237,3 +237,56 @@ fn bandwidth_bad_input() {
     let e = build_err(&format!("{TWO}[[cgroup]]\npath = \"/a\"\nmax = \"500us 100ms\"\n"));
     assert!(e.contains("at least 1ms"), "{e}");
 }
+
+/// [[cgroup_write]]: at 500 ms /b's cpu.weight becomes 300 and workload
+/// "a2" moves from /a into /b (cgroup.procs); --set edits the write.
+#[test]
+fn cgroup_write_tables_change_the_tree_at_run_time() {
+    let text = format!(
+        "{TWO}[[cgroup]]\npath = \"/a\"\n[[cgroup]]\npath = \"/b\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"a\"\ncount = 1\ncpus = \"0\"\ncgroup = \"/a\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"a2\"\ncount = 1\ncpus = \"0\"\ncgroup = \"/a\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 1\ncpus = \"0\"\ncgroup = \"/b\"\n\
+         [[cgroup_write]]\nat = \"500ms\"\npath = \"/b\"\nweight = 300\nprocs = \"a2\"\n"
+    );
+    let share_b_after = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let sc = Scenario::parse(&text, "t.toml", &sets).unwrap_or_else(|e| panic!("{e}"));
+        let mut s = schedlab::workload::world::build(&sc, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        s.check_invariants = true;
+        let (a, b) = (s.cg.find("/a").unwrap() as usize, s.cg.find("/b").unwrap() as usize);
+        s.run_until(499_000_000);
+        assert_eq!(s.tasks.iter().find(|t| t.name == "a2-0").unwrap().cgroup, "/a");
+        let (ra, rb) = (s.cg.groups[a].stats.runtime_ns, s.cg.groups[b].stats.runtime_ns);
+        assert!((ra as f64 / rb as f64 - 1.0).abs() < 0.05, "before: {ra} vs {rb}");
+        s.run_until(1_000_000_000);
+        assert_eq!(s.tasks.iter().find(|t| t.name == "a2-0").unwrap().cgroup, "/b");
+        let (ra2, rb2) = (s.cg.groups[a].stats.runtime_ns - ra, s.cg.groups[b].stats.runtime_ns - rb);
+        rb2 as f64 / (ra2 + rb2) as f64
+    };
+    let b = share_b_after(&[]);
+    assert!((b - 0.75).abs() < 0.02, "/b after the write: {b:.4}");
+    // The same write with weight 100: /a and /b equal again.
+    let b = share_b_after(&["cgroup_write.0.weight=100"]);
+    assert!((b - 0.5).abs() < 0.02, "/b after the write, weight 100: {b:.4}");
+}
+
+#[test]
+fn bad_cgroup_write_names_file_line_and_field() {
+    let base = format!("{TWO}[[cgroup]]\npath = \"/a\"\ncpus = \"1\"\n[[workload]]\nkind = \"hog\"\nname = \"h\"\ncpus = \"0\"\n");
+    let e = build_err(&format!("{base}[[cgroup_write]]\nat = \"2s\"\npath = \"/a\"\nweight = 5\n"));
+    assert!(e.starts_with("t.toml:12: cgroup_write.0.at:") && e.contains("never happen"), "{e}");
+    let e = build_err(&format!("{base}[[cgroup_write]]\nat = \"1ms\"\npath = \"/b\"\nweight = 5\n"));
+    assert!(e.starts_with("t.toml:13: cgroup_write.0.path: unknown cgroup path \"/b\""), "{e}");
+    let e = build_err(&format!("{base}[[cgroup_write]]\nat = \"1ms\"\npath = \"/a\"\nweight = 0\n"));
+    assert!(e.starts_with("t.toml:14: cgroup_write.0.weight:") && e.contains("1..10000"), "{e}");
+    let e = build_err(&format!("{base}[[cgroup_write]]\nat = \"1ms\"\npath = \"/a\"\nmax = \"soon\"\n"));
+    assert!(e.starts_with("t.toml:14: cgroup_write.0.max:"), "{e}");
+    let e = build_err(&format!("{base}[[cgroup_write]]\nat = \"1ms\"\npath = \"/a\"\nprocs = \"nobody\"\n"));
+    assert!(e.starts_with("t.toml:14: cgroup_write.0.procs:") && e.contains("\"h\""), "{e}");
+    // /a runs on CPU 1, the hog may only use CPU 0: the kernel refuses the move.
+    let e = build_err(&format!("{base}[[cgroup_write]]\nat = \"1ms\"\npath = \"/a\"\nprocs = \"h\"\n"));
+    assert!(e.starts_with("t.toml:14: cgroup_write.0.procs:") && e.contains("EINVAL"), "{e}");
+    let e = build_err(&format!("{base}[[cgroup_write]]\nat = \"1ms\"\npath = \"/a\"\n"));
+    assert!(e.contains("cgroup_write.0.path: the write changes nothing"), "{e}");
+}

@@ -102,3 +102,17 @@ fn malformed_json_names_line_and_column() {
     let e = build_error(&scenario("missing.json", ""));
     assert!(e.contains("workload.0.file: cannot read") && e.contains("missing.json"), "{e}");
 }
+
+/// Found by fuzzing: a thread that forks and meets a barrier nobody else
+/// uses, forever, spun through its events without time passing (the
+/// simulator stopped with an internal error). Now refused at build time.
+#[test]
+fn a_thread_that_never_takes_time_is_refused() {
+    let json = r#"{"tasks": {"leader": {"fork": "helper", "barrier": "alone"}, "helper": {"instance": 0, "loop": 1, "run": 1000}}}"#;
+    let e = build_error(&format!("duration = \"1s\"\n[machine]\npreset = \"2cpu\"\n[[workload]]\nkind = \"rtapp\"\njson = '{json}'\n"));
+    assert!(e.contains("tasks.leader") && e.contains("every event of this thread is instant"), "{e}");
+    // The same with a run event is fine.
+    let json = r#"{"tasks": {"leader": {"fork": "helper", "barrier": "alone", "run": 100}, "helper": {"instance": 0, "loop": 1, "run": 1000}}}"#;
+    let s = schedlab::workload::scenario::Scenario::parse(&format!("duration = \"10ms\"\n[machine]\npreset = \"2cpu\"\n[[workload]]\nkind = \"rtapp\"\njson = '{json}'\n"), "t.toml", &[]).unwrap();
+    schedlab::workload::world::build(&s, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+}

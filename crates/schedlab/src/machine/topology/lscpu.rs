@@ -30,6 +30,7 @@ fn error(line: usize, message: impl Into<String>) -> TopologyError {
 
 pub(super) fn parse(text: &str) -> Result<Topology, TopologyError> {
     let mut columns: Option<Columns> = None;
+    let mut header_line = 0;
     let mut rows: BTreeMap<u64, Row> = BTreeMap::new();
     let mut last_line = 0;
     for (idx, raw) in text.lines().enumerate() {
@@ -41,7 +42,12 @@ pub(super) fn parse(text: &str) -> Result<Topology, TopologyError> {
         }
         if let Some(comment) = trimmed.strip_prefix('#') {
             if is_header(comment) {
+                if columns.is_some() {
+                    // Rows under two headers would disagree on their columns.
+                    return Err(error(line, format!("a second column header (the first is on line {header_line}): give one `lscpu -p` output per file")));
+                }
                 columns = Some(parse_header(comment, line)?);
+                header_line = line;
             }
             continue;
         }

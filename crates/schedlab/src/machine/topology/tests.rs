@@ -528,3 +528,12 @@ fn dense_ids_keep_order() {
     assert_eq!(dense_ids::<u8>(&[]), Vec::<usize>::new());
 }
 
+
+#[test]
+fn lscpu_with_a_second_header_is_refused() {
+    // Found by fuzzing: rows under two headers with different cache columns
+    // indexed past the shorter row.
+    let text = "# CPU,Core,Socket,Node,,L1,4\n0,0,0,0,,0,0\n# CPU,Core,Socket\n1,1,0\n";
+    let e = Topology::from_lscpu(text).unwrap_err().to_string();
+    assert!(e.contains("line 3") && e.contains("second column header") && e.contains("line 1"), "{e}");
+}
