@@ -146,6 +146,19 @@ pub fn tracefs(data: &[u8]) {
     }
 }
 
+/// A trace for `schedlab import-trace` (issue 15 §1): format detection,
+/// the reader, and the task model over all of it and over a window.
+pub fn import_trace(data: &[u8]) {
+    if let Ok(events) = schedlab::import::read(data) {
+        let all = schedlab::import::model::derive(&events, None);
+        let cpu: u64 = all.iter().map(|t| t.cpu_ns()).sum();
+        let (first, last) = (events[0].ts_ns, events[events.len() - 1].ts_ns);
+        let mid = first + (last - first) / 2;
+        let part = schedlab::import::model::derive(&events, Some((first, mid)));
+        assert!(part.iter().map(|t| t.cpu_ns()).sum::<u64>() <= cpu, "a window holds no more CPU time than the whole trace");
+    }
+}
+
 /// A loader profile, then scheduler arguments for it: the profile TOML,
 /// optionally a NUL byte and the arguments, one per line.
 pub fn profile(data: &[u8]) {

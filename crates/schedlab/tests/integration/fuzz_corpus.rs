@@ -59,6 +59,11 @@ fn tracefs() {
 }
 
 #[test]
+fn import_trace() {
+    replay("import_trace", targets::import_trace);
+}
+
+#[test]
 fn profile() {
     replay("profile", targets::profile);
 }
