@@ -10,7 +10,7 @@
 //! - `ext/events`: Throughput = engine events, "elem/s" is events per second.
 //!
 //! The `ext/flat-switches` group (issue 14) is the peer comparison's
-//! workload on flat single-LLC machines of 128, 512 and 1,024 CPUs, each
+//! workload on flat single-LLC machines of 128, 512, 1,024 and 4,096 CPUs, each
 //! imported from generated `lscpu -p` output, hz = 250, C-states off: 10
 //! tasks per CPU, half 100 ms hogs, half 0.5 ms run / 2 ms sleep. Its cost
 //! per switch should not grow with the machine; the simulated time shrinks
@@ -162,8 +162,7 @@ fn bench(c: &mut Criterion) {
     }
     let mut g = c.benchmark_group("ext/flat-switches");
     g.sample_size(10);
-    // 4,096 waits for hosted schedulers to take more than abi::NR_CPUS (1,024).
-    for cpus in [128, 512, 1024] {
+    for cpus in [128, 512, 1024, 4096] {
         let text = flat_scenario(cpus, (sim_ms() * 128 / cpus as u64).max(sim_ms() / 4).max(1));
         let (sw, ev) = run(&text);
         eprintln!("ext/flat-switches/simple-{cpus}cpu: {sw} context switches, {ev} events per run");

@@ -116,7 +116,7 @@ struct rb_root {
 };
 
 /* CONFIG_NR_CPUS of the simulated kernel; matches abi::NR_CPUS. */
-#define SCHEDLAB_NR_CPUS 1024
+#define SCHEDLAB_NR_CPUS 4096
 
 struct cpumask {
 	unsigned long bits[SCHEDLAB_NR_CPUS / 64];

@@ -150,7 +150,8 @@ impl CpuMask {
         self.nr_bits
     }
 
-    fn words(&self) -> &[u64] {
+    /// The bitmap words, `nr_bits` rounded up to whole words.
+    pub(crate) fn words(&self) -> &[u64] {
         match &self.words {
             Words::Inline(w) => &w[..words_for(self.nr_bits)],
             Words::Heap(w) => w,

@@ -10,7 +10,7 @@
 use crate::machine::cpumask::CpuMask;
 
 /// Bits in a C `struct cpumask` (CONFIG_NR_CPUS of the shim).
-pub const NR_CPUS: usize = 1024;
+pub const NR_CPUS: usize = 4096;
 pub const CPUMASK_WORDS: usize = NR_CPUS / 64;
 
 /// `struct cpumask`.
@@ -34,10 +34,12 @@ impl CpumaskC {
     }
 
     pub fn assign(&mut self, m: &CpuMask) {
-        self.bits = [0; CPUMASK_WORDS];
-        for cpu in m.iter().take_while(|&c| c < NR_CPUS) {
-            self.bits[cpu / 64] |= 1 << (cpu % 64);
-        }
+        // Word by word: both are little-endian u64 bitmaps, CPU c at bit
+        // c % 64 of word c / 64 (CPUs past NR_CPUS are dropped).
+        let w = m.words();
+        let n = w.len().min(CPUMASK_WORDS);
+        self.bits[..n].copy_from_slice(&w[..n]);
+        self.bits[n..].fill(0);
     }
 
     #[inline]

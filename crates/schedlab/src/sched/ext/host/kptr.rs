@@ -83,8 +83,8 @@ pub(super) extern "C" fn bpf_cpumask_release(m: *mut BpfCpumaskC) {
 }
 
 /// Reads a `const struct cpumask *` argument.
-fn read(sim: &mut Sim, h: &HostState, m: *const CpumaskC, what: &str) -> Option<CpumaskC> {
-    h.mask(sim, m, what).copied()
+fn read<'a>(sim: &mut Sim, h: &HostState, m: *const CpumaskC, what: &str) -> Option<&'a CpumaskC> {
+    h.mask(sim, m, what)
 }
 
 fn first_set(m: &CpumaskC, nr: u32, from: u32) -> u32 {
@@ -94,14 +94,14 @@ fn first_set(m: &CpumaskC, nr: u32, from: u32) -> u32 {
 pub(super) extern "C" fn bpf_cpumask_first(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        read(sim, h, m, "bpf_cpumask_first").map_or(nr, |m| first_set(&m, nr, 0))
+        read(sim, h, m, "bpf_cpumask_first").map_or(nr, |m| first_set(m, nr, 0))
     })
 }
 
 pub(super) extern "C" fn bpf_cpumask_first_zero(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        read(sim, h, m, "bpf_cpumask_first_zero").map_or(nr, |m| (0..nr).find(|&c| !bit(&m, c)).unwrap_or(nr))
+        read(sim, h, m, "bpf_cpumask_first_zero").map_or(nr, |m| (0..nr).find(|&c| !bit(m, c)).unwrap_or(nr))
     })
 }
 
@@ -120,7 +120,7 @@ fn two(
     b: *const CpumaskC,
     what: &str,
 ) -> Option<(CpumaskC, CpumaskC)> {
-    Some((read(sim, h, a, what)?, read(sim, h, b, what)?))
+    Some((*read(sim, h, a, what)?, *read(sim, h, b, what)?))
 }
 
 pub(super) extern "C" fn bpf_cpumask_first_and(a: *const CpumaskC, b: *const CpumaskC) -> u32 {
@@ -166,7 +166,7 @@ pub(super) extern "C" fn bpf_cpumask_clear_cpu(cpu: u32, m: *mut BpfCpumaskC) {
 pub(super) extern "C" fn bpf_cpumask_test_cpu(cpu: u32, m: *const CpumaskC) -> bool {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        read(sim, h, m, "bpf_cpumask_test_cpu").is_some_and(|m| cpu < nr && bit(&m, cpu))
+        read(sim, h, m, "bpf_cpumask_test_cpu").is_some_and(|m| cpu < nr && bit(m, cpu))
     })
 }
 
@@ -251,13 +251,13 @@ pub(super) extern "C" fn bpf_cpumask_empty(m: *const CpumaskC) -> bool {
 pub(super) extern "C" fn bpf_cpumask_full(m: *const CpumaskC) -> bool {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        read(sim, h, m, "bpf_cpumask_full").is_some_and(|m| (0..nr).all(|c| bit(&m, c)))
+        read(sim, h, m, "bpf_cpumask_full").is_some_and(|m| (0..nr).all(|c| bit(m, c)))
     })
 }
 
 pub(super) extern "C" fn bpf_cpumask_copy(d: *mut BpfCpumaskC, s: *const CpumaskC) {
     with_ctx(|sim, h| {
-        let Some(src) = read(sim, h, s, "bpf_cpumask_copy") else { return };
+        let Some(src) = read(sim, h, s, "bpf_cpumask_copy").copied() else { return };
         if let Some(dst) = owned(sim, h, d, "bpf_cpumask_copy") {
             dst.mask = src;
         }
@@ -267,7 +267,7 @@ pub(super) extern "C" fn bpf_cpumask_copy(d: *mut BpfCpumaskC, s: *const Cpumask
 pub(super) extern "C" fn bpf_cpumask_weight(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        read(sim, h, m, "bpf_cpumask_weight").map_or(0, |m| (0..nr).filter(|&c| bit(&m, c)).count() as u32)
+        read(sim, h, m, "bpf_cpumask_weight").map_or(0, |m| (0..nr).filter(|&c| bit(m, c)).count() as u32)
     })
 }
 
@@ -289,7 +289,7 @@ fn distribute(sim: &mut Sim, h: &HostState, m: &CpumaskC) -> u32 {
 
 pub(super) extern "C" fn bpf_cpumask_any_distribute(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| match read(sim, h, m, "bpf_cpumask_any_distribute") {
-        Some(m) => distribute(sim, h, &m),
+        Some(m) => distribute(sim, h, m),
         None => nr_cpus(sim),
     })
 }
