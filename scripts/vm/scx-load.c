@@ -410,7 +410,8 @@ static int profile_before_load(struct bpf_object *obj, struct bpf_map *ops, stru
 		} else if (sscanf(l, "flags add %llx", &bits) == 1) {
 			if (set_ops_flags(obj, ops, 0, bits))
 				return -1;
-		} else if (strncmp(l, "map ", 4) && strncmp(l, "run ", 4) && strncmp(l, "ops ", 4)) {
+		} else if (strncmp(l, "map ", 4) && strncmp(l, "run ", 4) && strncmp(l, "ops ", 4) &&
+			   strncmp(l, "arena_lib ", 10) && strncmp(l, "arena_node ", 11)) {
 			fprintf(stderr, "scx-load: profile %s: line %d: cannot read `%s`\n", p->path, i + 1, l);
 			return -1;
 		}
@@ -474,6 +475,73 @@ static int profile_runs(struct bpf_object *obj, struct profile *p, const char *p
 				return -1;
 		}
 		printf("SCX_PROFILE_RUN %s phase=%s cpu=%d ret=%d\n", prog, phase, cpu, (int)opts.retval);
+	}
+	return 0;
+}
+
+/* One SEC("syscall") run of the arena library on CPU 0 (its loader's). */
+static int arena_run(struct bpf_object *obj, const char *prog, void *ctx, size_t len)
+{
+	struct bpf_program *pr = bpf_object__find_program_by_name(obj, prog);
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = ctx, .ctx_size_in = len, .ctx_out = ctx, .ctx_size_out = len);
+
+	if (!pr) {
+		fprintf(stderr, "scx-load: profile: arena_lib: no program %s\n", prog);
+		return -1;
+	}
+	if (bpf_prog_test_run_opts(bpf_program__fd(pr), &opts) || opts.retval) {
+		fprintf(stderr, "scx-load: profile: arena_lib: %s: %s (returned %d)\n", prog, strerror(errno), (int)opts.retval);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * scx_arena's ArenaLib::setup(): arena_init with sizeof(TYPE) as the
+ * object's BTF has it, arena_topology_init, then per topology node a bitmap
+ * from arena_alloc_mask, filled through the arena's mapping, linked in by
+ * arena_topology_node_init.
+ */
+static int profile_arena_lib(struct bpf_object *obj, struct profile *p)
+{
+	for (int i = 1; i < p->n; i++) {
+		unsigned long long sp, al;
+		unsigned int m[5];
+		int at = 0;
+		if (sscanf(p->lines[i], "arena_lib %llu %llu %u %u %u %u %u %n", &sp, &al, &m[0], &m[1], &m[2], &m[3], &m[4], &at) < 7 || !at)
+			continue;
+		const char *ty = p->lines[i] + at;
+		int kind = BTF_KIND_TYPEDEF;
+		if (!strncmp(ty, "struct ", 7))
+			kind = BTF_KIND_STRUCT, ty += 7;
+		else if (!strncmp(ty, "union ", 6))
+			kind = BTF_KIND_UNION, ty += 6;
+		const struct btf *btf = bpf_object__btf(obj);
+		__s32 id = btf ? btf__find_by_name_kind(btf, ty, kind) : -1;
+		__s64 size = id > 0 ? btf__resolve_size(btf, id) : -1;
+		if (size < 0) {
+			fprintf(stderr, "scx-load: profile: arena_lib: no type %s in the object's BTF\n", p->lines[i] + at);
+			return -1;
+		}
+		__u64 init[3] = { sp, (__u64)size, al };
+		if (arena_run(obj, "arena_init", init, sizeof(init)) || arena_run(obj, "arena_topology_init", m, sizeof(m)))
+			return -1;
+		for (int j = 1; j < p->n; j++) {
+			static unsigned char words[1 << 12];
+			char hx[1 << 13];
+			unsigned long long nid;
+			if (sscanf(p->lines[j], "arena_node %llu %8191s", &nid, hx) != 2)
+				continue;
+			long len = unhex(hx, words, sizeof(words));
+			__u64 bitmap = 0;
+			if (len < 0 || arena_run(obj, "arena_alloc_mask", &bitmap, sizeof(bitmap)))
+				return -1;
+			memcpy((void *)(unsigned long)bitmap, words, len);
+			__u64 node[3] = { bitmap, 0, nid };
+			if (arena_run(obj, "arena_topology_node_init", node, sizeof(node)))
+				return -1;
+		}
+		printf("SCX_PROFILE_ARENA_LIB task_ctx=%lld\n", (long long)size);
 	}
 	return 0;
 }
@@ -619,7 +687,7 @@ int main(int argc, char **argv)
 		printf("SCX_LOAD_FAILED load: %s (the verifier log is above)\n", strerror(-err));
 		return 1;
 	}
-	if (p && (profile_maps(obj, p) || profile_runs(obj, p, "load"))) {
+	if (p && (profile_maps(obj, p) || profile_runs(obj, p, "load") || profile_arena_lib(obj, p))) {
 		printf("SCX_LOAD_FAILED profile %s (see above)\n", p->path);
 		return 1;
 	}

@@ -11,10 +11,19 @@
 //! first fit from the lowest page, as the kernel's range tree gives it;
 //! freed pages are discarded (MADV_DONTNEED) and read as zeros when they
 //! are allocated again, as fresh kernel pages do.
+//!
+//! The kernel finds an address's page from its low 32 bits only
+//! (compute_pgoff()), and libbpf maps the arena at `map_extra`, 4 GiB
+//! aligned in the scx headers (1 << 44), so an `__arena` NULL names the
+//! first page: scx's arena library reserves pages from NULL as a guard.
+//! The mapping here starts on a 4 GiB boundary too, which gives both the
+//! same meaning.
 
 use std::collections::BTreeSet;
 
 pub(super) const PAGE: usize = 4096;
+/// The arena's alignment (see the module doc).
+const ALIGN: usize = 1 << 32;
 
 pub struct Arena {
     base: *mut u8,
@@ -26,20 +35,37 @@ pub struct Arena {
 impl Arena {
     pub fn new(pages: u32) -> Arena {
         let len = pages as usize * PAGE;
+        // Map 4 GiB more than needed and keep the 4 GiB aligned part.
+        let span = len + ALIGN;
         // SAFETY: an anonymous private mapping with no address hint; the
         // result is checked.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                len,
+                span,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
         };
-        let base = if p == libc::MAP_FAILED { std::ptr::null_mut() } else { p.cast() };
-        Arena { base, pages: if base.is_null() { 0 } else { pages }, used: BTreeSet::new(), reserved: BTreeSet::new() }
+        if p == libc::MAP_FAILED {
+            return Arena { base: std::ptr::null_mut(), pages: 0, used: BTreeSet::new(), reserved: BTreeSet::new() };
+        }
+        let start = p as usize;
+        let base = start.next_multiple_of(ALIGN);
+        // SAFETY: both ranges lie inside the mapping just made and outside
+        // the part kept.
+        unsafe {
+            if base > start {
+                libc::munmap(p, base - start);
+            }
+            let tail = start + span - (base + len);
+            if tail > 0 {
+                libc::munmap((base + len) as *mut libc::c_void, tail);
+            }
+        }
+        Arena { base: base as *mut u8, pages, used: BTreeSet::new(), reserved: BTreeSet::new() }
     }
 
     /// The region's start (NULL if it could not be mapped).
@@ -47,10 +73,22 @@ impl Arena {
         self.base
     }
 
+    /// compute_pgoff(): the page `addr` names, from its low 32 bits (NULL
+    /// is the first page); None if it is not page aligned or past the end.
     fn page_of(&self, addr: usize) -> Option<u32> {
-        let b = self.base as usize;
-        let off = addr.checked_sub(b)?;
+        let off = (addr as u32).wrapping_sub(self.base as usize as u32) as usize;
         (off % PAGE == 0 && off / PAGE < self.pages as usize).then_some((off / PAGE) as u32)
+    }
+
+    /// The range `[addr, addr + len)` lies in allocated pages (user space
+    /// writing into memory the scheduler handed it).
+    pub fn contains(&self, addr: usize, len: usize) -> bool {
+        let b = self.base as usize;
+        let Some(off) = addr.checked_sub(b) else { return false };
+        let Some(end) = off.checked_add(len) else { return false };
+        end <= self.pages as usize * PAGE
+            && len > 0
+            && ((off / PAGE) as u32..=((end - 1) / PAGE) as u32).all(|p| self.used.contains(&p))
     }
 
     fn free_run(&self, first: u32, cnt: u32) -> bool {
@@ -142,5 +180,17 @@ mod tests {
         assert_eq!(a.alloc(0, 2, 0), None, "only page 1 is left");
         assert_eq!(a.alloc(0, 1, 0), Some(base + PAGE));
         assert_eq!(a.allocated_pages(), 4);
+        assert!(a.contains(base + PAGE + 8, 16) && !a.contains(base + 2 * PAGE - 8, 16 + PAGE * 4));
+    }
+
+    #[test]
+    fn null_names_the_first_page_as_in_the_kernel() {
+        let mut a = Arena::new(16);
+        let base = a.base() as usize;
+        assert_eq!(base % ALIGN, 0, "4 GiB aligned");
+        assert_eq!(a.reserve(0, 2), 0, "NULL reserves from the first page");
+        assert_eq!(a.alloc(0, 1, 0), Some(base + 2 * PAGE));
+        assert_eq!(a.alloc(PAGE * 5, 1, 0), Some(base + 5 * PAGE), "an offset names the same page as the full address");
+        assert_eq!(a.reserve(16 * PAGE, 1), -22, "past the end");
     }
 }

@@ -33,6 +33,8 @@ pub const SHIM_FILES: &[(&str, &str)] = &[
     ("include/schedlab_native.h", include_str!("../../../../shim/include/schedlab_native.h")),
     ("include/schedlab_native_post.h", include_str!("../../../../shim/include/schedlab_native_post.h")),
     ("pre/bpf_experimental.h", include_str!("../../../../shim/pre/bpf_experimental.h")),
+    ("pre/bpf_atomic.h", include_str!("../../../../shim/pre/bpf_atomic.h")),
+    ("pre/bpf_arena_spin_lock.h", include_str!("../../../../shim/pre/bpf_arena_spin_lock.h")),
     ("pre/bpf_arena_common.bpf.h", include_str!("../../../../shim/pre/bpf_arena_common.bpf.h")),
     ("pre/scx/bpf_arena_common.bpf.h", include_str!("../../../../shim/pre/scx/bpf_arena_common.bpf.h")),
     ("include/scx/common.bpf.h", include_str!("../../../../shim/include/scx/common.bpf.h")),
@@ -317,6 +319,9 @@ fn quick_key(cc: &str, spec: &BuildSpec, shim: &str) -> String {
     for p in spec.extra.iter().chain(spec.includes.iter()) {
         part(&p.to_string_lossy());
     }
+    for t in &spec.sizes {
+        part(t);
+    }
     for v in ["SCHEDLAB_CC", "CC"] {
         part(&std::env::var(v).unwrap_or_default());
     }
@@ -361,7 +366,7 @@ fn quick_store(record: &Path, key: &str, files: &[PathBuf]) {
 /// the cache under `cache`).
 pub fn compile(source: &Path, cache: &Path) -> Result<Compiled, HostError> {
     let main = std::fs::canonicalize(source).map_err(io_err(format!("reading {}", source.display())))?;
-    compile_spec(&BuildSpec { main, extra: Vec::new(), includes: Vec::new(), origin: None }, cache)
+    compile_spec(&BuildSpec { main, extra: Vec::new(), includes: Vec::new(), origin: None, sizes: Vec::new() }, cache)
 }
 
 /// Compiles the build `spec` describes: each object as its own translation
@@ -420,6 +425,9 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
             .map_err(|msg| HostError::Scan { path: (*src).clone(), msg })?;
         units.push(unit);
     }
+    if let Some(main) = units.first_mut() {
+        main.push_str(&size_symbols(&spec.sizes));
+    }
 
     let mut h = Sha256::new();
     for part in [CACHE_TAG, &version, &flags.join(" "), &unit_defines().join(" "), &shim_h] {
@@ -458,6 +466,22 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
     result?;
     quick_store(&record, &key, &deps);
     Ok(Compiled { so, cache_hit: false, key })
+}
+
+/// The symbol under which the object records `sizeof` of the `i`th type
+/// of [`BuildSpec::sizes`].
+pub(super) fn size_symbol(i: usize) -> String {
+    format!("__schedlab_sizeof_{i}")
+}
+
+/// Definitions recording `sizeof` of each type in `types`, exported so the
+/// loader finds them by name.
+fn size_symbols(types: &[String]) -> String {
+    types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("__attribute__((visibility(\"default\"))) const unsigned long long {} = sizeof({t});\n", size_symbol(i)))
+        .collect()
 }
 
 struct BuildCtx<'a> {

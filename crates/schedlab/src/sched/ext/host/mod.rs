@@ -35,6 +35,7 @@
 //! arguments packed in a u64 array, exactly as in BPF.
 
 mod arena;
+mod arena_lib;
 mod cgroup;
 pub mod compile;
 mod ffi;
@@ -137,6 +138,9 @@ pub struct LoadConfig {
     /// endless loop and the scheduler is ejected (`scheduler.op_timeout`,
     /// `--op-timeout`); None: the default (5 s); Some(0): no limit.
     pub op_timeout_ns: Option<u64>,
+    /// C types whose `sizeof` the loader needs (`struct task_ctx`), read
+    /// back with [`HostedScheduler::type_size`].
+    pub type_sizes: Vec<String>,
 }
 
 /// `struct scx_init_task_args` and friends, as the shim declares them.
@@ -210,6 +214,8 @@ pub struct HostedScheduler {
     after_attach: std::cell::RefCell<Vec<crate::sched::ext::profile::resolve::Run>>,
     /// Storage of the RESIZABLE_ARRAY()s (see [`resizable`]), by name.
     arrays: Vec<(String, Vec<u64>)>,
+    /// `sizeof` of the types [`LoadConfig::type_sizes`] asked for.
+    sizes: Vec<(String, u64)>,
     /// Keeps the object mapped; dropped last.
     _loaded: Loaded,
 }
@@ -223,9 +229,11 @@ pub fn load(source: &Path, cfg: &LoadConfig) -> Result<Rc<HostedScheduler>, Host
 pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, HostError> {
     let cache = cfg.cache_dir.clone().unwrap_or_else(compile::cache_dir);
     let fetch_bpf_h = |v: &str| fetch::scx_cargo_headers(v, &cache);
-    let spec = source::resolve(source, &cfg.includes, &cache, &fetch_bpf_h).map_err(HostError::Source)?;
+    let mut spec = source::resolve(source, &cfg.includes, &cache, &fetch_bpf_h).map_err(HostError::Source)?;
+    spec.sizes = cfg.type_sizes.clone();
     let compiled = compile::compile_spec(&spec, &cache)?;
     let loaded = loader::open(&compiled.so, source)?;
+    let sizes = loader::type_sizes(&loaded, &spec.sizes, source)?;
     let ops_err = |msg: String| HostError::Ops { path: source.to_path_buf(), msg };
     // SAFETY: `module` is the object's descriptor, valid while `loaded` is.
     let m = unsafe { &*loaded.module };
@@ -366,6 +374,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         cache_hit: compiled.cache_hit,
         after_attach: Default::default(),
         arrays,
+        sizes,
         _loaded: loaded,
     };
     // What scx_utils' enum init writes before load (see scx_enums.rs).
@@ -550,10 +559,9 @@ impl HostedScheduler {
         // which the caller provides.
         match self.state.call_c(sim, Callee::Syscall(name), f, [p as u64, 0, 0, 0]) {
             Some(r) => Ok(r as i32),
-            None => Err(HostError::Fault(sim.scx.exit.as_ref().map_or_else(
-                || format!("SEC(\"syscall\") {name}() faulted"),
-                |e| e.msg.clone(),
-            ))),
+            None => Err(HostError::Fault(
+                self.state.last_fault.borrow().clone().unwrap_or_else(|| format!("SEC(\"syscall\") {name}() faulted")),
+            )),
         }
     }
 

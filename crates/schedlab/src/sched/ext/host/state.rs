@@ -99,6 +99,9 @@ pub(super) struct HostState {
     /// The object faulted or did not return: it is not called again
     /// (except ops.exit, see fault.rs).
     dead: Cell<bool>,
+    /// What the fault that killed the object was (for a caller outside
+    /// any enabled scheduler, e.g. a loader's SEC("syscall") run).
+    pub(super) last_fault: RefCell<Option<String>>,
     /// The wall-time budget of one outermost call (0: none).
     pub budget_ns: Cell<u64>,
     /// The object's file and load bias, for file:line of a fault.
@@ -200,6 +203,7 @@ impl HostState {
             depth: Cell::new(0),
             end_call,
             dead: Cell::new(false),
+            last_fault: RefCell::new(None),
             budget_ns: Cell::new(fault::DEFAULT_BUDGET_NS),
             obj,
         }
@@ -236,6 +240,7 @@ impl HostState {
     pub(super) fn fault(&self, sim: &mut Sim, what: Callee, c: &fault::Caught) {
         self.dead.set(true);
         let msg = fault::describe(c, &what.to_string(), &self.obj, self.budget_ns.get());
+        self.last_fault.replace(Some(msg.clone()));
         if sim.scx.exit.is_some() {
             // Already exiting (e.g. ops.exit itself faulted): keep the
             // first reason, as the kernel does, and leave a trace.

@@ -25,6 +25,9 @@ pub fn value_text(v: &Value) -> String {
 /// Adds what must be known at load time (resizes, the ops table) to `cfg`.
 pub fn load_config(plan: &Plan, cfg: &mut LoadConfig) {
     cfg.resize.extend(plan.resize.iter().cloned());
+    if let Some(a) = &plan.arena_lib {
+        cfg.type_sizes.push(a.task_ctx.clone());
+    }
     if cfg.ops.is_none() {
         cfg.ops = plan.ops.clone();
     }
@@ -64,6 +67,9 @@ pub fn before_attach(h: &HostedScheduler, sim: &mut Sim, plan: &Plan) -> Result<
                 r.origin, r.prog
             ));
         }
+    }
+    if let Some(a) = &plan.arena_lib {
+        h.arena_lib_setup(sim, a).map_err(|e| format!("{}: profile of {who}: arena_lib: {e}", a.origin))?;
     }
     h.run_after_attach(later);
     Ok(())

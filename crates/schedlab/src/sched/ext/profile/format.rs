@@ -187,6 +187,9 @@ pub struct ProfileDef {
     pub map: Vec<MapDef>,
     #[serde(default)]
     pub syscall: Vec<SyscallDef>,
+    /// scx_arena's `ArenaLib::setup()` (see arena_lib.rs).
+    #[serde(default)]
+    pub arena_lib: Option<super::arena_lib::ArenaLibDef>,
 }
 
 /// A profile with the text it came from (for line numbers).
@@ -315,6 +318,9 @@ impl Profile {
             for f in m.key.iter().chain(&m.value) {
                 self.field(f, "map.key/value")?;
             }
+        }
+        if let Some(a) = &d.arena_lib {
+            super::arena_lib::check(self, a)?;
         }
         for sc in &d.syscall {
             self.check_each(sc.each(), "syscall")?;

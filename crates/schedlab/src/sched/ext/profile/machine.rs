@@ -4,6 +4,7 @@
 //!
 //! Names every profile can read:
 //! - `nr_cpu_ids`, `nr_cpus` (possible CPUs; schedlab's ids are dense),
+//!   `max_llc_cpus` (the most CPUs an LLC has),
 //!   `nr_nodes` (non-empty NUMA nodes), `nr_llcs`, `nr_cores`;
 //! - `smt` (some core has more than one CPU: scx_utils' `smt_enabled`),
 //!   `numa` (`nr_nodes > 1`).
@@ -22,7 +23,10 @@
 //!   takes it: `'all'`, `'none'`, or hexadecimal with or without `0x`;
 //! - `mask_weight(mask)`, `mask_first(mask)` (-1 when empty);
 //! - `in_list(cpu, list)`, `list_len(list)`: a cpulist (`'0-3,8'`);
-//! - `min(a, b)`, `max(a, b)`;
+//! - `min(a, b)`, `max(a, b)`, `log2(x)` (rounded down, as `f64::log2`
+//!   cast to an integer; -1 for 0);
+//! - `count(list)`, `nth(list, i)`: the numbers of a comma-separated list
+//!   given as text (a list flag, e.g. `-t 500,2500,5000`);
 //! - `int(text)`: a decimal or `0x` hexadecimal number given as text (a
 //!   flag the binary parses itself, e.g. a raw PMU event id).
 
@@ -80,18 +84,25 @@ impl Machine {
             "nr_cores" => int(self.nr_cores),
             "smt" => Some(Value::Bool(self.smt)),
             "numa" => Some(Value::Bool(self.nr_nodes > 1)),
+            "max_llc_cpus" => {
+                let mut per = std::collections::BTreeMap::new();
+                for l in &self.llc {
+                    *per.entry(*l).or_insert(0usize) += 1;
+                }
+                int(per.values().copied().max().unwrap_or(0))
+            }
             _ => None,
         }
     }
 
     /// Names [`Machine::var`] knows.
-    pub const NAMES: &'static [&'static str] = &["nr_cpu_ids", "nr_cpus", "nr_nodes", "nr_llcs", "nr_cores", "smt", "numa"];
+    pub const NAMES: &'static [&'static str] = &["nr_cpu_ids", "nr_cpus", "nr_nodes", "nr_llcs", "nr_cores", "smt", "numa", "max_llc_cpus"];
 
     /// Function names [`Machine::call`] knows.
     pub const FUNCTIONS: &'static [&'static str] = &[
         "capacity", "kind", "sibling", "node", "llc", "core", "thread", "llc_first", "llc_weight", "node_first",
         "node_weight", "llc_mask_word", "node_mask_word", "in_mask", "mask_weight", "mask_first", "in_list",
-        "list_len", "min", "max", "int",
+        "list_len", "min", "max", "int", "log2", "count", "nth",
     ];
 
     fn cpu(&self, v: &Value, f: &str) -> Result<usize, String> {
@@ -233,6 +244,31 @@ impl Machine {
             "mask_first" => {
                 want(1)?;
                 self.mask(&s(0)?)?.iter().position(|b| *b).map_or(Value::Int(-1), int)
+            }
+            "log2" => {
+                want(1)?;
+                let x = args[0].int()?;
+                if x < 0 {
+                    return Err(format!("log2({x}): a negative number"));
+                }
+                Value::Int(if x == 0 { -1 } else { 127 - x.leading_zeros() as i128 })
+            }
+            "count" | "nth" => {
+                want(if f == "nth" { 2 } else { 1 })?;
+                let text = s(0)?;
+                let nums = text
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(|p| p.parse::<i128>().map_err(|_| format!("{f}('{text}'): `{p}` is not a number; write a list like '500,2500,5000'")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if f == "count" {
+                    int(nums.len())
+                } else {
+                    let i = args[1].int()?;
+                    let at = usize::try_from(i).ok().and_then(|i| nums.get(i));
+                    Value::Int(*at.ok_or_else(|| format!("nth('{text}', {i}): the list has {} numbers", nums.len()))?)
+                }
             }
             "in_list" => {
                 want(2)?;

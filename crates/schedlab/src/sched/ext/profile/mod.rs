@@ -18,6 +18,7 @@
 //! `--sched-profile FILE` / `scheduler.profile` give any other.
 
 pub mod apply;
+pub mod arena_lib;
 pub mod args;
 pub mod expr;
 pub mod format;

@@ -66,6 +66,8 @@ pub struct Plan {
     pub replace_flags: bool,
     pub maps: Vec<MapWrite>,
     pub runs: Vec<Run>,
+    /// scx_arena's set-up, after the load-phase runs.
+    pub arena_lib: Option<super::arena_lib::ArenaLibSetup>,
 }
 
 impl Plan {
@@ -335,6 +337,22 @@ pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, 
                 origin: cx.origin(sc.prog.span()),
             });
         }
+    }
+    if let Some(a) = &d.arena_lib {
+        let int = |v: &Option<Spanned<toml::Value>>, field: &str, default: u64| -> Result<u64, ProfileError> {
+            let Some(v) = v else { return Ok(default) };
+            let x = cx.value(&[], v, field)?.int().map_err(|m| p.err(v.span(), field, m))?;
+            u64::try_from(x).map_err(|_| p.err(v.span(), field, format!("{x} is negative; give a count")))
+        };
+        use super::arena_lib as al;
+        let static_pages = int(&a.static_pages, "arena_lib.static_pages", al::DEFAULT_STATIC_PAGES)?;
+        let align = int(&a.task_ctx_align, "arena_lib.task_ctx_align", 0)?;
+        let max_cpus = int(&a.max_cpus, "arena_lib.max_cpus", al::DEFAULT_MAX_CPUS)?;
+        let origin = cx.origin(a.task_ctx.span());
+        let t = a.task_ctx.get_ref().trim().to_string();
+        plan.arena_lib = Some(
+            al::setup(machine, t, static_pages, align, max_cpus, origin).map_err(|m| p.err(a.task_ctx.span(), "arena_lib", m))?,
+        );
     }
     Ok(plan)
 }

@@ -11,6 +11,12 @@
 //! flags replace|add HEX             struct_ops flags
 //! map NAME KEYHEX VALUEHEX          bpf_map_update_elem() after load
 //! run load|attach PROG CPU FAIL HEX bpf_prog_test_run_opts() pinned to CPU
+//! arena_lib STATIC ALIGN M0 M1 M2 M3 M4 TYPE
+//!                                   scx_arena's ArenaLib::setup() after the load runs:
+//!                                   arena_init with sizeof(TYPE) from the object's BTF,
+//!                                   arena_topology_init with the max_children M0..M4,
+//! arena_node ID HEX                 then per node arena_alloc_mask, the mask words (HEX)
+//!                                   written there, arena_topology_node_init
 //! ```
 //!
 //! Values are decimal integers (booleans 0/1); strings are written as
@@ -66,11 +72,20 @@ pub fn write(plan: &Plan) -> Result<String, String> {
         let phase = if r.phase == Phase::Load { "load" } else { "attach" };
         let _ = writeln!(o, "run {phase} {} {} {} {}", r.prog, r.cpu, r.fail as u8, hex(&r.ctx));
     }
+    if let Some(a) = &plan.arena_lib {
+        let m = a.max_children.map(|c| c.to_string()).join(" ");
+        let _ = writeln!(o, "arena_lib {} {} {m} {}", a.static_pages, a.task_ctx_align, a.task_ctx);
+        for n in &a.nodes {
+            let bytes: Vec<u8> = n.mask.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            let _ = writeln!(o, "arena_node {} {}", n.id, hex(&bytes));
+        }
+    }
     Ok(o)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::arena_lib::{ArenaLibSetup, TopoNode};
     use super::super::resolve::{MapWrite, Run, Write as W};
     use super::*;
 
@@ -89,6 +104,14 @@ mod tests {
             replace_flags: true,
             maps: vec![MapWrite { map: "m".into(), key: vec![1, 0], value: vec![], origin: String::new() }],
             runs: vec![Run { prog: "p".into(), ctx: vec![0xff], cpu: 3, phase: Phase::Attach, fail: true, origin: String::new() }],
+            arena_lib: Some(ArenaLibSetup {
+                task_ctx: "struct t".into(),
+                static_pages: 8,
+                task_ctx_align: 0,
+                max_children: [1, 1, 2, 1, 0],
+                nodes: vec![TopoNode { id: 0, mask: vec![3] }],
+                origin: String::new(),
+            }),
         };
         let t = write(&plan).unwrap();
         let lines: Vec<&str> = t.lines().collect();
@@ -103,7 +126,9 @@ mod tests {
                 "writes name 6162",
                 "flags replace 0x2",
                 "map m 0100 -",
-                "run attach p 3 1 ff"
+                "run attach p 3 1 ff",
+                "arena_lib 8 0 1 1 2 1 0 struct t",
+                "arena_node 0 0300000000000000",
             ]
         );
     }
