@@ -301,6 +301,15 @@ impl HostState {
         let c = kfuncs::task_c(sim, p);
         // SAFETY: `c` is the task's boxed task_struct.
         unsafe { (*c).cgroups = cset as *mut core::ffi::c_void };
+        // A task the workload started has no simulated parent: its
+        // real_parent is swapper/0 (pid 0, the parent of init and
+        // kthreadd), which bpf_task_from_pid() never finds, as for a
+        // parent outside the simulation.
+        // SAFETY: as above; the idle task lives as long as this state.
+        if unsafe { (*c).real_parent.is_null() } {
+            let idle = self.inner.borrow_mut().kobjs.idle_ptr(sim, 0);
+            unsafe { (*c).real_parent = idle };
+        }
         let addr = c as usize;
         if self.last_task.get() != (addr, p) {
             let mut i = self.inner.borrow_mut();
