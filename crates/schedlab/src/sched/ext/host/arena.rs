@@ -80,15 +80,22 @@ impl Arena {
         (off % PAGE == 0 && off / PAGE < self.pages as usize).then_some((off / PAGE) as u32)
     }
 
-    /// The range `[addr, addr + len)` lies in allocated pages (user space
-    /// writing into memory the scheduler handed it).
-    pub fn contains(&self, addr: usize, len: usize) -> bool {
+    /// User space touching `[addr, addr + len)` through its mapping: a page
+    /// not yet allocated is faulted in (arena_vm_fault() allocates it); a
+    /// reserved page, or one outside the arena, faults (false).
+    pub fn touch(&mut self, addr: usize, len: usize) -> bool {
         let b = self.base as usize;
         let Some(off) = addr.checked_sub(b) else { return false };
         let Some(end) = off.checked_add(len) else { return false };
-        end <= self.pages as usize * PAGE
-            && len > 0
-            && ((off / PAGE) as u32..=((end - 1) / PAGE) as u32).all(|p| self.used.contains(&p))
+        if len == 0 || end > self.pages as usize * PAGE {
+            return false;
+        }
+        let pages = (off / PAGE) as u32..=((end - 1) / PAGE) as u32;
+        if pages.clone().any(|p| self.reserved.contains(&p)) {
+            return false;
+        }
+        self.used.extend(pages);
+        true
     }
 
     fn free_run(&self, first: u32, cnt: u32) -> bool {
@@ -139,6 +146,19 @@ impl Arena {
         0
     }
 
+    /// Takes the last pages of the arena for `bytes` of globals (libbpf's
+    /// place for the `.addr_space.1` section); their start, or None when
+    /// they do not fit or are taken.
+    pub fn place_top(&mut self, bytes: usize) -> Option<usize> {
+        let cnt = u32::try_from(bytes.div_ceil(PAGE)).ok()?;
+        let first = self.pages.checked_sub(cnt)?;
+        if cnt == 0 || !self.free_run(first, cnt) {
+            return None;
+        }
+        self.used.extend(first..first + cnt);
+        Some(self.base as usize + first as usize * PAGE)
+    }
+
     pub fn allocated_pages(&self) -> usize {
         self.used.len()
     }
@@ -180,7 +200,20 @@ mod tests {
         assert_eq!(a.alloc(0, 2, 0), None, "only page 1 is left");
         assert_eq!(a.alloc(0, 1, 0), Some(base + PAGE));
         assert_eq!(a.allocated_pages(), 4);
-        assert!(a.contains(base + PAGE + 8, 16) && !a.contains(base + 2 * PAGE - 8, 16 + PAGE * 4));
+        assert!(a.touch(base + PAGE + 8, 16), "allocated");
+        assert!(!a.touch(base + 4 * PAGE, 8), "reserved");
+        assert!(!a.touch(base + 8 * PAGE - 8, 16), "past the end");
+    }
+
+    #[test]
+    fn user_space_faults_pages_in() {
+        let mut a = Arena::new(4);
+        let base = a.base() as usize;
+        a.alloc(0, 1, 0).unwrap();
+        assert!(a.touch(base + PAGE - 8, 16), "page 0 allocated, page 1 faulted in");
+        assert_eq!(a.alloc(0, 1, 0), Some(base + 2 * PAGE), "the faulted-in page is taken");
+        assert_eq!(a.place_top(100), Some(base + 3 * PAGE), "globals take the last page");
+        assert_eq!(a.place_top(100), None, "taken");
     }
 
     #[test]

@@ -3,9 +3,30 @@
 //! [`crate::sched::ext::profile::arena_lib`] for the steps), carried out on
 //! a hosted scheduler.
 
+use super::loader::{self, Rodata};
+use super::state::Inner;
 use super::{HostError, HostedScheduler};
 use crate::sched::ext::profile::arena_lib::ArenaLibSetup;
 use crate::sched::sim::Sim;
+
+/// Places the `__arena_global` objects at the top of the object's arena,
+/// as libbpf lays out the `.addr_space.1` section at the end of the arena
+/// (zero-filled), and points each object's pointer at its place.
+pub(super) fn place_arena_globals(inner: &mut Inner, vars: &[Rodata]) -> Result<(), String> {
+    if vars.is_empty() {
+        return Ok(());
+    }
+    let total: usize = vars.iter().map(|v| (v.elem_size as usize).next_multiple_of(64)).sum();
+    let Some(arena) = inner.maps.iter_mut().find_map(|m| m.arena()) else {
+        return Err(format!("`{}` is an __arena_global but the object has no BPF_MAP_TYPE_ARENA map", vars[0].name));
+    };
+    let mut at = arena.place_top(total).ok_or_else(|| format!("the arena is too small for its {total} bytes of __arena_global objects"))?;
+    for v in vars {
+        loader::write_rodata(v, 0, &at.to_ne_bytes()[..v.size as usize])?;
+        at += (v.elem_size as usize).next_multiple_of(64);
+    }
+    Ok(())
+}
 
 fn words(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|w| w.to_ne_bytes()).collect()
@@ -21,11 +42,11 @@ impl HostedScheduler {
     /// through its mapping; the pages must have been allocated.
     fn arena_write(&self, addr: u64, data: &[u8]) -> Result<(), String> {
         let mut inner = self.state.inner.borrow_mut();
-        let ok = inner.maps.iter_mut().filter_map(|m| m.arena()).any(|a| a.contains(addr as usize, data.len()));
+        let ok = inner.maps.iter_mut().filter_map(|m| m.arena()).any(|a| a.touch(addr as usize, data.len()));
         if !ok {
-            return Err(format!("{addr:#x} (+{} bytes) is not allocated arena memory", data.len()));
+            return Err(format!("{addr:#x} (+{} bytes), which is not memory of the arena (a user page fault)", data.len()));
         }
-        // SAFETY: the range lies in pages of an arena mapping that are
+        // SAFETY: the range lies in pages of an arena mapping, now
         // allocated (checked above), which stay mapped while `inner` lives.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), addr as usize as *mut u8, data.len()) };
         Ok(())

@@ -417,7 +417,7 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
     let pres = pres.into_iter().collect::<Result<Vec<_>, _>>()?;
     let scans: Vec<Scan> = pres.iter().map(|p| scan::scan(p)).collect();
     let abi = shim.join("schedlab_abi.h").to_string_lossy().into_owned();
-    let linked: Vec<String> = scans.iter().flat_map(|s| s.resizable.iter().cloned()).collect();
+    let linked: Vec<String> = scans.iter().flat_map(|s| s.resizable.iter().chain(&s.arena_globals).cloned()).collect();
     let mut units = Vec::new();
     for (i, src) in sources.iter().enumerate() {
         let part = if i == 0 { scan::Part::Main { others: &scans[1..] } } else { scan::Part::Other(i) };

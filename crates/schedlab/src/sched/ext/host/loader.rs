@@ -97,6 +97,9 @@ pub mod ro_kind {
     /// A RESIZABLE_ARRAY(): the entry is the pointer the array is compiled
     /// as, `elem_size` its element size (see host::resizable).
     pub const RESIZABLE: u32 = 6;
+    /// An `__arena_global` object: the entry is the pointer it is compiled
+    /// as, `elem_size` its size (see host::arena_globals).
+    pub const ARENA: u32 = 7;
 }
 
 #[repr(C)]

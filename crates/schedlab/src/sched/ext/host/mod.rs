@@ -304,6 +304,8 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let rodata = descs(m.rodata, m.nr_rodata);
     let (arrays, globals): (Vec<Rodata>, Vec<Rodata>) =
         descs(m.globals, m.nr_globals).into_iter().partition(|g| g.kind == loader::ro_kind::RESIZABLE);
+    let (arena_vars, globals): (Vec<Rodata>, Vec<Rodata>) = globals.into_iter().partition(|g| g.kind == loader::ro_kind::ARENA);
+    arena_lib::place_arena_globals(&mut inner, &arena_vars).map_err(ops_err)?;
     let arrays = resizable(&arrays, &cfg.resize).map_err(ops_err)?;
     let mut tables = Vec::new();
     for o in table(m.ops.cast(), m.nr_ops, std::mem::size_of::<loader::OpsDescC>()) {

@@ -121,6 +121,10 @@ pub(super) struct Scan {
     /// RESIZABLE_ARRAY()s: arrays alone in a `.data.NAME` / `.bss.NAME`
     /// section of their own name (libbpf resizes such a section's map).
     pub resizable: Vec<String>,
+    /// `__arena_global` objects (section `.addr_space.1`): libbpf places
+    /// them in the arena; here they are compiled like a resizable array,
+    /// through a pointer the host points into the arena.
+    pub arena_globals: Vec<String>,
 }
 
 /// Splits the token stream into top-level items: declarations ending in
@@ -556,6 +560,12 @@ pub(super) fn scan(preprocessed: &str) -> Scan {
         if !has_const {
             if let ([sec], [d]) = (secs.as_slice(), decls.as_slice()) {
                 let eq = d.iter().position(|t| t.text == "=").unwrap_or(d.len());
+                if sec == ".addr_space.1" {
+                    if let Some((name, _)) = declarator_name(&d[..eq]) {
+                        s.arena_globals.push(name);
+                    }
+                    continue;
+                }
                 if let Some((name, 1..)) = declarator_name(&d[..eq]) {
                     if *sec == format!(".data.{name}") || *sec == format!(".bss.{name}") {
                         s.resizable.push(name);
@@ -617,7 +627,7 @@ pub(super) enum Part<'a> {
 /// Table entry counts of a scan: maps, slots, rodata, globals, ops, progs,
 /// special fields of map values.
 fn counts(s: &Scan) -> [usize; 7] {
-    let globals = s.globals.len() + s.resizable.len();
+    let globals = s.globals.len() + s.resizable.len() + s.arena_globals.len();
     let fields = s.maps.iter().map(|m| m.special.len()).sum();
     [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), globals, s.ops.len(), s.syscalls.len(), fields]
 }
@@ -656,7 +666,7 @@ pub(super) fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, 
     }
     // A RESIZABLE_ARRAY() becomes a pointer to storage the host sizes at
     // load (host::resizable); every use indexes through it.
-    let mut names: Vec<&String> = scan.resizable.iter().chain(linked).collect();
+    let mut names: Vec<&String> = scan.resizable.iter().chain(&scan.arena_globals).chain(linked).collect();
     names.sort();
     names.dedup();
     for r in names {
@@ -775,6 +785,10 @@ pub(super) fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, 
     for r in &scan.resizable {
         let p = format!("__schedlab_resizable_{r}");
         let _ = writeln!(c, "\t{{ {}, (void *)&{p}, sizeof({p}), sizeof((*{p})[0]), 6, 1 }},", c_str(r));
+    }
+    for r in &scan.arena_globals {
+        let p = format!("__schedlab_resizable_{r}");
+        let _ = writeln!(c, "\t{{ {}, (void *)&{p}, sizeof({p}), sizeof(*{p}), 7, 1 }},", c_str(r));
     }
     let _ = writeln!(c, "\t{{ 0 }}\n}};");
 
@@ -991,6 +1005,17 @@ struct tagged boxes __schedlab_sec(".maps");
         assert!(c.contains("#define uei_dump (*__schedlab_resizable_uei_dump)\n#include \"main.bpf.c\""), "{c}");
         // Described only by the object that defines it.
         assert!(!c.contains("6, 1 }"), "{c}");
+    }
+
+    #[test]
+    fn arena_globals_are_compiled_through_a_pointer() {
+        let src = "struct q { int a; };\nstruct q __schedlab_sec(\".addr_space.1\") __attribute__((visibility(\"hidden\"))) qnodes[16][4];\n";
+        let s = scan(src);
+        assert_eq!(s.arena_globals, ["qnodes"]);
+        assert!(s.globals.is_empty());
+        let c = generate(&s, "a.bpf.c", "abi.h", Part::Main { others: &[] }, &[]).unwrap();
+        assert!(c.contains("#define qnodes (*__schedlab_resizable_qnodes)"), "{c}");
+        assert!(c.contains("sizeof(*__schedlab_resizable_qnodes), 7, 1 }"), "{c}");
     }
 
     #[test]
