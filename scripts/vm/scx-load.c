@@ -3,6 +3,7 @@
  * scx-load: a minimal sched_ext loader for schedlab's real-kernel runs.
  *
  *   scx-load OBJ.bpf.o [--profile FILE] [NAME=VALUE ...]
+ *   scx-load --link OUT.bpf.o IN.bpf.o...
  *
  * Opens the BPF object, fills scx's enum variables (`const volatile u64
  * __SCX_NAME`) from the running kernel's BTF as scx_utils' enum init and
@@ -19,6 +20,12 @@
  *   SCX_ATTACHED <ops map>
  *   SCX_EXIT kind=<scx_exit_kind> code=<exit_code> reason=<...> msg=<...>
  *   SCX_VAR <name>=<value>       every 8-byte global of .bss/.data (counters)
+ *
+ * With --link it is the BPF static linker (libbpf's bpf_linker, what
+ * `bpftool gen object` runs), so that a multi-object scheduler links with
+ * this libbpf rather than the host's bpftool (Debian's 7.1 / libbpf 1.1
+ * fails on kfunc externs declared in several objects: "failed to resolve
+ * size of underlying type").
  *
  * Built statically against libbpf (>= 1.4 for sleepable struct_ops).
  */
@@ -483,7 +490,8 @@ static int profile_runs(struct bpf_object *obj, struct profile *p, const char *p
 static int arena_run(struct bpf_object *obj, const char *prog, void *ctx, size_t len)
 {
 	struct bpf_program *pr = bpf_object__find_program_by_name(obj, prog);
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = ctx, .ctx_size_in = len, .ctx_out = ctx, .ctx_size_out = len);
+	/* A syscall program writes its context back into ctx_in (ctx_out is refused). */
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = ctx, .ctx_size_in = len);
 
 	if (!pr) {
 		fprintf(stderr, "scx-load: profile: arena_lib: no program %s\n", prog);
@@ -635,6 +643,28 @@ static void clean(char *s, size_t n)
 			s[i] = ' ';
 }
 
+/* `scx-load --link OUT IN...`: the BPF static linker. */
+static int link_objects(int argc, char **argv)
+{
+	struct bpf_linker *l = bpf_linker__new(argv[2], NULL);
+
+	if (!l) {
+		fprintf(stderr, "scx-load: link %s: %s\n", argv[2], strerror(errno));
+		return 1;
+	}
+	for (int i = 3; i < argc; i++)
+		if (bpf_linker__add_file(l, argv[i], NULL)) {
+			fprintf(stderr, "scx-load: link: adding %s: %s\n", argv[i], strerror(errno));
+			bpf_linker__free(l);
+			return 1;
+		}
+	int err = bpf_linker__finalize(l);
+	bpf_linker__free(l);
+	if (err)
+		fprintf(stderr, "scx-load: link %s: %s\n", argv[2], strerror(-err));
+	return err ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct bpf_object *obj;
@@ -650,6 +680,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	libbpf_set_print(print_fn);
+	if (strcmp(argv[1], "--link") == 0) {
+		if (argc < 4) {
+			fprintf(stderr, "usage: scx-load --link OUT.bpf.o IN.bpf.o...\n");
+			return 2;
+		}
+		return link_objects(argc, argv);
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	if (argc > 3 && strcmp(argv[2], "--profile") == 0) {
