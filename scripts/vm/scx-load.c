@@ -193,17 +193,19 @@ static const struct btf_type *resolved(const struct btf *btf, __u32 id, __u32 *o
 }
 
 /*
- * Where `target` lives: a global NAME, NAME.member.member (struct members),
- * with element INDEX (-1: none) of an array at the end. Sets the map, the
- * byte offset and the size of what is written.
+ * Where `target` lives: a global NAME, then any of `.member` (struct
+ * members, by name) and `[N]` (array elements), e.g.
+ * cpdom_ctxs[3].neighbor_ids[129]; with element INDEX (-1: none) of an
+ * array at the end. Sets the map, the byte offset and the size of what is
+ * written.
  */
 static struct bpf_map *locate(struct bpf_object *obj, const char *target, long index, __u32 *off, __u32 *size)
 {
 	struct btf *btf = bpf_object__btf(obj);
 	struct bpf_map *map;
 	char base[256];
-	const char *rest = strchr(target, '.');
-	size_t bl = rest ? (size_t)(rest - target) : strlen(target);
+	size_t bl = strcspn(target, ".[");
+	const char *rest0 = target + bl;
 
 	if (bl >= sizeof(base))
 		return NULL;
@@ -220,12 +222,26 @@ static struct bpf_map *locate(struct bpf_object *obj, const char *target, long i
 				continue;
 			__u32 o = vs->offset, tid;
 			const struct btf_type *t = resolved(btf, var->type, &tid);
-			/* Struct members, by name. */
-			while (rest && t) {
+			const char *rest = rest0;
+			while (*rest && t) {
+				if (*rest == '[') {
+					/* An array element. */
+					char *end;
+					unsigned long n = strtoul(rest + 1, &end, 10);
+					if (*end != ']' || !btf_is_array(t) || n >= btf_array(t)->nelems)
+						return NULL;
+					__s64 es = btf__resolve_size(btf, btf_array(t)->type);
+					if (es <= 0)
+						return NULL;
+					o += (__u32)(n * es);
+					t = resolved(btf, btf_array(t)->type, &tid);
+					rest = end + 1;
+					continue;
+				}
+				/* A struct member, by name. */
 				char mname[256];
-				const char *next = strchr(rest + 1, '.');
-				size_t ml = next ? (size_t)(next - rest - 1) : strlen(rest + 1);
-				if (ml >= sizeof(mname) || !btf_is_composite(t))
+				size_t ml = strcspn(rest + 1, ".[");
+				if (*rest != '.' || ml >= sizeof(mname) || !btf_is_composite(t))
 					return NULL;
 				memcpy(mname, rest + 1, ml);
 				mname[ml] = 0;
@@ -241,7 +257,7 @@ static struct bpf_map *locate(struct bpf_object *obj, const char *target, long i
 				}
 				if (!found)
 					return NULL;
-				rest = next;
+				rest += 1 + ml;
 			}
 			if (!t)
 				return NULL;

@@ -77,6 +77,20 @@ fn profile_sets_up_rodata_arrays_maps_flags_and_syscalls_before_and_after_attach
     assert_eq!(u64s(&ro("preferred_cpus"))[..3], [23, 22, 21]);
     assert_eq!(h.global_bytes("perf_lvl").unwrap(), 1024i64.to_ne_bytes());
     assert_eq!(h.global_bytes("node_of").unwrap().len(), 64 * 4);
+    // Members of array elements (host::paths): struct dom_ctx is
+    // { u8 valid; u16 nr_cpus; u64 mask[2]; { u32 kind; char name[8]; } match[2][3]; },
+    // 96 bytes: valid at 0, nr_cpus at 2, mask at 8, match at 24 (12 bytes each).
+    let doms = h.global_bytes("doms").unwrap();
+    assert_eq!(doms.len(), 4 * 96);
+    for llc in 0..4 {
+        let d = &doms[llc * 96..(llc + 1) * 96];
+        assert_eq!((d[0], u16::from_ne_bytes([d[2], d[3]])), (1, 6), "LLC {llc}: valid, 6 CPUs (3 cores x 2 threads)");
+        let mask = u64::from_ne_bytes(d[8..16].try_into().unwrap());
+        let want: u64 = (0..24).filter(|c| s.topo.cpus[*c].llc == llc).map(|c| 1u64 << c).sum();
+        assert_eq!(mask, want, "LLC {llc}'s CPU mask");
+    }
+    let m = &doms[96 + 24 + (3 + 2) * 12..][..12];
+    assert_eq!((u32::from_ne_bytes(m[..4].try_into().unwrap()), &m[4..8]), (7, &b"hog\0"[..]), "doms[1].match[1][2]");
     // The load-phase programs ran: reset, then CPUs 0 and 2; every sibling.
     assert_eq!(u64s(&h.global_bytes("nr_primary_resets").unwrap()), [1]);
     assert_eq!(u64s(&h.global_bytes("primary_mask").unwrap()), [0b101]);

@@ -28,6 +28,19 @@ u64 RESIZABLE_ARRAY(data, cpu_runs);
 s64 perf_lvl;
 u32 node_of[MAX_CPUS];
 
+/* An array of structs the loader fills member by member (scx_lavd's
+ * cpdom_ctxs[], scx_layered's layers[]). */
+struct dom_ctx {
+	u8 valid;
+	u16 nr_cpus;
+	u64 mask[2];
+	struct {
+		u32 kind;
+		char name[8];
+	} match[2][3];
+};
+struct dom_ctx doms[4];
+
 /* Set by the syscall programs. */
 u64 primary_mask;
 u64 nr_primary_resets;

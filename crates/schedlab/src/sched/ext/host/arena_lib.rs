@@ -33,9 +33,10 @@ fn words(v: &[u64]) -> Vec<u8> {
 }
 
 impl HostedScheduler {
-    /// `sizeof` of a type the load asked for ([`super::LoadConfig::type_sizes`]).
-    pub fn type_size(&self, ty: &str) -> Option<u64> {
-        self.sizes.iter().find(|(t, _)| t == ty).map(|(_, s)| *s)
+    /// The value of a C constant expression the load asked for
+    /// ([`super::LoadConfig::c_consts`]), e.g. `sizeof(struct task_ctx)`.
+    pub fn c_const(&self, expr: &str) -> Option<i64> {
+        self.consts.iter().find(|(t, _)| t == expr).map(|(_, s)| *s)
     }
 
     /// Writes `data` at `addr` the way user space writes into the arena
@@ -62,7 +63,7 @@ impl HostedScheduler {
 
     /// `ArenaLib::setup()`: the arena, then the topology tree.
     pub fn arena_lib_setup(&self, sim: &mut Sim, s: &ArenaLibSetup) -> Result<(), String> {
-        let size = self.type_size(&s.task_ctx).ok_or_else(|| format!("sizeof({}) was not recorded at load", s.task_ctx))?;
+        let size = self.c_const(&format!("sizeof({})", s.task_ctx)).ok_or_else(|| format!("sizeof({}) was not recorded at load", s.task_ctx))? as u64;
         let mut init = words(&[s.static_pages, size, s.task_ctx_align]);
         self.arena_prog(sim, "arena_init", &mut init)?;
         let mut topo: Vec<u8> = s.max_children.iter().flat_map(|c| c.to_ne_bytes()).collect();

@@ -319,7 +319,7 @@ fn quick_key(cc: &str, spec: &BuildSpec, shim: &str) -> String {
     for p in spec.extra.iter().chain(spec.includes.iter()) {
         part(&p.to_string_lossy());
     }
-    for t in &spec.sizes {
+    for t in &spec.consts {
         part(t);
     }
     for v in ["SCHEDLAB_CC", "CC"] {
@@ -366,7 +366,7 @@ fn quick_store(record: &Path, key: &str, files: &[PathBuf]) {
 /// the cache under `cache`).
 pub fn compile(source: &Path, cache: &Path) -> Result<Compiled, HostError> {
     let main = std::fs::canonicalize(source).map_err(io_err(format!("reading {}", source.display())))?;
-    compile_spec(&BuildSpec { main, extra: Vec::new(), includes: Vec::new(), origin: None, sizes: Vec::new() }, cache)
+    compile_spec(&BuildSpec { main, extra: Vec::new(), includes: Vec::new(), origin: None, consts: Vec::new() }, cache)
 }
 
 /// Compiles the build `spec` describes: each object as its own translation
@@ -426,7 +426,7 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
         units.push(unit);
     }
     if let Some(main) = units.first_mut() {
-        main.push_str(&size_symbols(&spec.sizes));
+        main.push_str(&const_symbols(&spec.consts));
     }
 
     let mut h = Sha256::new();
@@ -468,19 +468,19 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
     Ok(Compiled { so, cache_hit: false, key })
 }
 
-/// The symbol under which the object records `sizeof` of the `i`th type
-/// of [`BuildSpec::sizes`].
-pub(super) fn size_symbol(i: usize) -> String {
-    format!("__schedlab_sizeof_{i}")
+/// The symbol under which the object records the value of the `i`th
+/// expression of [`BuildSpec::consts`].
+pub(super) fn const_symbol(i: usize) -> String {
+    format!("__schedlab_const_{i}")
 }
 
-/// Definitions recording `sizeof` of each type in `types`, exported so the
-/// loader finds them by name.
-fn size_symbols(types: &[String]) -> String {
-    types
+/// Definitions recording each C constant expression of `exprs`, exported
+/// so the loader finds them by name.
+fn const_symbols(exprs: &[String]) -> String {
+    exprs
         .iter()
         .enumerate()
-        .map(|(i, t)| format!("__attribute__((visibility(\"default\"))) const unsigned long long {} = sizeof({t});\n", size_symbol(i)))
+        .map(|(i, t)| format!("__attribute__((visibility(\"default\"))) const long long {} = (long long)({t});\n", const_symbol(i)))
         .collect()
 }
 

@@ -246,16 +246,16 @@ pub fn open(so: &Path, source: &Path) -> Result<Loaded, HostError> {
     Ok(Loaded { lib, module, text, base })
 }
 
-/// `sizeof` of each of `types`, as the object recorded it (see
-/// `compile::size_symbol`).
-pub fn type_sizes(loaded: &Loaded, types: &[String], source: &Path) -> Result<Vec<(String, u64)>, HostError> {
+/// The value of each C constant expression of `exprs`, as the object
+/// recorded it (see `compile::const_symbol`).
+pub fn c_consts(loaded: &Loaded, exprs: &[String], source: &Path) -> Result<Vec<(String, i64)>, HostError> {
     let mut out = Vec::new();
-    for (i, t) in types.iter().enumerate() {
-        let sym = format!("{}\0", super::compile::size_symbol(i));
-        // SAFETY: the symbol is a `const unsigned long long` the generated
+    for (i, t) in exprs.iter().enumerate() {
+        let sym = format!("{}\0", super::compile::const_symbol(i));
+        // SAFETY: the symbol is a `const long long` the generated
         // unit defines; the Symbol's value is its address.
-        let v = unsafe { loaded.lib.get::<*const u64>(sym.as_bytes()).map(|p| **p) }
-            .map_err(|e| HostError::Load { path: source.to_path_buf(), msg: format!("sizeof({t}) is not in the object: {e}") })?;
+        let v = unsafe { loaded.lib.get::<*const i64>(sym.as_bytes()).map(|p| **p) }
+            .map_err(|e| HostError::Load { path: source.to_path_buf(), msg: format!("`{t}` is not in the object: {e}") })?;
         out.push((t.clone(), v));
     }
     Ok(out)

@@ -36,6 +36,7 @@
 
 mod arena;
 mod arena_lib;
+pub(crate) mod paths;
 mod cgroup;
 pub mod compile;
 mod ffi;
@@ -138,9 +139,10 @@ pub struct LoadConfig {
     /// endless loop and the scheduler is ejected (`scheduler.op_timeout`,
     /// `--op-timeout`); None: the default (5 s); Some(0): no limit.
     pub op_timeout_ns: Option<u64>,
-    /// C types whose `sizeof` the loader needs (`struct task_ctx`), read
-    /// back with [`HostedScheduler::type_size`].
-    pub type_sizes: Vec<String>,
+    /// C integer constant expressions the loader needs the values of
+    /// (`sizeof(struct task_ctx)`, member offsets), read back with
+    /// [`HostedScheduler::c_const`].
+    pub c_consts: Vec<String>,
 }
 
 /// `struct scx_init_task_args` and friends, as the shim declares them.
@@ -214,8 +216,8 @@ pub struct HostedScheduler {
     after_attach: std::cell::RefCell<Vec<crate::sched::ext::profile::resolve::Run>>,
     /// Storage of the RESIZABLE_ARRAY()s (see [`resizable`]), by name.
     arrays: Vec<(String, Vec<u64>)>,
-    /// `sizeof` of the types [`LoadConfig::type_sizes`] asked for.
-    sizes: Vec<(String, u64)>,
+    /// The values of [`LoadConfig::c_consts`].
+    consts: Vec<(String, i64)>,
     /// Keeps the object mapped; dropped last.
     _loaded: Loaded,
 }
@@ -230,10 +232,10 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let cache = cfg.cache_dir.clone().unwrap_or_else(compile::cache_dir);
     let fetch_bpf_h = |v: &str| fetch::scx_cargo_headers(v, &cache);
     let mut spec = source::resolve(source, &cfg.includes, &cache, &fetch_bpf_h).map_err(HostError::Source)?;
-    spec.sizes = cfg.type_sizes.clone();
+    spec.consts = cfg.c_consts.clone();
     let compiled = compile::compile_spec(&spec, &cache)?;
     let loaded = loader::open(&compiled.so, source)?;
-    let sizes = loader::type_sizes(&loaded, &spec.sizes, source)?;
+    let consts = loader::c_consts(&loaded, &spec.consts, source)?;
     let ops_err = |msg: String| HostError::Ops { path: source.to_path_buf(), msg };
     // SAFETY: `module` is the object's descriptor, valid while `loaded` is.
     let m = unsafe { &*loaded.module };
@@ -376,7 +378,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         cache_hit: compiled.cache_hit,
         after_attach: Default::default(),
         arrays,
-        sizes,
+        consts,
         _loaded: loaded,
     };
     // What scx_utils' enum init writes before load (see scx_enums.rs).

@@ -29,10 +29,10 @@ pub struct BuildSpec {
     pub includes: Vec<PathBuf>,
     /// The published crate the sources come from (name, version).
     pub origin: Option<(String, String)>,
-    /// C types whose `sizeof` the object records, as a skeleton's
-    /// generated `types::` module gives them to the loader (a loader
-    /// profile's `arena_lib.task_ctx`).
-    pub sizes: Vec<String>,
+    /// C integer constant expressions whose values the object records
+    /// for the loader: what a skeleton's generated `types::` module and BTF
+    /// give a libbpf loader (`sizeof(struct task_ctx)`, member offsets).
+    pub consts: Vec<String>,
 }
 
 /// The value of `key = "..."` in the `[section]` of a Cargo.toml, read
@@ -221,7 +221,7 @@ pub fn resolve(
         seen.push(d.clone());
         new
     });
-    Ok(BuildSpec { main, extra, includes, origin, sizes: Vec::new() })
+    Ok(BuildSpec { main, extra, includes, origin, consts: Vec::new() })
 }
 
 #[cfg(test)]

@@ -26,7 +26,16 @@ pub fn value_text(v: &Value) -> String {
 pub fn load_config(plan: &Plan, cfg: &mut LoadConfig) {
     cfg.resize.extend(plan.resize.iter().cloned());
     if let Some(a) = &plan.arena_lib {
-        cfg.type_sizes.push(a.task_ctx.clone());
+        cfg.c_consts.push(format!("sizeof({})", a.task_ctx));
+    }
+    // Writes into members of array elements need offsets and sizes the
+    // object records (host::paths).
+    for w in &plan.writes {
+        for e in crate::sched::ext::host::paths::exprs(&w.target) {
+            if !cfg.c_consts.contains(&e) {
+                cfg.c_consts.push(e);
+            }
+        }
     }
     if cfg.ops.is_none() {
         cfg.ops = plan.ops.clone();
@@ -38,7 +47,11 @@ pub fn load_config(plan: &Plan, cfg: &mut LoadConfig) {
 pub fn before_attach(h: &HostedScheduler, sim: &mut Sim, plan: &Plan) -> Result<(), String> {
     let who = &plan.scheduler;
     for w in &plan.writes {
-        h.set_value(&w.target, &value_text(&w.value)).map_err(|e| format!("{}: profile of {who}: {e}", w.origin))?;
+        if crate::sched::ext::host::paths::is_path(&w.target) {
+            h.set_path(&w.target, &w.value).map_err(|e| format!("{}: profile of {who}: {e}", w.origin))?;
+        } else {
+            h.set_value(&w.target, &value_text(&w.value)).map_err(|e| format!("{}: profile of {who}: {e}", w.origin))?;
+        }
     }
     let bits = plan.flag_bits()?;
     if plan.replace_flags || bits != 0 {

@@ -304,7 +304,15 @@ impl Profile {
             if let toml::Value::String(x) = s.value.get_ref() {
                 self.expr(&s.value, x, "set.value")?;
             }
-            if let Some((_, idx)) = split_index(s.name.get_ref()) {
+            if s.name.get_ref().contains("].") {
+                // A member of an array element (host::paths).
+                let (parts, _) = bracket_exprs(s.name.get_ref()).ok_or_else(|| {
+                    self.err(s.name.span(), "set.name", format!("`{}`: unbalanced brackets", s.name.get_ref()))
+                })?;
+                for (_, e) in parts {
+                    self.expr(&s.name, e, "set.name")?;
+                }
+            } else if let Some((_, idx)) = split_index(s.name.get_ref()) {
                 if idx.len() > 2 {
                     return Err(self.err(s.name.span(), "set.name", format!("`{}`: at most two indices (name[i] or name[i][j])", s.name.get_ref())));
                 }
@@ -412,6 +420,33 @@ pub fn split_if(s: &str) -> (&str, Option<&str>) {
 /// `"name[expr]"` -> ("name", ["expr"]), `"name[a][b]"` (a two-dimensional
 /// array) -> ("name", ["a", "b"]); None without an index. Expressions have
 /// no brackets of their own.
+/// The index expressions of a target written with brackets anywhere
+/// (`cpdom_ctxs[d].neighbor_ids[k * 128 + i]`): the text before each
+/// bracket and the expression inside, then the text after the last one.
+pub fn bracket_exprs(s: &str) -> Option<(Vec<(&str, &str)>, &str)> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(open) = rest.find('[') {
+        let mut depth = 0;
+        let close = rest[open..].char_indices().find_map(|(i, c)| {
+            match c {
+                '[' => depth += 1,
+                ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(open + i);
+                    }
+                }
+                _ => {}
+            }
+            None
+        })?;
+        out.push((&rest[..open], &rest[open + 1..close]));
+        rest = &rest[close + 1..];
+    }
+    Some((out, rest))
+}
+
 pub fn split_index(s: &str) -> Option<(&str, Vec<&str>)> {
     let open = s.find('[')?;
     let inner = s[open + 1..].trim_end().strip_suffix(']')?;

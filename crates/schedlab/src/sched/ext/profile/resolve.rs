@@ -277,7 +277,20 @@ pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, 
     }
     for s in &d.set {
         for local in cx.iterations(s.each(), "set")? {
+            let path = s.name.get_ref().contains("].");
             let target = match split_index(s.name.get_ref()) {
+                _ if path => {
+                    let (parts, tail) = super::format::bracket_exprs(s.name.get_ref()).unwrap_or_default();
+                    let mut t = String::new();
+                    for (text, e) in parts {
+                        let i = cx.eval(&local, &s.name, e, "set.name")?.int().map_err(|m| p.err(s.name.span(), "set.name", m))?;
+                        if i < 0 {
+                            return Err(p.err(s.name.span(), "set.name", format!("index {i} is negative")));
+                        }
+                        t += &format!("{}[{i}]", text.trim());
+                    }
+                    t + tail.trim()
+                }
                 Some((base, idx)) => {
                     let mut t = base.to_string();
                     for e in idx {

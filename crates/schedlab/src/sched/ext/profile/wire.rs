@@ -21,7 +21,8 @@
 //!
 //! Values are decimal integers (booleans 0/1); strings are written as
 //! `writes NAME HEX` (the bytes, NUL-padded by the loader). A NAME may
-//! reach into struct members (`topo.nr_cpus`). The loader also fills scx's
+//! reach into struct members (`topo.nr_cpus`), and into members of array
+//! elements with their indices (`cpdom_ctxs[3].neighbor_ids[129]`). The loader also fills scx's
 //! `__SCX_*` enum variables from the running kernel's BTF by itself, as
 //! scx_utils does, so they are not part of the plan.
 
@@ -47,6 +48,8 @@ pub fn write(plan: &Plan) -> Result<String, String> {
     }
     for w in &plan.writes {
         let (name, index) = match super::format::split_index(&w.target) {
+            // A member of an array element: the path with its indices.
+            _ if crate::sched::ext::host::paths::is_path(&w.target) => (w.target.clone(), "-1".into()),
             Some((b, i)) => (b.to_string(), i.join(",")),
             None => (w.target.clone(), "-1".into()),
         };
@@ -98,6 +101,7 @@ mod tests {
                 W { target: "slice_ns".into(), value: Value::Int(5000), origin: String::new() },
                 W { target: "cpus[2]".into(), value: Value::Bool(true), origin: String::new() },
                 W { target: "name".into(), value: Value::Str("ab".into()), origin: String::new() },
+                W { target: "doms[3].ids[1]".into(), value: Value::Int(7), origin: String::new() },
             ],
             resize: vec![("arr".into(), 8)],
             ops_flags: vec!["ENQ_LAST".into()],
@@ -124,6 +128,7 @@ mod tests {
                 "write slice_ns -1 5000",
                 "write cpus 2 1",
                 "writes name 6162",
+                "write doms[3].ids[1] -1 7",
                 "flags replace 0x2",
                 "map m 0100 -",
                 "run attach p 3 1 ff",
