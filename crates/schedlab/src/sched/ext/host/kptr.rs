@@ -38,7 +38,11 @@ fn bit(m: &CpumaskC, cpu: u32) -> bool {
 
 /// A registered bpf_cpumask by address, or an ejection.
 fn owned<'a>(sim: &mut Sim, h: &HostState, m: *mut BpfCpumaskC, what: &str) -> Option<&'a mut BpfCpumaskC> {
-    let known = h.inner.borrow().cpumasks.contains_key(&(m as usize));
+    let known = {
+        let i = h.inner.borrow();
+        // A global struct bpf_cpumask is used in place (never released).
+        i.cpumasks.contains_key(&(m as usize)) || i.global_cpumask(m as usize)
+    };
     if known {
         // SAFETY: the registry holds the box at this address until the last
         // release; the reference is used only within the calling kfunc,

@@ -100,6 +100,9 @@ pub mod ro_kind {
     /// An `__arena_global` object: the entry is the pointer it is compiled
     /// as, `elem_size` its size (see host::arena_globals).
     pub const ARENA: u32 = 7;
+    /// A global `struct bpf_cpumask` (or an array of them): `elem_size`
+    /// is sizeof(struct bpf_cpumask), `nr_elems` how many.
+    pub const BPF_CPUMASK: u32 = 8;
 }
 
 #[repr(C)]

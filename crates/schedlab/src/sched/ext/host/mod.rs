@@ -307,6 +307,8 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let (arrays, globals): (Vec<Rodata>, Vec<Rodata>) =
         descs(m.globals, m.nr_globals).into_iter().partition(|g| g.kind == loader::ro_kind::RESIZABLE);
     let (arena_vars, globals): (Vec<Rodata>, Vec<Rodata>) = globals.into_iter().partition(|g| g.kind == loader::ro_kind::ARENA);
+    let (masks, globals): (Vec<Rodata>, Vec<Rodata>) = globals.into_iter().partition(|g| g.kind == loader::ro_kind::BPF_CPUMASK);
+    inner.global_cpumasks = masks.iter().map(|m| (m.ptr, m.ptr + m.size as usize, m.elem_size as usize)).collect();
     arena_lib::place_arena_globals(&mut inner, &arena_vars).map_err(ops_err)?;
     let arrays = resizable(&arrays, &cfg.resize).map_err(ops_err)?;
     let mut tables = Vec::new();

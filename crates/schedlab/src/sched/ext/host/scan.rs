@@ -125,6 +125,9 @@ pub(super) struct Scan {
     /// them in the arena; here they are compiled like a resizable array,
     /// through a pointer the host points into the arena.
     pub arena_globals: Vec<String>,
+    /// Globals of type `struct bpf_cpumask` (or arrays of it), which BPF
+    /// passes to the cpumask kfuncs directly (scx_lavd's cpdom_cpumask[]).
+    pub cpumask_globals: Vec<String>,
 }
 
 /// Splits the token stream into top-level items: declarations ending in
@@ -558,6 +561,16 @@ pub(super) fn scan(preprocessed: &str) -> Scan {
             continue;
         }
         if !has_const {
+            let bpf_cpumask = head.windows(2).any(|w| w[0].text == "struct" && w[1].text == "bpf_cpumask");
+            if bpf_cpumask && !head.iter().any(|t| t.text == "*") {
+                for d in &decls {
+                    let eq = d.iter().position(|t| t.text == "=").unwrap_or(d.len());
+                    if let Some((name, 0..=1)) = declarator_name(&d[..eq]) {
+                        s.cpumask_globals.push(name);
+                    }
+                }
+                continue;
+            }
             if let ([sec], [d]) = (secs.as_slice(), decls.as_slice()) {
                 let eq = d.iter().position(|t| t.text == "=").unwrap_or(d.len());
                 if sec == ".addr_space.1" {
@@ -627,7 +640,7 @@ pub(super) enum Part<'a> {
 /// Table entry counts of a scan: maps, slots, rodata, globals, ops, progs,
 /// special fields of map values.
 fn counts(s: &Scan) -> [usize; 7] {
-    let globals = s.globals.len() + s.resizable.len() + s.arena_globals.len();
+    let globals = s.globals.len() + s.resizable.len() + s.arena_globals.len() + s.cpumask_globals.len();
     let fields = s.maps.iter().map(|m| m.special.len()).sum();
     [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), globals, s.ops.len(), s.syscalls.len(), fields]
 }
@@ -785,6 +798,9 @@ pub(super) fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, 
     for r in &scan.resizable {
         let p = format!("__schedlab_resizable_{r}");
         let _ = writeln!(c, "\t{{ {}, (void *)&{p}, sizeof({p}), sizeof((*{p})[0]), 6, 1 }},", c_str(r));
+    }
+    for n in &scan.cpumask_globals {
+        let _ = writeln!(c, "\t{{ {}, (void *)&{n}, sizeof({n}), sizeof(struct bpf_cpumask), 8, sizeof({n}) / sizeof(struct bpf_cpumask) }},", c_str(n));
     }
     for r in &scan.arena_globals {
         let p = format!("__schedlab_resizable_{r}");
@@ -1005,6 +1021,15 @@ struct tagged boxes __schedlab_sec(".maps");
         assert!(c.contains("#define uei_dump (*__schedlab_resizable_uei_dump)\n#include \"main.bpf.c\""), "{c}");
         // Described only by the object that defines it.
         assert!(!c.contains("6, 1 }"), "{c}");
+    }
+
+    #[test]
+    fn bpf_cpumask_globals_are_recorded() {
+        let src = "struct bpf_cpumask { int x; };\nstruct bpf_cpumask __schedlab_sec(\".data.LAVD\") masks[4];\nstruct bpf_cpumask *ptr;\n";
+        let s = scan(src);
+        assert_eq!(s.cpumask_globals, ["masks"]);
+        let c = generate(&s, "a.bpf.c", "abi.h", Part::Main { others: &[] }, &[]).unwrap();
+        assert!(c.contains("{ \"masks\", (void *)&masks, sizeof(masks), sizeof(struct bpf_cpumask), 8, sizeof(masks) / sizeof(struct bpf_cpumask) },"), "{c}");
     }
 
     #[test]

@@ -57,6 +57,13 @@ pub(super) struct Timer {
     pub cb: usize,
 }
 
+impl Inner {
+    /// Whether `a` is one of the scheduler's global `struct bpf_cpumask`s.
+    pub(super) fn global_cpumask(&self, a: usize) -> bool {
+        self.global_cpumasks.iter().any(|&(s, e, sz)| a >= s && a < e && (a - s) % sz.max(1) == 0)
+    }
+}
+
 /// Mutable state, never borrowed across a call into C.
 #[derive(Default)]
 pub(super) struct Inner {
@@ -72,6 +79,9 @@ pub(super) struct Inner {
     pub cpumasks: BTreeMap<usize, Box<BpfCpumaskC>>,
     /// Masks lent by scx_bpf_get_*_cpumask(), valid until the op returns.
     pub lent: BTreeSet<usize>,
+    /// Global `struct bpf_cpumask` objects of the scheduler: (start, end,
+    /// element size).
+    pub global_cpumasks: Vec<(usize, usize, usize)>,
     /// Where bpf_cpumask_any_distribute() continues.
     pub rotor: u32,
     pub timers: BTreeMap<u64, Timer>,
@@ -382,6 +392,9 @@ impl HostState {
         }
         let i = self.inner.borrow();
         if i.cpumasks.contains_key(&a) || i.lent.contains(&a) {
+            return true;
+        }
+        if i.global_cpumask(a) {
             return true;
         }
         let off = std::mem::offset_of!(TaskStructC, cpus_mask);

@@ -23,6 +23,7 @@
 //! name = "cpu_capacity[cpu]"         # the index is an expression too
 //! value = "capacity(cpu)"
 //! for = "cpu"                        # cpu, llc, node, core or "q in 0..n"; binds it and `i`
+//! repeat = "k in 1..11"              # optional outer loop around `for` (binds k)
 //! order = "-capacity(cpu)"           # optional sort key (ascending, stable)
 //! when = "..."                       # optional filter (before `i` counts)
 //!
@@ -97,6 +98,10 @@ pub struct FlagDef {
 /// `order`).
 #[derive(Clone, Copy, Debug)]
 pub struct Each<'a> {
+    /// An outer loop `NAME in FIRST..END` around the whole iteration
+    /// (its variable is bound in `for`'s `when`, `order` and everything
+    /// else; `i` restarts for each of its values).
+    pub repeat: &'a Option<Spanned<String>>,
     pub each: &'a Option<Spanned<String>>,
     pub when: &'a Option<Spanned<String>>,
     pub order: &'a Option<Spanned<String>>,
@@ -107,7 +112,7 @@ macro_rules! each_fields {
         impl $t {
             /// The entry's iteration.
             pub fn each(&self) -> Each<'_> {
-                Each { each: &self.each, when: &self.when, order: &self.order }
+                Each { repeat: &self.repeat, each: &self.each, when: &self.when, order: &self.order }
             }
         }
     };
@@ -121,6 +126,8 @@ each_fields!(SyscallDef);
 pub struct SetDef {
     pub name: Spanned<String>,
     pub value: Spanned<toml::Value>,
+    #[serde(default)]
+    pub repeat: Option<Spanned<String>>,
     #[serde(default, rename = "for")]
     pub each: Option<Spanned<String>>,
     #[serde(default)]
@@ -142,6 +149,8 @@ pub struct MapDef {
     pub name: Spanned<String>,
     pub key: Vec<Spanned<String>>,
     pub value: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub repeat: Option<Spanned<String>>,
     #[serde(default, rename = "for")]
     pub each: Option<Spanned<String>>,
     #[serde(default)]
@@ -162,6 +171,8 @@ pub struct SyscallDef {
     pub cpu: Option<Spanned<toml::Value>>,
     #[serde(default)]
     pub on_error: Option<Spanned<String>>,
+    #[serde(default)]
+    pub repeat: Option<Spanned<String>>,
     #[serde(default, rename = "for")]
     pub each: Option<Spanned<String>>,
     #[serde(default)]
@@ -366,6 +377,13 @@ impl Profile {
     }
 
     fn check_each(&self, e: Each<'_>, what: &str) -> Result<(), ProfileError> {
+        if let Some(r) = e.repeat {
+            let (_, a, b) = split_range(r.get_ref()).ok_or_else(|| {
+                self.err(r.span(), &format!("{what}.repeat"), format!("`{}`: write a range \"NAME in FIRST..END\"", r.get_ref()))
+            })?;
+            self.expr(r, a, &format!("{what}.repeat"))?;
+            self.expr(r, b, &format!("{what}.repeat"))?;
+        }
         if let Some(f) = e.each {
             match split_range(f.get_ref()) {
                 Some((_, a, b)) => {

@@ -17,6 +17,8 @@
 //! - `sibling(cpu)`: scx_utils' `Topology::sibling_cpus()`: the first two
 //!   CPUs of a core name each other, every other CPU has -1;
 //! - `node(cpu)`, `llc(cpu)`, `core(cpu)`, `thread(cpu)`;
+//! - `llc_rdx(cpu)`, `core_rdx(cpu)`: scx_utils' relative indices (the
+//!   CPU's LLC among its node's LLCs, its core among its LLC's cores);
 //! - `llc_first(llc)`, `llc_weight(llc)`, `node_first(node)`,
 //!   `node_weight(node)`;
 //! - `in_mask(cpu, mask)`: `mask` as scx_utils' `Cpumask::from_str()`
@@ -25,6 +27,10 @@
 //! - `in_list(cpu, list)`, `list_len(list)`: a cpulist (`'0-3,8'`);
 //! - `min(a, b)`, `max(a, b)`, `log2(x)` (rounded down, as `f64::log2`
 //!   cast to an integer; -1 for 0);
+//! - `node_nr_llcs(node)`, `node_llc_first(node)`: a node's LLCs;
+//! - `circular(n, s, i)`: the i-th position around a ring of n, nearest
+//!   to s first (ties: lower position first), as scx_lavd orders the
+//!   compute domains it steals from;
 //! - `count(list)`, `nth(list, i)`: the numbers of a comma-separated list
 //!   given as text (a list flag, e.g. `-t 500,2500,5000`);
 //! - `int(text)`: a decimal or `0x` hexadecimal number given as text (a
@@ -41,6 +47,10 @@ pub struct Machine {
     pub llc: Vec<usize>,
     pub core: Vec<usize>,
     pub thread: Vec<usize>,
+    /// scx_utils' relative indices: the CPU's LLC among its node's LLCs
+    /// and its core among its LLC's cores, each by ascending id.
+    pub llc_rdx: Vec<usize>,
+    pub core_rdx: Vec<usize>,
     pub sibling: Vec<i64>,
     pub nr_nodes: usize,
     pub nr_llcs: usize,
@@ -60,11 +70,24 @@ impl Machine {
                 sibling[b] = a as i64;
             }
         }
+        let node: Vec<usize> = topo.cpus.iter().map(|c| c.node).collect();
+        let llc: Vec<usize> = topo.cpus.iter().map(|c| c.llc).collect();
+        let core: Vec<usize> = topo.cpus.iter().map(|c| c.core).collect();
+        let rank = |parent: &[usize], child: &[usize]| -> Vec<usize> {
+            let mut kids: std::collections::BTreeMap<usize, std::collections::BTreeSet<usize>> = Default::default();
+            for c in 0..n {
+                kids.entry(parent[c]).or_default().insert(child[c]);
+            }
+            (0..n).map(|c| kids[&parent[c]].range(..child[c]).count()).collect()
+        };
+        let (llc_rdx, core_rdx) = (rank(&node, &llc), rank(&llc, &core));
         Machine {
+            llc_rdx,
+            core_rdx,
             nr_cpus: n,
-            node: topo.cpus.iter().map(|c| c.node).collect(),
-            llc: topo.cpus.iter().map(|c| c.llc).collect(),
-            core: topo.cpus.iter().map(|c| c.core).collect(),
+            node,
+            llc,
+            core,
             thread: topo.cpus.iter().map(|c| c.thread).collect(),
             sibling,
             nr_nodes: topo.node_span.iter().filter(|s| s.weight() > 0).count(),
@@ -102,7 +125,7 @@ impl Machine {
     pub const FUNCTIONS: &'static [&'static str] = &[
         "capacity", "kind", "sibling", "node", "llc", "core", "thread", "llc_first", "llc_weight", "node_first",
         "node_weight", "llc_mask_word", "node_mask_word", "in_mask", "mask_weight", "mask_first", "in_list",
-        "list_len", "min", "max", "int", "log2", "count", "nth",
+        "list_len", "min", "max", "int", "log2", "count", "nth", "llc_rdx", "core_rdx", "node_nr_llcs", "node_llc_first", "circular",
     ];
 
     fn cpu(&self, v: &Value, f: &str) -> Result<usize, String> {
@@ -195,13 +218,15 @@ impl Machine {
                 want(1)?;
                 Value::Int(self.sibling[self.cpu(&args[0], f)?] as i128)
             }
-            "node" | "llc" | "core" | "thread" => {
+            "node" | "llc" | "core" | "thread" | "llc_rdx" | "core_rdx" => {
                 want(1)?;
                 let c = self.cpu(&args[0], f)?;
                 int(match f {
                     "node" => self.node[c],
                     "llc" => self.llc[c],
                     "core" => self.core[c],
+                    "llc_rdx" => self.llc_rdx[c],
+                    "core_rdx" => self.core_rdx[c],
                     _ => self.thread[c],
                 })
             }
@@ -244,6 +269,34 @@ impl Machine {
             "mask_first" => {
                 want(1)?;
                 self.mask(&s(0)?)?.iter().position(|b| *b).map_or(Value::Int(-1), int)
+            }
+            // LLCs by node: how many, and the lowest id (-1 when none).
+            "node_nr_llcs" | "node_llc_first" => {
+                want(1)?;
+                let n = args[0].int()?;
+                let ids: std::collections::BTreeSet<usize> =
+                    (0..self.nr_cpus).filter(|&c| self.node[c] as i128 == n).map(|c| self.llc[c]).collect();
+                if f == "node_nr_llcs" {
+                    int(ids.len())
+                } else {
+                    ids.first().map_or(Value::Int(-1), |&l| int(l))
+                }
+            }
+            // circular(n, s, i): the position of the i-th of n positions
+            // around a ring, nearest to position s first (ties: the lower
+            // position), s itself left out.
+            "circular" => {
+                want(3)?;
+                let (n, st, i) = (args[0].int()?, args[1].int()?, args[2].int()?);
+                if n <= 0 || !(0..n).contains(&st) || !(0..n - 1).contains(&i) {
+                    return Err(format!("circular({n}, {st}, {i}): need 0 <= s < n and 0 <= i < n - 1"));
+                }
+                let mut order: Vec<i128> = (0..n).filter(|&x| x != st).collect();
+                order.sort_by_key(|&x| {
+                    let d = (x - st).rem_euclid(n);
+                    (d.min(n - d), x)
+                });
+                Value::Int(order[i as usize])
             }
             "log2" => {
                 want(1)?;

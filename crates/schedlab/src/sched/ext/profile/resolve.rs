@@ -161,9 +161,30 @@ impl Ctx<'_> {
 
     /// The loop bindings of an entry: one list per iteration.
     fn iterations(&self, e: Each<'_>, what: &str) -> Result<Vec<Vec<(String, Value)>>, ProfileError> {
+        let Some(r) = e.repeat else { return self.inner_iterations(e, what, &[]) };
+        let field = format!("{what}.repeat");
+        let (var, a, b) = super::format::split_range(r.get_ref()).unwrap_or_default();
+        let a = self.eval(&[], r, a, &field)?.int().map_err(|m| self.p.err(r.span(), &field, m))?;
+        let b = self.eval(&[], r, b, &field)?.int().map_err(|m| self.p.err(r.span(), &field, m))?;
+        if b - a > 1 << 16 {
+            return Err(self.p.err(r.span(), &field, format!("{a}..{b} is too long a range")));
+        }
+        let mut out = Vec::new();
+        for k in a..b {
+            let outer = [(var.to_string(), Value::Int(k))];
+            for mut l in self.inner_iterations(e, what, &outer)? {
+                l.insert(0, outer[0].clone());
+                out.push(l);
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Ctx::iterations`] inside one value of `repeat` (`outer`).
+    fn inner_iterations(&self, e: Each<'_>, what: &str, outer: &[(String, Value)]) -> Result<Vec<Vec<(String, Value)>>, ProfileError> {
         let Some(over) = e.each else {
             let keep = match e.when {
-                Some(w) => self.eval(&[], w, w.get_ref(), &format!("{what}.when"))?.truthy().map_err(|m| self.p.err(w.span(), &format!("{what}.when"), m))?,
+                Some(w) => self.eval(outer, w, w.get_ref(), &format!("{what}.when"))?.truthy().map_err(|m| self.p.err(w.span(), &format!("{what}.when"), m))?,
                 None => true,
             };
             return Ok(if keep { vec![Vec::new()] } else { Vec::new() });
@@ -172,8 +193,8 @@ impl Ctx<'_> {
         let field = format!("{what}.for");
         let (var, first, end) = match super::format::split_range(over.get_ref()) {
             Some((v, a, b)) => {
-                let a = self.eval(&[], over, a, &field)?.int().map_err(|m| self.p.err(over.span(), &field, m))?;
-                let b = self.eval(&[], over, b, &field)?.int().map_err(|m| self.p.err(over.span(), &field, m))?;
+                let a = self.eval(outer, over, a, &field)?.int().map_err(|m| self.p.err(over.span(), &field, m))?;
+                let b = self.eval(outer, over, b, &field)?.int().map_err(|m| self.p.err(over.span(), &field, m))?;
                 if b - a > 1 << 20 {
                     return Err(self.p.err(over.span(), &field, format!("{a}..{b} is too long a range")));
                 }
@@ -191,7 +212,8 @@ impl Ctx<'_> {
         };
         let mut ids: Vec<(i128, i128)> = Vec::new();
         for id in first..end {
-            let local = vec![(var.clone(), Value::Int(id))];
+            let mut local = outer.to_vec();
+            local.push((var.clone(), Value::Int(id)));
             if let Some(w) = e.when {
                 let field = format!("{what}.when");
                 if !self.eval(&local, w, w.get_ref(), &field)?.truthy().map_err(|m| self.p.err(w.span(), &field, m))? {

@@ -6,8 +6,8 @@
 //! schedlab-profile 1
 //! ops NAME                          the struct_ops map to attach (when named)
 //! resize NAME ELEMENTS              RESIZE_ARRAY: the .data.NAME/.bss.NAME map
-//! write NAME INDEX VALUE            a global (rodata/.data/.bss); INDEX -1 for a scalar,
-//!                                   ROW,COLUMN for an element of a two-dimensional array
+//! write NAME INDEX VALUE            a global (rodata/.data/.bss); INDEX -1 for a scalar
+//!                                   or a path (NAME[ROW][COLUMN], NAME[i].member[j])
 //! flags replace|add HEX             struct_ops flags
 //! map NAME KEYHEX VALUEHEX          bpf_map_update_elem() after load
 //! run load|attach PROG CPU FAIL HEX bpf_prog_test_run_opts() pinned to CPU
@@ -50,6 +50,8 @@ pub fn write(plan: &Plan) -> Result<String, String> {
         let (name, index) = match super::format::split_index(&w.target) {
             // A member of an array element: the path with its indices.
             _ if crate::sched::ext::host::paths::is_path(&w.target) => (w.target.clone(), "-1".into()),
+            // An element of a two-dimensional array, as a path.
+            Some((_, i)) if i.len() > 1 => (w.target.clone(), "-1".into()),
             Some((b, i)) => (b.to_string(), i.join(",")),
             None => (w.target.clone(), "-1".into()),
         };
@@ -102,6 +104,7 @@ mod tests {
                 W { target: "cpus[2]".into(), value: Value::Bool(true), origin: String::new() },
                 W { target: "name".into(), value: Value::Str("ab".into()), origin: String::new() },
                 W { target: "doms[3].ids[1]".into(), value: Value::Int(7), origin: String::new() },
+                W { target: "masks[2][1]".into(), value: Value::Int(5), origin: String::new() },
             ],
             resize: vec![("arr".into(), 8)],
             ops_flags: vec!["ENQ_LAST".into()],
@@ -129,6 +132,7 @@ mod tests {
                 "write cpus 2 1",
                 "writes name 6162",
                 "write doms[3].ids[1] -1 7",
+                "write masks[2][1] -1 5",
                 "flags replace 0x2",
                 "map m 0100 -",
                 "run attach p 3 1 ff",
