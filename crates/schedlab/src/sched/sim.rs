@@ -87,7 +87,7 @@ impl Sim {
     /// A machine with idle runqueues; tasks and workloads are added by the builder.
     pub fn new(topo: Topology, costs: CostModel, features: Features, tunables: Tunables, seed: u64, end_ns: Ns) -> Self {
         let n = topo.nr_cpus();
-        let domains: Vec<Vec<SchedDomain>> = (0..n).map(|c| topo.sched_domains(c)).collect();
+        let domains: Vec<Vec<SchedDomain>> = topo.all_sched_domains();
         let factor = 1 + (n.clamp(1, 8) as u64).ilog2() as u64;
         let base_slice_ns = tunables.fair.base_slice_normalized_ns * factor;
         let rqs = (0..n)

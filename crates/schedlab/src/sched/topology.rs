@@ -6,8 +6,9 @@
 //! per CPU, the [`SchedDomain`]s that balancing (balance.rs) and wakeup
 //! placement walk.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use crate::machine::cpumask::CpuMask;
 use crate::machine::topology::{Topology, LOCAL_DISTANCE, RECLAIM_DISTANCE};
@@ -81,7 +82,7 @@ pub struct SchedDomain {
     /// (single CPUs for the lowest level). The group containing the owning
     /// CPU comes first, the rest follow in `for_each_cpu_wrap` order from
     /// that CPU, exactly as `build_sched_groups()` links them.
-    pub groups: Vec<CpuMask>,
+    pub groups: SchedGroups,
     /// Behaviour flags.
     pub flags: DomainFlags,
     /// Imbalance threshold in percent (110 SMT, 117 elsewhere).
@@ -104,6 +105,83 @@ struct LevelSpec {
     distance: u32,
 }
 
+/// The balancing groups of one CPU's domain. As in the kernel, where every
+/// CPU of a domain span links into one shared ring of `sched_group`s
+/// (`build_sched_groups()` claims each group once), the group spans are
+/// stored once per distinct domain span and shared; each CPU keeps only
+/// where its walk starts (or, for an irregular topology whose walks are not
+/// rotations of one order, its own order of group indices).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedGroups {
+    all: Arc<[CpuMask]>,
+    order: GroupOrder,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum GroupOrder {
+    /// The shared order, starting at this index and wrapping.
+    Rotate(u32),
+    /// This CPU's own order of indices into the shared groups.
+    Explicit(Arc<[u32]>),
+}
+
+impl SchedGroups {
+    /// Groups given in this CPU's order (tests, single-CPU builds).
+    pub fn new(groups: Vec<CpuMask>) -> SchedGroups {
+        SchedGroups { all: groups.into(), order: GroupOrder::Rotate(0) }
+    }
+
+    /// How many groups.
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+
+    fn index(&self, i: usize) -> usize {
+        match &self.order {
+            GroupOrder::Rotate(first) => (*first as usize + i) % self.all.len(),
+            GroupOrder::Explicit(o) => o[i] as usize,
+        }
+    }
+
+    /// The groups in this CPU's order: its own group first.
+    pub fn iter(&self) -> impl Iterator<Item = &CpuMask> + '_ {
+        (0..self.all.len()).map(move |i| &self.all[self.index(i)])
+    }
+}
+
+impl std::ops::Index<usize> for SchedGroups {
+    type Output = CpuMask;
+    fn index(&self, i: usize) -> &CpuMask {
+        &self.all[SchedGroups::index(self, i)]
+    }
+}
+
+impl<'a> IntoIterator for &'a SchedGroups {
+    type Item = &'a CpuMask;
+    type IntoIter = Box<dyn Iterator<Item = &'a CpuMask> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl PartialEq<Vec<CpuMask>> for SchedGroups {
+    fn eq(&self, other: &Vec<CpuMask>) -> bool {
+        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == b)
+    }
+}
+
+/// One distinct domain span's groups, shared by the CPUs it spans.
+struct SharedGroups {
+    all: Arc<[CpuMask]>,
+    /// The group each CPU of the span belongs to (u32::MAX outside).
+    owner: Vec<u32>,
+}
+
 impl Topology {
     /// The scheduler domains of `cpu`, lowest level first, as the kernel's
     /// `build_sched_domains()` would attach them.
@@ -117,6 +195,18 @@ impl Topology {
     /// Tunables follow `sd_init()`. Returns an empty list for a CPU the
     /// machine does not have, and for a 1-CPU machine.
     pub fn sched_domains(&self, cpu: usize) -> Vec<SchedDomain> {
+        self.domains_of(cpu, &mut BTreeMap::new())
+    }
+
+    /// [`Topology::sched_domains`] of every CPU, with each distinct domain
+    /// span's groups built once and shared (memory and time grow with
+    /// CPUs x levels, not CPUs squared).
+    pub fn all_sched_domains(&self) -> Vec<Vec<SchedDomain>> {
+        let mut shared = BTreeMap::new();
+        (0..self.nr_cpus()).map(|c| self.domains_of(c, &mut shared)).collect()
+    }
+
+    fn domains_of(&self, cpu: usize, shared: &mut BTreeMap<(usize, CpuMask), SharedGroups>) -> Vec<SchedDomain> {
         if cpu >= self.nr_cpus() {
             return Vec::new();
         }
@@ -133,7 +223,9 @@ impl Topology {
                 kept.flags.prefer_sibling |= prefers_sibling(spec.level);
                 continue;
             }
-            let groups = self.groups(cpu, &span, &specs[..k]);
+            let key = (k, span.clone());
+            let sg = shared.entry(key).or_insert_with(|| self.shared_groups(&span, &specs[..k]));
+            let groups = self.groups_from(cpu, &span, sg);
             domains.push(initial_domain(*spec, &span, groups));
         }
         domains
@@ -201,22 +293,56 @@ impl Topology {
             })
     }
 
-    /// Balancing groups of the domain `span` whose candidate levels below are
-    /// `lower`, in the kernel's order: walk the span with
-    /// `for_each_cpu_wrap` from `cpu` and add each not yet covered CPU's
-    /// child span.
-    fn groups(&self, cpu: usize, span: &CpuMask, lower: &[LevelSpec]) -> Vec<CpuMask> {
-        let mut covered = CpuMask::new(self.nr_cpus());
-        let mut groups = Vec::new();
+    /// The groups of the domain `span` whose candidate levels below are
+    /// `lower`, built once: every member's child span (`get_group()`),
+    /// each distinct one stored once, in the order the span's first CPU
+    /// meets them.
+    fn shared_groups(&self, span: &CpuMask, lower: &[LevelSpec]) -> SharedGroups {
+        let mut owner = vec![u32::MAX; self.nr_cpus()];
+        let mut index: BTreeMap<CpuMask, u32> = BTreeMap::new();
+        let mut all = Vec::new();
+        for member in span.iter() {
+            let group = self.child_span(member, lower);
+            let next = all.len() as u32;
+            let g = *index.entry(group.clone()).or_insert_with(|| {
+                all.push(group);
+                next
+            });
+            owner[member] = g;
+        }
+        SharedGroups { all: all.into(), owner }
+    }
+
+    /// `cpu`'s order of the shared groups, in the kernel's order: walk the
+    /// span with `for_each_cpu_wrap` from `cpu` and add each not yet
+    /// covered CPU's child span (`build_sched_groups()`).
+    fn groups_from(&self, cpu: usize, span: &CpuMask, sg: &SharedGroups) -> SchedGroups {
+        let mut covered = vec![false; self.nr_cpus()];
+        let mut order: Vec<u32> = Vec::new();
         for member in span.iter_wrap(cpu) {
-            if covered.test(member) {
+            if covered[member] {
                 continue;
             }
-            let group = self.child_span(member, lower);
-            covered.or_assign(&group);
-            groups.push(group);
+            let g = sg.owner[member];
+            order.push(g);
+            for c in sg.all[g as usize].iter() {
+                if let Some(x) = covered.get_mut(c) {
+                    *x = true;
+                }
+            }
         }
-        groups
+        let len = sg.all.len() as u32;
+        let first = order.first().copied().unwrap_or(0);
+        let rotation = order.len() == sg.all.len() && order.iter().enumerate().all(|(i, &g)| g == (first + i as u32) % len);
+        if rotation {
+            return SchedGroups { all: sg.all.clone(), order: GroupOrder::Rotate(first) };
+        }
+        // Overlapping groups (NUMA levels) may not all be taken: keep
+        // exactly those this CPU's walk took.
+        if order.len() != sg.all.len() {
+            return SchedGroups::new(order.iter().map(|&g| sg.all[g as usize].clone()).collect());
+        }
+        SchedGroups { all: sg.all.clone(), order: GroupOrder::Explicit(order.into()) }
     }
 }
 
@@ -226,7 +352,7 @@ fn prefers_sibling(level: DomainLevel) -> bool {
 }
 
 /// A domain with `sd_init()`'s defaults for its level.
-fn initial_domain(spec: LevelSpec, span: &CpuMask, groups: Vec<CpuMask>) -> SchedDomain {
+fn initial_domain(spec: LevelSpec, span: &CpuMask, groups: SchedGroups) -> SchedDomain {
     let weight = span.weight();
     let mut domain = SchedDomain {
         level: spec.level,
@@ -390,6 +516,39 @@ mod tests {
                     }
                     assert_eq!(covered, d.span);
                     child = d.span.clone();
+                }
+            }
+        }
+    }
+
+    /// The kernel's walk done per CPU with its own masks (the build before
+    /// groups were shared), as a reference.
+    fn reference_groups(t: &Topology, cpu: usize, span: &CpuMask, lower: &[LevelSpec]) -> Vec<CpuMask> {
+        let mut covered = CpuMask::new(t.nr_cpus());
+        let mut groups = Vec::new();
+        for member in span.iter_wrap(cpu) {
+            if covered.test(member) {
+                continue;
+            }
+            let group = t.child_span(member, lower);
+            covered.or_assign(&group);
+            groups.push(group);
+        }
+        groups
+    }
+
+    #[test]
+    fn shared_groups_are_each_cpus_own_walk() {
+        for (name, _) in presets() {
+            let t = preset(name);
+            let specs = t.level_specs();
+            let all = t.all_sched_domains();
+            for (cpu, domains) in all.iter().enumerate() {
+                assert_eq!(*domains, t.sched_domains(cpu), "{name} cpu {cpu}");
+                for d in domains {
+                    let k = specs.iter().position(|s| s.level == d.level && t.widen(&d.span, *s, cpu) == d.span).unwrap();
+                    let want = reference_groups(&t, cpu, &d.span, &specs[..k]);
+                    assert_eq!(d.groups, want, "{name} cpu {cpu} {}", d.level);
                 }
             }
         }
