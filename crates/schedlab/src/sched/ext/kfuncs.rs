@@ -662,11 +662,24 @@ pub fn scx_bpf_cpu_node(sim: &mut Sim, cpu: i32) -> i32 {
 /// scx_bpf_now(): the simulated clock.
 pub fn scx_bpf_now(sim: &mut Sim) -> u64 {
     kf(sim);
-    sim.now() + sim.scx.cost_acc
+    clock(sim)
 }
 
+/// bpf_ktime_get_ns(): the simulated clock.
 pub fn bpf_ktime_get_ns(sim: &mut Sim) -> u64 {
-    sim.now() + sim.scx.cost_acc
+    clock(sim)
+}
+
+/// The clock BPF reads: the event's time plus the overhead the operation in
+/// progress has spent so far, never behind what any CPU read before. The
+/// kernel's clock is monotonic across CPUs; here an operation's overhead is
+/// charged to its CPU after the event, while other CPUs' events at earlier
+/// times may follow, and a scheduler subtracting the two readings (scx_cosmos:
+/// `now - last_run_at` in ops.stopping) would underflow.
+fn clock(sim: &mut Sim) -> u64 {
+    let t = (sim.now() + sim.scx.cost_acc).max(sim.scx.clock_max);
+    sim.scx.clock_max = t;
+    t
 }
 
 pub fn bpf_get_smp_processor_id(sim: &mut Sim) -> u32 {

@@ -356,6 +356,9 @@ pub struct ScxSched {
     /// Scheduler overhead accumulated by the operation in progress, charged
     /// to `cost_cpu` when it ends.
     pub cost_acc: Ns,
+    /// The latest clock value BPF has read (scx_bpf_now(),
+    /// bpf_ktime_get_ns()): the clock never goes back.
+    pub clock_max: Ns,
     pub nr_nodes: u32,
     pub watchdog_armed: bool,
     /// Tasks not yet switched back to fair while disabling.
@@ -424,6 +427,7 @@ impl ScxSched {
             timers: BTreeMap::new(),
             stats: ScxStats::default(),
             cost_acc: 0,
+            clock_max: 0,
             nr_nodes: nr_nodes as u32,
             watchdog_armed: false,
             disable_queue: Vec::new(),
