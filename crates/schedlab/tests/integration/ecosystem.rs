@@ -82,8 +82,8 @@ const fn e(sched: &'static str, expect: Expect) -> Entry {
 /// its scheduler runs (the test says which ones to flip).
 pub const SCHEDULERS: &[Entry] = &[
     e("crate:scx_bpfland@1.1.4", Pass),
-    e("crate:scx_beerland@1.1.4", KnownOn(&["epyc-2s-192"], "mixed.toml: mixed0-hog-0 (CPU 0, beside the pinned pipe pair and the FIFO thread) never runs after the enable; not yet diagnosed")),
-    e("crate:scx_cosmos@1.1.7", KnownOn(&["amd-16c", "epyc-2s-192"], "mixed.toml: mixed0-hog-0 (CPU 0, beside the pinned pipe pair and the FIFO thread) never runs after the enable; not yet diagnosed")),
+    e("crate:scx_beerland@1.1.4", Pass),
+    e("crate:scx_cosmos@1.1.7", Pass),
     e("crate:scx_flash@1.1.4", Pass),
     e("crate:scx_tickless@1.1.4", Pass),
     e("crate:scx_flow@2.2.5", Pass),

@@ -577,6 +577,10 @@ impl Sim {
             let at = self.task(p).scx.runnable_at.unwrap_or(now);
             let ms = (now - at) / 1_000_000;
             let comm = self.task_comm(p);
+            if std::env::var_os("SCHEDLAB_DEBUG_STALL").is_some() {
+                let t = self.task(p);
+                eprintln!("STALL {comm}: cpu {} dsq {:?} ops_state {:?} vtime {} curr {:?} cpus {:?}", t.cpu, t.scx.dsq, t.scx.ops_state, t.scx.c.scx.dsq_vtime, self.rq(t.cpu).curr, t.cpus_allowed);
+            }
             self.scx_exit(ExitKind::ErrorStall, 0, format!("{comm} failed to run for {}.{:03}s", ms / 1000, ms % 1000));
             return;
         }
