@@ -54,11 +54,8 @@ pub enum Expect {
     Pass,
     /// Fails in at least one cell today, for this reason.
     Known(&'static str),
-    /// Passes everywhere but on these machines (where it must fail), for
-    /// this reason.
-    KnownOn(&'static [&'static str], &'static str),
 }
-use Expect::{Known, KnownOn, Pass};
+use Expect::{Known, Pass};
 
 /// One scheduler of the matrix.
 pub struct Entry {
@@ -381,17 +378,6 @@ fn matrix() {
                 en.sched
             )),
             Known(_) => {}
-            KnownOn(on, why) => {
-                let known_machine = |r: &CellResult| on.iter().any(|m| r.label.ends_with(&format!(" {m}")));
-                failures.extend(bad.iter().filter(|r| !known_machine(r)).map(|r| format!("{}: {}", r.label, r.verdict)));
-                let ran_known = mine.iter().any(|r| known_machine(r));
-                if ran_known && every_machine && !bad.iter().any(|r| known_machine(r)) {
-                    failures.push(format!(
-                        "{} passes on {on:?} now (it was a known failure there: {why}); mark it Pass in ecosystem::SCHEDULERS",
-                        en.sched
-                    ));
-                }
-            }
         }
     }
     assert!(failures.is_empty(), "{} problem(s):\n{}", failures.len(), failures.join("\n"));
