@@ -746,3 +746,21 @@ fn renice_in_ext_leaves_the_fair_weight_stale() {
     let want = 1024.0 / (1024.0 + 335.0);
     assert!((a - want).abs() < 0.02, "nice 0 vs nice 5 after a clean unload: {a:.3} {b:.3}");
 }
+
+/// The BPF clock is monotonic, as the kernel's: an operation's overhead
+/// advances the clock it reads, and an event of another CPU at the same
+/// simulated time that follows must not read an earlier time (scx_cosmos's
+/// `now - last_run_at` in ops.stopping underflowed on 32 CPUs and starved a
+/// task for good).
+#[test]
+fn the_bpf_clock_never_goes_back() {
+    let mut s = sim(&mixed(4, 1));
+    s.scx.cost_acc = 50_000;
+    let during = kf::bpf_ktime_get_ns(&mut s);
+    assert_eq!(during, s.now() + 50_000, "the clock includes the overhead spent so far");
+    // The overhead is charged to its CPU; the next event at this time reads the clock.
+    s.scx.cost_acc = 0;
+    let after = kf::bpf_ktime_get_ns(&mut s);
+    let now = kf::scx_bpf_now(&mut s);
+    assert!(after >= during && now >= after, "{during} then {after}, {now}");
+}
