@@ -19,8 +19,11 @@ const SCHED_CAPACITY_SCALE: u64 = 1024;
 /// Why a balance pass runs (enum cpu_idle_type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IdleType {
+    /// Periodic balancing on a busy CPU (CPU_NOT_IDLE).
     NotIdle,
+    /// Periodic balancing on an idle CPU (CPU_IDLE).
     Idle,
+    /// newidle balance: the CPU is about to go idle (CPU_NEWLY_IDLE).
     NewlyIdle,
 }
 
@@ -85,10 +88,12 @@ impl Sim {
         rq.curr.is_none() && rq.nr_running == 0
     }
 
+    /// The CPU's fair load average (`cpu_load()`, `cfs_rq->avg.load_avg`).
     pub fn cpu_load(&self, cpu: Cpu) -> u64 {
         self.rq(cpu).cfs.avg.load_avg
     }
 
+    /// The CPU's fair utilisation, capped at SCHED_CAPACITY_SCALE (`cpu_util_cfs()`).
     pub fn cpu_util(&self, cpu: Cpu) -> u64 {
         self.rq(cpu).cfs.avg.util_avg.min(SCHED_CAPACITY_SCALE)
     }

@@ -33,6 +33,7 @@ pub struct MmSched {
     pub runtime: Vec<(u64, u64)>,
     /// CPUs the process ran on recently, with the epoch of the last visit.
     pub visited: CpuMask,
+    /// Per CPU: the epoch of the process's last visit there.
     pub last_visit: Vec<u64>,
     /// The preferred CPU (mm->mm_sched_cpu): its LLC is where the process's cache is.
     pub preferred: Option<Cpu>,
@@ -43,15 +44,20 @@ pub struct MmSched {
 /// Per-CPU epoch clock and decayed total runtime.
 #[derive(Clone, Debug, Default)]
 pub struct CpuCache {
+    /// The CPU's current epoch (rq->cpu_epoch).
     pub epoch: u64,
+    /// Decayed runtime of all processes on this CPU (rq->cpu_runtime).
     pub runtime: u64,
 }
 
 /// Totals reported for the seed-004 experiment.
 #[derive(Clone, Debug, Default)]
 pub struct CacheStats {
+    /// Preferred-LLC scans run.
     pub scans: u64,
+    /// CPUs visited by those scans.
     pub cpus_scanned: u64,
+    /// Times a process's preferred CPU changed.
     pub preference_changes: u64,
 }
 

@@ -23,30 +23,37 @@ use crate::sched::task::{LoadWeight, SchedEntity, TaskState, NICE_0_LOAD, WEIGHT
 pub const ROOT_TG: u32 = 0;
 /// cpu.weight's range and default (CGROUP_WEIGHT_MIN / _MAX / _DFL).
 pub const CGROUP_WEIGHT_MIN: u32 = 1;
+/// The largest cpu.weight (CGROUP_WEIGHT_MAX).
 pub const CGROUP_WEIGHT_MAX: u32 = 10_000;
+/// The default cpu.weight (CGROUP_WEIGHT_DFL), equal to a nice-0 task's share.
 pub const CGROUP_WEIGHT_DFL: u32 = 100;
 /// The smallest weight a group entity gets on a CPU (MIN_SHARES).
 pub const MIN_SHARES: u64 = 2;
 /// cpu.max's period limits (min_cfs_quota_period 1 ms, max_cfs_quota_period 1 s)
 /// and the smallest quota (1 ms).
 pub const MIN_CFS_QUOTA_PERIOD: Ns = NSEC_PER_MSEC;
+/// The longest cpu.max period (max_cfs_quota_period, 1 s).
 pub const MAX_CFS_QUOTA_PERIOD: Ns = NSEC_PER_SEC;
 /// The default period of cpu.max ("max 100000").
 pub const DEFAULT_CFS_PERIOD: Ns = 100 * NSEC_PER_MSEC;
 
 /// Entity ids: a task's id, or `GSE | index` for a group's entity on a CPU.
 pub type Se = u32;
+/// The bit that marks an entity id as a group entity.
 pub const GSE: Se = 1 << 31;
 
 /// A fair runqueue: the root one of a CPU (`tg == ROOT_TG`, `rq.cfs`) or a
 /// group's on that CPU (`tg->cfs_rq[cpu]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cq {
+    /// The CPU whose runqueue this is.
     pub cpu: Cpu,
+    /// The task group (`ROOT_TG` for the CPU's `rq.cfs`).
     pub tg: u32,
 }
 
 impl Cq {
+    /// The root fair runqueue of `cpu` (`&rq->cfs`).
     #[inline]
     pub fn root(cpu: Cpu) -> Cq {
         Cq { cpu, tg: ROOT_TG }
@@ -63,6 +70,7 @@ pub fn shares_of_weight(weight: u32) -> u64 {
 pub struct CpuMax {
     /// None: "max" (RUNTIME_INF).
     pub quota_ns: Option<Ns>,
+    /// The period in ns after which the quota is refilled (cfs_b->period).
     pub period_ns: Ns,
     /// cpu.max.burst: unused quota a period may carry into the next, up to this.
     pub burst_ns: Ns,
@@ -117,18 +125,26 @@ pub fn parse_max(s: &str) -> Result<CpuMax, String> {
 /// on a runqueue, and bandwidth throttling. A cgroup counts its descendants.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CgroupStats {
+    /// CPU time the group's tasks ran, ns (cpu.stat usage_usec).
     pub runtime_ns: Ns,
+    /// Time the group's tasks waited runnable on a runqueue, ns.
     pub wait_ns: Ns,
+    /// Time the group was throttled by cpu.max, ns (cpu.stat throttled_usec).
     pub throttled_ns: Ns,
+    /// Periods in which the group was throttled (cpu.stat nr_throttled).
     pub nr_throttled: u64,
+    /// Bandwidth periods that elapsed while the group was active (cpu.stat nr_periods).
     pub nr_periods: u64,
 }
 
 /// One cgroup / task group.
 #[derive(Clone, Debug)]
 pub struct TaskGroup {
+    /// The cgroup's path, e.g. "/web/api" ("/" for the root).
     pub path: String,
+    /// The parent group's index (None for the root).
     pub parent: Option<u32>,
+    /// Depth in the hierarchy: 0 for the root (`se->depth` of its entities is this).
     pub depth: u32,
     /// Declared by a [[cgroup]] table (false: an implicit intermediate one).
     pub declared: bool,
@@ -136,6 +152,7 @@ pub struct TaskGroup {
     pub weight: u32,
     /// tg->shares: from the weight, or WEIGHT_IDLEPRIO for an idle group.
     pub shares: u64,
+    /// cpu.max: quota and period.
     pub max: CpuMax,
     /// cpuset.cpus as written (None: inherit).
     pub cpus: Option<CpuMask>,
@@ -146,6 +163,7 @@ pub struct TaskGroup {
     pub idle: bool,
     /// tg->load_avg: Σ of the per-CPU runqueues' last published load averages.
     pub load_avg: i64,
+    /// What the group's tasks received (cpu.stat), descendants included.
     pub stats: CgroupStats,
     /// cpu.max's runtime pool and timers.
     pub bw: crate::sched::fair_bandwidth::CfsBandwidth,
@@ -171,9 +189,11 @@ pub struct CgroupWrite {
 /// The task groups and their per-CPU fair state.
 #[derive(Debug)]
 pub struct TaskGroups {
+    /// Every group, the root first; a parent precedes its children.
     pub groups: Vec<TaskGroup>,
     /// The scenario's run-time writes, in scenario order.
     pub writes: Vec<CgroupWrite>,
+    /// CPUs per group in the per-CPU tables (the machine's CPU count).
     pub nr_cpus: usize,
     /// tg->cfs_rq[cpu] at `group * nr_cpus + cpu` (the root's slots unused: rq.cfs).
     pub cfs_rqs: Vec<CfsRq>,
@@ -225,6 +245,7 @@ impl TaskGroups {
         self.groups.len() > 1
     }
 
+    /// The index of the group with this path, if it exists.
     pub fn find(&self, path: &str) -> Option<u32> {
         let path = normalize(path);
         self.groups.iter().position(|g| g.path == path).map(|i| i as u32)

@@ -70,7 +70,9 @@ impl crate::sched::rq::CfsRq {
     }
 }
 
+/// The fair class (`fair_sched_class`): EEVDF.
 pub struct FairClass;
+/// The fair class object.
 pub static FAIR_CLASS: FairClass = FairClass;
 
 /// delta * weight / lw.weight with the kernel's fixed-point inverse (__calc_delta).
@@ -148,6 +150,7 @@ impl Sim {
         avg >= vdiff(vruntime, self.cfs(q).zero_vruntime) as i128 * load
     }
 
+    /// The entity is eligible: its vruntime is at or before the runqueue's weighted average V (`entity_eligible()`).
     #[inline]
     pub fn entity_eligible(&self, q: Cq, e: Se) -> bool {
         self.vruntime_eligible(q, self.se(e).vruntime)

@@ -27,6 +27,7 @@ pub const CFS_BANDWIDTH_SLICE: Ns = 5 * NSEC_PER_MSEC;
 pub const MIN_CFS_RQ_RUNTIME: Ns = NSEC_PER_MSEC;
 /// cfs_bandwidth_slack_period (5 ms) and min_bandwidth_expiration (2 ms).
 pub const CFS_SLACK_PERIOD: Ns = 5 * NSEC_PER_MSEC;
+/// The least time left before the period timer fires for slack to be handed out.
 pub const MIN_BANDWIDTH_EXPIRATION: Ns = 2 * NSEC_PER_MSEC;
 
 /// A group's bandwidth state (`struct cfs_bandwidth`).
@@ -38,10 +39,13 @@ pub struct CfsBandwidth {
     pub idle: bool,
     /// The period timer is armed; `period_gen` invalidates a stale one.
     pub period_active: bool,
+    /// Generation of the armed period timer; a stale timer event carries an older one.
     pub period_gen: u32,
     /// When the period timer next fires.
     pub period_expires: Ns,
+    /// The slack timer is armed (`cfs_b->slack_started`).
     pub slack_started: bool,
+    /// Generation of the armed slack timer.
     pub slack_gen: u32,
     /// The CPU whose timer it is.
     pub timer_cpu: Cpu,

@@ -18,47 +18,161 @@ use crate::sched::task::{ClassId, NICE_0_LOAD};
 pub enum CfsViolation {
     /// A timeline entry keyed by something other than the entity's deadline.
     #[error("entity {entity:#x}: timeline key {key} != deadline {deadline}")]
-    TimelineKey { entity: Se, key: u64, deadline: u64 },
+    TimelineKey {
+        /// The entity.
+        entity: Se,
+        /// Its key in the timeline.
+        key: u64,
+        /// Its deadline.
+        deadline: u64,
+    },
     /// An entity on a runqueue's timeline that is not queued there.
     #[error("entity {entity:#x} on cpu{cpu}/tg{tg}'s timeline but not queued there")]
-    NotQueued { entity: Se, cpu: Cpu, tg: u32 },
+    NotQueued {
+        /// The entity.
+        entity: Se,
+        /// The runqueue's CPU.
+        cpu: Cpu,
+        /// The runqueue's task group.
+        tg: u32,
+    },
     /// The LRU list of a flat runqueue and its queue disagree.
     #[error("cpu{cpu}: {lru} on the LRU list, {queued} queued")]
-    Lru { cpu: Cpu, lru: usize, queued: usize },
+    Lru {
+        /// The CPU.
+        cpu: Cpu,
+        /// Entities on the LRU list.
+        lru: usize,
+        /// Entities queued.
+        queued: usize,
+    },
     /// nr_queued does not count the queued entities.
     #[error("cpu{cpu}/tg{tg}: {queued} queued, nr_queued {nr_queued}")]
-    NrQueued { cpu: Cpu, tg: u32, queued: usize, nr_queued: u32 },
+    NrQueued {
+        /// The runqueue's CPU.
+        cpu: Cpu,
+        /// The runqueue's task group.
+        tg: u32,
+        /// Entities found queued.
+        queued: usize,
+        /// The runqueue's nr_queued.
+        nr_queued: u32,
+    },
     /// The runqueue's load is not the sum of its entities' weights.
     #[error("cpu{cpu}/tg{tg}: load {load} != Σ entity weights {sum}")]
-    Load { cpu: Cpu, tg: u32, load: u64, sum: u64 },
+    Load {
+        /// The runqueue's CPU.
+        cpu: Cpu,
+        /// The runqueue's task group.
+        tg: u32,
+        /// The runqueue's load.weight.
+        load: u64,
+        /// The sum of its entities' weights.
+        sum: u64,
+    },
     /// avg_load / avg_vruntime no longer match the timeline.
     #[error("cpu{cpu}: avg sums drifted ({sum_w} vs {sum_weight}, {sum_key} vs {sum_w_vruntime})")]
-    SumsDrifted { cpu: Cpu, sum_w: u64, sum_weight: u64, sum_key: i128, sum_w_vruntime: i128 },
+    SumsDrifted {
+        /// The CPU.
+        cpu: Cpu,
+        /// The runqueue's avg_load (sum of scaled weights).
+        sum_w: u64,
+        /// The same sum recomputed from the timeline.
+        sum_weight: u64,
+        /// The runqueue's avg_vruntime (sum of weighted keys).
+        sum_key: i128,
+        /// The same sum recomputed from the timeline.
+        sum_w_vruntime: i128,
+    },
     /// The weighted lags do not sum to zero (within rounding).
     #[error("cpu{cpu}: Σ weighted lag = {sum_lag}, load {load}")]
-    LagSum { cpu: Cpu, sum_lag: i128, load: i128 },
+    LagSum {
+        /// The CPU.
+        cpu: Cpu,
+        /// Σ weight × lag over the queued entities.
+        sum_lag: i128,
+        /// The runqueue's load, the rounding allowance.
+        load: i128,
+    },
     /// A live lag beyond the sanity bound (runaway virtual time).
     #[error("cpu{cpu}: task {task} lag {lag} ns exceeds ±{bound} ns")]
-    LagBound { cpu: Cpu, task: TaskId, lag: i128, bound: i128 },
+    LagBound {
+        /// The CPU.
+        cpu: Cpu,
+        /// The task.
+        task: TaskId,
+        /// Its lag, ns.
+        lag: i128,
+        /// The bound, ns.
+        bound: i128,
+    },
     /// The pick is not the earliest eligible deadline.
     #[error("cpu{cpu}: pick {pick:#x} is not the earliest eligible deadline ({earliest:#x})")]
-    Pick { cpu: Cpu, pick: Se, earliest: Se },
+    Pick {
+        /// The CPU.
+        cpu: Cpu,
+        /// The entity pick_eevdf() chose.
+        pick: Se,
+        /// The eligible entity with the earliest deadline.
+        earliest: Se,
+    },
     /// A dequeued task's saved lag beyond entity_lag()'s clamp.
     #[error("task {task}: saved vlag {vlag} beyond the clamp {limit}")]
-    SavedLag { task: TaskId, vlag: i64, limit: i64 },
+    SavedLag {
+        /// The task.
+        task: TaskId,
+        /// Its saved `se.vlag`.
+        vlag: i64,
+        /// The clamp entity_lag() applies.
+        limit: i64,
+    },
     /// A group entity queued without queued members, or the reverse
     /// (a throttled group's entity is out of the hierarchy).
     #[error("cpu{cpu}: group {group} entity on_rq={on_rq} with {queued} queued")]
-    GroupOnRq { cpu: Cpu, group: String, on_rq: bool, queued: u32 },
+    GroupOnRq {
+        /// The CPU.
+        cpu: Cpu,
+        /// The group's path.
+        group: String,
+        /// Whether the group entity is queued.
+        on_rq: bool,
+        /// Entities queued in the group's runqueue.
+        queued: u32,
+    },
     /// A queued group entity's weight outside [MIN_SHARES, the group's shares].
     #[error("cpu{cpu}: group {group} weight {weight} outside [{MIN_SHARES}, {shares}]")]
-    GroupWeight { cpu: Cpu, group: String, weight: u64, shares: u64 },
+    GroupWeight {
+        /// The CPU.
+        cpu: Cpu,
+        /// The group's path.
+        group: String,
+        /// The group entity's weight on this CPU.
+        weight: u64,
+        /// The group's tg->shares.
+        shares: u64,
+    },
     /// A task queued in a group other than its own cgroup's.
     #[error("task {task}: in group {group} but its cgroup is {cgroup}")]
-    TaskGroup { task: TaskId, group: String, cgroup: String },
+    TaskGroup {
+        /// The task.
+        task: TaskId,
+        /// The group it is queued in.
+        group: String,
+        /// Its cgroup path.
+        cgroup: String,
+    },
     /// h_nr_queued does not count the tasks queued in the group or below.
     #[error("cpu{cpu}: group {group} h_nr_queued {have}, {tasks} tasks queued in it")]
-    HNrQueued { cpu: Cpu, group: String, have: u32, tasks: u32 },
+    HNrQueued {
+        /// The CPU.
+        cpu: Cpu,
+        /// The group's path.
+        group: String,
+        /// The group runqueue's h_nr_queued.
+        have: u32,
+        /// Tasks found queued in the group or below.
+        tasks: u32,
+    },
 }
 
 impl Sim {

@@ -33,6 +33,7 @@ impl Sim {
         }
     }
 
+    /// The fair runqueue `q`, mutably.
     #[inline]
     pub fn cfs_mut(&mut self, q: Cq) -> &mut CfsRq {
         if q.tg == ROOT_TG {
@@ -53,6 +54,7 @@ impl Sim {
         }
     }
 
+    /// An entity by its id, mutably.
     #[inline]
     pub fn se_mut(&mut self, e: Se) -> &mut SchedEntity {
         if e & GSE == 0 {

@@ -9,7 +9,7 @@ macro_rules! sched_features {
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
         #[repr(u8)]
-        pub enum Feature { $($name),* }
+        pub enum Feature { $(#[doc = $why] $name),* }
 
         /// Name, default and purpose of every feature, in table order.
         pub const FEATURES: &[FeatureInfo] = &[
@@ -21,9 +21,13 @@ macro_rules! sched_features {
 /// A row of the feature table.
 #[derive(Debug)]
 pub struct FeatureInfo {
+    /// The feature.
     pub feature: Feature,
+    /// Its name as features.h and `--feature` spell it.
     pub name: &'static str,
+    /// Whether it is on by default.
     pub default: bool,
+    /// What it changes, for `schedlab features`.
     pub why: &'static str,
 }
 
@@ -54,10 +58,12 @@ sched_features! {
 }
 
 impl Feature {
+    /// The feature's table row.
     pub fn info(self) -> &'static FeatureInfo {
         &FEATURES[self as usize]
     }
 
+    /// The feature's name.
     pub fn name(self) -> &'static str {
         self.info().name
     }
@@ -85,11 +91,13 @@ impl Default for Features {
 }
 
 impl Features {
+    /// Whether the feature is on (`sched_feat(X)`).
     #[inline]
     pub fn on(&self, f: Feature) -> bool {
         self.bits & (1 << f as u8) != 0
     }
 
+    /// Turns the feature on or off.
     pub fn set(&mut self, f: Feature, on: bool) {
         if on {
             self.bits |= 1 << f as u8;
@@ -125,6 +133,7 @@ impl Features {
     }
 }
 
+/// Parses an on/off value: on/true/1/yes or off/false/0/no.
 pub fn parse_switch(v: &str) -> Option<bool> {
     match v.to_ascii_lowercase().as_str() {
         "on" | "true" | "1" | "yes" => Some(true),

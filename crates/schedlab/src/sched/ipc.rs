@@ -12,7 +12,9 @@ use crate::engine::TaskId;
 /// pipe or socket buffer (messages), a futex-backed semaphore, or a barrier.
 #[derive(Clone, Debug, Default)]
 pub struct WaitObj {
+    /// Tokens available (bytes or messages in the buffer, the semaphore's count).
     pub tokens: u64,
+    /// The most tokens the object holds; a writer blocks when full.
     pub capacity: u64,
     /// Tasks blocked waiting for a token.
     pub readers: VecDeque<TaskId>,
@@ -31,8 +33,12 @@ pub struct WaitObj {
 /// A spinlock; waiters busy-wait on their CPUs.
 #[derive(Clone, Debug, Default)]
 pub struct SpinLock {
+    /// The task holding the lock.
     pub holder: Option<TaskId>,
+    /// Tasks spinning for it, in arrival order.
     pub spinners: Vec<TaskId>,
+    /// Times the lock was taken.
     pub acquisitions: u64,
+    /// Total time spent spinning on it, ns.
     pub spin_ns: Ns,
 }

@@ -10,33 +10,48 @@ use crate::engine::time::Ns;
 /// A threshold a workload counts latencies above.
 #[derive(Clone, Debug)]
 pub struct Threshold {
+    /// The name reported, e.g. "over_100us".
     pub label: String,
+    /// Latencies strictly above this count, ns.
     pub above_ns: Ns,
+    /// How many latencies were above.
     pub count: u64,
 }
 
 /// What a workload measured.
 #[derive(Clone, Debug)]
 pub struct WorkloadMetrics {
+    /// The workload's name in the scenario.
     pub name: String,
+    /// The workload's kind (hog, cyclictest, hackbench, ...).
     pub kind: String,
+    /// Wakeup latencies, ns (HDR histogram, 3 significant digits).
     pub latency: Histogram<u64>,
+    /// The thresholds counted, as the scenario lists them.
     pub thresholds: Vec<Threshold>,
+    /// When the workload started, ns.
     pub start_ns: Ns,
+    /// Tasks the workload created (forks included).
     pub nr_tasks: u32,
+    /// Tasks of the workload that exited.
     pub exited: u32,
+    /// When the last of them exited, ns (the makespan's end).
     pub last_exit_ns: Ns,
+    /// Units of work done (`Op::Work`).
     pub work: u64,
     /// Whether the workload's result is a makespan (all its tasks exit).
     pub finite: bool,
     /// Exact extremes and sum of `latency` (the histogram rounds to 3
     /// significant digits; cyclictest prints exact Min/Avg/Max).
     pub latency_min_ns: Ns,
+    /// The largest latency recorded, ns, exact.
     pub latency_max_ns: Ns,
+    /// The sum of the latencies recorded, ns, for the exact mean.
     pub latency_sum_ns: u128,
     /// cyclictest --histogram=N: per-microsecond counts 0..N-1 us; samples
     /// of N us and above are overflows.
     pub us_histogram: Option<Vec<u64>>,
+    /// Samples beyond `us_histogram`'s last bucket.
     pub us_overflows: u64,
     /// Request latencies (schbench, server), next to wakeup latencies.
     pub request_latency: Option<Histogram<u64>>,
@@ -45,6 +60,7 @@ pub struct WorkloadMetrics {
 }
 
 impl WorkloadMetrics {
+    /// Empty metrics for a workload.
     pub fn new(name: &str, kind: &str) -> Self {
         WorkloadMetrics {
             name: name.to_string(),
@@ -74,6 +90,7 @@ impl WorkloadMetrics {
             .saturating_record(ns.max(1));
     }
 
+    /// Records a wakeup latency (histogram, exact extremes and sum, per-us histogram, thresholds).
     pub fn record_latency(&mut self, ns: Ns) {
         self.latency.saturating_record(ns.max(1));
         self.latency_min_ns = self.latency_min_ns.min(ns);

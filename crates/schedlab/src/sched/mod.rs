@@ -27,6 +27,8 @@
 //! May import: [`crate::engine`] and [`crate::machine`]; the only upward
 //! reference is the tracepoint hooks of [`crate::results::trace`].
 
+#![warn(missing_docs)]
+
 pub mod balance;
 pub mod cache;
 pub mod cgroup;
@@ -65,12 +67,19 @@ pub struct Tunables {
 
 /// Enqueue flags (ENQUEUE_* in kernel/sched/sched.h).
 pub mod enq {
+    /// The task wakes up (ENQUEUE_WAKEUP).
     pub const WAKEUP: u32 = 0x01;
+    /// Restoring a task dequeued with SAVE (ENQUEUE_RESTORE): keep its place.
     pub const RESTORE: u32 = 0x02;
+    /// Paired with DEQUEUE_MOVE: an attribute or group change (ENQUEUE_MOVE).
     pub const MOVE: u32 = 0x04;
+    /// Queue at the head of its list (ENQUEUE_HEAD, RT).
     pub const HEAD: u32 = 0x10;
+    /// The task changed CPU (ENQUEUE_MIGRATED).
     pub const MIGRATED: u32 = 0x40;
+    /// A new task's first enqueue (ENQUEUE_INITIAL): place it with a half slice.
     pub const INITIAL: u32 = 0x80;
+    /// Requeue of a delayed-dequeue entity (ENQUEUE_DELAYED).
     pub const DELAYED: u32 = 0x200;
     /// select_task_rq() chose the CPU (ENQUEUE_RQ_SELECTED).
     pub const RQ_SELECTED: u32 = 0x1000;
@@ -80,10 +89,15 @@ pub mod enq {
 
 /// Dequeue flags (DEQUEUE_*).
 pub mod deq {
+    /// The task blocks (DEQUEUE_SLEEP).
     pub const SLEEP: u32 = 0x01;
+    /// A temporary dequeue around an attribute change (DEQUEUE_SAVE).
     pub const SAVE: u32 = 0x02;
+    /// The task moves group or priority (DEQUEUE_MOVE).
     pub const MOVE: u32 = 0x04;
+    /// A delayed dequeue's deferred completion, not subject to delay again (DEQUEUE_SPECIAL).
     pub const SPECIAL: u32 = 0x10;
+    /// Completing a delayed dequeue (DEQUEUE_DELAYED).
     pub const DELAYED: u32 = 0x200;
     /// The task is moving between runqueues (task_on_rq_migrating()).
     pub const MIGRATING: u32 = 0x2000;
@@ -91,10 +105,15 @@ pub mod deq {
 
 /// Wake flags (WF_*).
 pub mod wf {
+    /// sched_exec() balancing (WF_EXEC).
     pub const EXEC: u32 = 0x02;
+    /// The first wakeup of a forked task (WF_FORK).
     pub const FORK: u32 = 0x04;
+    /// A try_to_wake_up() wakeup (WF_TTWU).
     pub const TTWU: u32 = 0x08;
+    /// A synchronous wakeup: the waker is about to sleep (WF_SYNC).
     pub const SYNC: u32 = 0x10;
+    /// The wakee changed CPU (WF_MIGRATED).
     pub const MIGRATED: u32 = 0x20;
 }
 
@@ -104,6 +123,7 @@ pub mod wf {
 /// (`rq.cfs`, `rq.rt`) and per-task state in the task, as in the kernel, so
 /// the class objects are plain statics walked in priority order.
 pub trait SchedClass: Sync {
+    /// Which class this is.
     fn id(&self) -> ClassId;
 
     /// Put `p` on `cpu`'s queue of this class (enqueue_task). The core has
@@ -174,6 +194,7 @@ pub fn classes() -> [&'static dyn SchedClass; 3] {
     [&rt::RT_CLASS, &fair::FAIR_CLASS, &ext::EXT_CLASS]
 }
 
+/// The class object of a class id (`p->sched_class`); idle-policy tasks are in fair.
 pub fn class_of(id: ClassId) -> &'static dyn SchedClass {
     match id {
         ClassId::Rt => &rt::RT_CLASS,

@@ -43,21 +43,28 @@ pub struct CfsRq {
     /// CFS bandwidth (a group runqueue under cpu.max): runtime left from
     /// the group's pool, whether it is limited, throttled, and since when.
     pub runtime_remaining: i64,
+    /// The group is limited by cpu.max here (`cfs_rq->runtime_enabled`).
     pub runtime_enabled: bool,
+    /// Out of runtime: the group entity is off the hierarchy (`cfs_rq->throttled`).
     pub throttled: bool,
+    /// When the throttle began, ns (`cfs_rq->throttled_clock`).
     pub throttled_clock: Ns,
 }
 
 /// The RT-class queue of one CPU: one FIFO list per priority.
 #[derive(Debug)]
 pub struct RtRq {
+    /// One FIFO per priority 0..99 (`rt_prio_array.queue`).
     pub queues: Vec<VecDeque<TaskId>>,
+    /// Bit per non-empty priority (`rt_prio_array.bitmap`).
     pub bitmap: [u64; 2],
+    /// Queued RT tasks, the running one included (`rt_rq->rt_nr_running`).
     pub rt_nr_running: u32,
     /// Queued RT tasks that could run elsewhere and are not running, by (prio, id).
     pub pushable: BTreeSet<(i32, TaskId)>,
     /// RT time consumed in the current bandwidth period.
     pub rt_time: Ns,
+    /// RT bandwidth is exhausted for this period (`rt_rq->rt_throttled`).
     pub throttled: bool,
 }
 
@@ -86,6 +93,7 @@ impl RtRq {
         }
     }
 
+    /// Updates the bitmap bit of `prio` after its queue changed.
     pub fn mark(&mut self, prio: i32) {
         let p = prio as usize;
         if self.queues[p].is_empty() {
@@ -95,6 +103,7 @@ impl RtRq {
         }
     }
 
+    /// More than one RT task and one can be pushed (`rt_rq->overloaded`).
     pub fn overloaded(&self) -> bool {
         self.rt_nr_running > 1 && !self.pushable.is_empty()
     }
@@ -103,33 +112,47 @@ impl RtRq {
 /// Load-balancing state of one CPU at one sched-domain level.
 #[derive(Debug, Clone, Default)]
 pub struct DomainState {
+    /// When this level was last balanced, ns (`sd->last_balance`).
     pub last_balance: Ns,
+    /// The current balance interval, ms (`sd->balance_interval`, doubled on balance failure).
     pub balance_interval_ms: u64,
+    /// Consecutive failed balance attempts (`sd->nr_balance_failed`).
     pub nr_balance_failed: u32,
 }
 
 /// Per-CPU statistics.
 #[derive(Debug, Clone, Default)]
 pub struct CpuStats {
+    /// Time the CPU ran tasks, ns.
     pub busy_ns: Ns,
+    /// Context switches (`rq->nr_switches`).
     pub switches: u64,
+    /// IPIs the CPU received.
     pub ipis: u64,
+    /// Tasks migrated to this CPU.
     pub migrations_in: u64,
+    /// Load-balance runs on this CPU.
     pub balance_runs: u64,
+    /// Idle-CPU searches (select_idle_sibling() scans) started here.
     pub idle_scans: u64,
 }
 
 /// One CPU's runqueue.
 #[derive(Debug, Default)]
 pub struct Rq {
+    /// The CPU (`rq->cpu`).
     pub cpu: Cpu,
+    /// The running task (`rq->curr`), None when idle.
     pub curr: Option<TaskId>,
     /// All queued tasks of all classes, the running one included (rq->nr_running).
     pub nr_running: u32,
+    /// The root fair runqueue (`rq->cfs`).
     pub cfs: CfsRq,
+    /// The RT runqueue (`rq->rt`).
     pub rt: RtRq,
     /// sched_ext state of this CPU (`rq->scx`).
     pub scx: crate::sched::ext::ScxRq,
+    /// TIF_NEED_RESCHED of the running task: schedule at the next opportunity.
     pub need_resched: bool,
     /// An IPI to this CPU is in flight.
     pub ipi_pending: bool,
@@ -148,9 +171,13 @@ pub struct Rq {
     pub progress_from: Ns,
     /// Idle since this time (None while running a task).
     pub idle_since: Option<Ns>,
+    /// When the current busy stretch began, ns (CPU busy-time accounting).
     pub busy_since: Ns,
+    /// The scheduler tick is armed (false while nohz-idle).
     pub tick_armed: bool,
+    /// When this CPU next runs periodic balancing, ns (`rq->next_balance`).
     pub next_balance: Ns,
+    /// Balancing state per sched-domain level, lowest first.
     pub domains: Vec<DomainState>,
     /// Last time the yield_to() lag-credit path forced a local resched (experiment 003).
     pub yield_to_resched_last: Option<Ns>,
@@ -160,13 +187,16 @@ pub struct Rq {
     pub fair_time: Ns,
     /// The fair server is active: fair tasks run above RT until its budget is used.
     pub fair_server_active: bool,
+    /// The RT-bandwidth / fair-server period timer is armed.
     pub bw_timer_armed: bool,
     /// Average idle duration (rq->avg_idle), for newidle balance cut-off.
     pub avg_idle: Ns,
+    /// Per-CPU counters for the results.
     pub stats: CpuStats,
 }
 
 impl Rq {
+    /// No task is running (the idle task is current).
     pub fn is_idle(&self) -> bool {
         self.curr.is_none()
     }

@@ -16,7 +16,9 @@ pub struct RtTunables {
     pub rr_timeslice_ns: Ns,
     /// RT bandwidth period and runtime (sched_rt_period_us / sched_rt_runtime_us).
     pub rt_period_ns: Ns,
+    /// RT runtime allowed per period (sched_rt_runtime_us, 950 ms).
     pub rt_runtime_ns: Ns,
+    /// What happens when RT tasks exhaust it.
     pub rt_bandwidth: RtBandwidth,
     /// Fair deadline server runtime per period (50 ms per 1 s).
     pub fair_server_runtime_ns: Ns,
@@ -45,7 +47,9 @@ pub enum RtBandwidth {
     Off,
 }
 
+/// The RT class (`rt_sched_class`): SCHED_FIFO and SCHED_RR.
 pub struct RtClass;
+/// The RT class object.
 pub static RT_CLASS: RtClass = RtClass;
 
 impl Sim {

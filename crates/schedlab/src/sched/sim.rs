@@ -26,25 +26,39 @@ pub use crate::sched::Tunables;
 
 /// The simulated system.
 pub struct Sim {
+    /// Simulated time and the event queue.
     pub engine: Engine,
+    /// The machine: CPUs, cores, LLCs, nodes.
     pub topo: Topology,
     /// Sched domains per CPU, lowest level first.
     pub domains: Vec<Vec<SchedDomain>>,
+    /// Costs of switches, IPIs, idle exit, migration and cache refill.
     pub costs: CostModel,
+    /// Scheduler features (features.h) and their current values.
     pub features: Features,
+    /// Sysctls and debugfs knobs.
     pub tunables: Tunables,
     /// sysctl_sched_base_slice after scaling by CPU count.
     pub base_slice_ns: Ns,
+    /// Every task ever created, indexed by pid.
     pub tasks: Vec<Task>,
+    /// Behaviour programs, shared by the tasks of a workload.
     pub programs: Vec<Program>,
+    /// Wait objects: pipes, futexes, semaphores, barriers.
     pub objs: Vec<WaitObj>,
+    /// Spinlocks.
     pub locks: Vec<SpinLock>,
+    /// One runqueue per CPU.
     pub rqs: Vec<Rq>,
+    /// What each workload measures.
     pub metrics: Vec<WorkloadMetrics>,
     /// Tasks each workload creates when it starts.
     pub workload_tasks: Vec<Vec<TaskId>>,
+    /// One RNG stream per task.
     pub task_rngs: Vec<Rng>,
+    /// The run's seed; every stream derives from it.
     pub seed: u64,
+    /// When the run ends, ns.
     pub end_ns: Ns,
     /// The CPU whose event is being handled (smp_processor_id()).
     pub this_cpu: Cpu,
@@ -64,12 +78,16 @@ pub struct Sim {
     pub thread_groups: std::collections::BTreeMap<u32, TaskId>,
     /// Cache-aware scheduling state: per process, per CPU, and totals.
     pub mm_sched: Vec<Option<crate::sched::cache::MmSched>>,
+    /// Per-CPU cache footprint (cache-aware scheduling).
     pub cpu_cache: Vec<crate::sched::cache::CpuCache>,
+    /// Cache-aware scheduling counters for the results.
     pub cache_stats: crate::sched::cache::CacheStats,
+    /// The run ended (time reached `end_ns` or every finite workload finished).
     pub finished: bool,
     pub(crate) started: bool,
     /// Run invariant checks after every event (debug builds, tests).
     pub check_invariants: bool,
+    /// The IRQ-off window model, when the scenario enables one.
     pub irqoff: Option<IrqOffModel>,
     /// sched_ext: the loaded BPF scheduler, its DSQs and counters
     /// (`struct scx_sched`, the kernel's `scx_root`); the per-CPU and
@@ -143,30 +161,36 @@ impl Sim {
         }
     }
 
+    /// Current simulated time, ns.
     #[inline]
     pub fn now(&self) -> Ns {
         self.engine.now()
     }
 
+    /// Number of CPUs (`nr_cpu_ids`).
     pub fn nr_cpus(&self) -> usize {
         self.rqs.len()
     }
 
+    /// The task with pid `p`.
     #[inline]
     pub fn task(&self, p: TaskId) -> &Task {
         &self.tasks[p as usize]
     }
 
+    /// The task with pid `p`, mutably.
     #[inline]
     pub fn task_mut(&mut self, p: TaskId) -> &mut Task {
         &mut self.tasks[p as usize]
     }
 
+    /// `cpu_rq(cpu)`.
     #[inline]
     pub fn rq(&self, cpu: Cpu) -> &Rq {
         &self.rqs[cpu as usize]
     }
 
+    /// `cpu_rq(cpu)`, mutably.
     #[inline]
     pub fn rq_mut(&mut self, cpu: Cpu) -> &mut Rq {
         &mut self.rqs[cpu as usize]
@@ -195,12 +219,16 @@ impl Sim {
 /// task context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IrqCtx {
+    /// Process context.
     Task,
+    /// Softirq context (in_serving_softirq()).
     SoftIrq,
+    /// Hard interrupt context (in_hardirq()).
     HardIrq,
 }
 
 impl IrqCtx {
+    /// The context an event is handled in.
     pub fn of(ev: &Event) -> IrqCtx {
         match ev {
             Event::Tick { .. }

@@ -13,19 +13,27 @@ use crate::engine::time::Ns;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
+    /// SCHED_OTHER (SCHED_NORMAL): the fair class, weighted by nice.
     Other,
+    /// SCHED_FIFO: RT, runs until it blocks or a higher priority preempts it.
     Fifo,
+    /// SCHED_RR: RT with a round-robin quantum among equal priorities.
     Rr,
+    /// SCHED_BATCH: fair, but never preempts on wakeup.
     Batch,
+    /// SCHED_IDLE: fair with the minimal weight (`WEIGHT_IDLEPRIO`).
     Idle,
+    /// SCHED_EXT: scheduled by the loaded sched_ext scheduler.
     Ext,
 }
 
 impl Policy {
+    /// SCHED_FIFO or SCHED_RR (`rt_policy()`).
     pub fn is_rt(self) -> bool {
         matches!(self, Policy::Fifo | Policy::Rr)
     }
 
+    /// Parses a policy name as scenarios write it ("other"/"normal"/"fair", "fifo", "rr", "batch", "idle", "ext"), case-insensitive.
     pub fn parse(s: &str) -> Option<Policy> {
         Some(match s.to_ascii_lowercase().as_str() {
             "other" | "normal" | "fair" => Policy::Other,
@@ -38,6 +46,7 @@ impl Policy {
         })
     }
 
+    /// The uapi constant's name, e.g. `SCHED_FIFO`.
     pub fn kernel_name(self) -> &'static str {
         match self {
             Policy::Other => "SCHED_OTHER",
@@ -50,8 +59,11 @@ impl Policy {
     }
 }
 
+/// MAX_RT_PRIO: prio values below it are RT (prio = 99 - rt_priority).
 pub const MAX_RT_PRIO: i32 = 100;
+/// DEFAULT_PRIO: the static priority of nice 0 (MAX_RT_PRIO + 20).
 pub const DEFAULT_PRIO: i32 = 120;
+/// The load weight of a nice-0 task (`NICE_0_LOAD` without the fixed-point shift).
 pub const NICE_0_LOAD: u64 = 1024;
 
 /// sched_prio_to_weight: nice -20..19; each step is ~1.25x (10% CPU per nice level).
@@ -72,16 +84,20 @@ pub const PRIO_TO_WMULT: [u32; 40] = [
 
 /// SCHED_IDLE tasks get the tiny WEIGHT_IDLEPRIO.
 pub const WEIGHT_IDLEPRIO: u32 = 3;
+/// WMULT_IDLEPRIO: 2^32 / WEIGHT_IDLEPRIO.
 pub const WMULT_IDLEPRIO: u32 = 1_431_655_765;
 
 /// A load weight and its inverse, as `struct load_weight`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoadWeight {
+    /// The weight (`load_weight.weight`), 1024 at nice 0.
     pub weight: u64,
+    /// 2^32 / weight (`load_weight.inv_weight`), for `__calc_delta()`.
     pub inv_weight: u32,
 }
 
 impl LoadWeight {
+    /// The weight of a task with this nice and policy (`set_load_weight()`): SCHED_IDLE gets WEIGHT_IDLEPRIO, others the nice table entry (nice clamped to -20..19).
     pub fn for_nice(nice: i32, policy: Policy) -> Self {
         if policy == Policy::Idle {
             return LoadWeight { weight: WEIGHT_IDLEPRIO as u64, inv_weight: WMULT_IDLEPRIO };
@@ -94,24 +110,35 @@ impl LoadWeight {
 /// The fair-class scheduling entity (`struct sched_entity`), flat (no group hierarchy).
 #[derive(Clone, Debug, Default)]
 pub struct SchedEntity {
+    /// The entity's weight (`se->load`).
     pub load: LoadWeight,
+    /// Virtual runtime in weighted ns (`se->vruntime`), relative to the cfs_rq's zero-lag point V.
     pub vruntime: u64,
+    /// Virtual deadline (`se->deadline`): vruntime + the slice scaled by weight.
     pub deadline: u64,
     /// Slice-protection horizon (RUN_TO_PARITY): the entity is protected while vruntime < vprot.
     pub vprot: u64,
     /// Virtual lag preserved across sleep, or the relative deadline when `rel_deadline`.
     pub vlag: i64,
+    /// Requested slice in ns (`se->slice`), the base slice unless set by sched_attr.
     pub slice: Ns,
+    /// The slice was set through sched_attr (`se->custom_slice`).
     pub custom_slice: bool,
+    /// `vlag` holds the relative deadline, not the lag (`se->rel_deadline`).
     pub rel_deadline: bool,
+    /// Dequeue was delayed (DELAY_DEQUEUE): the entity sleeps but stays queued until its lag is eligible (`se->sched_delayed`).
     pub sched_delayed: bool,
     /// Queued in the cfs_rq (includes the running entity and delayed entities).
     pub on_rq: bool,
+    /// When the running entity's runtime was last accounted (`se->exec_start`), ns.
     pub exec_start: Ns,
     /// When the entity was last picked to run: its place in `cfs.lru`.
     pub lru_stamp: Ns,
+    /// Total CPU time consumed, ns (`se->sum_exec_runtime`).
     pub sum_exec_runtime: Ns,
+    /// `sum_exec_runtime` when the entity was last picked (`se->prev_sum_exec_runtime`), for the slice check.
     pub prev_sum_exec_runtime: Ns,
+    /// PELT load / runnable / util averages (`se->avg`).
     pub avg: SchedAvg,
 }
 
@@ -126,16 +153,20 @@ impl Default for LoadWeight {
 pub struct RtEntity {
     /// Remaining RR quantum, in ticks.
     pub time_slice: u32,
+    /// Queued on the RT runqueue (`rt_se->on_rq`).
     pub on_rq: bool,
 }
 
 /// Which scheduling class a task belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ClassId {
+    /// rt_sched_class: SCHED_FIFO / SCHED_RR.
     Rt,
+    /// fair_sched_class: SCHED_OTHER / BATCH / IDLE (EEVDF).
     Fair,
     /// sched_ext: below fair (above idle).
     Ext,
+    /// idle_sched_class: the per-CPU idle task.
     Idle,
 }
 
@@ -173,52 +204,116 @@ pub enum Op {
     /// cyclictest's loop: advance the task's next wake time by `period`, sleep
     /// until it (clock_nanosleep TIMER_ABSTIME), and on return record the
     /// latency now - intended into the workload's histogram.
-    SleepPeriodic { period: Ns },
+    SleepPeriodic {
+        /// The cyclictest interval (`-i`), ns.
+        period: Ns,
+    },
     /// Take one token from a wait object, blocking while it has none
     /// (pipe/socket read, futex wait, semaphore down).
-    Wait { obj: ObjId },
+    Wait {
+        /// The wait object (pipe, futex, semaphore) to take a token from.
+        obj: ObjId,
+    },
     /// Put one token into a wait object, blocking while it is full (pipe write).
     /// Wakes one waiting reader; `sync` marks a WF_SYNC wakeup.
-    Post { obj: ObjId, sync: bool },
+    Post {
+        /// The wait object to put a token into.
+        obj: ObjId,
+        /// A synchronous wakeup (WF_SYNC): the poster is about to sleep.
+        sync: bool,
+    },
     /// sched_yield().
     Yield,
     /// yield_to() the task in `slot` of the task's peer list.
-    YieldTo { slot: u32 },
+    YieldTo {
+        /// Index of the target in the task's `peers`.
+        slot: u32,
+    },
     /// Acquire a spinlock, busy-waiting while it is held. With `ple_ns`, a
     /// spinning vCPU exits after that long and yields to the holder (pause-loop exit).
-    Lock { lock: LockId, ple_ns: Option<Ns> },
-    Unlock { lock: LockId },
+    Lock {
+        /// The spinlock.
+        lock: LockId,
+        /// Pause-loop-exit window: spin this long, then yield to the holder.
+        ple_ns: Option<Ns>,
+    },
+    /// Release a spinlock taken by `Lock`.
+    Unlock {
+        /// The spinlock.
+        lock: LockId,
+    },
     /// Create a child task running `prog`, with the parent's attributes.
-    Fork { prog: ProgId },
+    Fork {
+        /// The program the child runs.
+        prog: ProgId,
+    },
     /// sched_setattr() on itself: policy, nice and RT priority.
-    SetSched { policy: Policy, nice: i32, rt_priority: u32 },
+    SetSched {
+        /// The new policy.
+        policy: Policy,
+        /// The new nice value, -20..19.
+        nice: i32,
+        /// The new RT priority, 1..99 (RT policies).
+        rt_priority: u32,
+    },
     /// sched_setaffinity() on itself.
-    SetAffinity { cpus: CpuMask },
+    SetAffinity {
+        /// The new `cpus_allowed`.
+        cpus: CpuMask,
+    },
     /// Exit.
     Exit,
     /// Jump back to `to` until `count` iterations are done (`None` = forever).
     /// `slot` is the task-local counter this loop uses.
-    Loop { to: u32, count: Option<u32>, slot: u32 },
+    Loop {
+        /// Index of the op to jump back to.
+        to: u32,
+        /// Iterations, or `None` for forever.
+        count: Option<u32>,
+        /// Index into the task's `loop_counts`.
+        slot: u32,
+    },
     /// Count one unit of work done (throughput metric of the workload).
     Work,
     /// Note the start of a request (gettimeofday before handling it); a
     /// `Post` to a stamped wait object carries this stamp to its reader.
     Stamp,
     /// Record a latency into the workload's histograms (schbench, server).
-    Record { what: Measure },
+    Record {
+        /// Which latency to record.
+        what: Measure,
+    },
     /// Take the spinlock of the CPU the task is on (`base + cpu`), as
     /// schbench's lock_this_cpu(); `UnlockCpu` releases the one taken.
-    LockCpu { base: LockId },
+    LockCpu {
+        /// Lock id of CPU 0's lock; CPU c uses `base + c`.
+        base: LockId,
+    },
+    /// Release the per-CPU lock taken by `LockCpu`.
     UnlockCpu,
     /// Wait until `parties` tasks have reached the barrier in `obj`; the
     /// last one wakes the others (rt-app's barrier event).
-    Barrier { obj: ObjId, parties: u32 },
+    Barrier {
+        /// The wait object that holds the barrier's waiters.
+        obj: ObjId,
+        /// How many tasks must arrive before all proceed.
+        parties: u32,
+    },
     /// rt-app's timer event: sleep until the timer in task slot `slot`
     /// next expires (its reference plus `period`), recording the wakeup
     /// latency when `record`. A missed expiry does not sleep; in relative
     /// mode it also moves the reference to now. An exponential period makes
     /// the expiries a Poisson process (schbench -R arrivals).
-    Timer { slot: u32, period: Dist, absolute: bool, record: bool },
+    Timer {
+        /// Index into the task's `timers`.
+        slot: u32,
+        /// Time between expiries.
+        period: Dist,
+        /// Absolute mode: expiries stay on the original grid when one is missed.
+        absolute: bool,
+        /// Record the wakeup latency (now - expiry) into the workload's histogram.
+        record: bool,
+    },
 }
 
 /// What `Op::Record` measures.
@@ -234,54 +329,81 @@ pub enum Measure {
 /// A behaviour program shared by the tasks of a workload.
 #[derive(Clone, Debug, Default)]
 pub struct Program {
+    /// The steps, executed from index 0.
     pub ops: Vec<Op>,
+    /// How many loop counters (`Op::Loop` slots) a task running it needs.
     pub loop_slots: u32,
 }
 
 /// Per-task statistics (schedstat-like).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TaskStats {
+    /// Time on a CPU, ns (`se.sum_exec_runtime`).
     pub runtime_ns: Ns,
+    /// Time runnable but not running, ns (schedstat run_delay).
     pub wait_ns: Ns,
+    /// Times switched in (schedstat pcount).
     pub switches: u64,
+    /// Switches out because the task blocked (`nvcsw`).
     pub voluntary_switches: u64,
+    /// Times the task changed CPU (`se.nr_migrations`).
     pub migrations: u64,
+    /// Times the task was woken.
     pub wakeups: u64,
+    /// Units of work completed (`Op::Work`).
     pub work: u64,
 }
 
 /// A simulated task (`struct task_struct`, the parts the scheduler reads).
 #[derive(Clone, Debug)]
 pub struct Task {
+    /// The task's pid (index into `Sim::tasks`).
     pub id: TaskId,
+    /// `comm`: the workload name and an index.
     pub name: String,
+    /// Index of the scenario workload that created the task.
     pub workload: u32,
     /// Process (mm) this thread belongs to.
     pub tgid: u32,
+    /// The cgroup path the task belongs to, e.g. "/web" ("/" for the root).
     pub cgroup: String,
     /// The task group of `cgroup` (0: the root).
     pub cgrp: u32,
+    /// Scheduling policy (`p->policy`).
     pub policy: Policy,
+    /// Nice value, -20..19.
     pub nice: i32,
+    /// RT priority 1..99 (`p->rt_priority`); 0 for other policies.
     pub rt_priority: u32,
+    /// `p->static_prio`: 120 + nice.
     pub static_prio: i32,
+    /// `p->prio`: the effective priority; below 100 is RT.
     pub prio: i32,
+    /// The class the task is scheduled by (`p->sched_class`).
     pub class: ClassId,
+    /// CPUs the task may run on (`p->cpus_ptr`).
     pub cpus_allowed: CpuMask,
+    /// Number of CPUs in `cpus_allowed` (`p->nr_cpus_allowed`).
     pub nr_cpus_allowed: u32,
     /// Every CPU the task has run on (results: affinity checks).
     pub ran_on: CpuMask,
+    /// Lifecycle state.
     pub state: TaskState,
     /// task_cpu(p): the runqueue the task belongs to.
     pub cpu: Cpu,
     /// Queued on its runqueue (task_on_rq_queued).
     pub on_rq: bool,
+    /// The fair-class entity (`p->se`).
     pub se: SchedEntity,
+    /// The RT-class entity (`p->rt`).
     pub rt: RtEntity,
     /// Bytes of cache the task needs warm; drives the migration refill penalty.
     pub working_set: u64,
+    /// The behaviour program the task runs.
     pub prog: ProgId,
+    /// Index of the current step in the program.
     pub pc: u32,
+    /// Iterations done per loop slot.
     pub loop_counts: Vec<u32>,
     /// CPU time left in the current `Run` step.
     pub run_left: Option<Ns>,
@@ -289,6 +411,7 @@ pub struct Task {
     pub ple_deadline: Option<Ns>,
     /// Intended wake time for latency measurement (SleepPeriodic).
     pub next_wake: Ns,
+    /// Record the wakeup latency when the task next gets on a CPU (set by SleepPeriodic).
     pub measure_on_run: bool,
     /// Timer generation: a stale Timer event for this task is ignored.
     pub timer_gen: u32,
@@ -298,21 +421,30 @@ pub struct Task {
     pub refill_left: Ns,
     /// Spinning on this lock (while on CPU) since `spin_start`.
     pub spinning: Option<LockId>,
+    /// When the task began spinning on `spinning`, ns.
     pub spin_start: Ns,
     /// The spinner was switched back in and must re-check the lock.
     pub spin_retry: bool,
     /// Peer tasks for YieldTo (e.g. the vCPUs of the same VM).
     pub peers: Vec<TaskId>,
+    /// The task that forked this one (`p->real_parent`); `None` for workload tasks.
     pub parent: Option<TaskId>,
     // wake_wide() bookkeeping
+    /// wake_wide()'s `p->wakee_flips`: how often the task switched the task it wakes, decayed each second.
     pub wakee_flips: u32,
+    /// When `wakee_flips` was last halved (`p->wakee_flip_decay_ts`), ns.
     pub wakee_flip_decay_ts: Ns,
+    /// The task this one last woke (`p->last_wakee`).
     pub last_wakee: Option<TaskId>,
+    /// `p->recent_used_cpu`: a candidate for select_idle_sibling().
     pub recent_used_cpu: Cpu,
     /// Last time this task was switched out (task_hot).
     pub last_ran: Ns,
+    /// When the task was created, ns.
     pub created_at: Ns,
+    /// When the task exited, ns.
     pub exited_at: Option<Ns>,
+    /// Per-task statistics for the results.
     pub stats: TaskStats,
     /// Request start (Op::Stamp), carried through stamped wait objects.
     pub stamp: Option<Ns>,
@@ -340,6 +472,7 @@ impl Task {
         self.class = if self.policy.is_rt() { ClassId::Rt } else { ClassId::Fair };
     }
 
+    /// TASK_RUNNING: runnable or on a CPU.
     pub fn is_running_state(&self) -> bool {
         self.state == TaskState::Runnable
     }

@@ -16,7 +16,7 @@ use super::{ffi, HostError};
 
 /// Number of callback slots at the start of `struct sched_ext_ops`, in the
 /// shim's member order.
-pub const OPS_MEMBERS: [&str; 35] = [
+pub(crate) const OPS_MEMBERS: [&str; 35] = [
     "select_cpu",
     "enqueue",
     "dequeue",
@@ -56,7 +56,7 @@ pub const OPS_MEMBERS: [&str; 35] = [
 
 /// `struct sched_ext_ops` as the shim's vmlinux.h lays it out.
 #[repr(C)]
-pub struct SchedExtOpsC {
+pub(crate) struct SchedExtOpsC {
     /// Each callback is a BPF_PROG: `RET name(u64 *ctx)`.
     pub fns: [*const c_void; 35],
     pub dispatch_max_batch: u32,
@@ -70,7 +70,7 @@ pub struct SchedExtOpsC {
 }
 
 #[repr(C)]
-pub struct MapDescC {
+pub(crate) struct MapDescC {
     pub name: *const c_char,
     pub map: *mut c_void,
     pub type_: u32,
@@ -82,31 +82,31 @@ pub struct MapDescC {
 }
 
 #[repr(C)]
-pub struct MapSlotC {
+pub(crate) struct MapSlotC {
     pub outer: u32,
     pub slot: u32,
     pub inner: *mut c_void,
 }
 
 /// `enum schedlab_rodata_kind`.
-pub mod ro_kind {
-    pub const BOOL: u32 = 1;
-    pub const SIGNED: u32 = 2;
-    pub const UNSIGNED: u32 = 3;
-    pub const CHAR: u32 = 4;
+pub(crate) mod ro_kind {
+    pub(crate) const BOOL: u32 = 1;
+    pub(crate) const SIGNED: u32 = 2;
+    pub(crate) const UNSIGNED: u32 = 3;
+    pub(crate) const CHAR: u32 = 4;
     /// A RESIZABLE_ARRAY(): the entry is the pointer the array is compiled
     /// as, `elem_size` its element size (see host::resizable).
-    pub const RESIZABLE: u32 = 6;
+    pub(crate) const RESIZABLE: u32 = 6;
     /// An `__arena_global` object: the entry is the pointer it is compiled
     /// as, `elem_size` its size (see host::arena_globals).
-    pub const ARENA: u32 = 7;
+    pub(crate) const ARENA: u32 = 7;
     /// A global `struct bpf_cpumask` (or an array of them): `elem_size`
     /// is sizeof(struct bpf_cpumask), `nr_elems` how many.
-    pub const BPF_CPUMASK: u32 = 8;
+    pub(crate) const BPF_CPUMASK: u32 = 8;
 }
 
 #[repr(C)]
-pub struct RodataDescC {
+pub(crate) struct RodataDescC {
     pub name: *const c_char,
     pub ptr: *mut c_void,
     pub size: u32,
@@ -117,19 +117,19 @@ pub struct RodataDescC {
 }
 
 #[repr(C)]
-pub struct OpsDescC {
+pub(crate) struct OpsDescC {
     pub name: *const c_char,
     pub ops: *mut SchedExtOpsC,
 }
 
 #[repr(C)]
-pub struct ProgDescC {
+pub(crate) struct ProgDescC {
     pub name: *const c_char,
     pub fn_: *mut c_void,
 }
 
 #[repr(C)]
-pub struct ModuleC {
+pub(crate) struct ModuleC {
     pub abi_version: u32,
     pub sizeof_ops: u32,
     pub sizeof_task: u32,
@@ -152,17 +152,17 @@ pub struct ModuleC {
 
 /// `struct schedlab_map_field`.
 #[repr(C)]
-pub struct MapFieldC {
+pub(crate) struct MapFieldC {
     pub map: u32,
     pub offset: u32,
     pub size: u32,
 }
 
-pub const ABI_VERSION: u32 = 4;
+pub(crate) const ABI_VERSION: u32 = 4;
 
 /// A rodata variable as the loader sees it.
 #[derive(Clone, Debug)]
-pub struct Rodata {
+pub(crate) struct Rodata {
     pub name: String,
     pub ptr: usize,
     pub size: u32,
@@ -175,7 +175,7 @@ pub struct Rodata {
 }
 
 /// A loaded object.
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub lib: libloading::Library,
     pub module: *mut ModuleC,
     /// Executable ranges, for the SIGFPE and fault handlers.
@@ -205,7 +205,7 @@ extern "C" fn resolve(name: *const c_char) -> *mut c_void {
 ///
 /// # Safety
 /// `p` is NULL or a NUL-terminated string that outlives the call.
-pub unsafe fn c_str(p: *const c_char) -> String {
+pub(crate) unsafe fn c_str(p: *const c_char) -> String {
     if p.is_null() {
         return String::new();
     }
@@ -214,7 +214,7 @@ pub unsafe fn c_str(p: *const c_char) -> String {
 }
 
 /// Copies `so` to a fresh file, opens it and attaches the runtime.
-pub fn open(so: &Path, source: &Path) -> Result<Loaded, HostError> {
+pub(crate) fn open(so: &Path, source: &Path) -> Result<Loaded, HostError> {
     let load_err = |msg: String| HostError::Load { path: source.to_path_buf(), msg };
     let copy: PathBuf = std::env::temp_dir().join(format!("schedlab-{}.so", unique_suffix()));
     std::fs::copy(so, &copy)
@@ -251,7 +251,7 @@ pub fn open(so: &Path, source: &Path) -> Result<Loaded, HostError> {
 
 /// The value of each C constant expression of `exprs`, as the object
 /// recorded it (see `compile::const_symbol`).
-pub fn c_consts(loaded: &Loaded, exprs: &[String], source: &Path) -> Result<Vec<(String, i64)>, HostError> {
+pub(crate) fn c_consts(loaded: &Loaded, exprs: &[String], source: &Path) -> Result<Vec<(String, i64)>, HostError> {
     let mut out = Vec::new();
     for (i, t) in exprs.iter().enumerate() {
         let sym = format!("{}\0", super::compile::const_symbol(i));
@@ -318,7 +318,7 @@ fn writable(addr: usize) -> Option<bool> {
 
 /// Writes `bytes` at `r.ptr + offset`: rodata is in a read-only segment,
 /// so the pages are made writable for the write and restored after.
-pub fn write_rodata(r: &Rodata, offset: usize, bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn write_rodata(r: &Rodata, offset: usize, bytes: &[u8]) -> Result<(), String> {
     if offset + bytes.len() > r.size as usize {
         return Err(format!("rodata `{}`: write past its {} bytes", r.name, r.size));
     }
@@ -346,13 +346,13 @@ pub fn write_rodata(r: &Rodata, offset: usize, bytes: &[u8]) -> Result<(), Strin
 }
 
 /// Reads rodata bytes.
-pub fn read_rodata(r: &Rodata) -> Vec<u8> {
+pub(crate) fn read_rodata(r: &Rodata) -> Vec<u8> {
     // SAFETY: the variable spans `size` readable bytes of the loaded object.
     unsafe { std::slice::from_raw_parts(r.ptr as *const u8, r.size as usize) }.to_vec()
 }
 
 /// Parses a value for rodata `r` (optionally element `index` of an array).
-pub fn parse_rodata(r: &Rodata, index: Option<usize>, value: &str) -> Result<(usize, Vec<u8>), String> {
+pub(crate) fn parse_rodata(r: &Rodata, index: Option<usize>, value: &str) -> Result<(usize, Vec<u8>), String> {
     let v = value.trim();
     let bad = |why: &str| format!("rodata `{}`: {why} (got `{value}`)", r.name);
     if r.kind == ro_kind::CHAR && r.nr_elems > 0 && index.is_none() {

@@ -22,19 +22,30 @@ use super::arena::Arena;
 use super::perf::PerfSlot;
 use super::ringbuf::RingBuf;
 
+/// EPERM: operation not permitted.
 pub const EPERM: i64 = 1;
+/// ENOENT: no such element (lookup or delete of a missing key).
 pub const ENOENT: i64 = 2;
+/// E2BIG: the map is full.
 pub const E2BIG: i64 = 7;
+/// ENOMEM: out of memory (arena pages, ring buffer space).
 pub const ENOMEM: i64 = 12;
+/// EBUSY: the resource is in use (a lock or storage already held).
 pub const EBUSY: i64 = 16;
+/// EEXIST: the key exists and BPF_NOEXIST was given.
 pub const EEXIST: i64 = 17;
+/// EINVAL: invalid argument.
 pub const EINVAL: i64 = 22;
+/// EOPNOTSUPP: the operation is not supported by this map type.
 pub const EOPNOTSUPP: i64 = 95;
 
 /// `BPF_ANY` / `BPF_NOEXIST` / `BPF_EXIST` / `BPF_F_LOCK`.
 pub const BPF_ANY: u64 = 0;
+/// Create only: fail with EEXIST if the key exists.
 pub const BPF_NOEXIST: u64 = 1;
+/// Update only: fail with ENOENT if the key is missing.
 pub const BPF_EXIST: u64 = 2;
+/// Update a value that holds a bpf_spin_lock under that lock.
 pub const BPF_F_LOCK: u64 = 4;
 /// `BPF_LOCAL_STORAGE_GET_F_CREATE`.
 pub const F_CREATE: u64 = 1;
@@ -42,24 +53,40 @@ pub const F_CREATE: u64 = 1;
 /// The map types the host implements (`enum bpf_map_type` values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MapKind {
+    /// BPF_MAP_TYPE_HASH.
     Hash,
+    /// BPF_MAP_TYPE_ARRAY.
     Array,
+    /// BPF_MAP_TYPE_PERCPU_ARRAY: one value per CPU per key.
     PercpuArray,
+    /// BPF_MAP_TYPE_LRU_HASH: a full map evicts the least recently used entry.
     LruHash,
+    /// BPF_MAP_TYPE_ARRAY_OF_MAPS: values are inner maps.
     ArrayOfMaps,
+    /// BPF_MAP_TYPE_QUEUE: FIFO of values (push / pop / peek).
     Queue,
+    /// BPF_MAP_TYPE_STACK: LIFO of values.
     Stack,
+    /// BPF_MAP_TYPE_TASK_STORAGE: a value per task.
     TaskStorage,
+    /// BPF_MAP_TYPE_HASH_OF_MAPS: a hash whose values are inner maps.
     HashOfMaps,
+    /// BPF_MAP_TYPE_PERF_EVENT_ARRAY: per-CPU perf event slots.
     PerfEventArray,
+    /// BPF_MAP_TYPE_RINGBUF: a kernel-to-user ring buffer.
     Ringbuf,
+    /// BPF_MAP_TYPE_USER_RINGBUF: a user-to-kernel ring buffer.
     UserRingbuf,
+    /// BPF_MAP_TYPE_INODE_STORAGE: a value per inode.
     InodeStorage,
+    /// BPF_MAP_TYPE_CGRP_STORAGE: a value per cgroup.
     CgrpStorage,
+    /// BPF_MAP_TYPE_ARENA: pages shared by BPF and user space.
     Arena,
 }
 
 impl MapKind {
+    /// The kind for an `enum bpf_map_type` value, if the host implements it.
     pub fn from_type(t: u32) -> Option<MapKind> {
         Some(match t {
             1 => MapKind::Hash,
@@ -102,11 +129,17 @@ pub const BPF_F_MMAPABLE: u32 = 1 << 10;
 /// What the scheduler's map definition says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapDef {
+    /// The map's name in the object (the variable of its SEC(".maps") definition).
     pub name: String,
+    /// Its type.
     pub kind: MapKind,
+    /// Key size in bytes.
     pub key_size: u32,
+    /// Value size in bytes.
     pub value_size: u32,
+    /// The most entries (an arena's: pages).
     pub max_entries: u32,
+    /// `map_flags` (BPF_F_NO_PREALLOC, BPF_F_MMAPABLE, ...).
     pub flags: u32,
     /// `map_extra` (an arena's user-space start address; 0 = any).
     pub extra: u64,
@@ -240,7 +273,9 @@ pub const IDLE_OWNER: u64 = 1 << 32;
 /// Memory a removal detached; dropped when the outermost call returns.
 pub type Graveyard = Vec<Box<[u64]>>;
 
+/// A BPF map as the host keeps it: its definition and its storage.
 pub struct Map {
+    /// What the map's definition says.
     pub def: MapDef,
     store: Store,
     /// Words per value.
@@ -253,6 +288,7 @@ pub struct Map {
 }
 
 impl Map {
+    /// An empty map for a definition (arrays zero-filled, as the kernel creates them).
     pub fn new(def: MapDef) -> Map {
         let stride = words(def.value_size);
         let store = match def.kind {
@@ -607,6 +643,7 @@ impl Map {
         }
     }
 
+    /// The map holds no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

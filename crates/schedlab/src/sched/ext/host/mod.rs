@@ -45,7 +45,7 @@ mod fault;
 mod fpe;
 mod kobj;
 mod kptr;
-pub mod loader;
+pub(crate) mod loader;
 mod mapfns;
 pub mod maps;
 mod perf;
@@ -76,29 +76,93 @@ use state::{bad, Callee, HostState, Inner};
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     #[error("{}", compile_failure(path, stderr))]
-    Compile { path: PathBuf, stderr: String },
+    /// The C compiler rejected the source.
+    Compile {
+        /// The source compiled.
+        path: PathBuf,
+        /// The compiler's messages.
+        stderr: String,
+    },
     #[error("loading {}: the runtime lacks `{symbol}`{}; refused, as the kernel's loader refuses a program that calls a kfunc or helper the kernel does not have", path.display(), at.as_ref().map(|a| format!(" (first used at {a})")).unwrap_or_default())]
-    Unsupported { path: PathBuf, symbol: String, at: Option<String> },
+    /// The object calls a kfunc or helper the runtime does not have.
+    Unsupported {
+        /// The object.
+        path: PathBuf,
+        /// The missing symbol.
+        symbol: String,
+        /// The first source line that uses it (file:line), from debug information.
+        at: Option<String>,
+    },
+    /// The scheduler's source could not be found or fetched.
     #[error("{0}")]
     Source(String),
     #[error("cannot run the C compiler `{cc}` ({err}); install a C compiler (e.g. gcc) or set SCHEDLAB_CC")]
-    NoCompiler { cc: String, err: std::io::Error },
+    /// The C compiler could not be started.
+    NoCompiler {
+        /// The compiler command.
+        cc: String,
+        /// Why it could not run.
+        err: std::io::Error,
+    },
     #[error("{what}: {err}")]
-    Io { what: String, err: std::io::Error },
+    /// A file could not be read or written.
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        err: std::io::Error,
+    },
     #[error("{}: {msg}", path.display())]
-    Scan { path: PathBuf, msg: String },
+    /// The compiled object's sections or symbols could not be read.
+    Scan {
+        /// The object.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
     #[error("loading {}: {msg}", path.display())]
-    Load { path: PathBuf, msg: String },
+    /// The object could not be loaded (dlopen, relocation, map creation).
+    Load {
+        /// The object.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
     #[error("{}: {msg}", path.display())]
-    Ops { path: PathBuf, msg: String },
+    /// The `struct sched_ext_ops` in the object is missing or malformed.
+    Ops {
+        /// The object.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
     #[error("unknown rodata `{name}`; the scheduler's const volatile globals are: {valid}")]
-    UnknownRodata { name: String, valid: String },
+    /// A rodata setting names no `const volatile` global of the scheduler.
+    UnknownRodata {
+        /// The name given.
+        name: String,
+        /// The names the scheduler has.
+        valid: String,
+    },
+    /// A rodata value does not fit its global.
     #[error("{0}")]
     BadRodata(String),
     #[error("unknown ops flag `{name}`; valid: {valid}")]
-    UnknownFlag { name: String, valid: String },
+    /// An ops flag that sched_ext does not define.
+    UnknownFlag {
+        /// The name given.
+        name: String,
+        /// The flags sched_ext has.
+        valid: String,
+    },
     #[error("no SEC(\"syscall\") program `{name}`; the scheduler has: {valid}")]
-    UnknownProgram { name: String, valid: String },
+    /// A syscall program the scheduler does not have.
+    UnknownProgram {
+        /// The name given.
+        name: String,
+        /// The SEC("syscall") programs it has.
+        valid: String,
+    },
     /// A SEC("syscall") program run by the loader faulted (fault.rs).
     #[error("{0}")]
     Fault(String),
@@ -446,6 +510,7 @@ impl HostedScheduler {
         self.origin.as_ref()
     }
 
+    /// The object came from the compile cache.
     pub fn cache_hit(&self) -> bool {
         self.cache_hit
     }

@@ -24,8 +24,11 @@ use std::path::{Path, PathBuf};
 /// the include directories searched before the shim's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BuildSpec {
+    /// The scheduler's main source (`main.bpf.c`).
     pub main: PathBuf,
+    /// Other sources compiled and linked with it (scx's multi-object builds, e.g. `lib/*.bpf.c`).
     pub extra: Vec<PathBuf>,
+    /// Include directories, searched in order.
     pub includes: Vec<PathBuf>,
     /// The published crate the sources come from (name, version).
     pub origin: Option<(String, String)>,

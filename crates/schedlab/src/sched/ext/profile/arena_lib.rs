@@ -71,7 +71,9 @@ pub struct TopoNode {
 pub struct ArenaLibSetup {
     /// The C type whose size `arena_init` gets.
     pub task_ctx: String,
+    /// `arena_init_args.static_pages`: the static allocator's pages.
     pub static_pages: u64,
+    /// `arena_init_args.task_ctx_align` (0: word alignment).
     pub task_ctx_align: u64,
     /// `arena_topology_init_args.max_children`.
     pub max_children: [u32; LEVELS],

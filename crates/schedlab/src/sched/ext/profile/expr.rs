@@ -18,8 +18,11 @@ use std::fmt;
 /// A value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
+    /// An integer.
     Int(i128),
+    /// A boolean.
     Bool(bool),
+    /// A string.
     Str(String),
 }
 
@@ -56,11 +59,17 @@ impl fmt::Display for Value {
 /// A parsed expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expr {
+    /// A literal.
     Lit(Value),
+    /// A variable (`nr_cpus`, a loop variable, ...).
     Var(String),
+    /// A function call: name and arguments.
     Call(String, Vec<Expr>),
+    /// A unary operator (`-`, `!`) and its operand.
     Unary(char, Box<Expr>),
+    /// A binary operator and its operands.
     Binary(&'static str, Box<Expr>, Box<Expr>),
+    /// `cond ? then : else`.
     Cond(Box<Expr>, Box<Expr>, Box<Expr>),
 }
 

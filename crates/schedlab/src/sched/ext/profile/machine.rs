@@ -42,19 +42,30 @@ use crate::machine::topology::Topology;
 /// The facts profiles read, taken from a [`Topology`].
 #[derive(Clone, Debug)]
 pub struct Machine {
+    /// Number of CPUs.
     pub nr_cpus: usize,
+    /// Per CPU: its NUMA node.
     pub node: Vec<usize>,
+    /// Per CPU: its LLC id.
     pub llc: Vec<usize>,
+    /// Per CPU: its core id.
     pub core: Vec<usize>,
+    /// Per CPU: its SMT thread index within its core.
     pub thread: Vec<usize>,
     /// scx_utils' relative indices: the CPU's LLC among its node's LLCs
     /// and its core among its LLC's cores, each by ascending id.
     pub llc_rdx: Vec<usize>,
+    /// Per CPU: its core among its LLC's cores (see `llc_rdx`).
     pub core_rdx: Vec<usize>,
+    /// Per CPU: its SMT sibling, -1 if it has none.
     pub sibling: Vec<i64>,
+    /// Number of NUMA nodes.
     pub nr_nodes: usize,
+    /// Number of LLCs.
     pub nr_llcs: usize,
+    /// Number of cores.
     pub nr_cores: usize,
+    /// Whether cores have more than one thread.
     pub smt: bool,
 }
 

@@ -16,6 +16,7 @@ use toml::Spanned;
 pub struct Write {
     /// `name` or `name[i]`.
     pub target: String,
+    /// The value, evaluated.
     pub value: Value,
     /// Where it came from, for messages (`file:line`).
     pub origin: String,
@@ -33,28 +34,39 @@ pub enum Phase {
 /// One `bpf_prog_test_run_opts()` of a SEC("syscall") program.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Run {
+    /// The SEC("syscall") program's name.
     pub prog: String,
+    /// The context passed in (`ctx_in`), packed as the program's C struct.
     pub ctx: Vec<u8>,
+    /// The CPU it runs on (`bpf_test_run_opts.cpu`).
     pub cpu: u32,
+    /// When it runs.
     pub phase: Phase,
     /// A non-zero return fails the load (else it is only reported).
     pub fail: bool,
+    /// Where it came from, for messages (`file:line`).
     pub origin: String,
 }
 
 /// One `bpf_map_update_elem()` from user space.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapWrite {
+    /// The map's name.
     pub map: String,
+    /// The key, as bytes.
     pub key: Vec<u8>,
+    /// The value, as bytes.
     pub value: Vec<u8>,
+    /// Where it came from, for messages (`file:line`).
     pub origin: String,
 }
 
 /// What the loader does, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
+    /// The scheduler the profile is for.
     pub scheduler: String,
+    /// The `struct sched_ext_ops` variable to attach, when the object has several.
     pub ops: Option<String>,
     /// Rodata and globals, in file order (`[rodata]` first).
     pub writes: Vec<Write>,
@@ -64,7 +76,9 @@ pub struct Plan {
     pub ops_flags: Vec<String>,
     /// The loader assigns ops.flags (true) or adds to the source's.
     pub replace_flags: bool,
+    /// User-space map updates, in order, before the attach.
     pub maps: Vec<MapWrite>,
+    /// Syscall programs to run, in order.
     pub runs: Vec<Run>,
     /// scx_arena's set-up, after the load-phase runs.
     pub arena_lib: Option<super::arena_lib::ArenaLibSetup>,
