@@ -56,40 +56,58 @@ use toml::Spanned;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}: {field}: {msg}")]
 pub struct ProfileError {
+    /// The profile file.
     pub file: String,
+    /// The line, 1-based.
     pub line: usize,
+    /// The field, e.g. `set[2].value`.
     pub field: String,
+    /// What is wrong and how to fix it.
     pub msg: String,
 }
 
+/// The `[profile]` table.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Header {
+    /// The crate or program the profile describes.
     pub scheduler: String,
+    /// The versions it was written from.
     #[serde(default)]
     pub versions: Vec<String>,
+    /// A one-line description for `schedlab scheds`.
     #[serde(default)]
     pub about: Option<String>,
+    /// Which `struct sched_ext_ops` variable to load, when the object has several.
     #[serde(default)]
     pub ops: Option<String>,
+    /// Derived values (`NAME = EXPR`), evaluated in order after the flags.
     #[serde(default, rename = "let")]
     pub lets: Vec<Spanned<String>>,
+    /// Ops flags to set, without `SCX_OPS_`, each optionally with `if COND`.
     #[serde(default)]
     pub ops_flags: Vec<Spanned<String>>,
+    /// "replace": the loader assigns `ops.flags`; "add" (the default): added to the source's.
     #[serde(default)]
     pub ops_flags_mode: Option<Spanned<String>>,
 }
 
+/// A `[[flag]]` entry: one option of the scheduler's command line.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlagDef {
+    /// The long name, without `--`; read in expressions with `-` as `_`.
     pub long: Spanned<String>,
+    /// The one-letter short name.
     #[serde(default)]
     pub short: Option<Spanned<String>>,
+    /// The type: bool, u32, u64, i32, i64 or string.
     #[serde(rename = "type")]
     pub ty: Spanned<String>,
+    /// The default when not given (false, 0 or "" without it).
     #[serde(default)]
     pub default: Option<Spanned<toml::Value>>,
+    /// The help text.
     #[serde(default)]
     pub help: Option<String>,
 }
@@ -102,8 +120,11 @@ pub struct Each<'a> {
     /// (its variable is bound in `for`'s `when`, `order` and everything
     /// else; `i` restarts for each of its values).
     pub repeat: &'a Option<Spanned<String>>,
+    /// The inner loop (`cpu`, `llc`, `node`, `core` or `NAME in A..B`), binding its variable and `i`.
     pub each: &'a Option<Spanned<String>>,
+    /// A filter: entries where it is false are skipped (before `i` counts).
     pub when: &'a Option<Spanned<String>>,
+    /// A sort key: the iteration runs in ascending order of it (stable).
     pub order: &'a Option<Spanned<String>>,
 }
 
@@ -121,62 +142,90 @@ each_fields!(SetDef);
 each_fields!(MapDef);
 each_fields!(SyscallDef);
 
+/// A `[[set]]` entry: a write to rodata or .bss/.data before load.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetDef {
+    /// The target: `NAME`, `NAME[EXPR]` or a member path `NAME[i].a.b[j]`.
     pub name: Spanned<String>,
+    /// The value: an expression or a literal.
     pub value: Spanned<toml::Value>,
+    /// Optional outer loop `NAME in A..B`.
     #[serde(default)]
     pub repeat: Option<Spanned<String>>,
+    /// Optional iteration (`for`).
     #[serde(default, rename = "for")]
     pub each: Option<Spanned<String>>,
+    /// Optional filter.
     #[serde(default)]
     pub when: Option<Spanned<String>>,
+    /// Optional sort key.
     #[serde(default)]
     pub order: Option<Spanned<String>>,
 }
 
+/// A `[[resize]]` entry: an array resized before load (RESIZE_ARRAY).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResizeDef {
+    /// The global array.
     pub array: Spanned<String>,
+    /// Its new number of elements (an expression).
     pub len: Spanned<toml::Value>,
 }
 
+/// A `[[map]]` entry: `bpf_map_update_elem()` from user space.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MapDef {
+    /// The map.
     pub name: Spanned<String>,
+    /// The key, as typed fields `TYPE = EXPR`, packed in order.
     pub key: Vec<Spanned<String>>,
+    /// The value, as typed fields `TYPE = EXPR`, packed in order.
     pub value: Vec<Spanned<String>>,
+    /// Optional outer loop `NAME in A..B`.
     #[serde(default)]
     pub repeat: Option<Spanned<String>>,
+    /// Optional iteration (`for`).
     #[serde(default, rename = "for")]
     pub each: Option<Spanned<String>>,
+    /// Optional filter.
     #[serde(default)]
     pub when: Option<Spanned<String>>,
+    /// Optional sort key.
     #[serde(default)]
     pub order: Option<Spanned<String>>,
 }
 
+/// A `[[syscall]]` entry: a `bpf_prog_test_run_opts()` of a SEC("syscall") program.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SyscallDef {
+    /// The program.
     pub prog: Spanned<String>,
+    /// Its context struct's fields, `TYPE NAME = EXPR`, packed in order.
     #[serde(default)]
     pub args: Vec<Spanned<String>>,
+    /// "load" (before the attach, the default) or "attach" (after it).
     #[serde(default)]
     pub phase: Option<Spanned<String>>,
+    /// The CPU it runs on (an expression; default 0).
     #[serde(default)]
     pub cpu: Option<Spanned<toml::Value>>,
+    /// A non-zero return: "fail" (the default) or "warn".
     #[serde(default)]
     pub on_error: Option<Spanned<String>>,
+    /// Optional outer loop `NAME in A..B`.
     #[serde(default)]
     pub repeat: Option<Spanned<String>>,
+    /// Optional iteration (`for`).
     #[serde(default, rename = "for")]
     pub each: Option<Spanned<String>>,
+    /// Optional filter.
     #[serde(default)]
     pub when: Option<Spanned<String>>,
+    /// Optional sort key.
     #[serde(default)]
     pub order: Option<Spanned<String>>,
 }
@@ -185,17 +234,24 @@ pub struct SyscallDef {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileDef {
+    /// The `[profile]` header.
     pub profile: Header,
+    /// The scheduler's command-line options.
     #[serde(default)]
     pub flag: Vec<FlagDef>,
+    /// `const volatile` globals, by name.
     #[serde(default)]
     pub rodata: BTreeMap<String, Spanned<toml::Value>>,
+    /// Writes to globals, in order.
     #[serde(default)]
     pub set: Vec<SetDef>,
+    /// Arrays resized before load.
     #[serde(default)]
     pub resize: Vec<ResizeDef>,
+    /// User-space map updates, in order.
     #[serde(default)]
     pub map: Vec<MapDef>,
+    /// Syscall programs to run, in order.
     #[serde(default)]
     pub syscall: Vec<SyscallDef>,
     /// scx_arena's `ArenaLib::setup()` (see arena_lib.rs).
@@ -206,8 +262,11 @@ pub struct ProfileDef {
 /// A profile with the text it came from (for line numbers).
 #[derive(Clone, Debug)]
 pub struct Profile {
+    /// The file name, for messages.
     pub file: String,
+    /// The text, for line numbers.
     pub text: String,
+    /// The parsed profile.
     pub def: ProfileDef,
 }
 
@@ -465,6 +524,7 @@ pub fn bracket_exprs(s: &str) -> Option<(Vec<(&str, &str)>, &str)> {
     Some((out, rest))
 }
 
+/// Splits `NAME[A][B]` into the name and its index expressions; None when `s` has no index.
 pub fn split_index(s: &str) -> Option<(&str, Vec<&str>)> {
     let open = s.find('[')?;
     let inner = s[open + 1..].trim_end().strip_suffix(']')?;
