@@ -60,7 +60,9 @@ pub const HARDLOCKUP_NS: Ns = 10_000_000_000;
 /// `enum scx_enable_state`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EnableState {
+    /// No scheduler is loaded (SCX_DISABLED).
     Disabled,
+    /// A scheduler is loaded and owns its tasks (SCX_ENABLED).
     Enabled,
     /// Ejection or unload in progress: bypassing, tasks going back to fair.
     Disabling,
@@ -72,9 +74,16 @@ pub enum EnableState {
 /// earlier queueing from the current one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpsState {
+    /// SCX_OPSS_NONE: the kernel owns the task.
     None,
+    /// SCX_OPSS_QUEUEING: ops.enqueue() is running for it.
     Queueing,
-    Queued { qseq: u64 },
+    /// SCX_OPSS_QUEUED: the BPF scheduler holds it.
+    Queued {
+        /// The queueing's sequence number (`SCX_OPSS_QSEQ_MASK` bits).
+        qseq: u64,
+    },
+    /// SCX_OPSS_DISPATCHING: a dispatch of it is being committed.
     Dispatching,
 }
 
@@ -87,11 +96,13 @@ pub struct ScxTask {
     /// The C `task_struct` hosted schedulers see; `scx.slice` and
     /// `scx.dsq_vtime` in it are the authoritative values.
     pub c: Box<TaskStructC>,
+    /// Who owns the task (`p->scx.ops_state`).
     pub ops_state: OpsState,
     /// The DSQ the task sits in and its position.
     pub dsq: Option<(DsqIdx, DsqKey)>,
     /// ops.init_task() succeeded / ops.enable() was called.
     pub inited: bool,
+    /// ops.enable() was called (SCX_TASK_ENABLED).
     pub enabled: bool,
     /// When the task last became runnable without running since (watchdog).
     pub runnable_at: Option<Ns>,
@@ -103,6 +114,7 @@ pub struct ScxTask {
     pub local_since: Option<Ns>,
     /// Insert flags that travel with the task in its local DSQ (IMMED).
     pub local_flags: u64,
+    /// The CPU select_task_rq_scx() chose at the last wakeup (`p->scx.selected_cpu`).
     pub selected_cpu: Option<Cpu>,
     /// Holds up the disable path's grace period until it runs.
     pub gp_pending: bool,
@@ -127,6 +139,7 @@ impl ScxTask {
         }
     }
 
+    /// The task's remaining slice, ns (`p->scx.slice`).
     #[inline]
     pub fn slice(&self) -> u64 {
         self.c.scx.slice
@@ -138,6 +151,7 @@ impl ScxTask {
         self.c.scx.flags & f != 0
     }
 
+    /// Sets or clears SCX_TASK_* flag `f` in `p->scx.flags`.
     #[inline]
     pub fn set_flag(&mut self, f: u32, on: bool) {
         if on {
@@ -156,10 +170,15 @@ impl ScxTask {
 
 /// `rq->scx` flags.
 pub mod rq_flags {
+    /// SCX_RQ_IN_BALANCE: balance_scx() is running on this rq.
     pub const IN_BALANCE: u32 = 1 << 0;
+    /// SCX_RQ_BAL_KEEP: balance decided to keep running the previous task.
     pub const BAL_KEEP: u32 = 1 << 1;
+    /// SCX_RQ_CPU_RELEASED: a higher class took the CPU; ops.cpu_release() was called.
     pub const CPU_RELEASED: u32 = 1 << 2;
+    /// SCX_RQ_IN_WAKEUP: a wakeup is enqueueing on this rq.
     pub const IN_WAKEUP: u32 = 1 << 3;
+    /// SCX_RQ_BYPASSING: this rq is in bypass mode.
     pub const BYPASSING: u32 = 1 << 4;
 }
 
@@ -167,7 +186,9 @@ pub mod rq_flags {
 /// `rq->scx`. It starts afresh whenever a scheduler is enabled.
 #[derive(Clone, Debug)]
 pub struct ScxRq {
+    /// Runnable ext tasks on this CPU (`rq->scx.nr_running`).
     pub nr_running: u32,
+    /// SCX_RQ_* flags (`rq->scx.flags`), see [`rq_flags`].
     pub flags: u32,
     /// Tasks direct-dispatched to another CPU's local DSQ, waiting for the
     /// deferred move (ddsp_deferred_locals).
@@ -179,6 +200,7 @@ pub struct ScxRq {
     pub deferred_work_queued: bool,
     /// CPUs this CPU must kick from its kick irq_work, with SCX_KICK_* flags.
     pub kicks: Vec<(Cpu, u64)>,
+    /// The kick irq_work is queued (`rq->scx.kick_cpus_irq_work`).
     pub kick_work_queued: bool,
     /// Incremented on every pick (pnt_seq), for SCX_KICK_WAIT.
     pub pnt_seq: u64,
@@ -225,16 +247,22 @@ impl Default for ScxRq {
 /// One entry of the dispatch buffer (`struct scx_dsp_buf_ent`).
 #[derive(Clone, Copy, Debug)]
 pub struct DspEntry {
+    /// The task inserted.
     pub task: TaskId,
+    /// Its qseq when ops.dispatch() inserted it, to detect a dequeue in between.
     pub qseq: u64,
+    /// The target DSQ id.
     pub dsq_id: u64,
+    /// SCX_ENQ_* flags of the insert.
     pub enq_flags: u64,
 }
 
 /// What the scheduler is in the middle of: one frame per nested op call.
 #[derive(Clone, Copy, Debug)]
 pub struct OpFrame {
+    /// The op being called.
     pub op: Op,
+    /// The CPU it runs on.
     pub cpu: Cpu,
     /// The task select_cpu/enqueue is deciding for (direct dispatch target).
     pub task: Option<TaskId>,
@@ -243,34 +271,53 @@ pub struct OpFrame {
 /// Counters reported with the results.
 #[derive(Clone, Debug)]
 pub struct ScxStats {
+    /// Calls per op, indexed by `Op::index()`.
     pub op_calls: [u64; Op::ALL.len()],
+    /// kfunc calls made by the scheduler.
     pub kfunc_calls: u64,
+    /// Tasks dispatched to a DSQ from ops.dispatch().
     pub dispatched: u64,
+    /// Direct dispatches from ops.select_cpu() / ops.enqueue().
     pub direct_dispatches: u64,
+    /// Dispatches dropped because the task was dequeued in between (qseq mismatch).
     pub stale_dispatches: u64,
+    /// Tasks moved from a DSQ to the local DSQ of the CPU that consumed them.
     pub consumed_local: u64,
+    /// Tasks moved from a DSQ to another CPU's local DSQ.
     pub consumed_remote: u64,
+    /// DSQ entries walked by consume and DSQ iterators.
     pub dsq_scanned: u64,
+    /// Tasks reenqueued (scx_bpf_reenqueue_local(), IMMED, bypass).
     pub reenqueued: u64,
+    /// scx_bpf_kick_cpu() kicks carried out.
     pub kicks: u64,
+    /// Balances that kept the previous task running (SCX_RQ_BAL_KEEP).
     pub keep_prev: u64,
+    /// Slices refilled to SCX_SLICE_DFL because a task ran with none set.
     pub dfl_slice_refills: u64,
+    /// Deferred irq_works run (remote reenqueues, deferred local dispatches).
     pub deferred_irq_works: u64,
     /// ... of which for another CPU's runqueue (where 7.1's change matters).
     pub deferred_remote: u64,
+    /// Tasks the bypass load balancer moved between CPUs.
     pub bypass_lb_moved: u64,
     /// Hard lockups detected (a CPU stuck in the scheduler past HARDLOCKUP_NS).
     pub hardlockups: u64,
+    /// CPU time charged to the scheduler's callbacks and kfuncs, ns.
     pub overhead_ns: Ns,
+    /// Time spent waiting for DSQ locks, ns.
     pub dsq_lock_wait_ns: Ns,
     /// Local DSQ residence (insert to removal), experiment 000's metric.
     pub local_residence: Histogram<u64>,
     /// Longest time any ext task waited runnable while disabling.
     pub max_wait_while_disabling_ns: Ns,
+    /// When the scheduler became enabled, ns.
     pub enabled_at: Option<Ns>,
+    /// When the disable path (ejection or unload) began, ns.
     pub disable_started_at: Option<Ns>,
     /// When the disable path's grace period completed.
     pub disable_gp_done_at: Option<Ns>,
+    /// When the disable path finished, ns.
     pub disable_done_at: Option<Ns>,
 }
 
@@ -308,10 +355,13 @@ impl Default for ScxStats {
 /// The built-in idle masks (`scx_idle_masks`), global and per node.
 #[derive(Clone, Debug)]
 pub struct IdleMasks {
+    /// Idle CPUs.
     pub cpu: CpuMask,
+    /// CPUs whose whole core is idle.
     pub smt: CpuMask,
     /// C copies handed to schedulers by scx_bpf_get_idle_*mask().
     pub cpu_c: CpumaskC,
+    /// The C copy of `smt`.
     pub smt_c: CpumaskC,
 }
 
@@ -319,39 +369,57 @@ pub struct IdleMasks {
 /// `scx_root` points to), kept in `Sim::scx`. The per-CPU part is
 /// [`ScxRq`] in each runqueue, the per-task part [`ScxTask`] in each task.
 pub struct ScxSched {
+    /// The loaded scheduler's callbacks.
     pub ops: Option<Rc<dyn ExtOps>>,
     has: [bool; Op::ALL.len()],
+    /// `ops.flags` (SCX_OPS_*).
     pub ops_flags: u64,
+    /// `ops.name`.
     pub name: String,
     /// The published crate (name, version) the scheduler was built from.
     pub origin: Option<(String, String)>,
+    /// `scx_enable_state`.
     pub state: EnableState,
     /// Without SCX_OPS_SWITCH_PARTIAL every fair-policy task is in ext.
     pub switch_all: bool,
+    /// Bypass mode is on (`scx_bypass()`): tasks are scheduled FIFO without the BPF scheduler.
     pub bypassing: bool,
     /// Built-in idle tracking is on (no ops.update_idle, or KEEP_BUILTIN_IDLE).
     pub builtin_idle: bool,
+    /// The watchdog timeout (`ops.timeout_ms`), ns.
     pub timeout_ns: Ns,
+    /// The most inserts one ops.dispatch() may make (`ops.dispatch_max_batch`).
     pub dsp_max_batch: u32,
     /// CPUs of the machine (the DSQ table's layout depends on it).
     pub nr_cpus: u32,
+    /// Every DSQ: local DSQs, then global and bypass ones, then user DSQs ([`DsqIdx`] indexes it).
     pub dsqs: Vec<Dsq>,
+    /// User DSQs by id (scx_bpf_create_dsq()).
     pub user_dsqs: BTreeMap<u64, DsqIdx>,
+    /// The global idle masks.
     pub idle: IdleMasks,
+    /// Per-node idle masks (SCX_OPS_BUILTIN_IDLE_PER_NODE).
     pub idle_node: Vec<IdleMasks>,
+    /// The C cpumask of possible CPUs (scx_bpf_get_possible_cpumask()).
     pub possible_c: CpumaskC,
+    /// The op calls in progress, innermost last.
     pub frames: Vec<OpFrame>,
+    /// The dispatch buffer of the ops.dispatch() in progress.
     pub dsp_buf: Vec<DspEntry>,
     /// Inserts made by the current ops.dispatch() call (dspc->nr_tasks).
     pub dsp_nr_tasks: u32,
+    /// The next queueing sequence number.
     pub next_qseq: u64,
+    /// How the scheduler exited, once it has (`struct scx_exit_info`).
     pub exit: Option<ExitInfo>,
+    /// The debug dump taken at an error exit (ops.dump output included).
     pub dump: String,
     /// The scheduler's own counters when it was unloaded (its .bss/.data
     /// stay readable to user space after the exit).
     pub counters_at_exit: Vec<(String, u64)>,
     /// Armed scheduler timers: generation and the CPU they fire on.
     pub timers: BTreeMap<u64, (u32, Cpu)>,
+    /// Counters reported with the results.
     pub stats: ScxStats,
     /// Scheduler overhead accumulated by the operation in progress, charged
     /// to `cost_cpu` when it ends.
@@ -359,10 +427,13 @@ pub struct ScxSched {
     /// The latest clock value BPF has read (scx_bpf_now(),
     /// bpf_ktime_get_ns()): the clock never goes back.
     pub clock_max: Ns,
+    /// NUMA nodes of the machine.
     pub nr_nodes: u32,
+    /// The watchdog timer is armed.
     pub watchdog_armed: bool,
     /// Tasks not yet switched back to fair while disabling.
     pub disable_queue: Vec<TaskId>,
+    /// The bypass load balancer's timer is armed.
     pub bypass_lb_armed: bool,
     /// SCX_ENQ_* flags for the enqueue in progress that the core's flags
     /// cannot carry (IMMED/PREEMPT across a remote move).
@@ -371,6 +442,7 @@ pub struct ScxSched {
     pub smt_active: bool,
     /// CPUs of each LLC and of each node.
     pub llc_masks: Vec<CpuMask>,
+    /// CPUs of each node.
     pub node_masks: Vec<CpuMask>,
     /// Why a scheduler scheduled to attach mid-run was refused.
     pub load_error: Option<String>,
@@ -392,6 +464,7 @@ pub struct ScxSched {
 }
 
 impl ScxSched {
+    /// The state before any scheduler is loaded.
     pub fn new(nr_cpus: usize, nr_nodes: usize) -> Self {
         let empty = IdleMasks {
             cpu: CpuMask::new(nr_cpus),
@@ -453,6 +526,7 @@ impl ScxSched {
         self.has[op.index()]
     }
 
+    /// A scheduler is loaded (enabled or being disabled).
     #[inline]
     pub fn enabled(&self) -> bool {
         self.state != EnableState::Disabled
@@ -464,10 +538,12 @@ impl ScxSched {
         cpu
     }
 
+    /// The global DSQ index of node `node` (SCX_DSQ_GLOBAL is per node).
     pub fn global(&self, node: u32) -> DsqIdx {
         self.nr_cpus + node
     }
 
+    /// The bypass DSQ index of `cpu`.
     pub fn bypass_dsq(&self, cpu: Cpu) -> DsqIdx {
         self.nr_cpus + self.nr_nodes + cpu
     }
