@@ -32,10 +32,12 @@ enum St {
 #[derive(Debug, Default)]
 pub struct CheckLog {
     state: BTreeMap<TaskId, St>,
+    /// Calls per op name.
     pub calls: BTreeMap<&'static str, u64>,
     /// The CPUs each task was seen on in ops.running() (called on the CPU
     /// that picked it), for affinity checks.
     pub ran_on: BTreeMap<TaskId, crate::machine::cpumask::CpuMask>,
+    /// Violations of the task state machine, at most 32, each with its time.
     pub violations: Vec<String>,
     /// Cgroups seen by ops.cgroup_init(): true while live, false once exited.
     pub cgroups: BTreeMap<u32, bool>,
@@ -62,11 +64,14 @@ impl CheckLog {
 
 /// `inner`, with every callback checked against the task state machine.
 pub struct Checked<T: ExtOps> {
+    /// The scheduler being checked.
     pub inner: T,
+    /// What the checks saw.
     pub log: RefCell<CheckLog>,
 }
 
 impl<T: ExtOps> Checked<T> {
+    /// Wraps `inner` with an empty log.
     pub fn new(inner: T) -> Self {
         Checked { inner, log: RefCell::new(CheckLog::default()) }
     }
@@ -100,6 +105,7 @@ impl<T: ExtOps> Checked<T> {
         &self.inner
     }
 
+    /// The violations found so far.
     pub fn violations(&self) -> Vec<String> {
         self.log.borrow().violations.clone()
     }
@@ -114,6 +120,7 @@ impl<T: ExtOps> Checked<T> {
         self.log.borrow().cgroup_ops.clone()
     }
 
+    /// How many times `op` was called.
     pub fn calls(&self, op: &str) -> u64 {
         self.log.borrow().calls.get(op).copied().unwrap_or(0)
     }

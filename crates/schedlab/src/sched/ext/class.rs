@@ -10,6 +10,7 @@ use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, TaskState};
 
 pub struct ExtClass;
+/// The sched_ext class object (`ext_sched_class`).
 pub static EXT_CLASS: ExtClass = ExtClass;
 
 /// Core enqueue flags as SCX_ENQ_* (the low 32 bits are shared).

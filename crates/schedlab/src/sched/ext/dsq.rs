@@ -15,19 +15,24 @@ pub type DsqIdx = u32;
 /// What kind of DSQ this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DsqKind {
+    /// A CPU's local DSQ (SCX_DSQ_LOCAL, `rq->scx.local_dsq`): what the CPU runs next.
     Local(Cpu),
     /// SCX_DSQ_GLOBAL, one per NUMA node.
     Global(u32),
     /// The per-CPU bypass DSQ (6.19+).
     Bypass(Cpu),
+    /// A DSQ the scheduler created with scx_bpf_create_dsq().
     User,
 }
 
 /// Ordering a DSQ has been used with; mixing is an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DsqOrder {
+    /// Empty: either order may be used next.
     Unset,
+    /// FIFO inserts (scx_bpf_dsq_insert()).
     Fifo,
+    /// Priority-queue inserts by vtime (scx_bpf_dsq_insert_vtime()).
     Vtime,
 }
 
@@ -36,12 +41,18 @@ pub type DsqKey = (u64, u64);
 
 const FIFO_MID: u64 = 1 << 63;
 
+/// A dispatch queue (`struct scx_dispatch_q`).
 #[derive(Clone, Debug)]
 pub struct Dsq {
+    /// The DSQ id schedulers name it by (SCX_DSQ_LOCAL_ON | cpu, SCX_DSQ_GLOBAL, or a user id).
     pub id: u64,
+    /// Which kind it is.
     pub kind: DsqKind,
+    /// The NUMA node it belongs to.
     pub node: u32,
+    /// The queued tasks in order: FIFO keys or (vtime, seq).
     pub list: BTreeMap<DsqKey, TaskId>,
+    /// The ordering in use.
     pub order: DsqOrder,
     /// Incremented on every insert (dsq->seq).
     pub seq: u64,
@@ -51,11 +62,14 @@ pub struct Dsq {
     pub lock_free_at: Ns,
     /// Time CPUs spent waiting for and holding this DSQ's lock.
     pub lock_wait_ns: Ns,
+    /// Time the lock was held, ns.
     pub lock_hold_ns: Ns,
+    /// scx_bpf_destroy_dsq() was called; inserts are refused.
     pub destroyed: bool,
 }
 
 impl Dsq {
+    /// An empty DSQ.
     pub fn new(id: u64, kind: DsqKind, node: u32) -> Self {
         Dsq {
             id,
@@ -73,11 +87,13 @@ impl Dsq {
         }
     }
 
+    /// Queued tasks (`dsq->nr`).
     #[inline]
     pub fn nr(&self) -> usize {
         self.list.len()
     }
 
+    /// A built-in DSQ (local, global, bypass), not a user one.
     pub fn is_builtin(&self) -> bool {
         self.kind != DsqKind::User
     }
@@ -105,6 +121,7 @@ impl Dsq {
         key
     }
 
+    /// Removes the entry at `key`, returning its task; an emptied DSQ forgets its ordering.
     pub fn remove(&mut self, key: DsqKey) -> Option<TaskId> {
         let p = self.list.remove(&key);
         if self.list.is_empty() {
@@ -118,6 +135,7 @@ impl Dsq {
         p
     }
 
+    /// The first entry: the head of a FIFO, the lowest vtime of a priority queue.
     pub fn first(&self) -> Option<(DsqKey, TaskId)> {
         self.list.iter().next().map(|(&k, &p)| (k, p))
     }

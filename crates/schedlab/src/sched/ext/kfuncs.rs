@@ -16,9 +16,13 @@ use crate::sched::task::{ClassId, TaskState};
 
 /// -EINVAL, -ENOENT, -EEXIST, -EBUSY, -ENODEV as kfuncs return them.
 pub const EINVAL: i32 = -22;
+/// -ENOENT: no such DSQ or entry.
 pub const ENOENT: i32 = -2;
+/// -EEXIST: the DSQ id is taken.
 pub const EEXIST: i32 = -17;
+/// -EBUSY: the resource is in use.
 pub const EBUSY: i32 = -16;
+/// -ENODEV: the node or device does not exist.
 pub const ENODEV: i32 = -19;
 
 /// Internal iterator flags, above the user-visible ones.
@@ -481,11 +485,13 @@ pub fn scx_bpf_cpuperf_cap(sim: &mut Sim, cpu: i32) -> u32 {
     valid_cpu(sim, cpu, "").map_or(0, |_| 1024)
 }
 
+/// scx_bpf_cpuperf_cur(): the CPU's performance target (0..SCX_CPUPERF_ONE).
 pub fn scx_bpf_cpuperf_cur(sim: &mut Sim, cpu: i32) -> u32 {
     kf(sim);
     valid_cpu(sim, cpu, "").map_or(0, |c| sim.rqs[c as usize].scx.cpuperf)
 }
 
+/// scx_bpf_cpuperf_set(): records the CPU's performance target; above SCX_CPUPERF_ONE is an error.
 pub fn scx_bpf_cpuperf_set(sim: &mut Sim, cpu: i32, perf: u32) {
     kf(sim);
     let Some(c) = valid_cpu(sim, cpu, "") else { return };
@@ -496,21 +502,25 @@ pub fn scx_bpf_cpuperf_set(sim: &mut Sim, cpu: i32, perf: u32) {
     sim.rqs[c as usize].scx.cpuperf = perf;
 }
 
+/// scx_bpf_nr_cpu_ids(): the number of possible CPU ids.
 pub fn scx_bpf_nr_cpu_ids(sim: &mut Sim) -> u32 {
     kf(sim);
     sim.nr_cpus() as u32
 }
 
+/// scx_bpf_nr_node_ids(): the number of NUMA node ids.
 pub fn scx_bpf_nr_node_ids(sim: &mut Sim) -> u32 {
     kf(sim);
     sim.topo.nr_nodes() as u32
 }
 
+/// scx_bpf_get_possible_cpumask(): every CPU of the machine.
 pub fn scx_bpf_get_possible_cpumask(sim: &mut Sim) -> &CpumaskC {
     kf(sim);
     &sim.scx.possible_c
 }
 
+/// scx_bpf_get_online_cpumask(): every CPU (hotplug is not modelled, so all are online).
 pub fn scx_bpf_get_online_cpumask(sim: &mut Sim) -> &CpumaskC {
     kf(sim);
     &sim.scx.possible_c
@@ -654,6 +664,7 @@ pub fn scx_bpf_task_cpu(sim: &mut Sim, p: TaskId) -> i32 {
     sim.task(p).cpu as i32
 }
 
+/// scx_bpf_cpu_node(): the NUMA node of `cpu`.
 pub fn scx_bpf_cpu_node(sim: &mut Sim, cpu: i32) -> i32 {
     kf(sim);
     valid_cpu(sim, cpu, "").map_or(0, |c| sim.topo.node_of(c as usize) as i32)
@@ -682,6 +693,7 @@ fn clock(sim: &mut Sim) -> u64 {
     t
 }
 
+/// bpf_get_smp_processor_id(): the CPU the program runs on.
 pub fn bpf_get_smp_processor_id(sim: &mut Sim) -> u32 {
     this_cpu(sim)
 }
