@@ -15,44 +15,80 @@ use crate::sched::sim::Sim;
 /// per-op accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
+    /// ops.select_cpu(): pick a CPU for a waking task.
     SelectCpu,
+    /// ops.enqueue(): a task became runnable; the scheduler inserts it into a DSQ or keeps it.
     Enqueue,
+    /// ops.dequeue(): a task the scheduler holds leaves it.
     Dequeue,
+    /// ops.dispatch(): a CPU's local DSQ is empty; the scheduler fills it.
     Dispatch,
+    /// ops.tick(): the scheduler tick on a CPU running an ext task.
     Tick,
+    /// ops.runnable(): a task became runnable.
     Runnable,
+    /// ops.running(): a task starts running on its CPU.
     Running,
+    /// ops.stopping(): a task stops running.
     Stopping,
+    /// ops.quiescent(): a task is no longer runnable.
     Quiescent,
+    /// ops.yield(): sched_yield() or yield_to().
     Yield,
+    /// ops.core_sched_before(): core-scheduling order (not called: core scheduling is not modelled).
     CoreSchedBefore,
+    /// ops.set_weight(): a task's weight changed.
     SetWeight,
+    /// ops.set_cpumask(): a task's affinity changed.
     SetCpumask,
+    /// ops.update_idle(): a CPU enters or leaves idle.
     UpdateIdle,
+    /// ops.cpu_acquire(): a CPU comes back to sched_ext from a higher class.
     CpuAcquire,
+    /// ops.cpu_release(): a higher class takes a CPU.
     CpuRelease,
+    /// ops.init_task(): a task enters sched_ext (fork or switch).
     InitTask,
+    /// ops.exit_task(): a task leaves sched_ext or exits.
     ExitTask,
+    /// ops.enable(): a task starts being scheduled by the scheduler.
     Enable,
+    /// ops.disable(): a task stops being scheduled by the scheduler.
     Disable,
+    /// ops.dump(): the scheduler-wide part of an error dump.
     Dump,
+    /// ops.dump_cpu(): a CPU's part of an error dump.
     DumpCpu,
+    /// ops.dump_task(): a task's part of an error dump.
     DumpTask,
+    /// ops.cgroup_init(): a cgroup becomes known to the scheduler.
     CgroupInit,
+    /// ops.cgroup_exit(): a cgroup goes away.
     CgroupExit,
+    /// ops.cgroup_prep_move(): a task is about to change cgroup; may refuse.
     CgroupPrepMove,
+    /// ops.cgroup_move(): a task changed cgroup.
     CgroupMove,
+    /// ops.cgroup_cancel_move(): a prepared move was cancelled.
     CgroupCancelMove,
+    /// ops.cgroup_set_weight(): cpu.weight changed.
     CgroupSetWeight,
+    /// ops.cgroup_set_bandwidth(): cpu.max or cpu.max.burst changed.
     CgroupSetBandwidth,
+    /// ops.cgroup_set_idle(): cpu.idle changed.
     CgroupSetIdle,
+    /// ops.cpu_online(): a CPU came online (not called: hotplug is not modelled).
     CpuOnline,
+    /// ops.cpu_offline(): a CPU went offline (not called: hotplug is not modelled).
     CpuOffline,
+    /// ops.init(): scheduler-wide initialisation, before any task is enabled.
     Init,
+    /// ops.exit(): the scheduler is unloaded or ejected.
     Exit,
 }
 
 impl Op {
+    /// Every op, in `struct sched_ext_ops` member order (`Op::index()` indexes it).
     pub const ALL: [Op; 35] = [
         Op::SelectCpu,
         Op::Enqueue,
@@ -132,6 +168,7 @@ impl Op {
         }
     }
 
+    /// The op's index in [`Op::ALL`], for per-op tables.
     pub fn index(self) -> usize {
         self as usize
     }
@@ -139,17 +176,26 @@ impl Op {
 
 /// `enum scx_ops_flags`.
 pub mod ops_flags {
+    /// SCX_OPS_KEEP_BUILTIN_IDLE: keep built-in idle tracking even with ops.update_idle().
     pub const KEEP_BUILTIN_IDLE: u64 = 1 << 0;
+    /// SCX_OPS_ENQ_LAST: call ops.enqueue() for the last runnable task instead of keeping it running.
     pub const ENQ_LAST: u64 = 1 << 1;
+    /// SCX_OPS_ENQ_EXITING: exiting tasks go through ops.enqueue() too.
     pub const ENQ_EXITING: u64 = 1 << 2;
+    /// SCX_OPS_SWITCH_PARTIAL: only SCHED_EXT tasks are scheduled by ext, not all fair ones.
     pub const SWITCH_PARTIAL: u64 = 1 << 3;
+    /// SCX_OPS_ENQ_MIGRATION_DISABLED: migration-disabled tasks go through ops.enqueue().
     pub const ENQ_MIGRATION_DISABLED: u64 = 1 << 4;
+    /// SCX_OPS_ALLOW_QUEUED_WAKEUP: allow the queued-wakeup (ttwu_queue) path.
     pub const ALLOW_QUEUED_WAKEUP: u64 = 1 << 5;
+    /// SCX_OPS_BUILTIN_IDLE_PER_NODE: idle masks per NUMA node.
     pub const BUILTIN_IDLE_PER_NODE: u64 = 1 << 6;
+    /// SCX_OPS_ALWAYS_ENQ_IMMED: every insert into a local DSQ behaves as SCX_ENQ_IMMED (7.1).
     pub const ALWAYS_ENQ_IMMED: u64 = 1 << 7;
     /// Every flag this implementation knows; anything else refuses the load.
     pub const ALL: u64 = (1 << 8) - 1;
 
+    /// Flag names without the SCX_OPS_ prefix, as profiles and `--ops-flag` spell them.
     pub const NAMES: [(&str, u64); 8] = [
         ("KEEP_BUILTIN_IDLE", KEEP_BUILTIN_IDLE),
         ("ENQ_LAST", ENQ_LAST),
@@ -165,27 +211,37 @@ pub mod ops_flags {
 /// `enum scx_enq_flags` (7.x values: the low 32 bits are the core's
 /// ENQUEUE_* flags, which moved in 6.19; 6.12 had HEAD at 0x10).
 pub mod enq_flags {
+    /// SCX_ENQ_WAKEUP: the task is waking up.
     pub const WAKEUP: u64 = 0x0001;
+    /// SCX_ENQ_HEAD: insert at the head of the DSQ.
     pub const HEAD: u64 = 0x0001_0000;
+    /// SCX_ENQ_CPU_SELECTED: ops.select_cpu() ran for this wakeup.
     pub const CPU_SELECTED: u64 = 0x0010_0000;
     /// Insert at the head and take the CPU from the running ext task.
     pub const PREEMPT: u64 = 1 << 32;
     /// Run on the target CPU at once or go back to ops.enqueue (7.1).
     pub const IMMED: u64 = 1 << 33;
+    /// SCX_ENQ_REENQ: the task is being reenqueued (see [`reenq_reason`]).
     pub const REENQ: u64 = 1 << 40;
+    /// SCX_ENQ_LAST: the task is the last runnable one on its CPU (SCX_OPS_ENQ_LAST).
     pub const LAST: u64 = 1 << 41;
     /// Bits only the kernel may set; a scheduler passing them is an error.
     pub const INTERNAL_MASK: u64 = 0xff << 56;
+    /// SCX_ENQ_CLEAR_OPSS (internal): clear ops_state after the insert.
     pub const CLEAR_OPSS: u64 = 1 << 56;
     /// Insert into the vtime-ordered list of a DSQ.
     pub const DSQ_PRIQ: u64 = 1 << 57;
+    /// SCX_ENQ_NESTED (internal): an insert from inside another insert.
     pub const NESTED: u64 = 1 << 58;
+    /// SCX_ENQ_GDSQ_FALLBACK (internal): an insert redirected to the global DSQ.
     pub const GDSQ_FALLBACK: u64 = 1 << 59;
 }
 
 /// `enum scx_deq_flags`.
 pub mod deq_flags {
+    /// SCX_DEQ_SLEEP: the task is going to sleep.
     pub const SLEEP: u64 = 0x01;
+    /// SCX_DEQ_CORE_SCHED_EXEC: core scheduling takes the task to run elsewhere.
     pub const CORE_SCHED_EXEC: u64 = 1 << 32;
     /// A dequeue for a property change (neither sleep nor core-sched; 7.x).
     pub const SCHED_CHANGE: u64 = 1 << 33;
@@ -194,43 +250,65 @@ pub mod deq_flags {
 /// Why a task comes back to ops.enqueue() with SCX_ENQ_REENQ
 /// (`p->scx.flags` bits 12-13, 7.1).
 pub mod reenq_reason {
+    /// The shift of the reason field.
     pub const SHIFT: u32 = 12;
+    /// SCX_TASK_REENQ_KFUNC: scx_bpf_reenqueue_local() or scx_bpf_dsq_reenq().
     pub const KFUNC: u32 = 1 << 12;
+    /// SCX_TASK_REENQ_IMMED: an IMMED task could not run at once.
     pub const IMMED: u32 = 2 << 12;
+    /// SCX_TASK_REENQ_PREEMPTED: the task was preempted by a higher class.
     pub const PREEMPTED: u32 = 3 << 12;
+    /// The reason field's mask.
     pub const MASK: u32 = 3 << 12;
 }
 
 /// `p->scx.flags` bits the shim exposes.
 pub mod task_flags {
+    /// SCX_TASK_QUEUED: runnable as far as ext is concerned.
     pub const QUEUED: u32 = 1 << 0;
+    /// SCX_TASK_IN_CUSTODY: in the BPF scheduler's hands (queued in ops.enqueue() or in a user DSQ); leaving calls ops.dequeue() (7.1).
     pub const IN_CUSTODY: u32 = 1 << 1;
+    /// SCX_TASK_RESET_RUNNABLE_AT: the watchdog's runnable_at is reset at the next enqueue.
     pub const RESET_RUNNABLE_AT: u32 = 1 << 2;
+    /// SCX_TASK_DEQD_FOR_SLEEP: the last dequeue was for sleep.
     pub const DEQD_FOR_SLEEP: u32 = 1 << 3;
+    /// SCX_TASK_IMMED: the task sits in a local DSQ inserted with SCX_ENQ_IMMED.
     pub const IMMED: u32 = 1 << 5;
 }
 
 /// `enum scx_kick_flags`.
 pub mod kick_flags {
+    /// SCX_KICK_IDLE: kick only if the CPU is idle.
     pub const IDLE: u64 = 1 << 0;
+    /// SCX_KICK_PREEMPT: preempt the running task.
     pub const PREEMPT: u64 = 1 << 1;
+    /// SCX_KICK_WAIT: wait until the CPU has gone through a scheduling round.
     pub const WAIT: u64 = 1 << 2;
 }
 
 /// `enum scx_pick_idle_cpu_flags`.
 pub mod pick_idle_flags {
+    /// SCX_PICK_IDLE_CORE: only CPUs whose whole core is idle.
     pub const CORE: u64 = 1 << 0;
+    /// SCX_PICK_IDLE_IN_NODE: only CPUs in the given node.
     pub const IN_NODE: u64 = 1 << 1;
 }
 
 /// Built-in DSQ ids (`enum scx_dsq_id_flags`).
 pub mod dsq_id {
+    /// SCX_DSQ_FLAG_BUILTIN: a built-in DSQ id.
     pub const BUILTIN: u64 = 1 << 63;
+    /// SCX_DSQ_FLAG_LOCAL_ON: `LOCAL_ON | cpu` names a CPU's local DSQ.
     pub const LOCAL_ON: u64 = 1 << 62;
+    /// SCX_DSQ_INVALID.
     pub const INVALID: u64 = BUILTIN;
+    /// SCX_DSQ_GLOBAL: the global DSQ (per node).
     pub const GLOBAL: u64 = BUILTIN | 1;
+    /// SCX_DSQ_LOCAL: the local DSQ of the CPU in context.
     pub const LOCAL: u64 = BUILTIN | 2;
+    /// SCX_DSQ_BYPASS: the bypass DSQ (6.19+).
     pub const BYPASS: u64 = BUILTIN | 3;
+    /// The CPU bits of a LOCAL_ON id.
     pub const LOCAL_CPU_MASK: u64 = 0xffff_ffff;
 }
 
@@ -241,6 +319,7 @@ pub const REENQ_LOCAL_MAX_REPEAT: u32 = 256;
 
 /// SCX_SLICE_DFL (20 ms) and SCX_SLICE_INF.
 pub const SLICE_DFL_NS: u64 = 20_000_000;
+/// SCX_SLICE_INF: a slice that never runs out.
 pub const SLICE_INF: u64 = u64::MAX;
 /// The slice tasks get while the scheduler is bypassed (6.19+, 5 ms).
 pub const SLICE_BYPASS_NS: u64 = 5_000_000;
@@ -255,15 +334,24 @@ pub const DSP_MAX_LOOPS: u32 = 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ExitKind {
+    /// SCX_EXIT_NONE.
     None = 0,
+    /// SCX_EXIT_DONE: finished normally.
     Done = 1,
+    /// SCX_EXIT_UNREG: unregistered from user space.
     Unreg = 64,
+    /// SCX_EXIT_UNREG_BPF: the scheduler called scx_bpf_exit().
     UnregBpf = 65,
+    /// SCX_EXIT_UNREG_KERN: unregistered by the kernel.
     UnregKern = 66,
+    /// SCX_EXIT_SYSRQ: sysrq-S.
     #[serde(rename = "SYSRQ")]
     SysRq = 67,
+    /// SCX_EXIT_ERROR: a runtime error found by the kernel (here also faults and hung callbacks).
     Error = 1024,
+    /// SCX_EXIT_ERROR_BPF: the scheduler called scx_bpf_error().
     ErrorBpf = 1025,
+    /// SCX_EXIT_ERROR_STALL: the watchdog found a runnable task stalled.
     ErrorStall = 1026,
 }
 
@@ -282,10 +370,12 @@ impl ExitKind {
         }
     }
 
+    /// An error kind (code 1024 and above).
     pub fn is_error(self) -> bool {
         self as u32 >= ExitKind::Error as u32
     }
 
+    /// Every kind, in code order.
     pub const ALL: [ExitKind; 9] = [
         ExitKind::None,
         ExitKind::Done,
@@ -322,9 +412,13 @@ impl ExitKind {
 /// `struct scx_exit_info`: what ops.exit() receives and what a run reports.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ExitInfo {
+    /// How the scheduler exited.
     pub kind: ExitKind,
+    /// The exit code (scx_bpf_exit()'s, or the UEI's).
     pub exit_code: i64,
+    /// The kind's reason string.
     pub reason: String,
+    /// The message: the error text, or scx_bpf_exit()'s message.
     pub msg: String,
     /// Simulated time of the exit request.
     pub at_ns: u64,
@@ -345,10 +439,15 @@ pub enum CpuReleaseReason {
 /// cpu.max.burst, cpu.idle).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CgroupInitArgs {
+    /// cpu.weight, 1..10000.
     pub weight: u32,
+    /// cpu.max period, us.
     pub bw_period_us: u64,
+    /// cpu.max quota, us; u64::MAX for "max".
     pub bw_quota_us: u64,
+    /// cpu.max.burst, us.
     pub bw_burst_us: u64,
+    /// cpu.idle.
     pub idle: bool,
 }
 
@@ -400,18 +499,23 @@ pub trait ExtOps {
     fn dispatch(&self, sim: &mut Sim, cpu: Cpu, prev: Option<TaskId>) {
         let _ = (sim, cpu, prev);
     }
+    /// The tick on a CPU running `p` (ops.tick); setting the slice to 0 preempts it.
     fn tick(&self, sim: &mut Sim, p: TaskId) {
         let _ = (sim, p);
     }
+    /// `p` became runnable (ops.runnable), before ops.enqueue().
     fn runnable(&self, sim: &mut Sim, p: TaskId, enq_flags: u64) {
         let _ = (sim, p, enq_flags);
     }
+    /// `p` starts running on its CPU (ops.running).
     fn running(&self, sim: &mut Sim, p: TaskId) {
         let _ = (sim, p);
     }
+    /// `p` stops running; `runnable` says whether it stays runnable (ops.stopping).
     fn stopping(&self, sim: &mut Sim, p: TaskId, runnable: bool) {
         let _ = (sim, p, runnable);
     }
+    /// `p` is no longer runnable (ops.quiescent).
     fn quiescent(&self, sim: &mut Sim, p: TaskId, deq_flags: u64) {
         let _ = (sim, p, deq_flags);
     }
@@ -420,6 +524,7 @@ pub trait ExtOps {
         let _ = (sim, from, to);
         false
     }
+    /// `p`'s weight changed to `weight`, 1..10000 (ops.set_weight).
     fn set_weight(&self, sim: &mut Sim, p: TaskId, weight: u32) {
         let _ = (sim, p, weight);
     }
@@ -427,12 +532,15 @@ pub trait ExtOps {
     fn set_cpumask(&self, sim: &mut Sim, p: TaskId) {
         let _ = (sim, p);
     }
+    /// `cpu` enters (`idle`) or leaves idle (ops.update_idle).
     fn update_idle(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
         let _ = (sim, cpu, idle);
     }
+    /// `cpu` is back from a higher class (ops.cpu_acquire).
     fn cpu_acquire(&self, sim: &mut Sim, cpu: Cpu) {
         let _ = (sim, cpu);
     }
+    /// A higher class takes `cpu`, with the task that takes it if known (ops.cpu_release).
     fn cpu_release(&self, sim: &mut Sim, cpu: Cpu, reason: CpuReleaseReason, task: Option<TaskId>) {
         let _ = (sim, cpu, reason, task);
     }
@@ -441,12 +549,15 @@ pub trait ExtOps {
         let _ = (sim, p, fork);
         0
     }
+    /// `p` leaves ext; `cancelled` when ops.init_task() succeeded but the task never got enabled (ops.exit_task).
     fn exit_task(&self, sim: &mut Sim, p: TaskId, cancelled: bool) {
         let _ = (sim, p, cancelled);
     }
+    /// The scheduler starts scheduling `p` (ops.enable).
     fn enable(&self, sim: &mut Sim, p: TaskId) {
         let _ = (sim, p);
     }
+    /// The scheduler stops scheduling `p` (ops.disable).
     fn disable(&self, sim: &mut Sim, p: TaskId) {
         let _ = (sim, p);
     }
@@ -454,9 +565,11 @@ pub trait ExtOps {
     fn dump(&self, sim: &mut Sim) {
         let _ = sim;
     }
+    /// `cpu`'s part of the error dump (ops.dump_cpu).
     fn dump_cpu(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
         let _ = (sim, cpu, idle);
     }
+    /// `p`'s part of the error dump (ops.dump_task).
     fn dump_task(&self, sim: &mut Sim, p: TaskId) {
         let _ = (sim, p);
     }
@@ -466,6 +579,7 @@ pub trait ExtOps {
         let _ = (sim, cgrp, args);
         0
     }
+    /// Cgroup `cgrp` goes away, or the scheduler is unloaded (ops.cgroup_exit).
     fn cgroup_exit(&self, sim: &mut Sim, cgrp: u32) {
         let _ = (sim, cgrp);
     }
@@ -474,18 +588,23 @@ pub trait ExtOps {
         let _ = (sim, p, from, to);
         0
     }
+    /// `p` moved from cgroup `from` to `to` (ops.cgroup_move).
     fn cgroup_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) {
         let _ = (sim, p, from, to);
     }
+    /// A move prepared by ops.cgroup_prep_move() did not happen (ops.cgroup_cancel_move).
     fn cgroup_cancel_move(&self, sim: &mut Sim, p: TaskId, from: u32, to: u32) {
         let _ = (sim, p, from, to);
     }
+    /// Cgroup `cgrp`'s cpu.weight changed (ops.cgroup_set_weight).
     fn cgroup_set_weight(&self, sim: &mut Sim, cgrp: u32, weight: u32) {
         let _ = (sim, cgrp, weight);
     }
+    /// Cgroup `cgrp`'s cpu.max / cpu.max.burst changed, in us (ops.cgroup_set_bandwidth).
     fn cgroup_set_bandwidth(&self, sim: &mut Sim, cgrp: u32, period_us: u64, quota_us: u64, burst_us: u64) {
         let _ = (sim, cgrp, period_us, quota_us, burst_us);
     }
+    /// Cgroup `cgrp`'s cpu.idle changed (ops.cgroup_set_idle).
     fn cgroup_set_idle(&self, sim: &mut Sim, cgrp: u32, idle: bool) {
         let _ = (sim, cgrp, idle);
     }
@@ -494,6 +613,7 @@ pub trait ExtOps {
         let _ = sim;
         0
     }
+    /// The scheduler exits; `info` says why (ops.exit).
     fn exit(&self, sim: &mut Sim, info: &ExitInfo) {
         let _ = (sim, info);
     }
