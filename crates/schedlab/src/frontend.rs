@@ -7,7 +7,6 @@
 //!
 //! Sits on top of [`crate::workload`] and [`crate::results`]; nothing below
 //! imports it.
-#![warn(missing_docs)]
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};

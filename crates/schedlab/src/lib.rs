@@ -35,6 +35,7 @@
 //! from a named stream ([`engine::rng::Stream`]), and hash-ordered maps are
 //! banned (clippy.toml).
 
+#![deny(missing_docs)]
 #![deny(unreachable_pub)]
 
 pub mod engine;

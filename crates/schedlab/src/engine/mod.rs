@@ -19,7 +19,6 @@
 //! at most one pending. A tournament tree over the CPUs holds one live key
 //! per CPU for each. Their keys come from the same sequence counter as the
 //! heap's, so the merged order is the one a single heap would give.
-#![warn(missing_docs)]
 
 pub mod rng;
 pub mod time;
@@ -115,10 +114,10 @@ pub enum Event {
         /// The slack timer rather than the period timer.
         slack: bool,
     },
-    /// The scenario's `index`-th [[cgroup_write]]: a write to a cgroup's files
+    /// The scenario's `index`-th `[[cgroup_write]]`: a write to a cgroup's files
     /// (cpu.weight, cpu.max, cpu.idle, cgroup.procs) at run time.
     CgroupWrite {
-        /// The write's index among the scenario's [[cgroup_write]] tables.
+        /// The write's index among the scenario's `[[cgroup_write]]` tables.
         index: u32,
     },
     /// The end of the simulation.

@@ -10,7 +10,6 @@
 //! `real` (for tracefs's `parse_line`) and std; the simulator never calls
 //! into it.
 
-#![warn(missing_docs)]
 
 pub mod events;
 pub mod model;

@@ -15,7 +15,6 @@
 //!
 //! May import: [`crate::engine`] (time, RNG). Nothing here knows about
 //! tasks or scheduling.
-#![warn(missing_docs)]
 
 pub mod cost;
 pub mod cpumask;

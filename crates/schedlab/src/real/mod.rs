@@ -17,7 +17,6 @@
 //! controller kills (SIGKILL) and reaps every worker process after a grace
 //! period, on SIGINT/SIGTERM/SIGHUP, or when it fails. Workers die with the
 //! controller (PR_SET_PDEATHSIG).
-#![warn(missing_docs)]
 
 mod cgroups;
 mod exec;

@@ -13,7 +13,6 @@
 //! read a finished `Sim`) and [`crate::workload`]. The one reference the
 //! other way is the simulated kernel calling its tracepoints in [`trace`],
 //! as the kernel calls its trace events.
-#![warn(missing_docs)]
 
 pub mod agreement;
 pub mod compare;

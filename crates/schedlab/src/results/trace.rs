@@ -428,7 +428,7 @@ pub enum WakeKind {
 /// Writes a Perfetto protobuf trace as the run goes: per-CPU
 /// `FtraceEventBundle`s of sched_switch / sched_waking / sched_wakeup /
 /// sched_wakeup_new, and `ProcessTree` packets naming every thread and
-/// process that appears. Memory stays bounded: at most [`BUNDLE_EVENTS`]
+/// process that appears. Memory stays bounded: at most `BUNDLE_EVENTS`
 /// events per CPU are buffered.
 ///
 /// A simulation feeds it as a [`TraceSink`]; real mode's kernel trace

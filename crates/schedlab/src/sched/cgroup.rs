@@ -146,7 +146,7 @@ pub struct TaskGroup {
     pub parent: Option<u32>,
     /// Depth in the hierarchy: 0 for the root (`se->depth` of its entities is this).
     pub depth: u32,
-    /// Declared by a [[cgroup]] table (false: an implicit intermediate one).
+    /// Declared by a `[[cgroup]]` table (false: an implicit intermediate one).
     pub declared: bool,
     /// cpu.weight.
     pub weight: u32,
@@ -169,7 +169,7 @@ pub struct TaskGroup {
     pub bw: crate::sched::fair_bandwidth::CfsBandwidth,
 }
 
-/// A write to a group's files at a moment of the run ([[cgroup_write]]).
+/// A write to a group's files at a moment of the run (`[[cgroup_write]]`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CgroupWrite {
     /// When, from the start of the run (ns).
@@ -195,9 +195,9 @@ pub struct TaskGroups {
     pub writes: Vec<CgroupWrite>,
     /// CPUs per group in the per-CPU tables (the machine's CPU count).
     pub nr_cpus: usize,
-    /// tg->cfs_rq[cpu] at `group * nr_cpus + cpu` (the root's slots unused: rq.cfs).
+    /// `tg->cfs_rq[cpu]` at `group * nr_cpus + cpu` (the root's slots unused: rq.cfs).
     pub cfs_rqs: Vec<CfsRq>,
-    /// tg->se[cpu], same index: the group's entity in its parent's runqueue.
+    /// `tg->se[cpu]`, same index: the group's entity in its parent's runqueue.
     pub ses: Vec<SchedEntity>,
     /// cfs_rq->tg_load_avg_contrib, same index.
     pub load_contrib: Vec<u64>,
@@ -399,7 +399,7 @@ impl Sim {
         self.update_group_entities(g);
     }
 
-    /// The scenario's `index`-th [[cgroup_write]], happening now: cpu.weight,
+    /// The scenario's `index`-th `[[cgroup_write]]`, happening now: cpu.weight,
     /// cpu.max and cpu.idle as written, then cgroup.procs: one write per
     /// process of the workload (each moves its whole thread group).
     pub(crate) fn cgroup_write(&mut self, index: u32) {

@@ -27,8 +27,6 @@
 //! May import: [`crate::engine`] and [`crate::machine`]; the only upward
 //! reference is the tracepoint hooks of [`crate::results::trace`].
 
-#![warn(missing_docs)]
-
 pub mod balance;
 pub mod cache;
 pub mod cgroup;

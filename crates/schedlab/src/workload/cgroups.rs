@@ -1,4 +1,4 @@
-//! A scenario's [[cgroup]] tables into the simulator's cgroup tree, and
+//! A scenario's `[[cgroup]]` tables into the simulator's cgroup tree, and
 //! the workloads' tasks into their cgroups, with errors that name the file,
 //! the line and the field to fix.
 
@@ -21,7 +21,7 @@ pub fn build_tree(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scenari
         }
         if let Some(g) = sim.cg.find(&c.path) {
             if sim.cg.groups[g as usize].declared {
-                return Err(bad("path", format!("{:?} is declared twice: merge the two [[cgroup]] tables", c.path)));
+                return Err(bad("path", format!("{:?} is declared twice: merge the two `[[cgroup]]` tables", c.path)));
             }
         }
         let weight = match c.weight {
@@ -68,7 +68,7 @@ pub fn build_tree(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scenari
 }
 
 /// Puts every task into its workload's cgroup (cgroup.procs), restricting
-/// its affinity to the cgroup's CPUs. A path no [[cgroup]] table creates is
+/// its affinity to the cgroup's CPUs. A path no `[[cgroup]]` table creates is
 /// an error, except rt-app's taskgroups, which rt-app creates itself; a
 /// cpuset that leaves a task no CPU is refused, as the kernel refuses such
 /// an affinity (EINVAL).
@@ -87,9 +87,9 @@ pub fn place_tasks(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scenar
             None => {
                 let known: Vec<&str> = sim.cg.groups.iter().skip(1).map(|g| g.path.as_str()).collect();
                 let fix = if known.is_empty() {
-                    format!("declare it with a [[cgroup]] table (path = {path:?})")
+                    format!("declare it with a `[[cgroup]]` table (path = {path:?})")
                 } else {
-                    format!("declare it with a [[cgroup]] table or use one of {}", known.join(", "))
+                    format!("declare it with a `[[cgroup]]` table or use one of {}", known.join(", "))
                 };
                 return Err(ScenarioError::invalid(
                     file,
@@ -124,7 +124,7 @@ pub fn place_tasks(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scenar
     Ok(())
 }
 
-/// The [[cgroup_write]] tables, checked as the kernel checks the writes
+/// The `[[cgroup_write]]` tables, checked as the kernel checks the writes
 /// (weight range, cpu.max syntax, a cpuset the moved tasks can run in) and
 /// resolved to groups and workloads, for the run to apply at their times.
 pub fn build_writes(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioError> {
@@ -135,11 +135,11 @@ pub fn build_writes(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scena
         }
         check_path(&c.path).map_err(|e| bad("path", e))?;
         let group = match sim.cg.find(&c.path) {
-            Some(0) => return Err(bad("path", "the root cgroup has no cpu.weight, cpu.max or cpu.idle, and its cgroup.procs is not modelled: name a [[cgroup]]".into())),
+            Some(0) => return Err(bad("path", "the root cgroup has no cpu.weight, cpu.max or cpu.idle, and its cgroup.procs is not modelled: name a `[[cgroup]]`".into())),
             Some(g) => g,
             None => {
                 let known: Vec<&str> = sim.cg.groups.iter().skip(1).map(|g| g.path.as_str()).collect();
-                return Err(bad("path", format!("unknown cgroup path {:?}: a write needs an existing cgroup ({})", c.path, if known.is_empty() { "declare one with a [[cgroup]] table".to_string() } else { known.join(", ") })));
+                return Err(bad("path", format!("unknown cgroup path {:?}: a write needs an existing cgroup ({})", c.path, if known.is_empty() { "declare one with a `[[cgroup]]` table".to_string() } else { known.join(", ") })));
             }
         };
         let weight = match c.weight {
@@ -171,7 +171,7 @@ pub fn build_writes(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scena
     Ok(())
 }
 
-/// The [[cgroup]] table whose cpuset a group's effective CPUs come from.
+/// The `[[cgroup]]` table whose cpuset a group's effective CPUs come from.
 fn declaring(sim: &Sim, s: &Scenario, g: u32) -> Option<usize> {
     let mut g = Some(g);
     while let Some(x) = g {

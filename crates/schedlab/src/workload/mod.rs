@@ -2,7 +2,7 @@
 //! scenario file becomes a ready-to-run simulator.
 //!
 //! - [`scenario`]: the TOML scenario format and `--set` overrides;
-//! - [`world`]: builds a [`Sim`](crate::sched::sim::Sim) from a scenario
+//! - [`world`]: builds a [`Sim`] from a scenario
 //!   (machine, costs, tunables, features, scheduler, workloads);
 //! - this module: the workload kinds (hog, cyclictest, hackbench, schbench,
 //!   stress-ng stressors, VMs, servers...), each turned into tasks and
@@ -17,7 +17,6 @@
 //!
 //! Workload models: each turns a scenario entry into tasks and behaviour
 //! programs, mirroring the flags of the tool it models.
-#![warn(missing_docs)]
 
 pub mod cgroups;
 mod common;

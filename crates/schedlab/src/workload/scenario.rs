@@ -189,10 +189,10 @@ pub struct Scenario {
     /// The workloads (`[[workload]]` tables).
     #[serde(default, rename = "workload")]
     pub workloads: Vec<WorkloadSpec>,
-    /// The cgroup v2 tree ([[cgroup]] tables).
+    /// The cgroup v2 tree (`[[cgroup]]` tables).
     #[serde(default, rename = "cgroup")]
     pub cgroups: Vec<CgroupSpec>,
-    /// Writes to cgroup files at run time ([[cgroup_write]] tables).
+    /// Writes to cgroup files at run time (`[[cgroup_write]]` tables).
     #[serde(default, rename = "cgroup_write")]
     pub cgroup_writes: Vec<CgroupWriteSpec>,
     /// The scenario's text, to name the line of a field found wrong later.
@@ -207,7 +207,7 @@ pub struct Scenario {
 pub struct CgroupWriteSpec {
     /// When, from the start of the run.
     pub at: Duration,
-    /// The cgroup written (a [[cgroup]] path or one of its parents).
+    /// The cgroup written (a `[[cgroup]]` path or one of its parents).
     pub path: String,
     /// cpu.weight, 1..10000.
     pub weight: Option<i64>,
@@ -649,7 +649,7 @@ pub struct HogSpec {
     /// Call sched_yield() after every run.
     #[serde(default, rename = "yield")]
     pub yield_after_run: bool,
-    /// The cgroup the tasks join: a [[cgroup]] path (or an intermediate one).
+    /// The cgroup the tasks join: a `[[cgroup]]` path (or an intermediate one).
     pub cgroup: Option<String>,
     /// The tasks are threads of one process (one mm) instead of separate processes.
     #[serde(default)]
@@ -690,7 +690,7 @@ pub struct CyclictestSpec {
     pub histogram: Option<u32>,
     /// -D: run for this long, then the threads exit (default: the scenario's duration).
     pub duration: Option<Duration>,
-    /// The cgroup the threads join: a [[cgroup]] path (or an intermediate one).
+    /// The cgroup the threads join: a `[[cgroup]]` path (or an intermediate one).
     pub cgroup: Option<String>,
     /// -l: number of cycles per thread, then it exits (default: unlimited).
     pub loops: Option<u64>,

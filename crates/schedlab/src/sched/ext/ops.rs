@@ -221,7 +221,7 @@ pub mod enq_flags {
     pub const PREEMPT: u64 = 1 << 32;
     /// Run on the target CPU at once or go back to ops.enqueue (7.1).
     pub const IMMED: u64 = 1 << 33;
-    /// SCX_ENQ_REENQ: the task is being reenqueued (see [`reenq_reason`]).
+    /// SCX_ENQ_REENQ: the task is being reenqueued (see [`super::reenq_reason`]).
     pub const REENQ: u64 = 1 << 40;
     /// SCX_ENQ_LAST: the task is the last runnable one on its CPU (SCX_OPS_ENQ_LAST).
     pub const LAST: u64 = 1 << 41;

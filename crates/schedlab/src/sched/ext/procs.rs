@@ -49,7 +49,7 @@ fn empty_list(h: &mut ListHeadC) {
 
 /// A fresh task_struct's process fields (copy_process()): its own pid in
 /// the root namespace, root's credentials, and a thread group of its own
-/// until [`Sim::scx_link_thread`] puts it in its process.
+/// until `Sim::scx_link_thread` puts it in its process.
 pub fn init_task_c(t: &mut TaskStructC) {
     t.__schedlab_pid = PidC { level: 0, numbers: [UpidC { nr: t.pid, ns: &INIT_PID_NS }] };
     t.thread_pid = &mut t.__schedlab_pid;

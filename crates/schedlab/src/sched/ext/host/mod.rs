@@ -3,10 +3,10 @@
 //! A scheduler's unmodified `.bpf.c` is compiled with the system C compiler
 //! against the shim (crates/schedlab/shim: vmlinux.h subset, scx/ and bpf/
 //! headers, runtime.c) into a shared object ([`compile`]), loaded into its
-//! own copy ([`loader`]), and driven through [`ExtOps`] by
+//! own copy (`loader`), and driven through [`ExtOps`] by
 //! [`HostedScheduler`], which calls the object's struct_ops callbacks. The
 //! callbacks call kfuncs, which reach the simulator through one accessor
-//! ([`state`]). All the `unsafe` of sched_ext hosting is in this module.
+//! (`state`). All the `unsafe` of sched_ext hosting is in this module.
 //!
 //! Layout:
 //! - `compile`: shim materialisation, the scan pass, the cache, `cc`;

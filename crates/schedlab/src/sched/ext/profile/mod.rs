@@ -6,7 +6,7 @@
 //! fills arrays and maps from the topology, resizes arrays, sets ops flags
 //! and runs SEC("syscall") programs (scx_bpfland's `enable_sibling_cpu`,
 //! scx_tickless' `enable_primary_cpu` and `start_timer`), and only then
-//! attaches. A profile ([`format`]) says the same in TOML: flags with their
+//! attaches. A profile ([`format`](mod@format)) says the same in TOML: flags with their
 //! names, types and defaults ([`args`]), and expressions ([`expr`]) over
 //! the flags and the machine ([`machine`]). [`resolve`] turns a profile, a
 //! machine and a command line into a [`Plan`]; [`apply`] carries the plan
