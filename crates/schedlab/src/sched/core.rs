@@ -8,6 +8,20 @@ use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, TaskState};
 use crate::engine::time::Ns;
 
+
+/// What [`Sim::sched_change_begin`] found and undid: the task's CPU, and
+/// whether it was queued and running there (the kernel's `struct
+/// sched_change_ctx`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SchedChange {
+    /// task_cpu(p) at the start of the change.
+    pub(crate) cpu: Cpu,
+    /// The task was queued (task_on_rq_queued).
+    pub(crate) queued: bool,
+    /// The task was the CPU's current task.
+    pub(crate) running: bool,
+}
+
 impl Sim {
     /// Puts `p` on `cpu`'s runqueue (activate_task / enqueue_task).
     pub fn activate_task(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
@@ -239,6 +253,44 @@ impl Sim {
         self.task_mut(p).wait_start = Some(now);
         self.wakeup_preempt(cpu, p, wf::FORK);
         class_of(self.task(p).class).task_woken(self, cpu, p);
+    }
+
+    /// sched_change_begin(): takes `p` off its queue (`deq_flags`, DEQUEUE_SAVE
+    /// and the caller's) and off the CPU if it runs, so that its class,
+    /// priority, weight or group can change; [`Sim::sched_change_end`] puts
+    /// it back under whatever class it has then. The running task's progress
+    /// is accounted first, as the kernel's update_rq_clock() +
+    /// dequeue_task() do.
+    pub(crate) fn sched_change_begin(&mut self, p: TaskId, deq_flags: u32) -> SchedChange {
+        let cpu = self.task(p).cpu;
+        let running = self.rq(cpu).curr == Some(p);
+        let queued = self.task(p).on_rq;
+        let cls = class_of(self.task(p).class);
+        if running {
+            self.commit_progress(cpu);
+            cls.update_curr(self, cpu);
+        }
+        if queued {
+            cls.dequeue_task(self, cpu, p, deq::SAVE | deq_flags);
+        }
+        if running {
+            cls.put_prev_task(self, cpu, p);
+        }
+        SchedChange { cpu, queued, running }
+    }
+
+    /// sched_change_end(): the other half of [`Sim::sched_change_begin`]:
+    /// `p` goes back on its queue (ENQUEUE_RESTORE and `enq_flags`) and
+    /// becomes the CPU's current task again if it was running. Preemption
+    /// checks stay with the caller (check_class_changed() and friends).
+    pub(crate) fn sched_change_end(&mut self, p: TaskId, c: SchedChange, enq_flags: u32) {
+        let cls = class_of(self.task(p).class);
+        if c.queued {
+            cls.enqueue_task(self, c.cpu, p, enq::RESTORE | enq_flags);
+        }
+        if c.running {
+            cls.set_next_task(self, c.cpu, p, false);
+        }
     }
 
     /// Account the running task's progress up to now.

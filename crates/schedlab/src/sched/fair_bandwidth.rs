@@ -17,7 +17,7 @@
 
 use crate::engine::time::{Ns, NSEC_PER_MSEC};
 use crate::engine::{Cpu, Event};
-use crate::sched::cgroup::{Cq, CpuMax, GSE, ROOT_TG};
+use crate::sched::cgroup::{Cq, CpuMax, Se, GSE, ROOT_TG};
 use crate::sched::sim::Sim;
 use crate::sched::{deq, enq};
 
@@ -229,34 +229,13 @@ impl Sim {
         if self.assign_cfs_rq_runtime(q, 1) {
             return false;
         }
-        let (queued, runnable) = (self.cfs(q).h_nr_queued, self.cfs(q).h_nr_runnable);
-        let mut e = GSE | self.cg.idx(q.tg, q.cpu) as u32;
-        let mut removing = self.se(e).on_rq;
-        let mut reached_root = true;
-        loop {
-            let pq = self.cfs_rq_of(e);
-            if removing {
-                self.dequeue_entity(pq, e, deq::SLEEP);
-                removing = self.cfs(pq).load_weight == 0;
-            } else {
-                self.update_load_avg(pq, Some(e));
-                self.update_cfs_group(e);
-            }
-            let cfs = self.cfs_mut(pq);
-            cfs.h_nr_queued -= queued;
-            cfs.h_nr_runnable -= runnable;
-            if self.cfs_rq_throttled(pq) {
-                reached_root = false;
-                break;
-            }
-            match self.parent_entity(e) {
-                Some(pe) => e = pe,
-                None => break,
-            }
-        }
-        if reached_root {
-            self.add_nr_running(q.cpu, -(queued as i64));
-        }
+        let e = GSE | self.cg.idx(q.tg, q.cpu) as u32;
+        let on_rq = self.se(e).on_rq;
+        // Dequeue the group entity, and each parent left empty by it.
+        self.walk_group_hierarchy(q, false, on_rq, |s, pq, e| {
+            s.dequeue_entity(pq, e, deq::SLEEP);
+            Some(s.cfs(pq).load_weight == 0)
+        });
         let now = self.now();
         let cfs = self.cfs_mut(q);
         cfs.throttled = true;
@@ -279,41 +258,65 @@ impl Sim {
         if self.cfs(q).load_weight == 0 {
             return;
         }
+        // Enqueue the group entity, and each parent it was the first in,
+        // up to the first entity still queued.
+        self.walk_group_hierarchy(q, true, true, |s, pq, e| {
+            if s.se(e).on_rq {
+                return None;
+            }
+            let slice = s.cfs_min_slice(s.group_cfs_rq(e));
+            if slice != u64::MAX {
+                s.se_mut(e).slice = slice;
+            }
+            s.enqueue_entity(pq, e, enq::WAKEUP);
+            Some(true)
+        });
+        if self.rq(q.cpu).curr.is_none() && self.rq(q.cpu).cfs.nr_queued > 0 {
+            self.resched_curr(q.cpu);
+        }
+    }
+
+    /// The walk throttle_cfs_rq() and unthrottle_cfs_rq() share (their
+    /// for_each_sched_entity() loops): from `q`'s group entity up the
+    /// hierarchy, each level's runqueue loses (`add` false) or gains the
+    /// tasks queued under `q` in h_nr_queued / h_nr_runnable. While
+    /// `changing`, `change` takes the entity out of or into its parent's
+    /// runqueue and returns whether the next level changes too, or `None`
+    /// when it left this one alone; a level left alone, and every level
+    /// once the changes stop, only updates its load average and group
+    /// weight. The walk ends below a throttled runqueue; only a walk that
+    /// reaches the root changes rq->nr_running.
+    fn walk_group_hierarchy(&mut self, q: Cq, add: bool, mut changing: bool, mut change: impl FnMut(&mut Sim, Cq, Se) -> Option<bool>) {
         let (queued, runnable) = (self.cfs(q).h_nr_queued, self.cfs(q).h_nr_runnable);
         let mut e = GSE | self.cg.idx(q.tg, q.cpu) as u32;
-        let mut adding = true;
-        let mut reached_root = true;
         loop {
             let pq = self.cfs_rq_of(e);
-            if adding && !self.se(e).on_rq {
-                let slice = self.cfs_min_slice(self.group_cfs_rq(e));
-                if slice != u64::MAX {
-                    self.se_mut(e).slice = slice;
+            let changed = if changing { change(self, pq, e) } else { None };
+            match changed {
+                Some(next) => changing = next,
+                None => {
+                    changing = false;
+                    self.update_load_avg(pq, Some(e));
+                    self.update_cfs_group(e);
                 }
-                self.enqueue_entity(pq, e, enq::WAKEUP);
-            } else {
-                adding = false;
-                self.update_load_avg(pq, Some(e));
-                self.update_cfs_group(e);
             }
             let cfs = self.cfs_mut(pq);
-            cfs.h_nr_queued += queued;
-            cfs.h_nr_runnable += runnable;
+            if add {
+                cfs.h_nr_queued += queued;
+                cfs.h_nr_runnable += runnable;
+            } else {
+                cfs.h_nr_queued -= queued;
+                cfs.h_nr_runnable -= runnable;
+            }
             if self.cfs_rq_throttled(pq) {
-                reached_root = false;
-                break;
+                return;
             }
             match self.parent_entity(e) {
                 Some(pe) => e = pe,
                 None => break,
             }
         }
-        if reached_root {
-            self.add_nr_running(q.cpu, queued as i64);
-        }
-        if self.rq(q.cpu).curr.is_none() && self.rq(q.cpu).cfs.nr_queued > 0 {
-            self.resched_curr(q.cpu);
-        }
+        self.add_nr_running(q.cpu, if add { queued as i64 } else { -(queued as i64) });
     }
 
     /// distribute_cfs_runtime(): hands the pool to throttled runqueues in

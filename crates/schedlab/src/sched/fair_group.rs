@@ -358,21 +358,7 @@ impl Sim {
             return;
         }
         self.finish_delayed_dequeue(p);
-        let cpu = self.task(p).cpu;
-        let running = self.rq(cpu).curr == Some(p);
-        let queued = self.task(p).on_rq;
-        let class = self.task(p).class;
-        let cls = crate::sched::class_of(class);
-        if running {
-            self.commit_progress(cpu);
-            cls.update_curr(self, cpu);
-        }
-        if queued {
-            cls.dequeue_task(self, cpu, p, deq::SAVE | deq::MOVE);
-        }
-        if running {
-            cls.put_prev_task(self, cpu, p);
-        }
+        let c = self.sched_change_begin(p, deq::MOVE);
         // detach_task_cfs_rq / attach_task_cfs_rq: the average changes runqueue.
         let old = self.cfs_rq_of(p);
         let w = self.task(p).se.load.weight;
@@ -387,14 +373,11 @@ impl Sim {
         cfs.avg.update_rq(now, lw, nr, run);
         cfs.avg.attach(&mut avg, w);
         self.task_mut(p).se.avg = avg;
-        if queued {
-            cls.enqueue_task(self, cpu, p, enq::RESTORE | enq::MOVE);
-        }
-        if running {
-            cls.set_next_task(self, cpu, p, false);
-            self.resched_curr(cpu);
-        } else if queued {
-            self.wakeup_preempt(cpu, p, 0);
+        self.sched_change_end(p, c, enq::MOVE);
+        if c.running {
+            self.resched_curr(c.cpu);
+        } else if c.queued {
+            self.wakeup_preempt(c.cpu, p, 0);
         }
     }
 

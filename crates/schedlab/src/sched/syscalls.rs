@@ -4,7 +4,7 @@
 
 use crate::machine::cpumask::CpuMask;
 use crate::engine::{Cpu, TaskId};
-use crate::sched::{class_of, deq, enq};
+use crate::sched::enq;
 use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, LoadWeight, Policy, TaskState};
 
@@ -20,20 +20,8 @@ impl Sim {
             return;
         }
         self.finish_delayed_dequeue(p);
-        let cpu = self.task(p).cpu;
-        let running = self.rq(cpu).curr == Some(p);
-        let queued = self.task(p).on_rq;
         let (old_class, old_prio) = (self.task(p).class, self.task(p).prio);
-        if running {
-            self.commit_progress(cpu);
-        }
-        if queued {
-            // Keep rq.nr_running: the task comes straight back.
-            class_of(old_class).dequeue_task(self, cpu, p, deq::SAVE);
-        }
-        if running {
-            class_of(old_class).put_prev_task(self, cpu, p);
-        }
+        let c = self.sched_change_begin(p, 0);
         // set_load_weight(): rescale the saved lag to the new weight. The
         // kernel does this only while the task is in the fair class (it calls
         // reweight_task before switching class) and sets the weight of an RT
@@ -69,15 +57,10 @@ impl Sim {
         self.scx_setattr(p, old_class, cls);
         let new_class = self.task(p).class;
         let new_prio = self.task(p).prio;
-        if queued {
-            // A task whose priority is lowered goes to the head of its new list.
-            let head = if new_class == ClassId::Rt && old_prio < new_prio { enq::HEAD } else { 0 };
-            class_of(new_class).enqueue_task(self, cpu, p, enq::RESTORE | head);
-        }
-        if running {
-            class_of(new_class).set_next_task(self, cpu, p, false);
-        }
-        self.check_class_changed(cpu, p, old_class, old_prio, running, queued);
+        // A task whose priority is lowered goes to the head of its new list.
+        let head = if new_class == ClassId::Rt && old_prio < new_prio { enq::HEAD } else { 0 };
+        self.sched_change_end(p, c, head);
+        self.check_class_changed(c.cpu, p, old_class, old_prio, c.running, c.queued);
     }
 
     /// check_class_changed(): switched_from / switched_to / prio_changed.

@@ -200,28 +200,12 @@ impl Sim {
             self.scx_cgroup_move_task(p);
             return;
         }
-        let cpu = self.task(p).cpu;
-        let running = self.rq(cpu).curr == Some(p);
-        let queued = self.task(p).on_rq;
-        let cls = crate::sched::class_of(class);
-        if running {
-            self.commit_progress(cpu);
-            cls.update_curr(self, cpu);
-        }
-        if queued {
-            cls.dequeue_task(self, cpu, p, deq::SAVE | deq::MOVE);
-        }
-        if running {
-            cls.put_prev_task(self, cpu, p);
-        }
+        let c = self.sched_change_begin(p, deq::MOVE);
         self.task_mut(p).cgrp = g;
         self.scx_cgroup_move_task(p);
-        if queued {
-            cls.enqueue_task(self, cpu, p, enq::RESTORE | enq::MOVE);
-        }
-        if running {
-            cls.set_next_task(self, cpu, p, false);
-            self.resched_curr(cpu);
+        self.sched_change_end(p, c, enq::MOVE);
+        if c.running {
+            self.resched_curr(c.cpu);
         }
     }
 

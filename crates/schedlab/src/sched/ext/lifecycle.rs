@@ -10,7 +10,7 @@ use crate::sched::features::Feature;
 use crate::sched::ext::dsq::{Dsq, DsqKind};
 use crate::sched::ext::ops::{dsq_id, ops_flags, ExitInfo, ExitKind, ExtOps, Op, WATCHDOG_MAX_TIMEOUT_MS};
 use crate::sched::ext::EnableState;
-use crate::sched::{class_of, deq, enq};
+use crate::sched::{deq, enq};
 use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, Policy, TaskState};
 use crate::engine::time::Ns;
@@ -306,18 +306,7 @@ impl Sim {
             return;
         }
         self.finish_delayed_dequeue(p);
-        let cpu = self.task(p).cpu;
-        let running = self.rq(cpu).curr == Some(p);
-        let queued = self.task(p).on_rq;
-        if running {
-            self.commit_progress(cpu);
-        }
-        if queued {
-            class_of(from).dequeue_task(self, cpu, p, deq::SAVE | deq::MOVE);
-        }
-        if running {
-            class_of(from).put_prev_task(self, cpu, p);
-        }
+        let c = self.sched_change_begin(p, deq::MOVE);
         if from == ClassId::Ext {
             self.scx_exit_task(p, false);
         }
@@ -332,17 +321,12 @@ impl Sim {
         } else if to == ClassId::Fair {
             self.reset_fair_entity_for_switch(p);
         }
-        if queued {
-            class_of(to).enqueue_task(self, cpu, p, enq::RESTORE | enq::MOVE);
-        }
-        if running {
-            class_of(to).set_next_task(self, cpu, p, false);
-        }
-        if queued {
-            if running {
-                self.resched_curr(cpu);
+        self.sched_change_end(p, c, enq::MOVE);
+        if c.queued {
+            if c.running {
+                self.resched_curr(c.cpu);
             } else {
-                self.wakeup_preempt(cpu, p, 0);
+                self.wakeup_preempt(c.cpu, p, 0);
             }
         }
     }
