@@ -18,7 +18,7 @@ const SCHED_CAPACITY_SCALE: u64 = 1024;
 
 /// Why a balance pass runs (enum cpu_idle_type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IdleType {
+pub(crate) enum IdleType {
     /// Periodic balancing on a busy CPU (CPU_NOT_IDLE).
     NotIdle,
     /// Periodic balancing on an idle CPU (CPU_IDLE).
@@ -73,7 +73,7 @@ impl GroupStats {
 
 /// Nohz idle balancing state (`struct nohz` in fair.c).
 #[derive(Clone, Debug)]
-pub struct Nohz {
+pub(crate) struct Nohz {
     /// CPUs whose tick is stopped because they are idle (`nohz.idle_cpus_mask`).
     pub idle_cpus: CpuMask,
     /// When an idle load balance is next due (`nohz.next_balance`).
@@ -83,18 +83,18 @@ pub struct Nohz {
 impl Sim {
     /// idle_cpu(): nothing running or queued.
     #[inline]
-    pub fn idle_cpu(&self, cpu: Cpu) -> bool {
+    pub(crate) fn idle_cpu(&self, cpu: Cpu) -> bool {
         let rq = self.rq(cpu);
         rq.curr.is_none() && rq.nr_running == 0
     }
 
     /// The CPU's fair load average (`cpu_load()`, `cfs_rq->avg.load_avg`).
-    pub fn cpu_load(&self, cpu: Cpu) -> u64 {
+    pub(crate) fn cpu_load(&self, cpu: Cpu) -> u64 {
         self.rq(cpu).cfs.avg.load_avg
     }
 
     /// The CPU's fair utilisation, capped at SCHED_CAPACITY_SCALE (`cpu_util_cfs()`).
-    pub fn cpu_util(&self, cpu: Cpu) -> u64 {
+    pub(crate) fn cpu_util(&self, cpu: Cpu) -> u64 {
         self.rq(cpu).cfs.avg.util_avg.min(SCHED_CAPACITY_SCALE)
     }
 
@@ -177,7 +177,7 @@ impl Sim {
     }
 
     /// select_task_rq_fair().
-    pub fn select_task_rq_fair(&mut self, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
+    pub(crate) fn select_task_rq_fair(&mut self, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
         let this_cpu = self.this_cpu;
         if wake_flags & wf::FORK != 0 {
             return self.find_idlest_cpu(p, this_cpu, prev_cpu);
@@ -446,7 +446,7 @@ impl Sim {
     }
 
     /// Periodic balancing from the tick (trigger_load_balance).
-    pub fn trigger_load_balance(&mut self, cpu: Cpu) {
+    pub(crate) fn trigger_load_balance(&mut self, cpu: Cpu) {
         if self.now() >= self.rq(cpu).next_balance {
             let idle = if self.idle_cpu(cpu) { IdleType::Idle } else { IdleType::NotIdle };
             self.rebalance_domains(cpu, idle);
@@ -455,7 +455,7 @@ impl Sim {
     }
 
     /// sched_balance_domains(): balance each level whose interval has passed.
-    pub fn rebalance_domains(&mut self, cpu: Cpu, mut idle: IdleType) {
+    pub(crate) fn rebalance_domains(&mut self, cpu: Cpu, mut idle: IdleType) {
         let now = self.now();
         let mut next = now + 60 * 1000 * NSEC_PER_MSEC;
         for level in 0..self.domains[cpu as usize].len() {
@@ -483,7 +483,7 @@ impl Sim {
     }
 
     /// Newly idle balancing (sched_balance_newidle); true if a task was pulled.
-    pub fn sched_balance_newidle(&mut self, cpu: Cpu) -> bool {
+    pub(crate) fn sched_balance_newidle(&mut self, cpu: Cpu) -> bool {
         // Not worth it when this CPU's idle periods are short, or when no CPU
         // has anything queued to give.
         if self.rq(cpu).avg_idle < self.tunables.fair.migration_cost_ns || self.rd.nr_overloaded == 0 {
@@ -519,7 +519,7 @@ impl Sim {
     }
 
     /// The kicked idle CPU balances on behalf of every idle CPU due (nohz_idle_balance).
-    pub fn nohz_idle_balance(&mut self, ilb: Cpu) {
+    pub(crate) fn nohz_idle_balance(&mut self, ilb: Cpu) {
         if !std::mem::take(&mut self.rq_mut(ilb).nohz_kick) {
             return;
         }
@@ -555,7 +555,7 @@ impl Sim {
     }
 
     /// One balance pass of `cpu` at domain `level` (sched_balance_rq); returns tasks moved.
-    pub fn sched_balance_rq(&mut self, cpu: Cpu, level: usize, idle: IdleType) -> u32 {
+    pub(crate) fn sched_balance_rq(&mut self, cpu: Cpu, level: usize, idle: IdleType) -> u32 {
         let sd = self.domains[cpu as usize][level].clone();
         self.rq_mut(cpu).stats.balance_runs += 1;
         let cost = sd.span.weight() as u64 * self.costs.scan_cpu_ns;

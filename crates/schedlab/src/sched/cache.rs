@@ -20,15 +20,15 @@ use crate::sched::task::NICE_0_LOAD;
 use crate::engine::time::{Ns, NSEC_PER_MSEC};
 
 /// One epoch; occupancy halves every epoch.
-pub const EPOCH_PERIOD_NS: Ns = 10 * NSEC_PER_MSEC;
+pub(crate) const EPOCH_PERIOD_NS: Ns = 10 * NSEC_PER_MSEC;
 /// Occupancy older than this many epochs is gone (and "small" is below 1024 >> 5).
-pub const EPOCH_OLD: u32 = 5;
+pub(crate) const EPOCH_OLD: u32 = 5;
 /// A visited CPU not used for this many epochs leaves the scan set.
-pub const EPOCH_AFFINITY_TIMEOUT: u64 = 5;
+pub(crate) const EPOCH_AFFINITY_TIMEOUT: u64 = 5;
 
 /// Per-process cache-occupancy state (mm->pcpu_sched and friends).
 #[derive(Clone, Debug)]
-pub struct MmSched {
+pub(crate) struct MmSched {
     /// Per CPU: decayed runtime of the process there, and the epoch it was last decayed at.
     pub runtime: Vec<(u64, u64)>,
     /// CPUs the process ran on recently, with the epoch of the last visit.
@@ -43,7 +43,7 @@ pub struct MmSched {
 
 /// Per-CPU epoch clock and decayed total runtime.
 #[derive(Clone, Debug, Default)]
-pub struct CpuCache {
+pub(crate) struct CpuCache {
     /// The CPU's current epoch (rq->cpu_epoch).
     pub epoch: u64,
     /// Decayed runtime of all processes on this CPU (rq->cpu_runtime).
@@ -101,7 +101,7 @@ impl Sim {
     }
 
     /// account_mm_sched(): charge `delta` of `p`'s runtime to its process on `cpu`.
-    pub fn account_mm_sched(&mut self, cpu: Cpu, p: TaskId, delta: Ns) {
+    pub(crate) fn account_mm_sched(&mut self, cpu: Cpu, p: TaskId, delta: Ns) {
         if !self.cache_on() || self.task(p).nr_cpus_allowed == 1 {
             return;
         }
@@ -127,7 +127,7 @@ impl Sim {
     }
 
     /// Called from the tick: once per epoch per process, run task_cache_work.
-    pub fn task_tick_cache(&mut self, cpu: Cpu, p: TaskId) {
+    pub(crate) fn task_tick_cache(&mut self, cpu: Cpu, p: TaskId) {
         if !self.cache_on() || self.task(p).nr_cpus_allowed == 1 {
             return;
         }
@@ -217,7 +217,7 @@ impl Sim {
     }
 
     /// select_cache_cpu(): start the wakeup search from the preferred CPU.
-    pub fn select_cache_cpu(&self, p: TaskId, prev: Cpu) -> Cpu {
+    pub(crate) fn select_cache_cpu(&self, p: TaskId, prev: Cpu) -> Cpu {
         if !self.cache_on() || self.task(p).nr_cpus_allowed == 1 {
             return prev;
         }
@@ -233,7 +233,7 @@ impl Sim {
 
     /// llc_balancing: moving `p` from `src` to `dst` takes it out of its
     /// preferred LLC (negative), into it (positive), or neither (zero).
-    pub fn migrate_llc_pref(&self, p: TaskId, src: Cpu, dst: Cpu) -> i32 {
+    pub(crate) fn migrate_llc_pref(&self, p: TaskId, src: Cpu, dst: Cpu) -> i32 {
         if !self.cache_on() {
             return 0;
         }

@@ -24,7 +24,7 @@ pub(crate) struct SchedChange {
 
 impl Sim {
     /// Puts `p` on `cpu`'s runqueue (activate_task / enqueue_task).
-    pub fn activate_task(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
+    pub(crate) fn activate_task(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
         debug_assert_eq!(self.task(p).cpu, cpu);
         let cls = class_of(self.task(p).class);
         if flags & enq::DELAYED == 0 {
@@ -41,7 +41,7 @@ impl Sim {
 
     /// Takes `p` off its runqueue (deactivate_task / dequeue_task). Returns
     /// false when the class keeps it queued as a delayed dequeue.
-    pub fn deactivate_task(&mut self, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+    pub(crate) fn deactivate_task(&mut self, cpu: Cpu, p: TaskId, flags: u32) -> bool {
         let cls = class_of(self.task(p).class);
         if !cls.dequeue_task(self, cpu, p, flags) {
             return false;
@@ -51,7 +51,7 @@ impl Sim {
     }
 
     /// Book-keeping once a task has really left its runqueue.
-    pub fn finish_dequeue(&mut self, cpu: Cpu, p: TaskId) {
+    pub(crate) fn finish_dequeue(&mut self, cpu: Cpu, p: TaskId) {
         let rq = self.rq_mut(cpu);
         rq.nr_running -= 1;
         if rq.nr_running == 1 {
@@ -61,7 +61,7 @@ impl Sim {
     }
 
     /// Moves a non-running, non-queued task to `new_cpu` (set_task_cpu).
-    pub fn set_task_cpu(&mut self, p: TaskId, new_cpu: Cpu) {
+    pub(crate) fn set_task_cpu(&mut self, p: TaskId, new_cpu: Cpu) {
         let old = self.task(p).cpu;
         if old == new_cpu {
             return;
@@ -80,7 +80,7 @@ impl Sim {
 
     /// Moves a queued, not running task between runqueues (move_queued_task /
     /// detach_task + attach_task).
-    pub fn move_queued_task(&mut self, p: TaskId, dst: Cpu) {
+    pub(crate) fn move_queued_task(&mut self, p: TaskId, dst: Cpu) {
         let src = self.task(p).cpu;
         debug_assert!(self.rq(src).curr != Some(p));
         self.deactivate_task(src, p, deq::MOVE | deq::SAVE | deq::MIGRATING);
@@ -93,7 +93,7 @@ impl Sim {
     /// Asks `cpu` to reschedule (resched_curr). Locally this happens on return
     /// from the current event; a remote CPU is sent an IPI, which also pays
     /// the idle-state exit latency if the CPU was idle.
-    pub fn resched_curr(&mut self, cpu: Cpu) {
+    pub(crate) fn resched_curr(&mut self, cpu: Cpu) {
         let rq = self.rq_mut(cpu);
         if rq.need_resched {
             return;
@@ -105,7 +105,7 @@ impl Sim {
     }
 
     /// Sends an IPI to `cpu`; arrival includes delivery and idle exit.
-    pub fn send_ipi(&mut self, cpu: Cpu) {
+    pub(crate) fn send_ipi(&mut self, cpu: Cpu) {
         let now = self.now();
         let exit = match self.rq(cpu).idle_since {
             Some(since) => self.costs.idle_exit_ns(now - since),
@@ -123,7 +123,7 @@ impl Sim {
     }
 
     /// An IPI arrives: the nohz idle-balance kick and/or a reschedule.
-    pub fn on_ipi(&mut self, cpu: Cpu) {
+    pub(crate) fn on_ipi(&mut self, cpu: Cpu) {
         let rq = self.rq_mut(cpu);
         rq.ipi_pending = false;
         rq.stats.ipis += 1;
@@ -137,7 +137,7 @@ impl Sim {
 
     /// Checks whether the newly queued `p` should preempt `cpu`'s current task
     /// (wakeup_preempt).
-    pub fn wakeup_preempt(&mut self, cpu: Cpu, p: TaskId, wake_flags: u32) {
+    pub(crate) fn wakeup_preempt(&mut self, cpu: Cpu, p: TaskId, wake_flags: u32) {
         let Some(curr) = self.rq(cpu).curr else {
             if self.task(p).class != ClassId::Ext {
                 self.scx_higher_class_wakeup(cpu);
@@ -158,7 +158,7 @@ impl Sim {
     }
 
     /// try_to_wake_up(): make a blocked task runnable.
-    pub fn try_to_wake_up(&mut self, p: TaskId, wake_flags: u32) {
+    pub(crate) fn try_to_wake_up(&mut self, p: TaskId, wake_flags: u32) {
         let t = self.task(p);
         if matches!(t.state, TaskState::Runnable | TaskState::Dead | TaskState::New) {
             return;
@@ -219,7 +219,7 @@ impl Sim {
     }
 
     /// select_fallback_rq(): the first allowed CPU, preferring the task's node.
-    pub fn select_fallback_rq(&self, p: TaskId, prev: Cpu) -> Cpu {
+    pub(crate) fn select_fallback_rq(&self, p: TaskId, prev: Cpu) -> Cpu {
         let t = self.task(p);
         let node = self.topo.node_of(prev as usize);
         t.cpus_allowed
@@ -230,7 +230,7 @@ impl Sim {
     }
 
     /// wake_up_new_task(): place a new task with fork balancing and enqueue it.
-    pub fn wake_up_new_task(&mut self, p: TaskId) {
+    pub(crate) fn wake_up_new_task(&mut self, p: TaskId) {
         let now = self.now();
         let parent_cpu = self.this_cpu;
         {
@@ -294,7 +294,7 @@ impl Sim {
     }
 
     /// Account the running task's progress up to now.
-    pub fn commit_progress(&mut self, cpu: Cpu) {
+    pub(crate) fn commit_progress(&mut self, cpu: Cpu) {
         let now = self.now();
         let Some(p) = self.rq(cpu).curr else { return };
         let from = self.rq(cpu).progress_from;
@@ -320,7 +320,7 @@ impl Sim {
     /// (Re)arms the event at which the running task's current step completes.
     /// An event already pending for the same instant is kept: it acts on
     /// whatever runs on the CPU when it fires.
-    pub fn arm_step(&mut self, cpu: Cpu) {
+    pub(crate) fn arm_step(&mut self, cpu: Cpu) {
         let rq = &self.rqs[cpu as usize];
         let from = rq.progress_from;
         let at = rq.curr.and_then(|p| {
@@ -342,7 +342,7 @@ impl Sim {
     }
 
     /// Cancels the pending step event of `cpu`.
-    pub fn cancel_step(&mut self, cpu: Cpu) {
+    pub(crate) fn cancel_step(&mut self, cpu: Cpu) {
         let rq = self.rq_mut(cpu);
         rq.step_gen = rq.step_gen.wrapping_add(1);
         rq.step_at = None;
@@ -352,7 +352,7 @@ impl Sim {
 
     /// Charges `ns` of interrupt work to `cpu`: the running task makes no
     /// progress meanwhile, and a switch made on return starts after it.
-    pub fn charge_irq(&mut self, cpu: Cpu, ns: Ns) {
+    pub(crate) fn charge_irq(&mut self, cpu: Cpu, ns: Ns) {
         if ns == 0 {
             return;
         }
@@ -367,7 +367,7 @@ impl Sim {
     }
 
     /// __schedule(): put the current task away, pick the next and switch.
-    pub fn schedule(&mut self, cpu: Cpu) {
+    pub(crate) fn schedule(&mut self, cpu: Cpu) {
         let now = self.now();
         self.rq_mut(cpu).need_resched = false;
         let prev = self.rq(cpu).curr;
@@ -520,7 +520,7 @@ impl Sim {
     }
 
     /// The scheduler tick on a busy CPU (sched_tick).
-    pub fn on_tick(&mut self, cpu: Cpu) {
+    pub(crate) fn on_tick(&mut self, cpu: Cpu) {
         let now = self.now();
         let Some(curr) = self.rq(cpu).curr else {
             // nohz: an idle CPU's tick stops.
@@ -539,7 +539,7 @@ impl Sim {
     }
 
     /// A sleep timer fires on the CPU the task slept on.
-    pub fn on_timer(&mut self, p: TaskId) {
+    pub(crate) fn on_timer(&mut self, p: TaskId) {
         let cpu = self.task(p).cpu;
         self.this_cpu = cpu;
         let now = self.now();
@@ -560,7 +560,7 @@ impl Sim {
     }
 
     /// yield_to(): core part (same class, target not running); returns true if yielded.
-    pub fn yield_to(&mut self, cpu: Cpu, target: TaskId) -> bool {
+    pub(crate) fn yield_to(&mut self, cpu: Cpu, target: TaskId) -> bool {
         let curr = match self.rq(cpu).curr {
             Some(c) => c,
             None => return false,
@@ -641,7 +641,7 @@ impl Sim {
     }
 
     /// Runs every check the engine promises after an event (debug builds).
-    pub fn assert_invariants(&self) {
+    pub(crate) fn assert_invariants(&self) {
         // Cost is O(queued tasks), not O(all tasks ever created): it runs after
         // every event. Saved lags of dequeued tasks are checked at dequeue.
         let overloaded = self.rqs.iter().filter(|rq| rq.nr_running > 1).count() as u32;

@@ -42,14 +42,14 @@ impl Sim {
     }
 
     /// Runs the simulation, calling `progress(now, end)` every few thousand events.
-    pub fn run_with_progress(&mut self, progress: &mut dyn FnMut(Ns, Ns)) {
+    pub(crate) fn run_with_progress(&mut self, progress: &mut dyn FnMut(Ns, Ns)) {
         self.run_while(&mut |now, end| {
             progress(now, end);
             true
         });
     }
 
-    /// [`Self::run_with_progress`] that stops when `keep_going(now, end)`,
+    /// `Self::run_with_progress` that stops when `keep_going(now, end)`,
     /// asked every 65,536 events, says false (an interrupt from a caller:
     /// Ctrl-C in Python). Returns false when stopped early; the run's
     /// results are then incomplete.

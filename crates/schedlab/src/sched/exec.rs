@@ -21,7 +21,7 @@ impl Sim {
     }
 
     /// The running task on `cpu` finished its step (or became able to make progress).
-    pub fn on_step_done(&mut self, cpu: Cpu) {
+    pub(crate) fn on_step_done(&mut self, cpu: Cpu) {
         self.commit_progress(cpu);
         let Some(p) = self.rq(cpu).curr else { return };
         if self.task(p).spinning.is_some() {

@@ -60,23 +60,23 @@ impl Default for FairTunables {
 /// u64 deadline, whereas the kernel compares with signed differences; starting
 /// far from zero keeps every vruntime and deadline clear of the wrap, so the
 /// two orders agree (2^62 ns of virtual time is decades even at nice 19).
-pub const VRUNTIME_BASE: u64 = 1 << 62;
+pub(crate) const VRUNTIME_BASE: u64 = 1 << 62;
 
 impl crate::sched::rq::CfsRq {
     /// An empty fair runqueue whose zero_vruntime starts at
-    /// [`VRUNTIME_BASE`] (`init_cfs_rq()`).
+    /// `VRUNTIME_BASE` (`init_cfs_rq()`).
     pub fn new() -> Self {
         crate::sched::rq::CfsRq { zero_vruntime: VRUNTIME_BASE, ..Default::default() }
     }
 }
 
 /// The fair class (`fair_sched_class`): EEVDF.
-pub struct FairClass;
+pub(crate) struct FairClass;
 /// The fair class object.
-pub static FAIR_CLASS: FairClass = FairClass;
+pub(crate) static FAIR_CLASS: FairClass = FairClass;
 
 /// delta * weight / lw.weight with the kernel's fixed-point inverse (__calc_delta).
-pub fn calc_delta(delta: u64, weight: u64, lw: &LoadWeight) -> u64 {
+pub(crate) fn calc_delta(delta: u64, weight: u64, lw: &LoadWeight) -> u64 {
     let mut fact = weight;
     let mut shift: u32 = 32;
     let hi = fact >> 32;
@@ -97,7 +97,7 @@ pub fn calc_delta(delta: u64, weight: u64, lw: &LoadWeight) -> u64 {
 
 /// Real time to virtual time for an entity (calc_delta_fair).
 #[inline]
-pub fn calc_delta_fair(delta: u64, lw: &LoadWeight) -> u64 {
+pub(crate) fn calc_delta_fair(delta: u64, lw: &LoadWeight) -> u64 {
     if lw.weight == NICE_0_LOAD {
         delta
     } else {
@@ -132,7 +132,7 @@ impl Sim {
     }
 
     /// V, the load-weighted average vruntime of the queue (avg_vruntime).
-    pub fn avg_vruntime(&self, q: Cq) -> u64 {
+    pub(crate) fn avg_vruntime(&self, q: Cq) -> u64 {
         let (mut avg, load) = self.avg_sums(q);
         if load > 0 {
             // Floor division, so that V never runs ahead of the true average.
@@ -145,14 +145,14 @@ impl Sim {
     }
 
     /// V >= vruntime, by cross-multiplying (vruntime_eligible).
-    pub fn vruntime_eligible(&self, q: Cq, vruntime: u64) -> bool {
+    pub(crate) fn vruntime_eligible(&self, q: Cq, vruntime: u64) -> bool {
         let (avg, load) = self.avg_sums(q);
         avg >= vdiff(vruntime, self.cfs(q).zero_vruntime) as i128 * load
     }
 
     /// The entity is eligible: its vruntime is at or before the runqueue's weighted average V (`entity_eligible()`).
     #[inline]
-    pub fn entity_eligible(&self, q: Cq, e: Se) -> bool {
+    pub(crate) fn entity_eligible(&self, q: Cq, e: Se) -> bool {
         self.vruntime_eligible(q, self.se(e).vruntime)
     }
 
@@ -344,7 +344,7 @@ impl Sim {
     /// Charges the running fair task's runtime since its exec_start, in the
     /// runqueue the task is queued in (update_curr_fair: update_curr of
     /// cfs_rq_of(&rq->curr->se)).
-    pub fn update_curr_fair(&mut self, cpu: Cpu) {
+    pub(crate) fn update_curr_fair(&mut self, cpu: Cpu) {
         let mut q = Cq::root(cpu);
         loop {
             match self.cfs(q).curr {
@@ -530,7 +530,7 @@ impl Sim {
 
     /// The EEVDF pick: the eligible entity with the earliest virtual deadline,
     /// keeping a protected current entity (pick_eevdf).
-    pub fn pick_eevdf(&self, q: Cq, protect: bool) -> Option<Se> {
+    pub(crate) fn pick_eevdf(&self, q: Cq, protect: bool) -> Option<Se> {
         let cfs = self.cfs(q);
         let first = cfs.timeline.iter().next().map(|&(_, p)| p);
         let mut curr = cfs.curr.filter(|&c| self.se(c).on_rq);
@@ -572,7 +572,7 @@ impl Sim {
     /// pick_task_fair(): walks down from the root runqueue, each level
     /// picking among its own entities; finishes delayed dequeues the pick
     /// runs into.
-    pub fn pick_task_fair(&mut self, cpu: Cpu) -> Option<TaskId> {
+    pub(crate) fn pick_task_fair(&mut self, cpu: Cpu) -> Option<TaskId> {
         'again: loop {
             let mut q = Cq::root(cpu);
             if self.cfs(q).nr_queued == 0 {

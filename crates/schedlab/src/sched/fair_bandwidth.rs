@@ -22,13 +22,13 @@ use crate::sched::sim::Sim;
 use crate::sched::{deq, enq};
 
 /// sysctl_sched_cfs_bandwidth_slice: 5 ms.
-pub const CFS_BANDWIDTH_SLICE: Ns = 5 * NSEC_PER_MSEC;
+pub(crate) const CFS_BANDWIDTH_SLICE: Ns = 5 * NSEC_PER_MSEC;
 /// min_cfs_rq_runtime: what a runqueue keeps when it returns slack (1 ms).
-pub const MIN_CFS_RQ_RUNTIME: Ns = NSEC_PER_MSEC;
+pub(crate) const MIN_CFS_RQ_RUNTIME: Ns = NSEC_PER_MSEC;
 /// cfs_bandwidth_slack_period (5 ms) and min_bandwidth_expiration (2 ms).
-pub const CFS_SLACK_PERIOD: Ns = 5 * NSEC_PER_MSEC;
+pub(crate) const CFS_SLACK_PERIOD: Ns = 5 * NSEC_PER_MSEC;
 /// The least time left before the period timer fires for slack to be handed out.
-pub const MIN_BANDWIDTH_EXPIRATION: Ns = 2 * NSEC_PER_MSEC;
+pub(crate) const MIN_BANDWIDTH_EXPIRATION: Ns = 2 * NSEC_PER_MSEC;
 
 /// A group's bandwidth state (`struct cfs_bandwidth`).
 #[derive(Clone, Debug, Default)]
@@ -106,7 +106,7 @@ impl Sim {
     /// tg_set_cfs_bandwidth(): a new cpu.max (and burst) for a group. The
     /// pool is refilled, every runqueue starts from zero runtime, and the
     /// throttled ones are let go.
-    pub fn tg_set_cfs_bandwidth(&mut self, g: u32, max: CpuMax) {
+    pub(crate) fn tg_set_cfs_bandwidth(&mut self, g: u32, max: CpuMax) {
         for cpu in 0..self.nr_cpus() as Cpu {
             self.update_curr_fair(cpu);
         }
@@ -341,7 +341,7 @@ impl Sim {
 
     /// The period timer (do_sched_cfs_period_timer) or the slack timer
     /// (do_sched_cfs_slack_timer) of group `g` fires.
-    pub fn on_cfs_bandwidth_timer(&mut self, g: u32, gen: u32, slack: bool) {
+    pub(crate) fn on_cfs_bandwidth_timer(&mut self, g: u32, gen: u32, slack: bool) {
         let cpu = self.cg.groups[g as usize].bw.timer_cpu;
         self.this_cpu = cpu;
         let Some(quota) = self.quota(g) else { return };

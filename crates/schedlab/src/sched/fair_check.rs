@@ -15,7 +15,7 @@ use crate::sched::task::{ClassId, NICE_0_LOAD};
 /// [`check_saved_lag`] find it. `tg` is the task group's index (0 = the
 /// CPU's root runqueue); an entity id with [`GSE`] set is a group entity.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CfsViolation {
+pub(crate) enum CfsViolation {
     /// A timeline entry keyed by something other than the entity's deadline.
     #[error("entity {entity:#x}: timeline key {key} != deadline {deadline}")]
     TimelineKey {
@@ -178,7 +178,7 @@ pub enum CfsViolation {
 impl Sim {
     /// Debug checks of the EEVDF state of one CPU: its root runqueue and
     /// every group runqueue on it.
-    pub fn check_cfs(&self, cpu: Cpu) -> Result<(), CfsViolation> {
+    pub(crate) fn check_cfs(&self, cpu: Cpu) -> Result<(), CfsViolation> {
         self.check_cfs_rq(Cq::root(cpu))?;
         if self.cg.enabled() {
             for g in 1..self.cg.groups.len() as u32 {
@@ -327,7 +327,7 @@ impl Sim {
 
 /// The kernel's own lag bound: a dequeued entity's saved lag is clamped to
 /// max(2 slices, a tick) of service (entity_lag), whatever happened before.
-pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), CfsViolation> {
+pub(crate) fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), CfsViolation> {
     let t = sim.task(p);
     if t.se.on_rq || t.class != ClassId::Fair || t.se.rel_deadline {
         return Ok(());
@@ -343,7 +343,7 @@ pub fn check_saved_lag(sim: &Sim, p: TaskId) -> Result<(), CfsViolation> {
 
 /// Panics with the violation when one CPU's fair state breaks an invariant
 /// (the after-every-event check of debug builds and `--check`).
-pub fn assert_cfs_invariants(sim: &Sim, cpu: Cpu) {
+pub(crate) fn assert_cfs_invariants(sim: &Sim, cpu: Cpu) {
     if let Err(e) = sim.check_cfs(cpu) {
         panic!("EEVDF invariant violated at t={}: {e}", sim.now());
     }

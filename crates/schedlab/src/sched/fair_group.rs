@@ -25,7 +25,7 @@ use crate::sched::{deq, enq};
 impl Sim {
     /// A runqueue by its id: the CPU's root one or a group's.
     #[inline]
-    pub fn cfs(&self, q: Cq) -> &CfsRq {
+    pub(crate) fn cfs(&self, q: Cq) -> &CfsRq {
         if q.tg == ROOT_TG {
             &self.rqs[q.cpu as usize].cfs
         } else {
@@ -35,7 +35,7 @@ impl Sim {
 
     /// The fair runqueue `q`, mutably.
     #[inline]
-    pub fn cfs_mut(&mut self, q: Cq) -> &mut CfsRq {
+    pub(crate) fn cfs_mut(&mut self, q: Cq) -> &mut CfsRq {
         if q.tg == ROOT_TG {
             &mut self.rqs[q.cpu as usize].cfs
         } else {
@@ -46,7 +46,7 @@ impl Sim {
 
     /// An entity by its id: a task's, or a group's on one CPU.
     #[inline]
-    pub fn se(&self, e: Se) -> &SchedEntity {
+    pub(crate) fn se(&self, e: Se) -> &SchedEntity {
         if e & GSE == 0 {
             &self.tasks[e as usize].se
         } else {
@@ -56,7 +56,7 @@ impl Sim {
 
     /// An entity by its id, mutably.
     #[inline]
-    pub fn se_mut(&mut self, e: Se) -> &mut SchedEntity {
+    pub(crate) fn se_mut(&mut self, e: Se) -> &mut SchedEntity {
         if e & GSE == 0 {
             &mut self.tasks[e as usize].se
         } else {
@@ -73,7 +73,7 @@ impl Sim {
 
     /// cfs_rq_of(): the runqueue an entity is queued in.
     #[inline]
-    pub fn cfs_rq_of(&self, e: Se) -> Cq {
+    pub(crate) fn cfs_rq_of(&self, e: Se) -> Cq {
         if e & GSE == 0 {
             let t = &self.tasks[e as usize];
             Cq { cpu: t.cpu, tg: t.cgrp }
@@ -85,7 +85,7 @@ impl Sim {
 
     /// group_cfs_rq(): the runqueue a group entity stands for.
     #[inline]
-    pub fn group_cfs_rq(&self, e: Se) -> Cq {
+    pub(crate) fn group_cfs_rq(&self, e: Se) -> Cq {
         debug_assert!(e & GSE != 0);
         let (g, cpu) = self.gse_group(e);
         Cq { cpu, tg: g }
@@ -93,7 +93,7 @@ impl Sim {
 
     /// parent_entity(): the entity of the group an entity is queued in.
     #[inline]
-    pub fn parent_entity(&self, e: Se) -> Option<Se> {
+    pub(crate) fn parent_entity(&self, e: Se) -> Option<Se> {
         let q = self.cfs_rq_of(e);
         if q.tg == ROOT_TG {
             None
@@ -351,7 +351,7 @@ impl Sim {
     /// and the CPU (DEQUEUE_SAVE | DEQUEUE_MOVE), its load average moves
     /// with it (task_change_group_fair), and it is put back in the new
     /// group's runqueue.
-    pub fn sched_move_task(&mut self, p: TaskId, g: u32) {
+    pub(crate) fn sched_move_task(&mut self, p: TaskId, g: u32) {
         if self.task(p).class != crate::sched::task::ClassId::Fair {
             // Only the fair class queues by group (ext: ext/cgroup.rs).
             self.sched_move_task_other(p, g);
@@ -398,6 +398,6 @@ impl Sim {
 
 /// The inverse weight (2^32 / w) the fixed-point divisions use
 /// (__update_inv_weight).
-pub fn inv_weight(w: u64) -> u32 {
+pub(crate) fn inv_weight(w: u64) -> u32 {
     (1u64 << 32).checked_div(w).map_or(u32::MAX, |v| v.min(u32::MAX as u64) as u32)
 }

@@ -2,21 +2,21 @@
 //! kernel counterparts in kernel/sched/:
 //!
 //! - [`sim`]: [`Sim`], the whole simulated system (runqueues, tasks, root
-//!   domain, loaded sched_ext scheduler); [`event_loop`] delivers ticks,
+//!   domain, loaded sched_ext scheduler); `event_loop` delivers ticks,
 //!   timers, IPIs and step ends to the handlers below and runs the
 //!   return-from-interrupt path; [`ipc`] (wait objects, spinlocks) and
 //!   [`metrics`] (what workloads measure) are the state it holds for them;
 //! - [`task`]: `task_struct`: policy, priority, weights, the per-class
 //!   entities, statistics, and the behaviour program a task runs;
 //! - [`rq`]: `struct rq` and the per-class runqueues (sched.h);
-//! - [`core`]: `schedule()`, wakeups, ticks, the class walk (core.c);
+//! - `core`: `schedule()`, wakeups, ticks, the class walk (core.c);
 //! - [`fair`] (EEVDF, fair.c), [`rt`] (rt.c), [`ext`] (sched_ext, ext.c):
 //!   the classes, reached from the core only through [`SchedClass`];
-//! - [`balance`]: load balancing and idle balancing (fair.c's balancing
+//! - `balance`: load balancing and idle balancing (fair.c's balancing
 //!   half); [`topology`]: the sched-domain builder (topology.c);
 //! - [`pelt`] (pelt.c), [`cache`] (cache-aware scheduling), [`features`]
-//!   (features.h), [`syscalls`] (syscalls.c);
-//! - [`exec`]: the behaviour-program interpreter, the model of what a task
+//!   (features.h), `syscalls` (syscalls.c);
+//! - `exec`: the behaviour-program interpreter, the model of what a task
 //!   does in user space and which system calls it makes.
 //!
 //! The hosting layer lives inside [`ext`] as `ext/host/`, with the C side in
@@ -27,17 +27,17 @@
 //! May import: [`crate::engine`] and [`crate::machine`]; the only upward
 //! reference is the tracepoint hooks of [`crate::results::trace`].
 
-pub mod balance;
+pub(crate) mod balance;
 pub mod cache;
 pub mod cgroup;
-pub mod core;
-pub mod event_loop;
-pub mod exec;
+pub(crate) mod core;
+pub(crate) mod event_loop;
+pub(crate) mod exec;
 pub mod ext;
 pub mod fair;
-pub mod fair_check;
-pub mod fair_bandwidth;
-pub mod fair_group;
+pub(crate) mod fair_check;
+pub(crate) mod fair_bandwidth;
+pub(crate) mod fair_group;
 pub mod features;
 pub mod ipc;
 pub mod metrics;
@@ -45,7 +45,7 @@ pub mod pelt;
 pub mod rq;
 pub mod rt;
 pub mod sim;
-pub mod syscalls;
+pub(crate) mod syscalls;
 pub mod task;
 pub mod topology;
 

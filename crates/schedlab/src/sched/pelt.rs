@@ -34,7 +34,7 @@
 //! reached at this point of the current period (an entity that was always
 //! runnable), i.e. `LOAD_AVG_MAX - 1024 + period_contrib`. So `util_avg` is
 //! the recent fraction of time spent running, scaled to
-//! [`SCHED_CAPACITY_SCALE`].
+//! `SCHED_CAPACITY_SCALE`.
 //!
 //! All arithmetic is integer (`y^n` comes from a fixed-point table), so
 //! results are bit-for-bit reproducible on every machine. Frequency and
@@ -54,19 +54,19 @@
 //!   out directly in capacity units (1024 == one CPU fully busy).
 
 /// Fixed-point shift of CPU capacity: a capacity of 1.0 is `1 << 10`.
-pub const SCHED_CAPACITY_SHIFT: u32 = 10;
+pub(crate) const SCHED_CAPACITY_SHIFT: u32 = 10;
 /// Capacity of a full CPU (and the value `util_avg` of an always-running task
 /// converges to).
-pub const SCHED_CAPACITY_SCALE: u64 = 1 << SCHED_CAPACITY_SHIFT;
+pub(crate) const SCHED_CAPACITY_SCALE: u64 = 1 << SCHED_CAPACITY_SHIFT;
 /// Half-life of the decay, in periods: `y^LOAD_AVG_PERIOD == 1/2`.
-pub const LOAD_AVG_PERIOD: u64 = 32;
+pub(crate) const LOAD_AVG_PERIOD: u64 = 32;
 /// Value `1024 * sum_{n>=0} y^n` converges to with the integer arithmetic
 /// used here: the largest possible (unweighted) sum.
-pub const LOAD_AVG_MAX: u64 = 47742;
+pub(crate) const LOAD_AVG_MAX: u64 = 47742;
 /// Length of one PELT period, in time units of 1024 ns.
-pub const PELT_PERIOD: u64 = 1024;
+pub(crate) const PELT_PERIOD: u64 = 1024;
 /// Smallest possible divider (the maximum sum right at a period boundary).
-pub const PELT_MIN_DIVIDER: u64 = LOAD_AVG_MAX - PELT_PERIOD;
+pub(crate) const PELT_MIN_DIVIDER: u64 = LOAD_AVG_MAX - PELT_PERIOD;
 
 /// Nanoseconds are turned into PELT units (~1 us) by this shift.
 const NS_TO_UNIT_SHIFT: u32 = 10;
@@ -96,7 +96,7 @@ fn mul_u64_u32_shr(a: u64, mul: u32, shift: u32) -> u64 {
 /// remainder through the fixed-point table. Beyond 63 half-lives every `u64`
 /// has decayed to zero, so that case short-circuits.
 #[must_use]
-pub fn decay_load(val: u64, n: u64) -> u64 {
+pub(crate) fn decay_load(val: u64, n: u64) -> u64 {
     if n > LOAD_AVG_PERIOD * 63 {
         return 0;
     }
@@ -405,7 +405,10 @@ impl SchedAvg {
 /// and util alike, so `util_avg` is the recent fraction of time spent
 /// running that class, scaled to 1024. `running` describes the interval
 /// since the last update. Returns `true` if a period boundary was crossed.
-pub fn update_util_only(sa: &mut SchedAvg, now: u64, running: bool) -> bool {
+/// The simulator does not track RT utilization yet; the unit tests pin the
+/// arithmetic so the RT class can adopt it unchanged.
+#[cfg(test)]
+fn update_util_only(sa: &mut SchedAvg, now: u64, running: bool) -> bool {
     let r = u64::from(running);
     if update_load_sum(now, sa, r, r, running) {
         update_load_avg(sa, 1);

@@ -48,9 +48,9 @@ pub enum RtBandwidth {
 }
 
 /// The RT class (`rt_sched_class`): SCHED_FIFO and SCHED_RR.
-pub struct RtClass;
+pub(crate) struct RtClass;
 /// The RT class object.
-pub static RT_CLASS: RtClass = RtClass;
+pub(crate) static RT_CLASS: RtClass = RtClass;
 
 impl Sim {
     fn rr_ticks(&self) -> u32 {
@@ -179,7 +179,7 @@ impl Sim {
     }
 
     /// Per-tick RT bandwidth bookkeeping: arms the period timer on first use.
-    pub fn rt_bandwidth_tick(&mut self, cpu: Cpu) {
+    pub(crate) fn rt_bandwidth_tick(&mut self, cpu: Cpu) {
         if self.tunables.rt.rt_bandwidth == RtBandwidth::Off {
             return;
         }
@@ -220,7 +220,7 @@ impl Sim {
     }
 
     /// The RT bandwidth / fair-server timer.
-    pub fn on_rt_bandwidth(&mut self, cpu: Cpu) {
+    pub(crate) fn on_rt_bandwidth(&mut self, cpu: Cpu) {
         let now = self.now();
         self.update_curr_rt(cpu);
         if let Some(c) = self.rq(cpu).curr {
@@ -277,7 +277,7 @@ impl Sim {
     }
 
     /// Pull before picking when this CPU's RT priority is about to drop (balance_rt).
-    pub fn balance_rt(&mut self, cpu: Cpu, prev: Option<TaskId>) {
+    pub(crate) fn balance_rt(&mut self, cpu: Cpu, prev: Option<TaskId>) {
         let Some(p) = prev else {
             return;
         };

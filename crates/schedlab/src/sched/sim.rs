@@ -31,15 +31,15 @@ pub struct Sim {
     /// The machine: CPUs, cores, LLCs, nodes.
     pub topo: Topology,
     /// Sched domains per CPU, lowest level first.
-    pub domains: Vec<Vec<SchedDomain>>,
+    pub(crate) domains: Vec<Vec<SchedDomain>>,
     /// Costs of switches, IPIs, idle exit, migration and cache refill.
     pub costs: CostModel,
     /// Scheduler features (features.h) and their current values.
     pub features: Features,
     /// Sysctls and debugfs knobs.
-    pub tunables: Tunables,
+    pub(crate) tunables: Tunables,
     /// sysctl_sched_base_slice after scaling by CPU count.
-    pub base_slice_ns: Ns,
+    pub(crate) base_slice_ns: Ns,
     /// Every task ever created, indexed by pid.
     pub tasks: Vec<Task>,
     /// Behaviour programs, shared by the tasks of a workload.
@@ -53,33 +53,33 @@ pub struct Sim {
     /// What each workload measures.
     pub metrics: Vec<WorkloadMetrics>,
     /// Tasks each workload creates when it starts.
-    pub workload_tasks: Vec<Vec<TaskId>>,
+    pub(crate) workload_tasks: Vec<Vec<TaskId>>,
     /// One RNG stream per task.
-    pub task_rngs: Vec<Rng>,
+    pub(crate) task_rngs: Vec<Rng>,
     /// The run's seed; every stream derives from it.
     pub seed: u64,
     /// When the run ends, ns.
     pub end_ns: Ns,
     /// The CPU whose event is being handled (smp_processor_id()).
-    pub this_cpu: Cpu,
+    pub(crate) this_cpu: Cpu,
     /// The context the event is handled in ([`IrqCtx`]): what
     /// in_hardirq() / in_serving_softirq() see.
-    pub irq_ctx: IrqCtx,
+    pub(crate) irq_ctx: IrqCtx,
     /// Per-LLC "has idle cores" hint (sd_llc_shared->has_idle_cores).
-    pub llc_has_idle_cores: Vec<bool>,
+    pub(crate) llc_has_idle_cores: Vec<bool>,
     /// Nohz idle balancing state (fair.c's `nohz`).
-    pub nohz: Nohz,
+    pub(crate) nohz: Nohz,
     /// The root domain's balancing state (`struct root_domain`).
-    pub rd: RootDomain,
+    pub(crate) rd: RootDomain,
     /// The next free process id, for fork().
-    pub next_tgid: u32,
+    pub(crate) next_tgid: u32,
     /// Each process's (tgid's) thread group leader, its first task
     /// (sched/ext/procs.rs).
-    pub thread_groups: std::collections::BTreeMap<u32, TaskId>,
+    pub(crate) thread_groups: std::collections::BTreeMap<u32, TaskId>,
     /// Cache-aware scheduling state: per process, per CPU, and totals.
-    pub mm_sched: Vec<Option<crate::sched::cache::MmSched>>,
+    pub(crate) mm_sched: Vec<Option<crate::sched::cache::MmSched>>,
     /// Per-CPU cache footprint (cache-aware scheduling).
-    pub cpu_cache: Vec<crate::sched::cache::CpuCache>,
+    pub(crate) cpu_cache: Vec<crate::sched::cache::CpuCache>,
     /// Cache-aware scheduling counters for the results.
     pub cache_stats: crate::sched::cache::CacheStats,
     /// The run ended (time reached `end_ns` or every finite workload finished).
@@ -94,9 +94,9 @@ pub struct Sim {
     /// per-task parts are `Rq::scx` and `Task::scx`.
     pub scx: Box<crate::sched::ext::ScxSched>,
     /// A scheduler to load at a later time (Event::ScxAttach).
-    pub scx_pending: Option<std::rc::Rc<dyn crate::sched::ext::ops::ExtOps>>,
+    pub(crate) scx_pending: Option<std::rc::Rc<dyn crate::sched::ext::ops::ExtOps>>,
     /// Tracepoint consumers (Perfetto trace, utilisation timeline); None: tracing off.
-    pub tracer: Option<Box<crate::results::trace::Tracer>>,
+    pub(crate) tracer: Option<Box<crate::results::trace::Tracer>>,
     /// The cgroup tree and the task groups' per-CPU fair state.
     pub cg: Box<crate::sched::cgroup::TaskGroups>,
 }
@@ -192,12 +192,12 @@ impl Sim {
 
     /// `cpu_rq(cpu)`, mutably.
     #[inline]
-    pub fn rq_mut(&mut self, cpu: Cpu) -> &mut Rq {
+    pub(crate) fn rq_mut(&mut self, cpu: Cpu) -> &mut Rq {
         &mut self.rqs[cpu as usize]
     }
 
     /// Adds a task in state New; it starts when its workload starts (or when forked).
-    pub fn add_task(&mut self, mut t: Task) -> TaskId {
+    pub(crate) fn add_task(&mut self, mut t: Task) -> TaskId {
         let id = self.tasks.len() as TaskId;
         t.id = id;
         t.scx = crate::sched::ext::ScxTask::new(id);

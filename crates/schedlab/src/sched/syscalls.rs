@@ -96,7 +96,7 @@ impl Sim {
     }
 
     /// sched_setaffinity(): moves the task off CPUs it may no longer use.
-    pub fn set_cpus_allowed(&mut self, p: TaskId, mask: CpuMask) {
+    pub(crate) fn set_cpus_allowed(&mut self, p: TaskId, mask: CpuMask) {
         if mask.is_empty() || mask.nr_bits() != self.nr_cpus() || self.task(p).state == TaskState::Dead {
             return;
         }

@@ -56,7 +56,7 @@ fn i32s(b: &[u8]) -> Vec<i32> {
 fn load_with_profile(s: &mut Sim, argv: &[&str]) -> Rc<Checked<HostedScheduler>> {
     let p = Profile::load(&profile_path()).unwrap_or_else(|e| panic!("{e}"));
     let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
-    let plan = resolve::resolve(&p, &Machine::new(&s.topo), &argv).unwrap_or_else(|e| panic!("{e}"));
+    let plan = resolve(&p, &Machine::new(&s.topo), &argv).unwrap_or_else(|e| panic!("{e}"));
     let mut c = cfg();
     apply::load_config(&plan, &mut c);
     let h = host::load_owned(&source(), &c).unwrap_or_else(|e| panic!("{e}"));

@@ -88,7 +88,7 @@ impl Sim {
     }
 
     /// Whether ops.cgroup_init() succeeded on `g` (SCX_TG_INITED).
-    pub fn scx_cgroup_inited(&self, g: u32) -> bool {
+    pub(crate) fn scx_cgroup_inited(&self, g: u32) -> bool {
         self.scx.cgroup_inited.get(g as usize).copied().unwrap_or(false)
     }
 

@@ -94,7 +94,7 @@ impl Sim {
 
     /// switch_class(): the CPU is about to run a task of a higher class;
     /// tell the scheduler it lost the CPU (ops.cpu_release).
-    pub fn scx_switch_class(&mut self, cpu: Cpu, next: TaskId) {
+    pub(crate) fn scx_switch_class(&mut self, cpu: Cpu, next: TaskId) {
         if !self.scx.enabled() || self.task(next).class == ClassId::Ext {
             return;
         }
@@ -113,7 +113,7 @@ impl Sim {
 
     /// wakeup_preempt_scx() for a higher class waking on `cpu`: IMMED tasks
     /// in the local DSQ cannot run now and go back to the scheduler.
-    pub fn scx_higher_class_wakeup(&mut self, cpu: Cpu) {
+    pub(crate) fn scx_higher_class_wakeup(&mut self, cpu: Cpu) {
         if self.scx.enabled() && self.rqs[cpu as usize].scx.nr_immed > 0 {
             self.scx_schedule_reenq_local(cpu, 0);
         }

@@ -518,7 +518,7 @@ impl Sim {
     }
 
     /// The deferred irq_work runs on `on` for `cpu`'s runqueue.
-    pub fn on_scx_deferred(&mut self, cpu: Cpu, on: Cpu) {
+    pub(crate) fn on_scx_deferred(&mut self, cpu: Cpu, on: Cpu) {
         self.this_cpu = on;
         self.rqs[cpu as usize].scx.deferred_work_queued = false;
         if !self.scx.enabled() {
@@ -653,7 +653,7 @@ impl Sim {
     }
 
     /// kick_cpus_irq_workfn(): preempt or wake the CPUs kicked from `cpu`.
-    pub fn on_scx_kick(&mut self, cpu: Cpu) {
+    pub(crate) fn on_scx_kick(&mut self, cpu: Cpu) {
         self.this_cpu = cpu;
         let kicks = std::mem::take(&mut self.rqs[cpu as usize].scx.kicks);
         self.rqs[cpu as usize].scx.kick_work_queued = false;

@@ -13,7 +13,7 @@ use crate::sched::sim::Sim;
 
 impl Sim {
     /// update_builtin_idle() plus ops.update_idle(): `cpu` enters or leaves idle.
-    pub fn scx_update_idle(&mut self, cpu: Cpu, idle: bool) {
+    pub(crate) fn scx_update_idle(&mut self, cpu: Cpu, idle: bool) {
         if !self.scx.enabled() {
             return;
         }

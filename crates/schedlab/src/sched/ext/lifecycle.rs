@@ -41,7 +41,7 @@ const DISABLE_TASK_NS: Ns = 1_000;
 
 impl Sim {
     /// Whether a task of `policy` belongs to ext with the current scheduler.
-    pub fn scx_wants(&self, policy: Policy) -> bool {
+    pub(crate) fn scx_wants(&self, policy: Policy) -> bool {
         self.scx.state == EnableState::Enabled
             && match policy {
                 Policy::Ext => true,
@@ -270,7 +270,7 @@ impl Sim {
     }
 
     /// A task exited: sched_ext_free().
-    pub fn scx_task_dead(&mut self, p: TaskId) {
+    pub(crate) fn scx_task_dead(&mut self, p: TaskId) {
         if (p as usize) < self.tasks.len() {
             self.scx_unlink_thread(p);
         }
@@ -284,7 +284,7 @@ impl Sim {
 
     /// The policy changed (sched_setattr): the new class, as the kernel's
     /// __setscheduler_class() would choose it.
-    pub fn scx_class_for(&mut self, p: TaskId) -> ClassId {
+    pub(crate) fn scx_class_for(&mut self, p: TaskId) -> ClassId {
         let t = self.task(p);
         if t.policy.is_rt() {
             return ClassId::Rt;
@@ -333,7 +333,7 @@ impl Sim {
 
     /// scx_exit(): record the first exit request and schedule the disable
     /// work. Later requests are ignored, as in the kernel.
-    pub fn scx_exit(&mut self, kind: ExitKind, exit_code: i64, msg: String) {
+    pub(crate) fn scx_exit(&mut self, kind: ExitKind, exit_code: i64, msg: String) {
         if self.scx.state != EnableState::Enabled || self.scx.exit.is_some() {
             return;
         }
@@ -349,7 +349,7 @@ impl Sim {
     /// The hard-lockup detector fired on `cpu`. Since 6.19 sched_ext hooks
     /// it and ejects the BPF scheduler (scx_hardlockup); before, the
     /// machine would panic or hang, which we only count.
-    pub fn scx_hardlockup(&mut self, cpu: Cpu) {
+    pub(crate) fn scx_hardlockup(&mut self, cpu: Cpu) {
         self.scx.stats.hardlockups += 1;
         if self.features.on(Feature::SCX_BYPASS_PERCPU) {
             self.scx_error(format!("hard lockup - CPU {cpu}"));
@@ -357,7 +357,7 @@ impl Sim {
     }
 
     /// A runtime error in the scheduler's use of the interface (SCX_EXIT_ERROR).
-    pub fn scx_error(&mut self, msg: String) {
+    pub(crate) fn scx_error(&mut self, msg: String) {
         self.scx_exit(ExitKind::Error, 0, msg);
     }
 
@@ -381,7 +381,7 @@ impl Sim {
     }
 
     /// scx_disable_workfn(), first part: bypass, then switch tasks back.
-    pub fn on_scx_disable(&mut self) {
+    pub(crate) fn on_scx_disable(&mut self) {
         if self.scx.state != EnableState::Enabled {
             return;
         }
@@ -410,7 +410,7 @@ impl Sim {
     }
 
     /// A task ran: it can no longer hold up the disable's grace period.
-    pub fn scx_gp_task_ran(&mut self, p: TaskId) {
+    pub(crate) fn scx_gp_task_ran(&mut self, p: TaskId) {
         if self.scx.gp_left == 0 || !self.task(p).scx.gp_pending {
             return;
         }
@@ -472,7 +472,7 @@ impl Sim {
     /// needs the task's runqueue lock, which CPUs hold while they balance
     /// (and, with shared bypass DSQs, while they wait for the DSQ lock), so
     /// a contended machine makes the disable slow.
-    pub fn on_scx_disable_step(&mut self) {
+    pub(crate) fn on_scx_disable_step(&mut self) {
         let now = self.now();
         self.scx_track_disable_waits();
         let mut t = now;
@@ -543,7 +543,7 @@ impl Sim {
 
     /// scx_watchdog_workfn(): a runnable task that has not run for
     /// timeout_ms ejects the scheduler.
-    pub fn on_scx_watchdog(&mut self) {
+    pub(crate) fn on_scx_watchdog(&mut self) {
         self.scx.watchdog_armed = false;
         if self.scx.state != EnableState::Enabled {
             return;
@@ -575,7 +575,7 @@ impl Sim {
     /// node, a CPU whose bypass DSQ holds more than 125% of the per-CPU
     /// target gives its oldest tasks to CPUs below the target. Tasks stay
     /// on the donor's runqueue until the receiver consumes them.
-    pub fn on_scx_bypass_lb(&mut self) {
+    pub(crate) fn on_scx_bypass_lb(&mut self) {
         self.scx.bypass_lb_armed = false;
         if !self.scx.bypassing || !self.features.on(Feature::SCX_BYPASS_PERCPU) {
             return;
@@ -638,7 +638,7 @@ impl Sim {
     }
 
     /// A scheduler timer fires (bpf_timer).
-    pub fn on_scx_timer(&mut self, id: u64, gen: u32) {
+    pub(crate) fn on_scx_timer(&mut self, id: u64, gen: u32) {
         let Some(&(g, cpu)) = self.scx.timers.get(&id) else { return };
         if g != gen || self.scx.state != EnableState::Enabled {
             return;

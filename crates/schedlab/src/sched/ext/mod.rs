@@ -35,7 +35,7 @@ mod irq;
 pub mod kfuncs;
 mod lifecycle;
 pub mod ops;
-pub mod procs;
+pub(crate) mod procs;
 pub mod profile;
 pub mod shipped;
 

@@ -17,7 +17,7 @@ use crate::sched::task::ClassId;
 
 /// PROC_PID_INIT_INO (include/linux/proc_ns.h): the root pid namespace's
 /// inode number, what `ns.inum` reads.
-pub const PROC_PID_INIT_INO: u32 = 0xEFFF_FFFC;
+pub(crate) const PROC_PID_INIT_INO: u32 = 0xEFFF_FFFC;
 
 /// `init_pid_ns` (kernel/pid.c): the root pid namespace.
 static INIT_PID_NS: PidNamespaceC = PidNamespaceC { level: 0, ns_inum: PROC_PID_INIT_INO };
@@ -31,7 +31,7 @@ static SCHED_CLASSES: [u64; 4] = [0; 4];
 
 /// The address of `class`'s object (`rt_sched_class`, `fair_sched_class`,
 /// `ext_sched_class`, `idle_sched_class`): what `p->sched_class` reads.
-pub fn sched_class_ptr(class: ClassId) -> *const u8 {
+pub(crate) fn sched_class_ptr(class: ClassId) -> *const u8 {
     let i = match class {
         ClassId::Rt => 0,
         ClassId::Fair => 1,
@@ -50,7 +50,7 @@ fn empty_list(h: &mut ListHeadC) {
 /// A fresh task_struct's process fields (copy_process()): its own pid in
 /// the root namespace, root's credentials, and a thread group of its own
 /// until `Sim::scx_link_thread` puts it in its process.
-pub fn init_task_c(t: &mut TaskStructC) {
+pub(crate) fn init_task_c(t: &mut TaskStructC) {
     t.__schedlab_pid = PidC { level: 0, numbers: [UpidC { nr: t.pid, ns: &INIT_PID_NS }] };
     t.thread_pid = &mut t.__schedlab_pid;
     t.real_cred = &INIT_CRED;
@@ -64,7 +64,7 @@ pub fn init_task_c(t: &mut TaskStructC) {
 
 /// An idle task (swapper/N): a kernel thread leading its own group,
 /// in the idle class.
-pub fn init_idle_c(t: &mut TaskStructC) {
+pub(crate) fn init_idle_c(t: &mut TaskStructC) {
     init_task_c(t);
     t.sched_class = sched_class_ptr(ClassId::Idle);
     let me: *mut TaskStructC = t;

@@ -25,7 +25,7 @@ pub(super) const PAGE: usize = 4096;
 /// The arena's alignment (see the module doc).
 const ALIGN: usize = 1 << 32;
 
-pub struct Arena {
+pub(crate) struct Arena {
     base: *mut u8,
     pages: u32,
     used: BTreeSet<u32>,
@@ -33,7 +33,7 @@ pub struct Arena {
 }
 
 impl Arena {
-    pub fn new(pages: u32) -> Arena {
+    pub(crate) fn new(pages: u32) -> Arena {
         let len = pages as usize * PAGE;
         // Map 4 GiB more than needed and keep the 4 GiB aligned part.
         let span = len + ALIGN;
@@ -68,11 +68,6 @@ impl Arena {
         Arena { base: base as *mut u8, pages, used: BTreeSet::new(), reserved: BTreeSet::new() }
     }
 
-    /// The region's start (NULL if it could not be mapped).
-    pub fn base(&self) -> *mut u8 {
-        self.base
-    }
-
     /// compute_pgoff(): the page `addr` names, from its low 32 bits (NULL
     /// is the first page); None if it is not page aligned or past the end.
     fn page_of(&self, addr: usize) -> Option<u32> {
@@ -83,7 +78,7 @@ impl Arena {
     /// User space touching `[addr, addr + len)` through its mapping: a page
     /// not yet allocated is faulted in (arena_vm_fault() allocates it); a
     /// reserved page, or one outside the arena, faults (false).
-    pub fn touch(&mut self, addr: usize, len: usize) -> bool {
+    pub(crate) fn touch(&mut self, addr: usize, len: usize) -> bool {
         let b = self.base as usize;
         let Some(off) = addr.checked_sub(b) else { return false };
         let Some(end) = off.checked_add(len) else { return false };
@@ -105,7 +100,7 @@ impl Arena {
     /// bpf_arena_alloc_pages(): `cnt` pages at `addr` (0: the lowest free
     /// run); None if they are not free, `addr` is not a page of the arena,
     /// or `flags` is not 0.
-    pub fn alloc(&mut self, addr: usize, cnt: u32, flags: u64) -> Option<usize> {
+    pub(crate) fn alloc(&mut self, addr: usize, cnt: u32, flags: u64) -> Option<usize> {
         if flags != 0 || cnt == 0 || cnt > self.pages {
             return None;
         }
@@ -121,7 +116,7 @@ impl Arena {
 
     /// bpf_arena_free_pages(): releases the allocated pages among `cnt`
     /// from `addr`; their contents are gone.
-    pub fn free(&mut self, addr: usize, cnt: u32) {
+    pub(crate) fn free(&mut self, addr: usize, cnt: u32) {
         let Some(first) = self.page_of(addr) else { return };
         let end = first.saturating_add(cnt).min(self.pages);
         for p in first..end {
@@ -134,7 +129,7 @@ impl Arena {
 
     /// bpf_arena_reserve_pages(): keeps free pages from being allocated;
     /// -EINVAL outside the arena, -EBUSY if one is allocated.
-    pub fn reserve(&mut self, addr: usize, cnt: u32) -> i64 {
+    pub(crate) fn reserve(&mut self, addr: usize, cnt: u32) -> i64 {
         let Some(first) = self.page_of(addr) else { return -22 };
         if first.checked_add(cnt).is_none_or(|e| e > self.pages) {
             return -22;
@@ -149,7 +144,7 @@ impl Arena {
     /// Takes the last pages of the arena for `bytes` of globals (libbpf's
     /// place for the `.addr_space.1` section); their start, or None when
     /// they do not fit or are taken.
-    pub fn place_top(&mut self, bytes: usize) -> Option<usize> {
+    pub(crate) fn place_top(&mut self, bytes: usize) -> Option<usize> {
         let cnt = u32::try_from(bytes.div_ceil(PAGE)).ok()?;
         let first = self.pages.checked_sub(cnt)?;
         if cnt == 0 || !self.free_run(first, cnt) {
@@ -159,7 +154,7 @@ impl Arena {
         Some(self.base as usize + first as usize * PAGE)
     }
 
-    pub fn allocated_pages(&self) -> usize {
+    pub(crate) fn allocated_pages(&self) -> usize {
         self.used.len()
     }
 }
@@ -180,7 +175,7 @@ mod tests {
     #[test]
     fn first_fit_reuse_and_zeroed_pages() {
         let mut a = Arena::new(8);
-        let base = a.base() as usize;
+        let base = a.base as usize;
         let p0 = a.alloc(0, 2, 0).unwrap();
         assert_eq!(p0, base);
         let p2 = a.alloc(0, 1, 0).unwrap();
@@ -208,7 +203,7 @@ mod tests {
     #[test]
     fn user_space_faults_pages_in() {
         let mut a = Arena::new(4);
-        let base = a.base() as usize;
+        let base = a.base as usize;
         a.alloc(0, 1, 0).unwrap();
         assert!(a.touch(base + PAGE - 8, 16), "page 0 allocated, page 1 faulted in");
         assert_eq!(a.alloc(0, 1, 0), Some(base + 2 * PAGE), "the faulted-in page is taken");
@@ -219,7 +214,7 @@ mod tests {
     #[test]
     fn null_names_the_first_page_as_in_the_kernel() {
         let mut a = Arena::new(16);
-        let base = a.base() as usize;
+        let base = a.base as usize;
         assert_eq!(base % ALIGN, 0, "4 GiB aligned");
         assert_eq!(a.reserve(0, 2), 0, "NULL reserves from the first page");
         assert_eq!(a.alloc(0, 1, 0), Some(base + 2 * PAGE));

@@ -22,37 +22,32 @@ use super::arena::Arena;
 use super::perf::PerfSlot;
 use super::ringbuf::RingBuf;
 
-/// EPERM: operation not permitted.
-pub const EPERM: i64 = 1;
 /// ENOENT: no such element (lookup or delete of a missing key).
-pub const ENOENT: i64 = 2;
+pub(crate) const ENOENT: i64 = 2;
 /// E2BIG: the map is full.
-pub const E2BIG: i64 = 7;
-/// ENOMEM: out of memory (arena pages, ring buffer space).
-pub const ENOMEM: i64 = 12;
+pub(crate) const E2BIG: i64 = 7;
 /// EBUSY: the resource is in use (a lock or storage already held).
-pub const EBUSY: i64 = 16;
+pub(crate) const EBUSY: i64 = 16;
 /// EEXIST: the key exists and BPF_NOEXIST was given.
-pub const EEXIST: i64 = 17;
+pub(crate) const EEXIST: i64 = 17;
 /// EINVAL: invalid argument.
-pub const EINVAL: i64 = 22;
+pub(crate) const EINVAL: i64 = 22;
 /// EOPNOTSUPP: the operation is not supported by this map type.
-pub const EOPNOTSUPP: i64 = 95;
+pub(crate) const EOPNOTSUPP: i64 = 95;
 
-/// `BPF_ANY` / `BPF_NOEXIST` / `BPF_EXIST` / `BPF_F_LOCK`.
-pub const BPF_ANY: u64 = 0;
+/// Update flags (BPF_NOEXIST / BPF_EXIST / BPF_F_LOCK; BPF_ANY is 0).
 /// Create only: fail with EEXIST if the key exists.
-pub const BPF_NOEXIST: u64 = 1;
+pub(crate) const BPF_NOEXIST: u64 = 1;
 /// Update only: fail with ENOENT if the key is missing.
-pub const BPF_EXIST: u64 = 2;
+pub(crate) const BPF_EXIST: u64 = 2;
 /// Update a value that holds a bpf_spin_lock under that lock.
-pub const BPF_F_LOCK: u64 = 4;
+pub(crate) const BPF_F_LOCK: u64 = 4;
 /// `BPF_LOCAL_STORAGE_GET_F_CREATE`.
-pub const F_CREATE: u64 = 1;
+pub(crate) const F_CREATE: u64 = 1;
 
 /// The map types the host implements (`enum bpf_map_type` values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MapKind {
+pub(crate) enum MapKind {
     /// BPF_MAP_TYPE_HASH.
     Hash,
     /// BPF_MAP_TYPE_ARRAY.
@@ -87,7 +82,7 @@ pub enum MapKind {
 
 impl MapKind {
     /// The kind for an `enum bpf_map_type` value, if the host implements it.
-    pub fn from_type(t: u32) -> Option<MapKind> {
+    pub(crate) fn from_type(t: u32) -> Option<MapKind> {
         Some(match t {
             1 => MapKind::Hash,
             2 => MapKind::Array,
@@ -109,26 +104,26 @@ impl MapKind {
     }
 
     /// Local storage: values owned by a task, cgroup or inode.
-    pub fn is_storage(self) -> bool {
+    pub(crate) fn is_storage(self) -> bool {
         matches!(self, MapKind::TaskStorage | MapKind::CgrpStorage | MapKind::InodeStorage)
     }
 
     /// Maps whose values are other maps.
-    pub fn is_map_in_map(self) -> bool {
+    pub(crate) fn is_map_in_map(self) -> bool {
         matches!(self, MapKind::ArrayOfMaps | MapKind::HashOfMaps)
     }
 }
 
 /// The map types the host implements, for messages.
-pub const SUPPORTED: &str = "ARRAY, PERCPU_ARRAY, HASH, LRU_HASH, QUEUE, STACK, ARRAY_OF_MAPS, HASH_OF_MAPS, \
+pub(crate) const SUPPORTED: &str = "ARRAY, PERCPU_ARRAY, HASH, LRU_HASH, QUEUE, STACK, ARRAY_OF_MAPS, HASH_OF_MAPS, \
                              PERF_EVENT_ARRAY, RINGBUF, USER_RINGBUF, TASK_STORAGE, CGRP_STORAGE, INODE_STORAGE, ARENA";
 
 /// `BPF_F_MMAPABLE`, which an arena requires.
-pub const BPF_F_MMAPABLE: u32 = 1 << 10;
+pub(crate) const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 /// What the scheduler's map definition says.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MapDef {
+pub(crate) struct MapDef {
     /// The map's name in the object (the variable of its SEC(".maps") definition).
     pub name: String,
     /// Its type.
@@ -146,7 +141,7 @@ pub struct MapDef {
 }
 
 /// Why a definition cannot be created, as libbpf/the kernel would refuse it.
-pub fn check_def(def: &MapDef) -> Result<(), String> {
+pub(crate) fn check_def(def: &MapDef) -> Result<(), String> {
     let need = |ok: bool, what: &str| if ok { Ok(()) } else { Err(format!("map `{}`: {what}", def.name)) };
     match def.kind {
         MapKind::Array | MapKind::PercpuArray | MapKind::ArrayOfMaps => {
@@ -263,18 +258,18 @@ enum Store {
 
 /// The key a local storage map files a task's value under (cgroups and
 /// inodes use their address; [`IDLE_OWNER`] + cpu is a CPU's idle task).
-pub fn owner_key(task: TaskId) -> u64 {
+pub(crate) fn owner_key(task: TaskId) -> u64 {
     task as u64
 }
 
 /// Storage owners at or above this are per-CPU idle tasks.
-pub const IDLE_OWNER: u64 = 1 << 32;
+pub(crate) const IDLE_OWNER: u64 = 1 << 32;
 
 /// Memory a removal detached; dropped when the outermost call returns.
-pub type Graveyard = Vec<Box<[u64]>>;
+pub(crate) type Graveyard = Vec<Box<[u64]>>;
 
 /// A BPF map as the host keeps it: its definition and its storage.
-pub struct Map {
+pub(crate) struct Map {
     /// What the map's definition says.
     pub def: MapDef,
     store: Store,
@@ -289,7 +284,7 @@ pub struct Map {
 
 impl Map {
     /// An empty map for a definition (arrays zero-filled, as the kernel creates them).
-    pub fn new(def: MapDef) -> Map {
+    pub(crate) fn new(def: MapDef) -> Map {
         let stride = words(def.value_size);
         let store = match def.kind {
             MapKind::Array => Store::Array(vec![0u64; stride * def.max_entries as usize].into_boxed_slice()),
@@ -307,7 +302,7 @@ impl Map {
     }
 
     /// Marks bytes `offset..offset + size` of the value as a special field.
-    pub fn add_special(&mut self, offset: u32, size: u32) -> Result<(), String> {
+    pub(crate) fn add_special(&mut self, offset: u32, size: u32) -> Result<(), String> {
         if offset.checked_add(size).is_none_or(|end| end > self.def.value_size) || size == 0 {
             return Err(format!("map `{}`: special field at {offset}+{size} is outside its {}-byte value", self.def.name, self.def.value_size));
         }
@@ -329,7 +324,7 @@ impl Map {
 
     /// `bpf_map_lookup_elem()`: a pointer to the value, NULL if absent.
     /// `cpu` picks the copy of a per-CPU map; `nr_cpus` sizes it.
-    pub fn lookup(&mut self, key: &[u8], cpu: u32, nr_cpus: u32) -> *mut u8 {
+    pub(crate) fn lookup(&mut self, key: &[u8], cpu: u32, nr_cpus: u32) -> *mut u8 {
         let stride = self.stride;
         match self.def.kind {
             MapKind::Array => {
@@ -364,7 +359,7 @@ impl Map {
     }
 
     /// `bpf_map_lookup_percpu_elem()`: NULL for a CPU past the machine.
-    pub fn lookup_percpu(&mut self, key: &[u8], cpu: u32, nr_cpus: u32) -> *mut u8 {
+    pub(crate) fn lookup_percpu(&mut self, key: &[u8], cpu: u32, nr_cpus: u32) -> *mut u8 {
         if self.def.kind != MapKind::PercpuArray || cpu >= nr_cpus {
             return std::ptr::null_mut();
         }
@@ -378,7 +373,7 @@ impl Map {
     }
 
     /// `bpf_map_update_elem()`: 0 or a negative errno.
-    pub fn update(&mut self, key: &[u8], value: &[u8], flags: u64, cpu: u32, nr_cpus: u32) -> i64 {
+    pub(crate) fn update(&mut self, key: &[u8], value: &[u8], flags: u64, cpu: u32, nr_cpus: u32) -> i64 {
         let op = flags & !BPF_F_LOCK;
         if op > BPF_EXIST {
             return -EINVAL;
@@ -460,7 +455,7 @@ impl Map {
     }
 
     /// `bpf_map_delete_elem()`.
-    pub fn delete(&mut self, key: &[u8], grave: &mut Graveyard) -> i64 {
+    pub(crate) fn delete(&mut self, key: &[u8], grave: &mut Graveyard) -> i64 {
         match self.def.kind {
             MapKind::Hash | MapKind::LruHash => {
                 let Store::Hash { elems, lru, .. } = &mut self.store else { unreachable!() };
@@ -487,7 +482,7 @@ impl Map {
     }
 
     /// `bpf_map_push_elem()`: with BPF_EXIST a full queue/stack drops its oldest element.
-    pub fn push(&mut self, value: &[u8], flags: u64) -> i64 {
+    pub(crate) fn push(&mut self, value: &[u8], flags: u64) -> i64 {
         if !matches!(self.def.kind, MapKind::Queue | MapKind::Stack) {
             return -EOPNOTSUPP;
         }
@@ -509,7 +504,7 @@ impl Map {
     }
 
     /// `bpf_map_pop_elem()` / `bpf_map_peek_elem()`: queue is FIFO, stack LIFO.
-    pub fn pop(&mut self, out: &mut [u8], remove: bool, grave: &mut Graveyard) -> i64 {
+    pub(crate) fn pop(&mut self, out: &mut [u8], remove: bool, grave: &mut Graveyard) -> i64 {
         let stack = match self.def.kind {
             MapKind::Queue => false,
             MapKind::Stack => true,
@@ -529,7 +524,7 @@ impl Map {
     /// `bpf_{task,cgrp,inode}_storage_get()` (bpf_local_storage.c): the
     /// owner's value; created (from `init`, or zeroed) with F_CREATE, else
     /// NULL when absent.
-    pub fn storage_get(&mut self, owner: u64, init: Option<&[u8]>, flags: u64) -> Result<*mut u8, i64> {
+    pub(crate) fn storage_get(&mut self, owner: u64, init: Option<&[u8]>, flags: u64) -> Result<*mut u8, i64> {
         if !self.def.kind.is_storage() {
             return Err(-EINVAL);
         }
@@ -554,7 +549,7 @@ impl Map {
 
     /// `bpf_{task,cgrp,inode}_storage_delete()`, and the owner's death
     /// (bpf_task_storage_free()): -ENOENT when it had no value.
-    pub fn storage_delete(&mut self, owner: u64, grave: &mut Graveyard) -> i64 {
+    pub(crate) fn storage_delete(&mut self, owner: u64, grave: &mut Graveyard) -> i64 {
         let Store::Storage(m) = &mut self.store else { return -EINVAL };
         match m.remove(&owner) {
             Some(v) => {
@@ -566,7 +561,7 @@ impl Map {
     }
 
     /// Fills slot `i` of an ARRAY_OF_MAPS with an inner map's address.
-    pub fn set_inner(&mut self, i: u32, inner: usize) -> bool {
+    pub(crate) fn set_inner(&mut self, i: u32, inner: usize) -> bool {
         match &mut self.store {
             Store::Maps(slots) if (i as usize) < slots.len() => {
                 slots[i as usize] = inner;
@@ -581,7 +576,7 @@ impl Map {
     }
 
     /// The ring buffer of a RINGBUF or USER_RINGBUF map.
-    pub fn ring(&mut self) -> Option<&mut RingBuf> {
+    pub(crate) fn ring(&mut self) -> Option<&mut RingBuf> {
         match &mut self.store {
             Store::Ring(r) => Some(r),
             _ => None,
@@ -589,7 +584,7 @@ impl Map {
     }
 
     /// The arena of an ARENA map.
-    pub fn arena(&mut self) -> Option<&mut Arena> {
+    pub(crate) fn arena(&mut self) -> Option<&mut Arena> {
         match &mut self.store {
             Store::Arena(a) => Some(a),
             _ => None,
@@ -597,7 +592,7 @@ impl Map {
     }
 
     /// The slots of a PERF_EVENT_ARRAY.
-    pub fn perf_slots(&mut self) -> Option<&mut Vec<PerfSlot>> {
+    pub(crate) fn perf_slots(&mut self) -> Option<&mut Vec<PerfSlot>> {
         match &mut self.store {
             Store::Perf(p) => Some(p),
             _ => None,
@@ -606,7 +601,7 @@ impl Map {
 
     /// (key, value) addresses in iteration order, for bpf_for_each_map_elem()
     /// and the host's readers. Keys of arrays are indices in `idx_keys`.
-    pub fn elems(&mut self, cpu: u32, nr_cpus: u32, idx_keys: &mut Vec<u32>) -> Vec<(*const u8, *mut u8)> {
+    pub(crate) fn elems(&mut self, cpu: u32, nr_cpus: u32, idx_keys: &mut Vec<u32>) -> Vec<(*const u8, *mut u8)> {
         let mut out = Vec::new();
         match self.def.kind {
             MapKind::Array | MapKind::PercpuArray => {
@@ -629,7 +624,7 @@ impl Map {
     }
 
     /// Number of elements present (queues, hashes, task storage) or max_entries (arrays).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match &self.store {
             Store::Array(_) | Store::PercpuArray(_) => self.def.max_entries as usize,
             Store::Hash { elems, .. } => elems.len(),
@@ -643,14 +638,9 @@ impl Map {
         }
     }
 
-    /// The map holds no element.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Whether `addr` lies inside a value this map stores: for bpf_timer,
     /// whose callback receives the map and the key of the element holding it.
-    pub fn key_of_value_addr(&self, addr: usize) -> Option<Vec<u8>> {
+    pub(crate) fn key_of_value_addr(&self, addr: usize) -> Option<Vec<u8>> {
         let vbytes = self.stride * 8;
         let within = |base: *const u64, n: usize| {
             let b = base as usize;
@@ -676,6 +666,9 @@ impl Map {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// BPF_ANY: create or update.
+    const BPF_ANY: u64 = 0;
 
     fn def(kind: MapKind, key: u32, val: u32, max: u32) -> MapDef {
         MapDef { name: "m".into(), kind, key_size: key, value_size: val, max_entries: max, flags: 0, extra: 0 }

@@ -47,7 +47,7 @@ mod kobj;
 mod kptr;
 pub(crate) mod loader;
 mod mapfns;
-pub mod maps;
+pub(crate) mod maps;
 mod perf;
 mod ringbuf;
 mod rtfns;

@@ -17,7 +17,7 @@ pub(super) const TYPE_SOFTWARE: u32 = 1;
 
 /// An installed event: what it counts, where, and its zero point.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PerfEvent {
+pub(crate) struct PerfEvent {
     pub type_: u32,
     pub config: u64,
     pub cpu: u32,
@@ -27,19 +27,19 @@ pub struct PerfEvent {
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PerfSlot {
+pub(crate) struct PerfSlot {
     pub event: Option<PerfEvent>,
 }
 
 impl PerfSlot {
-    pub fn installed(&self) -> bool {
+    pub(crate) fn installed(&self) -> bool {
         self.event.is_some()
     }
 }
 
 impl PerfEvent {
     /// The counter after `busy` ns of CPU busy time in total.
-    pub fn count(&self, busy: u64) -> u64 {
+    pub(crate) fn count(&self, busy: u64) -> u64 {
         let d = busy.saturating_sub(self.busy0);
         match (self.type_, self.config) {
             // cycles, ref-cycles

@@ -31,7 +31,7 @@ struct Record {
     data: Box<[u64]>,
 }
 
-pub struct RingBuf {
+pub(crate) struct RingBuf {
     size: u64,
     cons: u64,
     prod: u64,
@@ -43,12 +43,12 @@ fn footprint(len: u64) -> u64 {
 }
 
 impl RingBuf {
-    pub fn new(size: u32) -> RingBuf {
+    pub(crate) fn new(size: u32) -> RingBuf {
         RingBuf { size: size as u64, cons: 0, prod: 0, recs: VecDeque::new() }
     }
 
     /// __bpf_ringbuf_reserve(): the record's data, None when it does not fit.
-    pub fn reserve(&mut self, len: u64) -> Option<*mut u8> {
+    pub(crate) fn reserve(&mut self, len: u64) -> Option<*mut u8> {
         if len > MAX_RECORD || footprint(len) > self.size {
             return None;
         }
@@ -64,7 +64,7 @@ impl RingBuf {
 
     /// bpf_ringbuf_commit(): submits or discards the busy record whose
     /// data is at `addr`; false if there is none.
-    pub fn commit(&mut self, addr: usize, discard: bool) -> bool {
+    pub(crate) fn commit(&mut self, addr: usize, discard: bool) -> bool {
         match self.recs.iter_mut().rev().find(|r| r.state == State::Busy && r.data.as_ptr() as usize == addr) {
             Some(r) => {
                 r.state = if discard { State::Discarded } else { State::Committed };
@@ -78,7 +78,7 @@ impl RingBuf {
     /// bpf_user_ringbuf_drain() for a user ring buffer) reads now: the
     /// submitted records in order, up to the first still-busy one;
     /// discarded records are skipped. Their space is released.
-    pub fn consume(&mut self, max: usize) -> Vec<Vec<u8>> {
+    pub(crate) fn consume(&mut self, max: usize) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         while out.len() < max {
             match self.recs.front().map(|r| r.state) {
@@ -97,7 +97,7 @@ impl RingBuf {
     }
 
     /// The oldest submitted record, left in place: (data, length).
-    pub fn peek(&mut self) -> Option<(*mut u8, u32)> {
+    pub(crate) fn peek(&mut self) -> Option<(*mut u8, u32)> {
         let r = self.recs.front_mut().filter(|r| r.state == State::Committed)?;
         Some((r.data.as_mut_ptr().cast(), r.len))
     }
@@ -105,7 +105,7 @@ impl RingBuf {
     /// User space writes a record into a USER_RINGBUF
     /// (user_ring_buffer__reserve + submit): -E2BIG if it can never fit,
     /// -ENOSPC if the buffer is full now.
-    pub fn user_push(&mut self, data: &[u8]) -> Result<(), i64> {
+    pub(crate) fn user_push(&mut self, data: &[u8]) -> Result<(), i64> {
         let Some(p) = self.reserve(data.len() as u64) else {
             return Err(if footprint(data.len() as u64) > self.size { -7 } else { -28 });
         };
@@ -116,7 +116,7 @@ impl RingBuf {
     }
 
     /// bpf_ringbuf_query().
-    pub fn query(&self, what: u64) -> u64 {
+    pub(crate) fn query(&self, what: u64) -> u64 {
         match what {
             0 => self.prod - self.cons,
             1 => self.size,
@@ -127,12 +127,8 @@ impl RingBuf {
     }
 
     /// Records not yet consumed.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.recs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.recs.is_empty()
     }
 }
 

@@ -48,9 +48,9 @@ pub struct ArenaLibDef {
 
 /// scx_arena's defaults: `STATIC_ALLOC_PAGES_GRANULARITY` and
 /// `MAX_CPU_SUPPORTED`.
-pub const DEFAULT_STATIC_PAGES: u64 = 8;
+pub(crate) const DEFAULT_STATIC_PAGES: u64 = 8;
 /// See [`DEFAULT_STATIC_PAGES`].
-pub const DEFAULT_MAX_CPUS: u64 = 640;
+pub(crate) const DEFAULT_MAX_CPUS: u64 = 640;
 
 /// Topology levels, as the library numbers them (`enum topo_level`).
 const LEVELS: usize = 5;
@@ -84,7 +84,7 @@ pub struct ArenaLibSetup {
 }
 
 /// Checks what parsing alone can: that `task_ctx` names a C type.
-pub fn check(p: &Profile, d: &ArenaLibDef) -> Result<(), ProfileError> {
+pub(crate) fn check(p: &Profile, d: &ArenaLibDef) -> Result<(), ProfileError> {
     let t = d.task_ctx.get_ref().trim();
     let name = t.strip_prefix("struct ").or_else(|| t.strip_prefix("union ")).unwrap_or(t).trim();
     let ident = !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -108,7 +108,7 @@ fn mask_of(nr_cpus: usize, words: usize, cpus: impl Iterator<Item = usize>) -> V
 
 /// The tree and the per-level child counts for `machine`, as the library
 /// builds them from scx_utils' `Topology`.
-pub fn setup(
+pub(crate) fn setup(
     machine: &Machine,
     task_ctx: String,
     static_pages: u64,

@@ -58,7 +58,7 @@ impl fmt::Display for Value {
 
 /// A parsed expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Expr {
+pub(crate) enum Expr {
     /// A literal.
     Lit(Value),
     /// A variable (`nr_cpus`, a loop variable, ...).
@@ -74,7 +74,7 @@ pub enum Expr {
 }
 
 /// What an expression can read.
-pub trait Env {
+pub(crate) trait Env {
     /// A variable's value, or None if there is no such name.
     fn var(&self, name: &str) -> Option<Value>;
     /// A function call; Err for an unknown function or bad arguments.
@@ -236,7 +236,7 @@ impl Parser {
 }
 
 /// Parses `src`.
-pub fn parse(src: &str) -> Result<Expr, String> {
+pub(crate) fn parse(src: &str) -> Result<Expr, String> {
     let toks = lex(src)?;
     if toks.is_empty() {
         return Err("the expression is empty".into());
@@ -260,7 +260,7 @@ fn tok_text(t: &Tok) -> String {
 
 impl Expr {
     /// Evaluates the expression in `env`.
-    pub fn eval(&self, env: &dyn Env) -> Result<Value, String> {
+    pub(crate) fn eval(&self, env: &dyn Env) -> Result<Value, String> {
         match self {
             Expr::Lit(v) => Ok(v.clone()),
             Expr::Var(name) => env.var(name).ok_or_else(|| {

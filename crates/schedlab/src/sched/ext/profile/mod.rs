@@ -7,8 +7,8 @@
 //! and runs SEC("syscall") programs (scx_bpfland's `enable_sibling_cpu`,
 //! scx_tickless' `enable_primary_cpu` and `start_timer`), and only then
 //! attaches. A profile ([`format`](mod@format)) says the same in TOML: flags with their
-//! names, types and defaults ([`args`]), and expressions ([`expr`]) over
-//! the flags and the machine ([`machine`]). [`resolve`] turns a profile, a
+//! names, types and defaults ([`args`]), and expressions (`expr`) over
+//! the flags and the machine (`machine`). [`resolve`] turns a profile, a
 //! machine and a command line into a [`Plan`]; [`apply`] carries the plan
 //! out on a hosted scheduler, and [`wire`] writes it for the libbpf loader
 //! of real runs (scripts/vm/scx-load.c), so both load the same way.
@@ -18,17 +18,17 @@
 //! `--sched-profile FILE` / `scheduler.profile` give any other.
 
 pub mod apply;
-pub mod arena_lib;
+pub(crate) mod arena_lib;
 pub mod args;
-pub mod expr;
+pub(crate) mod expr;
 pub mod format;
-pub mod machine;
-pub mod resolve;
+pub(crate) mod machine;
+pub(crate) mod resolve;
 pub mod wire;
 
 pub use format::{Profile, ProfileError};
 pub use machine::Machine;
-pub use resolve::{Phase, Plan};
+pub use resolve::{resolve, Phase, Plan};
 
 /// Embedded profiles: (scheduler, file name, text). Each file says in
 /// `profile.versions` which releases it was written from.

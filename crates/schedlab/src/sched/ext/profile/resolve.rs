@@ -103,7 +103,7 @@ impl Plan {
 }
 
 /// C scalar types for argument structs: (name, size, signed).
-pub const C_TYPES: &[(&str, usize, bool)] = &[
+pub(crate) const C_TYPES: &[(&str, usize, bool)] = &[
     ("u8", 1, false),
     ("s8", 1, true),
     ("bool", 1, false),
@@ -117,7 +117,7 @@ pub const C_TYPES: &[(&str, usize, bool)] = &[
 ];
 
 /// Size and signedness of a C type name.
-pub fn c_type(t: &str) -> Option<(usize, bool)> {
+pub(crate) fn c_type(t: &str) -> Option<(usize, bool)> {
     C_TYPES.iter().find(|c| c.0 == t).map(|c| (c.1, c.2))
 }
 
