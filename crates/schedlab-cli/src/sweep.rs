@@ -98,7 +98,7 @@ pub fn sweep(a: SweepArgs) -> Result<(), Failure> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build().map_err(|e| Failure::Io(e.to_string()))?;
     let outcome = pool.install(|| sweep::execute(&dir, &plan.jobs, &run, &progress));
     bar.finish_and_clear();
-    let outcome = outcome.map_err(Failure::Io)?;
+    let outcome = outcome.map_err(|e| Failure::Io(e.to_string()))?;
     finish(&a, &plan, &dir, &stem, &outcome)
 }
 

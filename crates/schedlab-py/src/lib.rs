@@ -239,7 +239,7 @@ impl NativeSweep {
             return Err(InputError::new_err(format!("job {index}: the record is for run {}, not {}", rec.key, job.key)));
         }
         std::fs::create_dir_all(dir.join("runs")).map_err(|e| PyOSError::new_err(format!("{}: {e}", dir.display())))?;
-        sweep::store_record(&dir, &job.key, text).map_err(PyOSError::new_err)
+        sweep::store_record(&dir, &job.key, text).map_err(|e| PyOSError::new_err(e.to_string()))
     }
 
     /// Runs every job without a stored record here, in parallel (`threads`;
@@ -249,14 +249,14 @@ impl NativeSweep {
     fn run_local(&self, py: Python<'_>, dir: PathBuf, threads: usize, progress: bool) -> PyResult<(usize, Vec<(usize, String)>)> {
         let plan = &self.plan;
         let out = interruptible(py, |cancel| -> Result<(usize, Vec<(usize, String)>), Failure> {
-            let run = |job: &sweep::Job| -> Result<RunSummary, String> { plan.run_while(job, &mut |_, _| !cancel.load(Ordering::Relaxed))?.ok_or_else(|| INTERRUPTED.to_string()) };
+            let run = |job: &sweep::Job| -> Result<RunSummary, Failure> { plan.run_while(job, &mut |_, _| !cancel.load(Ordering::Relaxed))?.ok_or_else(|| Failure::Io(INTERRUPTED.into())) };
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| Failure::Io(e.to_string()))?;
             let bar = progress.then(|| {
                 let b = indicatif::ProgressBar::new(plan.jobs.len() as u64);
                 b.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}").expect("valid template"));
                 b
             });
-            let outcome = pool.install(|| sweep::execute(&dir, &plan.jobs, &run, &|done, _| bar.iter().for_each(|b| b.set_position(done as u64)))).map_err(Failure::Io)?;
+            let outcome = pool.install(|| sweep::execute(&dir, &plan.jobs, &run, &|done, _| bar.iter().for_each(|b| b.set_position(done as u64)))).map_err(|e| Failure::Io(e.to_string()))?;
             bar.iter().for_each(|b| b.finish_and_clear());
             let errors = outcome.errors.iter().map(|(j, e)| (plan.jobs.iter().position(|k| k.key == j.key).unwrap_or(0), e.clone())).collect();
             Ok((outcome.ran, errors))

@@ -447,7 +447,7 @@ impl SweepPlan {
     }
 
     /// Runs one job: its summary, or why it failed.
-    pub fn run(&self, job: &Job) -> Result<RunSummary, String> {
+    pub fn run(&self, job: &Job) -> Result<RunSummary, Failure> {
         Ok(self.run_while(job, &mut |_, _| true)?.expect("only keep_going interrupts"))
     }
 
@@ -455,12 +455,12 @@ impl SweepPlan {
     /// says false (Ctrl-C in Python). A run that reaches the plan's
     /// `--max-wall` fails: its partial results are neither aggregated nor
     /// stored, so a resumed sweep runs it again.
-    pub fn run_while(&self, job: &Job, keep_going: &mut dyn FnMut(u64, u64) -> bool) -> Result<Option<RunSummary>, String> {
-        let s = self.scenario(job).map_err(|e| e.message())?;
-        let Some(r) = run_controlled(&s, &self.file, false, self.max_wall, keep_going).map_err(|e| e.message())? else { return Ok(None) };
+    pub fn run_while(&self, job: &Job, keep_going: &mut dyn FnMut(u64, u64) -> bool) -> Result<Option<RunSummary>, Failure> {
+        let s = self.scenario(job)?;
+        let Some(r) = run_controlled(&s, &self.file, false, self.max_wall, keep_going)? else { return Ok(None) };
         let summary = RunSummary::from_results(&sched_label(&s), &r.results);
         match summary.partial {
-            Some(p) => Err(format!("{p}; a partial run is not aggregated: give a larger --max-wall and run the sweep again (it resumes)")),
+            Some(p) => Err(Failure::Io(format!("{p}; a partial run is not aggregated: give a larger --max-wall and run the sweep again (it resumes)"))),
             None => Ok(Some(summary)),
         }
     }
@@ -471,7 +471,7 @@ impl SweepPlan {
         let job = self.jobs.get(index).ok_or_else(|| format!("job {index}: the sweep has {} jobs", self.jobs.len()))?;
         sweep::guarded_run(&|j: &Job| self.run(j), job)
             .map(|summary| sweep::record_text(job, summary))
-            .map_err(|e| sweep::job_error(job, &e))
+            .map_err(|e| sweep::job_error(job, &e.to_string()))
     }
 
     /// Collects an outcome from the store after the jobs ran elsewhere:

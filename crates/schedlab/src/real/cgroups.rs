@@ -35,12 +35,48 @@ pub(crate) struct HostCgroups {
     dirs: Vec<Vec<PathBuf>>,
 }
 
-fn io(what: &Path, e: std::io::Error) -> String {
-    format!("{}: {e}", what.display())
+/// Why the host's cgroup files could not be set up.
+#[derive(Debug, thiserror::Error)]
+enum CgroupFsError {
+    /// No hierarchy of the kind is mounted, or this process is not in it.
+    #[error("{0}")]
+    NoHierarchy(String),
+    /// A controller the scenario needs is not available to delegate.
+    #[error("the {controller} controller is not available in {} (cgroup.controllers: {have:?})", base.display())]
+    NoController {
+        /// "cpu" or "cpuset".
+        controller: &'static str,
+        /// The parent the scratch cgroup would go in.
+        base: PathBuf,
+        /// Its cgroup.controllers.
+        have: String,
+    },
+    /// A directory or file could not be made or read.
+    #[error("{}: {err}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        err: std::io::Error,
+    },
+    /// A control file refused a value.
+    #[error("writing {value:?} to {}: {err}", path.display())]
+    Write {
+        /// The control file.
+        path: PathBuf,
+        /// The value written.
+        value: String,
+        /// The error.
+        err: std::io::Error,
+    },
 }
 
-fn write(path: &Path, value: &str) -> Result<(), String> {
-    std::fs::write(path, value).map_err(|e| format!("writing {value:?} to {}: {e}", path.display()))
+fn io(path: &Path, err: std::io::Error) -> CgroupFsError {
+    CgroupFsError::Io { path: path.to_path_buf(), err }
+}
+
+fn write(path: &Path, value: &str) -> Result<(), CgroupFsError> {
+    std::fs::write(path, value).map_err(|err| CgroupFsError::Write { path: path.to_path_buf(), value: value.to_string(), err })
 }
 
 /// Mount points from /proc/self/mounts: (type, mount point, options).
@@ -67,9 +103,9 @@ fn own_path(matches: &dyn Fn(&str) -> bool) -> Option<String> {
 
 /// The v2 directory a scratch parent can go in, with `cpu` (and `cpuset`
 /// when `need_cpuset`) enabled for it; Err: why not.
-fn v2_base(need_cpuset: bool) -> Result<PathBuf, String> {
-    let (_, mnt, _) = mounts().into_iter().find(|m| m.0 == "cgroup2").ok_or("no cgroup2 mount")?;
-    let own = own_path(&|c| c.is_empty()).ok_or("no cgroup v2 line in /proc/self/cgroup")?;
+fn v2_base(need_cpuset: bool) -> Result<PathBuf, CgroupFsError> {
+    let (_, mnt, _) = mounts().into_iter().find(|m| m.0 == "cgroup2").ok_or_else(|| CgroupFsError::NoHierarchy("no cgroup2 mount".into()))?;
+    let own = own_path(&|c| c.is_empty()).ok_or_else(|| CgroupFsError::NoHierarchy("no cgroup v2 line in /proc/self/cgroup".into()))?;
     // Our own cgroup holds this process, so (the root excepted) controllers
     // cannot be enabled for its children: go up to the parent, where the
     // scratch cgroup becomes our sibling.
@@ -78,7 +114,7 @@ fn v2_base(need_cpuset: bool) -> Result<PathBuf, String> {
     let have: Vec<&str> = controllers.split_whitespace().collect();
     for c in ["cpu"].into_iter().chain(need_cpuset.then_some("cpuset")) {
         if !have.contains(&c) {
-            return Err(format!("the {c} controller is not available in {} (cgroup.controllers: {:?})", base.display(), controllers.trim()));
+            return Err(CgroupFsError::NoController { controller: c, base, have: controllers.trim().to_string() });
         }
         let ctl = base.join("cgroup.subtree_control");
         let enabled = std::fs::read_to_string(&ctl).unwrap_or_default();
@@ -91,11 +127,11 @@ fn v2_base(need_cpuset: bool) -> Result<PathBuf, String> {
 
 /// The v1 hierarchy of controller `name`: its directory holding this
 /// process's cgroup.
-fn v1_base(name: &str) -> Result<PathBuf, String> {
+fn v1_base(name: &str) -> Result<PathBuf, CgroupFsError> {
     let (_, mnt, _) = mounts()
         .into_iter()
         .find(|m| m.0 == "cgroup" && m.2.split(',').any(|o| o == name))
-        .ok_or_else(|| format!("no cgroup v1 {name} hierarchy mounted"))?;
+        .ok_or_else(|| CgroupFsError::NoHierarchy(format!("no cgroup v1 {name} hierarchy mounted")))?;
     let own = own_path(&|c| c.split(',').any(|x| x == name)).unwrap_or_default();
     Ok(mnt.join(own))
 }
@@ -132,15 +168,15 @@ impl HostCgroups {
         let mut made = HostCgroups { version, roots: Vec::new(), dirs: Vec::new() };
         for b in &bases {
             let root = b.join(&scratch);
-            std::fs::create_dir(&root).map_err(|e| refused(&io(&root, e)))?;
+            std::fs::create_dir(&root).map_err(|e| refused(&io(&root, e).to_string()))?;
             made.roots.push(root);
         }
-        made.fill(sim, cpu_map).map_err(|e| refused(&e))?;
+        made.fill(sim, cpu_map).map_err(|e| refused(&e.to_string()))?;
         Ok(Some(made))
     }
 
     /// Creates every group's directory and writes its files.
-    fn fill(&mut self, sim: &Sim, cpu_map: &[usize]) -> Result<(), String> {
+    fn fill(&mut self, sim: &Sim, cpu_map: &[usize]) -> Result<(), CgroupFsError> {
         let host_cpus = |m: &crate::machine::cpumask::CpuMask| m.iter().map(|c| cpu_map[c].to_string()).collect::<Vec<_>>().join(",");
         for (i, g) in sim.cg.groups.iter().enumerate() {
             let dirs: Vec<PathBuf> = self.roots.iter().map(|r| if i == 0 { r.clone() } else { r.join(g.path.trim_start_matches('/')) }).collect();
@@ -176,7 +212,7 @@ impl HostCgroups {
                     Version::V1 if is_cpuset => {
                         // v1 cpusets start empty: a group takes its own CPUs
                         // or its parent's, and the parent's memory nodes.
-                        let parent = d.parent().ok_or("cpuset root")?;
+                        let parent = d.parent().ok_or_else(|| CgroupFsError::NoHierarchy(format!("{}: a cpuset directory has no parent", d.display())))?;
                         let mems = std::fs::read_to_string(parent.join("cpuset.mems")).map_err(|e| io(parent, e))?;
                         let cpus = if i == 0 { std::fs::read_to_string(parent.join("cpuset.cpus")).map_err(|e| io(parent, e))? } else { host_cpus(&g.effective_cpus) };
                         write(&d.join("cpuset.cpus"), cpus.trim())?;
@@ -205,7 +241,7 @@ impl HostCgroups {
     /// Moves process `pid` (all its threads) into task group `group`.
     pub(crate) fn attach(&self, group: u32, pid: i32) -> Result<(), RealError> {
         for d in &self.dirs[group as usize] {
-            write(&d.join("cgroup.procs"), &pid.to_string()).map_err(RealError::Io)?;
+            write(&d.join("cgroup.procs"), &pid.to_string()).map_err(|e| RealError::Io(e.to_string()))?;
         }
         Ok(())
     }
@@ -231,7 +267,7 @@ impl HostCgroups {
         }
         files.extend(w.idle.map(|i| ("cpu.idle", if i { "1" } else { "0" }.to_string())));
         for (f, v) in files {
-            write(&cpu.join(f), &v).map_err(RealError::Io)?;
+            write(&cpu.join(f), &v).map_err(|e| RealError::Io(e.to_string()))?;
         }
         for &pid in pids {
             self.attach(w.group, pid)?;

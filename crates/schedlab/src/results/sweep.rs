@@ -171,18 +171,46 @@ pub fn failures(points: &[Vec<(String, String)>], outcome: &Outcome) -> Vec<Fail
     out.into_iter().map(|(_, f)| f).collect()
 }
 
+/// A sweep's store could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {err}", path.display())]
+pub struct StoreError {
+    /// The directory or record file.
+    pub path: PathBuf,
+    /// The error.
+    pub err: std::io::Error,
+}
+
+/// Why one job of a sweep failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// The run itself failed (bad scenario, scheduler that did not load,
+    /// a partial run): its error, rendered.
+    #[error("{0}")]
+    Run(String),
+    /// The run panicked: the panic's message.
+    #[error("internal error (panic): {0}")]
+    Panic(String),
+    /// Its record could not be stored.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Its record could not be read back.
+    #[error("{0}")]
+    Record(#[from] serde_json::Error),
+}
+
 /// Runs every job that has no stored record, in parallel, storing each
 /// result as it finishes; `progress(done, total)` is called after each.
 /// A failed run stops nothing else: it is returned in [`Outcome::errors`]
 /// (and a panicking run is one, with the panic's message). Err: the
 /// store cannot be created.
-pub fn execute(
+pub fn execute<E: std::fmt::Display>(
     dir: &Path,
     jobs: &[Job],
-    run: &(dyn Fn(&Job) -> Result<RunSummary, String> + Sync),
+    run: &(dyn Fn(&Job) -> Result<RunSummary, E> + Sync),
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<Outcome, String> {
-    std::fs::create_dir_all(dir.join("runs")).map_err(|e| format!("{}: {e}", dir.display()))?;
+) -> Result<Outcome, StoreError> {
+    std::fs::create_dir_all(dir.join("runs")).map_err(|err| StoreError { path: dir.to_path_buf(), err })?;
     let total = jobs.len();
     let done = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<Result<(Record, bool), String>> = jobs
@@ -194,12 +222,12 @@ pub fn execute(
                     let text = record_text(job, summary);
                     store_record(dir, &job.key, &text)?;
                     // Aggregate what a later resume would read.
-                    serde_json::from_str(&text).map(|r| (r, false)).map_err(|e| e.to_string())
+                    Ok((serde_json::from_str(&text)?, false))
                 }),
             };
             let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             progress(n, total);
-            out.map_err(|e| job_error(job, &e))
+            out.map_err(|e| job_error(job, &e.to_string()))
         })
         .collect();
     let mut out = Outcome { records: Vec::with_capacity(total), jobs: Vec::with_capacity(total), errors: Vec::new(), reused: 0, ran: 0 };
@@ -229,8 +257,9 @@ pub fn record_text(job: &Job, summary: RunSummary) -> String {
 
 /// Stores a record's text as `<dir>/runs/<key>.json`, atomically. A run
 /// done elsewhere (a Ray worker) is stored by the driver through here.
-pub fn store_record(dir: &Path, key: &str, text: &str) -> Result<(), String> {
-    crate::results::csv::write_atomic(&record_path(dir, key), text.as_bytes()).map_err(|e| format!("{}: {e}", dir.display()))
+pub fn store_record(dir: &Path, key: &str, text: &str) -> Result<(), StoreError> {
+    let path = record_path(dir, key);
+    crate::results::csv::write_atomic(&path, text.as_bytes()).map_err(|err| StoreError { path, err })
 }
 
 /// A failed job's error as a sweep reports it: "seed S overrides: error".
@@ -240,11 +269,14 @@ pub fn job_error(job: &Job, e: &str) -> String {
 
 /// `run(job)`, with a panic turned into that run's error so the other
 /// runs of the sweep complete.
-pub fn guarded_run(run: &(dyn Fn(&Job) -> Result<RunSummary, String> + Sync), job: &Job) -> Result<RunSummary, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(job))).unwrap_or_else(|p| {
-        let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-        Err(format!("internal error (panic): {}", msg.unwrap_or_else(|| "no message".into())))
-    })
+pub fn guarded_run<E: std::fmt::Display>(run: &(dyn Fn(&Job) -> Result<RunSummary, E> + Sync), job: &Job) -> Result<RunSummary, JobError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(job))) {
+        Ok(r) => r.map_err(|e| JobError::Run(e.to_string())),
+        Err(p) => {
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+            Err(JobError::Panic(msg.unwrap_or_else(|| "no message".into())))
+        }
+    }
 }
 
 /// Median and spread of one metric over the seeds of a grid point.

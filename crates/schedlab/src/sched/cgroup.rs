@@ -82,39 +82,93 @@ impl Default for CpuMax {
     }
 }
 
+/// Why a cpu.max value or a cgroup path is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CgroupError {
+    /// cpu.max is not one or two words.
+    #[error("{value:?}: {MAX_EXPECTED}")]
+    MaxShape {
+        /// The value given.
+        value: String,
+    },
+    /// A cpu.max word is neither a duration nor microseconds.
+    #[error("{value:?}: {word}: {err}; {MAX_EXPECTED}")]
+    MaxWord {
+        /// The value given.
+        value: String,
+        /// "quota" or "period".
+        word: &'static str,
+        /// Why the word does not parse.
+        err: crate::engine::time::DurationError,
+    },
+    /// The period is outside the kernel's 1ms..1s.
+    #[error("{value:?}: the period must be within 1ms..1s (the kernel refuses others with EINVAL)")]
+    Period {
+        /// The value given.
+        value: String,
+    },
+    /// The quota is below the kernel's 1ms.
+    #[error("{value:?}: the quota must be at least 1ms (the kernel refuses less with EINVAL)")]
+    Quota {
+        /// The value given.
+        value: String,
+    },
+    /// A cgroup path that is not absolute.
+    #[error("{path:?} must be an absolute path such as \"/web\"")]
+    Relative {
+        /// The path given.
+        path: String,
+    },
+    /// A cgroup path with an empty component ("//").
+    #[error("{path:?} has an empty component")]
+    EmptyComponent {
+        /// The path given.
+        path: String,
+    },
+    /// A cgroup path with "." or "..".
+    #[error("{path:?}: \".\" and \"..\" are not cgroup names")]
+    DotComponent {
+        /// The path given.
+        path: String,
+    },
+}
+
+/// What cpu.max accepts, for its error messages.
+const MAX_EXPECTED: &str = "expected \"QUOTA PERIOD\" such as \"50ms 100ms\", or \"max\"";
+
 /// One cpu.max word: a duration ("50ms") or, as the file takes it, a number of microseconds.
-fn max_word(w: &str) -> Result<Ns, String> {
+fn max_word(w: &str) -> Result<Ns, crate::engine::time::DurationError> {
     if let Ok(us) = w.parse::<u64>() {
         return Ok(us * NSEC_PER_USEC);
     }
-    parse_duration(w).map_err(|e| e.to_string())
+    parse_duration(w)
 }
 
 /// Parses cpu.max: "QUOTA PERIOD", "max", "max PERIOD" or "QUOTA" (period
 /// 100ms), with durations ("50ms 100ms") or microseconds ("50000 100000");
 /// checks the kernel's limits (tg_set_cfs_bandwidth: period 1ms..1s, quota
 /// at least 1ms).
-pub fn parse_max(s: &str) -> Result<CpuMax, String> {
-    let expected = "expected \"QUOTA PERIOD\" such as \"50ms 100ms\", or \"max\"";
+pub fn parse_max(s: &str) -> Result<CpuMax, CgroupError> {
+    let value = || s.to_string();
     let words: Vec<&str> = s.split_whitespace().collect();
     let (q, p) = match words.as_slice() {
         [q] => (*q, None),
         [q, p] => (*q, Some(*p)),
-        _ => return Err(format!("{s:?}: {expected}")),
+        _ => return Err(CgroupError::MaxShape { value: value() }),
     };
     let period_ns = match p {
-        Some(p) => max_word(p).map_err(|e| format!("{s:?}: period: {e}; {expected}"))?,
+        Some(p) => max_word(p).map_err(|err| CgroupError::MaxWord { value: value(), word: "period", err })?,
         None => DEFAULT_CFS_PERIOD,
     };
     if !(MIN_CFS_QUOTA_PERIOD..=MAX_CFS_QUOTA_PERIOD).contains(&period_ns) {
-        return Err(format!("{s:?}: the period must be within 1ms..1s (the kernel refuses others with EINVAL)"));
+        return Err(CgroupError::Period { value: value() });
     }
     let quota_ns = if q == "max" {
         None
     } else {
-        let quota = max_word(q).map_err(|e| format!("{s:?}: quota: {e}; {expected}"))?;
+        let quota = max_word(q).map_err(|err| CgroupError::MaxWord { value: value(), word: "quota", err })?;
         if quota < MIN_CFS_QUOTA_PERIOD {
-            return Err(format!("{s:?}: the quota must be at least 1ms (the kernel refuses less with EINVAL)"));
+            return Err(CgroupError::Quota { value: value() });
         }
         Some(quota)
     };
@@ -351,16 +405,16 @@ pub fn normalize(path: &str) -> String {
 }
 
 /// Checks a cgroup path: absolute, no empty or dot components.
-pub fn check_path(path: &str) -> Result<(), String> {
+pub fn check_path(path: &str) -> Result<(), CgroupError> {
     if !path.starts_with('/') {
-        return Err(format!("{path:?} must be an absolute path such as \"/web\""));
+        return Err(CgroupError::Relative { path: path.to_string() });
     }
     for c in path.split('/').skip(1) {
         if c.is_empty() && path != "/" && !path.ends_with('/') {
-            return Err(format!("{path:?} has an empty component"));
+            return Err(CgroupError::EmptyComponent { path: path.to_string() });
         }
         if c == "." || c == ".." {
-            return Err(format!("{path:?}: \".\" and \"..\" are not cgroup names"));
+            return Err(CgroupError::DotComponent { path: path.to_string() });
         }
     }
     Ok(())

@@ -15,7 +15,7 @@ pub fn build_tree(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scenari
     let n = sim.nr_cpus();
     for (i, c) in s.cgroups.iter().enumerate() {
         let bad = |key: &str, msg: String| ScenarioError::invalid(file, s.table_key_line("cgroup", i, key), format!("cgroup.{i}.{key}: {msg}"));
-        check_path(&c.path).map_err(|e| bad("path", e))?;
+        check_path(&c.path).map_err(|e| bad("path", e.to_string()))?;
         if c.path.trim_end_matches('/').is_empty() {
             return Err(bad("path", "the root cgroup \"/\" has no cpu.weight, cpu.max or cpuset to set: name a child such as \"/web\"".into()));
         }
@@ -31,7 +31,7 @@ pub fn build_tree(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scenari
         };
         let mut max = match &c.max {
             None => Default::default(),
-            Some(m) => parse_max(m).map_err(|e| bad("max", e))?,
+            Some(m) => parse_max(m).map_err(|e| bad("max", e.to_string()))?,
         };
         if let Some(b) = c.burst {
             match max.quota_ns {
@@ -133,7 +133,7 @@ pub fn build_writes(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scena
         if c.at.0 >= s.duration.0 {
             return Err(bad("at", format!("{} is not before the end of the run ({}): the write would never happen", fmt_ns(c.at.0), fmt_ns(s.duration.0))));
         }
-        check_path(&c.path).map_err(|e| bad("path", e))?;
+        check_path(&c.path).map_err(|e| bad("path", e.to_string()))?;
         let group = match sim.cg.find(&c.path) {
             Some(0) => return Err(bad("path", "the root cgroup has no cpu.weight, cpu.max or cpu.idle, and its cgroup.procs is not modelled: name a `[[cgroup]]`".into())),
             Some(g) => g,
@@ -147,7 +147,7 @@ pub fn build_writes(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scena
             Some(w) if (CGROUP_WEIGHT_MIN as i64..=CGROUP_WEIGHT_MAX as i64).contains(&w) => Some(w as u32),
             Some(w) => return Err(bad("weight", format!("{w} is out of range: cpu.weight takes 1..10000"))),
         };
-        let max = c.max.as_deref().map(parse_max).transpose().map_err(|e| bad("max", e))?;
+        let max = c.max.as_deref().map(parse_max).transpose().map_err(|e| bad("max", e.to_string()))?;
         let procs = match &c.procs {
             None => None,
             Some(name) => {

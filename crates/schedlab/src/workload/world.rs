@@ -164,20 +164,22 @@ pub fn build_on(s: &Scenario, file: &str, topo: Topology) -> Result<Sim, Scenari
 }
 
 /// A sched_ext scheduler source or include directory that cannot be found.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// The shipped scheduler cannot be written to the cache.
-    #[error("{dir}: {err}")]
+    #[error("{}: {err}", dir.display())]
     Cache {
         /// The cache directory.
-        dir: String,
+        dir: PathBuf,
         /// The I/O error.
-        err: String,
+        err: std::io::Error,
     },
-    /// A published crate that cannot be fetched, or a scheduler directory
-    /// without one main `.bpf.c` (the hosting layer's message).
-    #[error("{0}")]
-    Host(String),
+    /// A published crate that cannot be fetched.
+    #[error(transparent)]
+    Fetch(#[from] crate::sched::ext::host::fetch::FetchError),
+    /// A scheduler directory without one main `.bpf.c`.
+    #[error(transparent)]
+    Dir(#[from] crate::sched::ext::host::source::ResolveError),
     /// A name that is no shipped scheduler, crate or path.
     #[error("no scheduler {name:?}: expected a shipped one ({shipped}), crate:NAME[@VERSION] (e.g. crate:scx_bpfland), or the path of a .bpf.c file or a scheduler's directory")]
     Unknown {
@@ -196,11 +198,11 @@ pub enum SourceError {
 /// `.bpf.c` file or scheduler directory relative to the scenario.
 pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, SourceError> {
     let cache = crate::sched::ext::host::compile::cache_dir();
-    if let Some(p) = crate::sched::ext::shipped::materialize(name, &cache).map_err(|e| SourceError::Cache { dir: cache.display().to_string(), err: e.to_string() })? {
+    if let Some(p) = crate::sched::ext::shipped::materialize(name, &cache).map_err(|err| SourceError::Cache { dir: cache.clone(), err })? {
         return Ok(p);
     }
     if name.starts_with("crate:") {
-        let root = crate::sched::ext::host::fetch::fetch(name, &cache).map_err(SourceError::Host)?;
+        let root = crate::sched::ext::host::fetch::fetch(name, &cache)?;
         return Ok(root.join("src/bpf/main.bpf.c"));
     }
     let direct = PathBuf::from(name);
@@ -210,7 +212,7 @@ pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, SourceErro
             return Ok(cand);
         }
         if cand.is_dir() {
-            return crate::sched::ext::host::source::main_of_dir(&cand).map_err(SourceError::Host);
+            return crate::sched::ext::host::source::main_of_dir(&cand).map_err(SourceError::Dir);
         }
     }
     let names: Vec<&str> = crate::sched::ext::shipped::SHIPPED.iter().map(|s| s.0).collect();

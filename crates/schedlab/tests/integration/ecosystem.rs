@@ -193,7 +193,7 @@ fn run_once(sched: &str, scenario: &str, preset: &str, args: &str, all_cpus: boo
     let h = schedlab::sched::ext::host::load_owned(&path, &cfg).map_err(|e| format!("loading {sched}: {e}"))?;
     sim.scx.origin = h.origin().cloned();
     if let Some(p) = &plan {
-        schedlab::sched::ext::profile::apply::before_attach(&h, &mut sim, p)?;
+        schedlab::sched::ext::profile::apply::before_attach(&h, &mut sim, p).map_err(|e| e.to_string())?;
     }
     let ops = Rc::new(Checked::new(h));
     sim.scx_enable(ops.clone()).map_err(|e| format!("the kernel refused to load {sched}: {e}"))?;

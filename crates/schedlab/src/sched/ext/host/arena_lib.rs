@@ -62,7 +62,7 @@ impl HostedScheduler {
     }
 
     /// `ArenaLib::setup()`: the arena, then the topology tree.
-    pub fn arena_lib_setup(&self, sim: &mut Sim, s: &ArenaLibSetup) -> Result<(), String> {
+    pub(crate) fn arena_lib_setup(&self, sim: &mut Sim, s: &ArenaLibSetup) -> Result<(), String> {
         let size = self.c_const(&format!("sizeof({})", s.task_ctx)).ok_or_else(|| format!("sizeof({}) was not recorded at load", s.task_ctx))? as u64;
         let mut init = words(&[s.static_pages, size, s.task_ctx_align]);
         self.arena_prog(sim, "arena_init", &mut init)?;

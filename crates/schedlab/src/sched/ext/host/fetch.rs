@@ -11,6 +11,91 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Why a published scheduler crate could not be fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The `crate:` spec is malformed.
+    #[error("{spec:?}: expected crate:NAME or crate:NAME@VERSION, e.g. crate:scx_bpfland@1.1.4")]
+    Spec {
+        /// The spec as given.
+        spec: String,
+    },
+    /// A cache directory could not be created or written.
+    #[error("{}: {err}", path.display())]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The error.
+        err: std::io::Error,
+    },
+    /// `cargo` could not be started.
+    #[error("crate:{spec}: cannot run `{cargo} info` to fetch it ({err}); install cargo, or unpack the crate and pass its directory to --sched")]
+    NoCargo {
+        /// `NAME[@VERSION]`.
+        spec: String,
+        /// The cargo command.
+        cargo: String,
+        /// Why it could not run.
+        err: std::io::Error,
+    },
+    /// crates.io does not have the crate or version, or could not be asked.
+    #[error("crate:{spec}: no such crate or version on crates.io, or no network to ask (cargo: {why}); a crate fetched once is kept under {} and then runs offline", cache.display())]
+    NotFound {
+        /// `NAME[@VERSION]`.
+        spec: String,
+        /// cargo's error line.
+        why: String,
+        /// Where fetched crates are kept.
+        cache: PathBuf,
+    },
+    /// `cargo info` failed otherwise.
+    #[error("crate:{spec}: cargo info failed ({why}); it needs the network the first time, after which {} keeps the crate", cache.display())]
+    Cargo {
+        /// `NAME[@VERSION]`.
+        spec: String,
+        /// cargo's error line.
+        why: String,
+        /// Where fetched crates are kept.
+        cache: PathBuf,
+    },
+    /// cargo reported success but left no unpacked crate.
+    #[error("crate:{name}@{version}: cargo info ran but the crate is not unpacked under $CARGO_HOME/registry/src")]
+    NotUnpacked {
+        /// The crate.
+        name: String,
+        /// Its version.
+        version: String,
+    },
+    /// Copying the crate into the cache failed.
+    #[error("copying {} into {}: {err}", from.display(), dest.display())]
+    Copy {
+        /// The unpacked crate.
+        from: PathBuf,
+        /// The cache directory.
+        dest: PathBuf,
+        /// The error.
+        err: std::io::Error,
+    },
+    /// The scx_cargo crate lacks the headers schedulers build against.
+    #[error("{}: scx_cargo {version} has no bpf_h/scx/common.bpf.h", dir.display())]
+    NoHeaders {
+        /// The cached scx_cargo.
+        dir: PathBuf,
+        /// Its version.
+        version: String,
+    },
+    /// The crate is not a BPF scheduler schedlab can host.
+    #[error("crate:{name}@{version} has no src/bpf/main.bpf.c: {why}; refused")]
+    NotBpf {
+        /// The crate.
+        name: String,
+        /// Its version.
+        version: String,
+        /// What the crate is instead.
+        why: &'static str,
+    },
+}
+
 /// What a crate's cache directory holds when complete.
 const MARKER: &str = ".schedlab-fetched";
 
@@ -29,7 +114,7 @@ pub fn registry_src_dirs() -> Vec<PathBuf> {
 }
 
 /// `crate:NAME[@VERSION]` -> (NAME, VERSION).
-pub fn parse_spec(spec: &str) -> Option<Result<(String, Option<String>), String>> {
+pub fn parse_spec(spec: &str) -> Option<Result<(String, Option<String>), FetchError>> {
     let rest = spec.strip_prefix("crate:")?;
     let (name, version) = match rest.split_once('@') {
         Some((n, v)) => (n, Some(v)),
@@ -38,7 +123,7 @@ pub fn parse_spec(spec: &str) -> Option<Result<(String, Option<String>), String>
     let ok_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     let ok_version = version.is_none_or(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || ".-+".contains(c)));
     Some(if !ok_name || !ok_version {
-        Err(format!("{spec:?}: expected crate:NAME or crate:NAME@VERSION, e.g. crate:scx_bpfland@1.1.4"))
+        Err(FetchError::Spec { spec: spec.to_string() })
     } else {
         Ok((name.to_string(), version.map(str::to_string)))
     })
@@ -86,39 +171,32 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// Runs `cargo info NAME@VERSION` (or NAME: the newest), which downloads
 /// and unpacks the crate into cargo's registry; returns the version.
-fn cargo_info(name: &str, version: Option<&str>, cache: &Path) -> Result<String, String> {
+fn cargo_info(name: &str, version: Option<&str>, cache: &Path) -> Result<String, FetchError> {
     let cargo = std::env::var("CARGO").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cargo".into());
     let spec = match version {
         Some(v) => format!("{name}@{v}"),
         None => name.to_string(),
     };
     // Outside any workspace, so cargo does not answer with a locked version.
-    std::fs::create_dir_all(cache).map_err(|e| format!("{}: {e}", cache.display()))?;
+    std::fs::create_dir_all(cache).map_err(|err| FetchError::Io { path: cache.to_path_buf(), err })?;
     let out = Command::new(&cargo)
         .args(["info", &spec])
         .current_dir(cache)
         .env("CARGO_TERM_COLOR", "never")
         .output()
-        .map_err(|e| {
-            format!("crate:{spec}: cannot run `{cargo} info` to fetch it ({e}); install cargo, or unpack the crate and pass its directory to --sched")
-        })?;
+        .map_err(|err| FetchError::NoCargo { spec: spec.clone(), cargo: cargo.clone(), err })?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let found = stdout.lines().find_map(|l| l.strip_prefix("version:")).and_then(|v| v.split_whitespace().next());
     match found {
         Some(v) if out.status.success() => Ok(v.to_string()),
         _ => {
-            let why = stderr.lines().rev().find(|l| l.starts_with("error")).unwrap_or("no version in its output").trim();
+            let why = stderr.lines().rev().find(|l| l.starts_with("error")).unwrap_or("no version in its output").trim().to_string();
+            let cache = cache.join("crates");
             if why.contains("could not find") {
-                Err(format!(
-                    "crate:{spec}: no such crate or version on crates.io, or no network to ask (cargo: {why}); a crate fetched once is kept under {} and then runs offline",
-                    cache.join("crates").display()
-                ))
+                Err(FetchError::NotFound { spec, why, cache })
             } else {
-                Err(format!(
-                    "crate:{spec}: cargo info failed ({why}); it needs the network the first time, after which {} keeps the crate",
-                    cache.join("crates").display()
-                ))
+                Err(FetchError::Cargo { spec, why, cache })
             }
         }
     }
@@ -132,9 +210,9 @@ fn in_registry(name: &str, version: &str) -> Option<PathBuf> {
 /// Copies the files of `from` (a crate unpacked by cargo) that schedlab's
 /// build reads into `CACHE/crates/NAME-VERSION`, through a temporary
 /// directory and a rename.
-fn store(from: &Path, dest: &Path, parts: &[&str]) -> Result<(), String> {
+fn store(from: &Path, dest: &Path, parts: &[&str]) -> Result<(), FetchError> {
     let parent = dest.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    std::fs::create_dir_all(parent).map_err(|err| FetchError::Io { path: parent.to_path_buf(), err })?;
     let tmp = parent.join(format!(".tmp-{}", super::compile::unique_suffix()));
     let result = (|| -> std::io::Result<()> {
         std::fs::create_dir_all(&tmp)?;
@@ -152,15 +230,15 @@ fn store(from: &Path, dest: &Path, parts: &[&str]) -> Result<(), String> {
         std::fs::write(tmp.join(MARKER), format!("copied from {}\n", from.display()))?;
         Ok(())
     })();
-    if let Err(e) = result {
+    if let Err(err) = result {
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(format!("copying {} into {}: {e}", from.display(), dest.display()));
+        return Err(FetchError::Copy { from: from.to_path_buf(), dest: dest.to_path_buf(), err });
     }
-    if std::fs::rename(&tmp, dest).is_err() {
+    if let Err(err) = std::fs::rename(&tmp, dest) {
         // Another process stored it first; its copy is the same crate.
         let _ = std::fs::remove_dir_all(&tmp);
         if !dest.join(MARKER).is_file() {
-            return Err(format!("cannot create {}", dest.display()));
+            return Err(FetchError::Io { path: dest.to_path_buf(), err });
         }
     }
     Ok(())
@@ -168,7 +246,7 @@ fn store(from: &Path, dest: &Path, parts: &[&str]) -> Result<(), String> {
 
 /// The cached copy of `name` (`version`, or the newest cached, or the
 /// newest published), fetched with cargo if it is not cached yet.
-fn cached_crate(name: &str, version: Option<&str>, cache: &Path, parts: &[&str]) -> Result<(PathBuf, String), String> {
+fn cached_crate(name: &str, version: Option<&str>, cache: &Path, parts: &[&str]) -> Result<(PathBuf, String), FetchError> {
     let crates = cache.join("crates");
     let complete = |p: &Path| p.join(MARKER).is_file();
     let version = match version {
@@ -186,9 +264,7 @@ fn cached_crate(name: &str, version: Option<&str>, cache: &Path, parts: &[&str])
         Some(d) => d,
         None => {
             let got = cargo_info(name, Some(&version), cache)?;
-            in_registry(name, &got).ok_or_else(|| {
-                format!("crate:{name}@{version}: cargo info ran but the crate is not unpacked under $CARGO_HOME/registry/src")
-            })?
+            in_registry(name, &got).ok_or_else(|| FetchError::NotUnpacked { name: name.to_string(), version: version.clone() })?
         }
     };
     store(&unpacked, &dest, parts)?;
@@ -196,21 +272,21 @@ fn cached_crate(name: &str, version: Option<&str>, cache: &Path, parts: &[&str])
 }
 
 /// scx_cargo `version`'s `bpf_h`, from the cache or fetched.
-pub fn scx_cargo_headers(version: &str, cache: &Path) -> Result<PathBuf, String> {
+pub fn scx_cargo_headers(version: &str, cache: &Path) -> Result<PathBuf, FetchError> {
     let (dir, _) = cached_crate("scx_cargo", Some(version), cache, &["bpf_h", "Cargo.toml"])?;
     let h = dir.join("bpf_h");
     if !h.join("scx/common.bpf.h").is_file() {
-        return Err(format!("{}: scx_cargo {version} has no bpf_h/scx/common.bpf.h", dir.display()));
+        return Err(FetchError::NoHeaders { dir, version: version.to_string() });
     }
     Ok(h)
 }
 
 /// Fetches (once) the scheduler crate `spec` and the scx_cargo headers it
 /// is built with; returns the crate's cached root.
-pub fn fetch(spec: &str, cache: &Path) -> Result<PathBuf, String> {
+pub fn fetch(spec: &str, cache: &Path) -> Result<PathBuf, FetchError> {
     let (name, version) = match parse_spec(spec) {
         Some(r) => r?,
-        None => return Err(format!("{spec:?} is not crate:NAME[@VERSION]")),
+        None => return Err(FetchError::Spec { spec: spec.to_string() }),
     };
     let parts = ["src/bpf", "build.rs", "Cargo.toml", "Cargo.lock", "LICENSE", "README.md"];
     let (root, version) = cached_crate(&name, version.as_deref(), cache, &parts)?;
@@ -221,7 +297,7 @@ pub fn fetch(spec: &str, cache: &Path) -> Result<PathBuf, String> {
         } else {
             "it is not a BPF scheduler built with scx_cargo"
         };
-        return Err(format!("crate:{name}@{version} has no src/bpf/main.bpf.c: {why}; refused"));
+        return Err(FetchError::NotBpf { name, version, why });
     }
     // Its headers go into the cache too, so later runs need nothing else.
     if let Some(v) = super::source::scx_cargo_version(&root) {
@@ -261,6 +337,8 @@ mod tests {
         assert_eq!(fetch("crate:scx_demo@1.2.0", &d).unwrap(), root);
         std::fs::remove_file(root.join("src/bpf/main.bpf.c")).unwrap();
         let e = fetch("crate:scx_demo", &d).unwrap_err();
+        assert!(matches!(e, FetchError::NotBpf { .. }), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("has no src/bpf/main.bpf.c") && e.contains("refused"), "{e}");
         let _ = std::fs::remove_dir_all(&d);
     }

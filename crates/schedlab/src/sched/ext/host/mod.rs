@@ -94,8 +94,8 @@ pub enum HostError {
         at: Option<String>,
     },
     /// The scheduler's source could not be found or fetched.
-    #[error("{0}")]
-    Source(String),
+    #[error(transparent)]
+    Source(#[from] source::ResolveError),
     #[error("cannot run the C compiler `{cc}` ({err}); install a C compiler (e.g. gcc) or set SCHEDLAB_CC")]
     /// The C compiler could not be started.
     NoCompiler {
@@ -295,7 +295,7 @@ pub fn load(source: &Path, cfg: &LoadConfig) -> Result<Rc<HostedScheduler>, Host
 pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, HostError> {
     let cache = cfg.cache_dir.clone().unwrap_or_else(compile::cache_dir);
     let fetch_bpf_h = |v: &str| fetch::scx_cargo_headers(v, &cache);
-    let mut spec = source::resolve(source, &cfg.includes, &cache, &fetch_bpf_h).map_err(HostError::Source)?;
+    let mut spec = source::resolve(source, &cfg.includes, &cache, &fetch_bpf_h)?;
     spec.consts = cfg.c_consts.clone();
     let compiled = compile::compile_spec(&spec, &cache)?;
     let loaded = loader::open(&compiled.so, source)?;

@@ -96,7 +96,7 @@ impl HostedScheduler {
     /// Writes `value` to the path `target` (see the module doc): integers
     /// little-endian in the member's size, text NUL-padded into a char
     /// array.
-    pub fn set_path(&self, target: &str, value: &Value) -> Result<(), String> {
+    pub(crate) fn set_path(&self, target: &str, value: &Value) -> Result<(), String> {
         let p = parse(target).ok_or_else(|| format!("`{target}` is not NAME[i].member... with numeric indices"))?;
         let base = self
             .rodata

@@ -106,31 +106,73 @@ pub fn build_rs_sources(text: &str) -> Vec<String> {
     out
 }
 
+/// Why a scheduler's build could not be worked out.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The directory holds no scheduler source.
+    #[error("{}: no scheduler here: expected src/bpf/main.bpf.c (a scheduler crate), main.bpf.c or a single .bpf.c", dir.display())]
+    NoScheduler {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// The directory holds several `.bpf.c` files and no `main.bpf.c`.
+    #[error("{}: several .bpf.c files and no main.bpf.c; name one: {}", dir.display(), names.join(", "))]
+    Ambiguous {
+        /// The directory.
+        dir: PathBuf,
+        /// The candidates' file names.
+        names: Vec<String>,
+    },
+    /// A file or directory could not be read.
+    #[error("{}: {err}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        err: std::io::Error,
+    },
+    /// The crate's build.rs adds a source that cannot be read.
+    #[error("{}: build.rs adds source {source_name:?}, which cannot be read: {err}", root.display())]
+    BuildRs {
+        /// The crate's root.
+        root: PathBuf,
+        /// The source as build.rs names it.
+        source_name: String,
+        /// The error.
+        err: std::io::Error,
+    },
+    /// An include directory given by the user is not a directory.
+    #[error("include directory {}: not a directory", dir.display())]
+    NotADirectory {
+        /// The path given.
+        dir: PathBuf,
+    },
+    /// The scx_cargo headers the crate needs could not be fetched.
+    #[error(transparent)]
+    Fetch(#[from] super::fetch::FetchError),
+}
+
 /// The main source a directory names: `src/bpf/main.bpf.c`, `main.bpf.c`,
 /// or its only `.bpf.c`.
-pub fn main_of_dir(dir: &Path) -> Result<PathBuf, String> {
+pub fn main_of_dir(dir: &Path) -> Result<PathBuf, ResolveError> {
     for cand in [dir.join("src/bpf/main.bpf.c"), dir.join("main.bpf.c")] {
         if cand.is_file() {
             return Ok(cand);
         }
     }
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(|err| ResolveError::Io { path: dir.to_path_buf(), err })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().ends_with(".bpf.c"))
         .collect();
     found.sort();
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(format!(
-            "{}: no scheduler here: expected src/bpf/main.bpf.c (a scheduler crate), main.bpf.c or a single .bpf.c",
-            dir.display()
-        )),
-        _ => Err(format!(
-            "{}: several .bpf.c files and no main.bpf.c; name one: {}",
-            dir.display(),
-            found.iter().filter_map(|p| p.file_name()).map(|f| f.to_string_lossy().into_owned()).collect::<Vec<_>>().join(", ")
-        )),
+        0 => Err(ResolveError::NoScheduler { dir: dir.to_path_buf() }),
+        _ => Err(ResolveError::Ambiguous {
+            dir: dir.to_path_buf(),
+            names: found.iter().filter_map(|p| p.file_name()).map(|f| f.to_string_lossy().into_owned()).collect(),
+        }),
     }
 }
 
@@ -163,13 +205,13 @@ pub fn resolve(
     path: &Path,
     user: &[PathBuf],
     cache: &Path,
-    fetch_bpf_h: &dyn Fn(&str) -> Result<PathBuf, String>,
-) -> Result<BuildSpec, String> {
+    fetch_bpf_h: &dyn Fn(&str) -> Result<PathBuf, super::fetch::FetchError>,
+) -> Result<BuildSpec, ResolveError> {
     let main = if path.is_dir() { main_of_dir(path)? } else { path.to_path_buf() };
-    let main = std::fs::canonicalize(&main).map_err(|e| format!("{}: {e}", main.display()))?;
+    let main = std::fs::canonicalize(&main).map_err(|err| ResolveError::Io { path: main.clone(), err })?;
     for d in user {
         if !d.is_dir() {
-            return Err(format!("include directory {}: not a directory", d.display()));
+            return Err(ResolveError::NotADirectory { dir: d.clone() });
         }
     }
     let mut includes: Vec<PathBuf> = user.iter().map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone())).collect();
@@ -192,7 +234,7 @@ pub fn resolve(
             for s in build_rs_sources(&text) {
                 let p = root.join(&s);
                 let p = std::fs::canonicalize(&p)
-                    .map_err(|e| format!("{}: build.rs adds source {s:?}, which cannot be read: {e}", root.display()))?;
+                    .map_err(|err| ResolveError::BuildRs { root: root.clone(), source_name: s.clone(), err })?;
                 if p != main && !extra.contains(&p) {
                     extra.push(p);
                 }
@@ -259,7 +301,7 @@ mod tests {
         std::fs::write(root.join("build.rs"), ".add_source(\"src/bpf/lib/x.bpf.c\")").unwrap();
         std::fs::write(root.join("src/bpf/main.bpf.c"), "").unwrap();
         std::fs::write(root.join("src/bpf/lib/x.bpf.c"), "").unwrap();
-        let no_fetch = |v: &str| -> Result<PathBuf, String> { Err(format!("would fetch {v}")) };
+        let no_fetch = |v: &str| -> Result<PathBuf, super::super::fetch::FetchError> { Err(super::super::fetch::FetchError::NoHeaders { dir: PathBuf::from("nowhere"), version: v.to_string() }) };
         let s = resolve(&root, &[], &d, &no_fetch).unwrap();
         assert!(s.main.ends_with("scx_demo-0.1.0/src/bpf/main.bpf.c"), "{s:?}");
         assert_eq!(s.extra.len(), 1);
@@ -270,12 +312,12 @@ mod tests {
         // Without the headers anywhere, the fetcher is asked for that version.
         std::fs::remove_dir_all(d.join("scx_cargo-9.9.9")).unwrap();
         let e = resolve(&root, &[], &d, &no_fetch).unwrap_err();
-        assert_eq!(e, "would fetch 9.9.9");
+        assert!(matches!(&e, ResolveError::Fetch(super::super::fetch::FetchError::NoHeaders { version, .. }) if version == "9.9.9"), "{e:?}");
         // A missing add_source file is named.
         std::fs::remove_file(root.join("src/bpf/lib/x.bpf.c")).unwrap();
-        let e = resolve(&root, &[], &d, &no_fetch).unwrap_err();
+        let e = resolve(&root, &[], &d, &no_fetch).unwrap_err().to_string();
         assert!(e.contains("build.rs adds source \"src/bpf/lib/x.bpf.c\""), "{e}");
-        let e = main_of_dir(&d).unwrap_err();
+        let e = main_of_dir(&d).unwrap_err().to_string();
         assert!(e.contains("no scheduler here"), "{e}");
         let _ = std::fs::remove_dir_all(&d);
     }

@@ -10,8 +10,91 @@
 
 use super::expr::Value;
 use super::resolve::{Phase, Plan};
-use crate::sched::ext::host::{HostedScheduler, LoadConfig};
+use crate::sched::ext::host::{HostError, HostedScheduler, LoadConfig};
 use crate::sched::sim::Sim;
+
+/// A boxed error from the hosting layer, kept as the cause.
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a [`Plan`] could not be carried out (or written for scx-load).
+/// Each names the profile line it came from (`origin`).
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// An ops flag the kernel does not define.
+    #[error("unknown ops flag `{flag}`; valid: {valid}")]
+    UnknownFlag {
+        /// The flag as written.
+        flag: String,
+        /// The valid names, comma-separated.
+        valid: String,
+    },
+    /// A rodata, .bss or .data write was refused.
+    #[error("{origin}: profile of {who}: {err}")]
+    Write {
+        /// The profile line.
+        origin: String,
+        /// The scheduler.
+        who: String,
+        /// Why.
+        err: Cause,
+    },
+    /// `bpf_map_update_elem()` failed.
+    #[error("{origin}: bpf_map_update_elem({map}) failed: {errno}")]
+    MapUpdate {
+        /// The profile line.
+        origin: String,
+        /// The map.
+        map: String,
+        /// The (negative) errno.
+        errno: i64,
+    },
+    /// The profile names a map the scheduler does not have.
+    #[error("{origin}: no map `{map}`; the scheduler's maps are: {maps}")]
+    NoMap {
+        /// The profile line.
+        origin: String,
+        /// The map.
+        map: String,
+        /// The scheduler's maps, comma-separated.
+        maps: String,
+    },
+    /// A SEC("syscall") program could not be run.
+    #[error("{origin}: {err}")]
+    Syscall {
+        /// The profile line.
+        origin: String,
+        /// Why.
+        err: HostError,
+    },
+    /// A SEC("syscall") program returned an error the loader stops on.
+    #[error("{origin}: SEC(\"syscall\") {prog}() returned {ret}; {who}'s loader stops here (set on_error = \"warn\" to go on)")]
+    SyscallFailed {
+        /// The profile line.
+        origin: String,
+        /// The program.
+        prog: String,
+        /// Its return value.
+        ret: i32,
+        /// The scheduler.
+        who: String,
+    },
+    /// The arena library's setup failed.
+    #[error("{origin}: profile of {who}: arena_lib: {err}")]
+    ArenaLib {
+        /// The profile line.
+        origin: String,
+        /// The scheduler.
+        who: String,
+        /// Why.
+        err: Cause,
+    },
+    /// A string write into an array element (scx-load has no such command).
+    #[error("{origin}: a string cannot be written into an array element")]
+    StringInArray {
+        /// The profile line.
+        origin: String,
+    },
+}
 
 /// A value as the rodata parser reads it (booleans as 1 and 0, which
 /// `bool` and integer variables both take, as C converts them).
@@ -44,14 +127,15 @@ pub fn load_config(plan: &Plan, cfg: &mut LoadConfig) {
 
 /// Everything before the attach; the attach-phase runs are kept on the
 /// scheduler for [`crate::sched::ext::ops::ExtOps::attached`].
-pub fn before_attach(h: &HostedScheduler, sim: &mut Sim, plan: &Plan) -> Result<(), String> {
+pub fn before_attach(h: &HostedScheduler, sim: &mut Sim, plan: &Plan) -> Result<(), ApplyError> {
     let who = &plan.scheduler;
     for w in &plan.writes {
-        if crate::sched::ext::host::paths::is_path(&w.target) {
-            h.set_path(&w.target, &w.value).map_err(|e| format!("{}: profile of {who}: {e}", w.origin))?;
+        let done: Result<(), Cause> = if crate::sched::ext::host::paths::is_path(&w.target) {
+            h.set_path(&w.target, &w.value).map_err(Cause::from)
         } else {
-            h.set_value(&w.target, &value_text(&w.value)).map_err(|e| format!("{}: profile of {who}: {e}", w.origin))?;
-        }
+            h.set_value(&w.target, &value_text(&w.value)).map_err(Cause::from)
+        };
+        done.map_err(|err| ApplyError::Write { origin: w.origin.clone(), who: who.clone(), err })?;
     }
     let bits = plan.flag_bits()?;
     if plan.replace_flags || bits != 0 {
@@ -60,10 +144,8 @@ pub fn before_attach(h: &HostedScheduler, sim: &mut Sim, plan: &Plan) -> Result<
     for m in &plan.maps {
         match h.map_update(&m.map, &m.key, &m.value, 0) {
             Some(0) => {}
-            Some(err) => return Err(format!("{}: bpf_map_update_elem({}) failed: {err}", m.origin, m.map)),
-            None => {
-                return Err(format!("{}: no map `{}`; the scheduler's maps are: {}", m.origin, m.map, h.map_names().join(", ")))
-            }
+            Some(errno) => return Err(ApplyError::MapUpdate { origin: m.origin.clone(), map: m.map.clone(), errno }),
+            None => return Err(ApplyError::NoMap { origin: m.origin.clone(), map: m.map.clone(), maps: h.map_names().join(", ") }),
         }
     }
     let mut later = Vec::new();
@@ -73,16 +155,13 @@ pub fn before_attach(h: &HostedScheduler, sim: &mut Sim, plan: &Plan) -> Result<
             continue;
         }
         let mut ctx = r.ctx.clone();
-        let ret = h.run_syscall_on(sim, &r.prog, &mut ctx, r.cpu).map_err(|e| format!("{}: {e}", r.origin))?;
+        let ret = h.run_syscall_on(sim, &r.prog, &mut ctx, r.cpu).map_err(|err| ApplyError::Syscall { origin: r.origin.clone(), err })?;
         if ret != 0 && r.fail {
-            return Err(format!(
-                "{}: SEC(\"syscall\") {}() returned {ret}; {who}'s loader stops here (set on_error = \"warn\" to go on)",
-                r.origin, r.prog
-            ));
+            return Err(ApplyError::SyscallFailed { origin: r.origin.clone(), prog: r.prog.clone(), ret, who: who.clone() });
         }
     }
     if let Some(a) = &plan.arena_lib {
-        h.arena_lib_setup(sim, a).map_err(|e| format!("{}: profile of {who}: arena_lib: {e}", a.origin))?;
+        h.arena_lib_setup(sim, a).map_err(|e| ApplyError::ArenaLib { origin: a.origin.clone(), who: who.clone(), err: e.into() })?;
     }
     h.run_after_attach(later);
     Ok(())

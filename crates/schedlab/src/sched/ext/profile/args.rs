@@ -17,7 +17,7 @@ pub fn toml_text(v: &toml::Value) -> String {
 }
 
 /// Parses `text` as a value of flag type `ty`.
-pub fn parse_value(ty: &str, text: &str) -> Result<Value, String> {
+pub(crate) fn parse_value(ty: &str, text: &str) -> Result<Value, String> {
     let t = text.trim();
     let int = |lo: i128, hi: i128| -> Result<Value, String> {
         let clean = t.replace('_', "");
@@ -46,7 +46,7 @@ pub fn parse_value(ty: &str, text: &str) -> Result<Value, String> {
 }
 
 /// Splits a command line into words, honouring '...' and "..." quotes.
-pub fn split_words(line: &str) -> Result<Vec<String>, String> {
+pub(crate) fn split_words(line: &str) -> Result<Vec<String>, String> {
     let (mut out, mut cur, mut quote, mut any) = (Vec::new(), String::new(), None::<char>, false);
     for c in line.chars() {
         match (quote, c) {

@@ -28,20 +28,20 @@ pub enum Value {
 
 impl Value {
     /// The value as a condition: booleans, or integers (non-zero is true).
-    pub fn truthy(&self) -> Result<bool, String> {
+    pub fn truthy(&self) -> Result<bool, ExprError> {
         match self {
             Value::Bool(b) => Ok(*b),
             Value::Int(i) => Ok(*i != 0),
-            Value::Str(s) => Err(format!("the string '{s}' is not a condition")),
+            Value::Str(s) => Err(ExprError::Type(format!("the string '{s}' is not a condition"))),
         }
     }
 
     /// The value as an integer (booleans are 0 and 1).
-    pub fn int(&self) -> Result<i128, String> {
+    pub fn int(&self) -> Result<i128, ExprError> {
         match self {
             Value::Int(i) => Ok(*i),
             Value::Bool(b) => Ok(*b as i128),
-            Value::Str(s) => Err(format!("the string '{s}' is not a number")),
+            Value::Str(s) => Err(ExprError::Type(format!("the string '{s}' is not a number"))),
         }
     }
 }
@@ -54,6 +54,32 @@ impl fmt::Display for Value {
             Value::Str(s) => f.write_str(s),
         }
     }
+}
+
+/// Why an expression does not parse or evaluate. The profile reports it
+/// with the file, line and field it came from.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExprError {
+    /// The text is not an expression.
+    #[error("{0}")]
+    Syntax(String),
+    /// A value of the wrong type: a string used as a number or condition.
+    #[error("{0}")]
+    Type(String),
+    /// Overflow or division by zero.
+    #[error("{0}")]
+    Arith(String),
+    /// A name the environment does not know.
+    #[error("unknown name `{name}`; known: {known}")]
+    Name {
+        /// The name used.
+        name: String,
+        /// The names there are, comma-separated.
+        known: String,
+    },
+    /// A function is unknown or refused its arguments.
+    #[error("{0}")]
+    Function(String),
 }
 
 /// A parsed expression.
@@ -78,7 +104,7 @@ pub(crate) trait Env {
     /// A variable's value, or None if there is no such name.
     fn var(&self, name: &str) -> Option<Value>;
     /// A function call; Err for an unknown function or bad arguments.
-    fn call(&self, name: &str, args: &[Value]) -> Result<Value, String>;
+    fn call(&self, name: &str, args: &[Value]) -> Result<Value, ExprError>;
     /// The names `var` knows, for messages.
     fn names(&self) -> Vec<String>;
 }
@@ -96,7 +122,7 @@ const OPS: &[&str] = &[
     "&", "|", "^",
 ];
 
-fn lex(src: &str) -> Result<Vec<Tok>, String> {
+fn lex(src: &str) -> Result<Vec<Tok>, ExprError> {
     let b = src.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -115,7 +141,7 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
             } else {
                 text.parse::<i128>()
             };
-            out.push(Tok::Int(n.map_err(|_| format!("`{}` is not a number", &src[start..i]))?));
+            out.push(Tok::Int(n.map_err(|_| ExprError::Syntax(format!("`{}` is not a number", &src[start..i])))?));
         } else if c.is_ascii_alphabetic() || c == b'_' {
             let start = i;
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
@@ -123,11 +149,11 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
             }
             out.push(Tok::Ident(src[start..i].to_string()));
         } else if c == b'\'' || c == b'"' {
-            let end = src[i + 1..].find(c as char).ok_or("a string is not closed")?;
+            let end = src[i + 1..].find(c as char).ok_or_else(|| ExprError::Syntax("a string is not closed".into()))?;
             out.push(Tok::Str(src[i + 1..i + 1 + end].to_string()));
             i += end + 2;
         } else {
-            let op = OPS.iter().find(|o| src[i..].starts_with(**o)).ok_or_else(|| format!("unexpected `{}`", c as char))?;
+            let op = OPS.iter().find(|o| src[i..].starts_with(**o)).ok_or_else(|| ExprError::Syntax(format!("unexpected `{}`", c as char)))?;
             out.push(Tok::Op(op));
             i += op.len();
         }
@@ -152,16 +178,16 @@ impl Parser {
         }
     }
 
-    fn expect(&mut self, op: &str) -> Result<(), String> {
+    fn expect(&mut self, op: &str) -> Result<(), ExprError> {
         if self.peek_op() == Some(op) {
             self.at += 1;
             Ok(())
         } else {
-            Err(format!("expected `{op}`"))
+            Err(ExprError::Syntax(format!("expected `{op}`")))
         }
     }
 
-    fn cond(&mut self) -> Result<Expr, String> {
+    fn cond(&mut self) -> Result<Expr, ExprError> {
         let c = self.level(0)?;
         if self.peek_op() == Some("?") {
             self.at += 1;
@@ -173,7 +199,7 @@ impl Parser {
         Ok(c)
     }
 
-    fn level(&mut self, n: usize) -> Result<Expr, String> {
+    fn level(&mut self, n: usize) -> Result<Expr, ExprError> {
         if n == LEVELS.len() {
             return self.unary();
         }
@@ -186,7 +212,7 @@ impl Parser {
         Ok(lhs)
     }
 
-    fn unary(&mut self) -> Result<Expr, String> {
+    fn unary(&mut self) -> Result<Expr, ExprError> {
         match self.peek_op() {
             Some(op @ ("!" | "-" | "~")) => {
                 self.at += 1;
@@ -196,8 +222,8 @@ impl Parser {
         }
     }
 
-    fn primary(&mut self) -> Result<Expr, String> {
-        let t = self.toks.get(self.at).cloned().ok_or("the expression ends too early")?;
+    fn primary(&mut self) -> Result<Expr, ExprError> {
+        let t = self.toks.get(self.at).cloned().ok_or_else(|| ExprError::Syntax("the expression ends too early".into()))?;
         self.at += 1;
         match t {
             Tok::Int(i) => Ok(Expr::Lit(Value::Int(i))),
@@ -221,7 +247,7 @@ impl Parser {
                             self.at += 1;
                             return Ok(Expr::Call(name, args));
                         }
-                        _ => return Err(format!("expected `,` or `)` in the arguments of {name}()")),
+                        _ => return Err(ExprError::Syntax(format!("expected `,` or `)` in the arguments of {name}()"))),
                     }
                 }
             }
@@ -230,21 +256,21 @@ impl Parser {
                 self.expect(")")?;
                 Ok(e)
             }
-            Tok::Op(o) => Err(format!("unexpected `{o}`")),
+            Tok::Op(o) => Err(ExprError::Syntax(format!("unexpected `{o}`"))),
         }
     }
 }
 
 /// Parses `src`.
-pub(crate) fn parse(src: &str) -> Result<Expr, String> {
+pub(crate) fn parse(src: &str) -> Result<Expr, ExprError> {
     let toks = lex(src)?;
     if toks.is_empty() {
-        return Err("the expression is empty".into());
+        return Err(ExprError::Syntax("the expression is empty".into()));
     }
     let mut p = Parser { toks, at: 0 };
     let e = p.cond()?;
     if p.at != p.toks.len() {
-        return Err(format!("unexpected `{}` after the expression", tok_text(&p.toks[p.at])));
+        return Err(ExprError::Syntax(format!("unexpected `{}` after the expression", tok_text(&p.toks[p.at]))));
     }
     Ok(e)
 }
@@ -260,13 +286,13 @@ fn tok_text(t: &Tok) -> String {
 
 impl Expr {
     /// Evaluates the expression in `env`.
-    pub(crate) fn eval(&self, env: &dyn Env) -> Result<Value, String> {
+    pub(crate) fn eval(&self, env: &dyn Env) -> Result<Value, ExprError> {
         match self {
             Expr::Lit(v) => Ok(v.clone()),
             Expr::Var(name) => env.var(name).ok_or_else(|| {
                 let mut names = env.names();
                 names.sort();
-                format!("unknown name `{name}`; known: {}", names.join(", "))
+                ExprError::Name { name: name.clone(), known: names.join(", ") }
             }),
             Expr::Call(name, args) => {
                 let vals = args.iter().map(|a| a.eval(env)).collect::<Result<Vec<_>, _>>()?;
@@ -276,7 +302,7 @@ impl Expr {
                 let v = e.eval(env)?;
                 match op {
                     '!' => Ok(Value::Bool(!v.truthy()?)),
-                    '-' => Ok(Value::Int(v.int()?.checked_neg().ok_or("overflow")?)),
+                    '-' => Ok(Value::Int(v.int()?.checked_neg().ok_or_else(|| ExprError::Arith("overflow".into()))?)),
                     _ => Ok(Value::Int(!v.int()?)),
                 }
             }
@@ -301,14 +327,14 @@ impl Expr {
                     let eq = match (&l, &r) {
                         (Value::Str(x), Value::Str(y)) => x == y,
                         (Value::Str(_), _) | (_, Value::Str(_)) => {
-                            return Err(format!("cannot compare '{l}' with {r}: one is a string"))
+                            return Err(ExprError::Type(format!("cannot compare '{l}' with {r}: one is a string")))
                         }
                         _ => l.int()? == r.int()?,
                     };
                     return Ok(Value::Bool(eq == (*op == "==")));
                 }
                 let (x, y) = (l.int()?, r.int()?);
-                let ovf = || format!("overflow in {x} {op} {y}");
+                let ovf = || ExprError::Arith(format!("overflow in {x} {op} {y}"));
                 let v = match *op {
                     "<" => return Ok(Value::Bool(x < y)),
                     "<=" => return Ok(Value::Bool(x <= y)),
@@ -317,7 +343,7 @@ impl Expr {
                     "+" => x.checked_add(y).ok_or_else(ovf)?,
                     "-" => x.checked_sub(y).ok_or_else(ovf)?,
                     "*" => x.checked_mul(y).ok_or_else(ovf)?,
-                    "/" | "%" if y == 0 => return Err(format!("division by zero in {x} {op} {y}")),
+                    "/" | "%" if y == 0 => return Err(ExprError::Arith(format!("division by zero in {x} {op} {y}"))),
                     "/" => x / y,
                     "%" => x % y,
                     "&" => x & y,
@@ -347,10 +373,10 @@ mod tests {
                 _ => None,
             }
         }
-        fn call(&self, name: &str, args: &[Value]) -> Result<Value, String> {
+        fn call(&self, name: &str, args: &[Value]) -> Result<Value, ExprError> {
             match name {
                 "twice" => Ok(Value::Int(args[0].int()? * 2)),
-                _ => Err(format!("unknown function {name}()")),
+                _ => Err(ExprError::Function(format!("unknown function {name}()"))),
             }
         }
         fn names(&self) -> Vec<String> {
@@ -358,7 +384,7 @@ mod tests {
         }
     }
 
-    fn ev(s: &str) -> Result<Value, String> {
+    fn ev(s: &str) -> Result<Value, ExprError> {
         parse(s)?.eval(&E)
     }
 
@@ -377,14 +403,14 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        assert!(ev("y + 1").unwrap_err().contains("unknown name `y`; known: mode, on, x"));
-        assert!(ev("1 / 0").unwrap_err().contains("division by zero"));
-        assert!(ev("(1 + 2").unwrap_err().contains("expected `)`"));
-        assert!(ev("1 2").unwrap_err().contains("unexpected `2`"));
-        assert!(ev("mode + 1").unwrap_err().contains("not a number"));
-        assert!(ev("nope(1)").unwrap_err().contains("unknown function nope()"));
-        assert!(ev("'open").unwrap_err().contains("not closed"));
-        assert!(ev("").unwrap_err().contains("empty"));
-        assert!(ev("1 << 200").unwrap_err().contains("overflow"));
+        assert!(ev("y + 1").unwrap_err().to_string().contains("unknown name `y`; known: mode, on, x"));
+        assert!(ev("1 / 0").unwrap_err().to_string().contains("division by zero"));
+        assert!(ev("(1 + 2").unwrap_err().to_string().contains("expected `)`"));
+        assert!(ev("1 2").unwrap_err().to_string().contains("unexpected `2`"));
+        assert!(ev("mode + 1").unwrap_err().to_string().contains("not a number"));
+        assert!(ev("nope(1)").unwrap_err().to_string().contains("unknown function nope()"));
+        assert!(ev("'open").unwrap_err().to_string().contains("not closed"));
+        assert!(ev("").unwrap_err().to_string().contains("empty"));
+        assert!(ev("1 << 200").unwrap_err().to_string().contains("overflow"));
     }
 }

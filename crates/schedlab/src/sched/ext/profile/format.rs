@@ -302,8 +302,8 @@ impl Profile {
     }
 
     /// An error at `span` of this profile's text.
-    pub fn err(&self, span: std::ops::Range<usize>, field: &str, msg: impl Into<String>) -> ProfileError {
-        ProfileError { file: self.file.clone(), line: line_of(&self.text, span.start), field: field.to_string(), msg: msg.into() }
+    pub fn err(&self, span: std::ops::Range<usize>, field: &str, msg: impl std::fmt::Display) -> ProfileError {
+        ProfileError { file: self.file.clone(), line: line_of(&self.text, span.start), field: field.to_string(), msg: msg.to_string() }
     }
 
     /// The variable a flag is read as (`slice-us` -> `slice_us`).
@@ -532,7 +532,7 @@ pub fn split_index(s: &str) -> Option<(&str, Vec<&str>)> {
 }
 
 /// `"s32 cpu_id = cpu"` -> ("s32", "cpu_id", "cpu").
-pub fn split_field(s: &str) -> Result<(&str, &str, &str), String> {
+pub(crate) fn split_field(s: &str) -> Result<(&str, &str, &str), String> {
     let bad = || format!("`{s}`: write a field as \"TYPE NAME = EXPRESSION\", e.g. \"s32 cpu_id = cpu\"");
     let (decl, e) = s.split_once('=').ok_or_else(bad)?;
     let mut w = decl.split_whitespace();

@@ -36,7 +36,7 @@
 //! - `int(text)`: a decimal or `0x` hexadecimal number given as text (a
 //!   flag the binary parses itself, e.g. a raw PMU event id).
 
-use super::expr::Value;
+use super::expr::{ExprError, Value};
 use crate::machine::topology::Topology;
 
 /// The facts profiles read, taken from a [`Topology`].
@@ -139,16 +139,16 @@ impl Machine {
         "list_len", "min", "max", "int", "log2", "count", "nth", "llc_rdx", "core_rdx", "node_nr_llcs", "node_llc_first", "circular",
     ];
 
-    fn cpu(&self, v: &Value, f: &str) -> Result<usize, String> {
+    fn cpu(&self, v: &Value, f: &str) -> Result<usize, ExprError> {
         let c = v.int()?;
         if c < 0 || c as usize >= self.nr_cpus {
-            return Err(format!("{f}({c}): no such CPU (the machine has {} CPUs)", self.nr_cpus));
+            return Err(ExprError::Function(format!("{f}({c}): no such CPU (the machine has {} CPUs)", self.nr_cpus)));
         }
         Ok(c as usize)
     }
 
     /// Bits of a cpumask string, as scx_utils' `Cpumask::from_str()`.
-    pub fn mask(&self, s: &str) -> Result<Vec<bool>, String> {
+    pub fn mask(&self, s: &str) -> Result<Vec<bool>, ExprError> {
         let n = self.nr_cpus;
         match s.trim() {
             "all" => return Ok(vec![true; n]),
@@ -157,7 +157,7 @@ impl Machine {
         }
         let hex = s.trim().trim_start_matches("0x").trim_start_matches("0X").replace([',', '_'], "");
         if hex.is_empty() || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(format!("'{s}' is not a cpumask: expected 'all', 'none' or hexadecimal like 0xff"));
+            return Err(ExprError::Function(format!("'{s}' is not a cpumask: expected 'all', 'none' or hexadecimal like 0xff")));
         }
         let mut bits = vec![false; n];
         for (i, c) in hex.chars().rev().enumerate() {
@@ -166,7 +166,7 @@ impl Machine {
                 if d & (1 << b) != 0 {
                     let cpu = i * 4 + b;
                     if cpu >= n {
-                        return Err(format!("cpumask '{s}' names CPU {cpu}; the machine has {n} CPUs"));
+                        return Err(ExprError::Function(format!("cpumask '{s}' names CPU {cpu}; the machine has {n} CPUs")));
                     }
                     bits[cpu] = true;
                 }
@@ -176,14 +176,14 @@ impl Machine {
     }
 
     /// CPUs of a cpulist (`0-3,8`), in the order given, without repeats.
-    pub fn list(&self, s: &str) -> Result<Vec<usize>, String> {
+    pub fn list(&self, s: &str) -> Result<Vec<usize>, ExprError> {
         let mut out: Vec<usize> = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (a, b) = part.split_once('-').unwrap_or((part, part));
-            let p = |x: &str| x.trim().parse::<usize>().map_err(|_| format!("'{s}' is not a CPU list like 0-3,8"));
+            let p = |x: &str| x.trim().parse::<usize>().map_err(|_| ExprError::Function(format!("'{s}' is not a CPU list like 0-3,8")));
             let (a, b) = (p(a)?, p(b)?);
             if a > b || b >= self.nr_cpus {
-                return Err(format!("CPU list '{s}': {part} is not within 0-{}", self.nr_cpus.saturating_sub(1)));
+                return Err(ExprError::Function(format!("CPU list '{s}': {part} is not within 0-{}", self.nr_cpus.saturating_sub(1))));
             }
             for c in a..=b {
                 if !out.contains(&c) {
@@ -195,16 +195,16 @@ impl Machine {
     }
 
     /// A machine function.
-    pub fn call(&self, f: &str, args: &[Value]) -> Result<Value, String> {
-        let want = |n: usize| -> Result<(), String> {
+    pub fn call(&self, f: &str, args: &[Value]) -> Result<Value, ExprError> {
+        let want = |n: usize| -> Result<(), ExprError> {
             if args.len() == n {
                 Ok(())
             } else {
-                Err(format!("{f}() takes {n} argument{}, got {}", if n == 1 { "" } else { "s" }, args.len()))
+                Err(ExprError::Function(format!("{f}() takes {n} argument{}, got {}", if n == 1 { "" } else { "s" }, args.len())))
             }
         };
         let int = |v: usize| Value::Int(v as i128);
-        let s = |i: usize| -> Result<String, String> {
+        let s = |i: usize| -> Result<String, ExprError> {
             Ok(match &args[i] {
                 Value::Str(s) => s.clone(),
                 v => v.to_string(),
@@ -258,7 +258,7 @@ impl Machine {
                 let ids = if f.starts_with("llc") { &self.llc } else { &self.node };
                 let (id, w) = (args[0].int()?, args[1].int()?);
                 if w < 0 {
-                    return Err(format!("{f}({id}, {w}): the word index is negative"));
+                    return Err(ExprError::Function(format!("{f}({id}, {w}): the word index is negative")));
                 }
                 let mut word: u64 = 0;
                 for (c, &x) in ids.iter().enumerate() {
@@ -300,7 +300,7 @@ impl Machine {
                 want(3)?;
                 let (n, st, i) = (args[0].int()?, args[1].int()?, args[2].int()?);
                 if n <= 0 || !(0..n).contains(&st) || !(0..n - 1).contains(&i) {
-                    return Err(format!("circular({n}, {st}, {i}): need 0 <= s < n and 0 <= i < n - 1"));
+                    return Err(ExprError::Function(format!("circular({n}, {st}, {i}): need 0 <= s < n and 0 <= i < n - 1")));
                 }
                 let mut order: Vec<i128> = (0..n).filter(|&x| x != st).collect();
                 order.sort_by_key(|&x| {
@@ -313,7 +313,7 @@ impl Machine {
                 want(1)?;
                 let x = args[0].int()?;
                 if x < 0 {
-                    return Err(format!("log2({x}): a negative number"));
+                    return Err(ExprError::Function(format!("log2({x}): a negative number")));
                 }
                 Value::Int(if x == 0 { -1 } else { 127 - x.leading_zeros() as i128 })
             }
@@ -324,14 +324,14 @@ impl Machine {
                     .split(',')
                     .map(str::trim)
                     .filter(|p| !p.is_empty())
-                    .map(|p| p.parse::<i128>().map_err(|_| format!("{f}('{text}'): `{p}` is not a number; write a list like '500,2500,5000'")))
+                    .map(|p| p.parse::<i128>().map_err(|_| ExprError::Function(format!("{f}('{text}'): `{p}` is not a number; write a list like '500,2500,5000'"))))
                     .collect::<Result<Vec<_>, _>>()?;
                 if f == "count" {
                     int(nums.len())
                 } else {
                     let i = args[1].int()?;
                     let at = usize::try_from(i).ok().and_then(|i| nums.get(i));
-                    Value::Int(*at.ok_or_else(|| format!("nth('{text}', {i}): the list has {} numbers", nums.len()))?)
+                    Value::Int(*at.ok_or_else(|| ExprError::Function(format!("nth('{text}', {i}): the list has {} numbers", nums.len())))?)
                 }
             }
             "in_list" => {
@@ -350,7 +350,7 @@ impl Machine {
                     Some(h) => i128::from_str_radix(h, 16),
                     None => t.parse::<i128>(),
                 };
-                Value::Int(n.map_err(|_| format!("int('{t}'): not a number"))?)
+                Value::Int(n.map_err(|_| ExprError::Function(format!("int('{t}'): not a number")))?)
             }
             "min" | "max" => {
                 want(2)?;
@@ -358,7 +358,7 @@ impl Machine {
                 Value::Int(if f == "min" { a.min(b) } else { a.max(b) })
             }
             _ => {
-                return Err(format!("unknown function {f}(); known: {}", Self::FUNCTIONS.join(", ")));
+                return Err(ExprError::Function(format!("unknown function {f}(); known: {}", Self::FUNCTIONS.join(", "))));
             }
         })
     }
@@ -390,15 +390,15 @@ mod tests {
         let m = Machine::new(&Topology::flat(8).unwrap());
         assert_eq!(m.mask("0x5").unwrap(), [true, false, true, false, false, false, false, false]);
         assert_eq!(m.mask("all").unwrap().len(), 8);
-        assert!(m.mask("0x100").unwrap_err().contains("CPU 8"));
-        assert!(m.mask("zz").unwrap_err().contains("not a cpumask"));
+        assert!(m.mask("0x100").unwrap_err().to_string().contains("CPU 8"));
+        assert!(m.mask("zz").unwrap_err().to_string().contains("not a cpumask"));
         assert_eq!(m.list("0-2,6,1").unwrap(), [0, 1, 2, 6]);
         assert!(m.list("3-9").is_err());
         let s = |x: &str| Value::Str(x.into());
         assert_eq!(m.call("mask_first", &[s("0x0")]).unwrap(), Value::Int(-1));
         assert_eq!(m.call("in_mask", &[Value::Int(2), s("4")]).unwrap(), Value::Bool(true));
-        assert!(m.call("capacity", &[Value::Int(9)]).unwrap_err().contains("no such CPU"));
-        assert!(m.call("bogus", &[]).unwrap_err().contains("known: capacity"));
+        assert!(m.call("capacity", &[Value::Int(9)]).unwrap_err().to_string().contains("no such CPU"));
+        assert!(m.call("bogus", &[]).unwrap_err().to_string().contains("known: capacity"));
         let big = Machine::new(&Topology::uniform("t", 2, 1, 2, 20, 2).unwrap());
         assert_eq!(big.nr_cpus, 160);
         let words = |f: &str, id: i128| -> Vec<u64> {

@@ -27,6 +27,8 @@ pub(crate) mod resolve;
 pub mod wire;
 
 pub use format::{Profile, ProfileError};
+pub use apply::ApplyError;
+pub use expr::{ExprError, Value};
 pub use machine::Machine;
 pub use resolve::{resolve, Phase, Plan};
 

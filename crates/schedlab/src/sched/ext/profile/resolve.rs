@@ -4,7 +4,7 @@
 //! argument bytes.
 
 use super::args;
-use super::expr::{self, Env, Value};
+use super::expr::{self, Env, ExprError, Value};
 use super::format::{split_field, split_if, split_index, Each, Profile, ProfileError};
 use super::machine::Machine;
 use crate::sched::ext::ops::ops_flags;
@@ -86,7 +86,7 @@ pub struct Plan {
 
 impl Plan {
     /// The ops flags as a bit mask.
-    pub fn flag_bits(&self) -> Result<u64, String> {
+    pub fn flag_bits(&self) -> Result<u64, super::apply::ApplyError> {
         let mut bits = 0;
         for f in &self.ops_flags {
             let want = f.trim().trim_start_matches("SCX_OPS_").to_ascii_uppercase();
@@ -94,7 +94,7 @@ impl Plan {
                 Some((_, b)) => bits |= b,
                 None => {
                     let valid = ops_flags::NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
-                    return Err(format!("unknown ops flag `{f}`; valid: {valid}"));
+                    return Err(super::apply::ApplyError::UnknownFlag { flag: f.clone(), valid });
                 }
             }
         }
@@ -135,7 +135,7 @@ impl Env for Scope<'_> {
         }
         self.vars.get(name).cloned().or_else(|| self.machine.var(name))
     }
-    fn call(&self, name: &str, args: &[Value]) -> Result<Value, String> {
+    fn call(&self, name: &str, args: &[Value]) -> Result<Value, ExprError> {
         self.machine.call(name, args)
     }
     fn names(&self) -> Vec<String> {

@@ -38,7 +38,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 /// The plan as scx-load reads it.
-pub fn write(plan: &Plan) -> Result<String, String> {
+pub fn write(plan: &Plan) -> Result<String, super::apply::ApplyError> {
     let mut o = String::from("schedlab-profile 1\n");
     if let Some(ops) = &plan.ops {
         let _ = writeln!(o, "ops {ops}");
@@ -65,7 +65,7 @@ pub fn write(plan: &Plan) -> Result<String, String> {
             Value::Str(s) if index == "-1" => {
                 let _ = writeln!(o, "writes {name} {}", hex(s.as_bytes()));
             }
-            Value::Str(_) => return Err(format!("{}: a string cannot be written into an array element", w.origin)),
+            Value::Str(_) => return Err(super::apply::ApplyError::StringInArray { origin: w.origin.clone() }),
         }
     }
     let bits = plan.flag_bits()?;
