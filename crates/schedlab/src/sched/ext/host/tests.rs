@@ -9,6 +9,8 @@ use super::compile::{compiler, materialize_shim, unique_suffix};
 use super::loader::{ModuleC, SchedExtOpsC};
 use super::state::BpfCpumaskC;
 use super::*;
+use crate::sched::ext::abi::TaskStructC;
+use super::struct_ops::{CgroupInitArgsC, CpuReleaseArgsC, DumpCtxC, ExitInfoC, ExitTaskArgsC, InitTaskArgsC};
 use crate::sched::ext::abi::{CpumaskC, CredC, DsqIterC, LoadWeightC, PidC, PidNamespaceC, SchedEntityC, SchedExtEntityC, SignalC, UpidC};
 use crate::sched::ext::ops::{deq_flags, dsq_id, enq_flags, kick_flags, pick_idle_flags, task_flags};
 
