@@ -135,7 +135,7 @@ fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
 }
 
 /// A distribution of durations used by behaviour programs.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Dist {
     /// Always this duration ("5ms").
     Const(Ns),

@@ -284,8 +284,8 @@ fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng
                 }
             }
         }
-        Op::SetAffinity { cpus } => {
-            let host: Vec<usize> = cpus.iter().filter_map(|c| plan.cpu_map.get(c).copied()).collect();
+        Op::SetAffinity { mask } => {
+            let host: Vec<usize> = plan.affinity_masks[*mask as usize].iter().filter_map(|c| plan.cpu_map.get(c).copied()).collect();
             if let Err(e) = sys::sched_setaffinity(0, &host) {
                 if let Some(t) = task {
                     plan.shm.task(t).set_error(2, e.raw_os_error().unwrap_or(0));

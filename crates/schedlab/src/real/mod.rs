@@ -17,6 +17,12 @@
 //! controller kills (SIGKILL) and reaps every worker process after a grace
 //! period, on SIGINT/SIGTERM/SIGHUP, or when it fails. Workers die with the
 //! controller (PR_SET_PDEATHSIG).
+//!
+//! May import: [`crate::engine`], [`crate::sched`] (the tasks and
+//! behaviour programs the builder made), [`crate::workload`] (the builder)
+//! and [`crate::results`] (to report in the simulator's format). Above it
+//! are only [`crate::import`] (which reuses the tracefs line parser),
+//! [`crate::frontend`] and the binaries.
 
 mod cgroups;
 mod exec;
@@ -138,6 +144,7 @@ pub(crate) enum RealObj {
 pub(crate) struct Plan {
     pub tasks: Vec<TaskPlan>,
     pub programs: Vec<crate::sched::task::Program>,
+    pub affinity_masks: Vec<crate::machine::cpumask::CpuMask>,
     pub objs: Vec<RealObj>,
     pub shm: shm::Shm,
     pub start_ns: u64,
@@ -313,7 +320,7 @@ fn make_plan(sim: &Sim, s: &Scenario, cpu_map: Vec<usize>, spin_per_us: u64) -> 
             rng: sim.task_rngs[t.id as usize].clone(),
         })
         .collect();
-    Ok(Plan { tasks, programs: sim.programs.clone(), objs, shm, start_ns: 0, deadline_ns: 0, spin_per_us, cpu_map, cgroup_writes: {
+    Ok(Plan { tasks, programs: sim.programs.clone(), affinity_masks: sim.affinity_masks.clone(), objs, shm, start_ns: 0, deadline_ns: 0, spin_per_us, cpu_map, cgroup_writes: {
         // In time order (stable: equal times keep the scenario's order, as the simulator's event queue does).
         let mut w = sim.cg.writes.clone();
         w.sort_by_key(|w| w.at);

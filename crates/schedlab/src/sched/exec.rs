@@ -40,7 +40,7 @@ impl Sim {
         for _ in 0..MAX_INSTANT_STEPS {
             let pc = self.task(p).pc as usize;
             let prog = self.task(p).prog as usize;
-            let Some(op) = self.programs[prog].ops.get(pc).cloned() else {
+            let Some(&op) = self.programs[prog].ops.get(pc) else {
                 self.task_exit(cpu, p);
                 return;
             };
@@ -190,7 +190,8 @@ impl Sim {
                         return;
                     }
                 }
-                Op::SetAffinity { cpus } => {
+                Op::SetAffinity { mask } => {
+                    let cpus = self.affinity_masks[mask as usize].clone();
                     self.task_mut(p).pc += 1;
                     self.set_cpus_allowed(p, cpus);
                     if self.rq(cpu).curr != Some(p) || self.rq(cpu).need_resched {

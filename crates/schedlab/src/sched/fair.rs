@@ -537,8 +537,13 @@ impl Sim {
         if cfs.nr_queued == 1 {
             return curr.or(first);
         }
+        // V does not change during the pick: its sums are taken once
+        // (entity_eligible() for each candidate, without recomputing them).
+        let (avg, load) = self.avg_sums(q);
+        let zero = cfs.zero_vruntime;
+        let eligible = |e: Se| avg >= vdiff(self.se(e).vruntime, zero) as i128 * load;
         if let Some(c) = curr {
-            if !self.entity_eligible(q, c) {
+            if !eligible(c) {
                 curr = None;
             }
         }
@@ -548,7 +553,7 @@ impl Sim {
             }
         }
         // The timeline is in deadline order: the first eligible entity is the pick.
-        let best = cfs.timeline.iter().map(|&(_, p)| p).find(|&p| self.entity_eligible(q, p));
+        let best = cfs.timeline.iter().map(|&(_, p)| p).find(|&p| eligible(p));
         match (best, curr) {
             (None, c) => c.or(first),
             (Some(b), Some(c)) if vdiff(self.se(c).deadline, self.se(b).deadline) < 0 => Some(c),

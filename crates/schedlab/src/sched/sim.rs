@@ -44,6 +44,8 @@ pub struct Sim {
     pub tasks: Vec<Task>,
     /// Behaviour programs, shared by the tasks of a workload.
     pub programs: Vec<Program>,
+    /// The CPU masks `Op::SetAffinity` steps set, by index.
+    pub affinity_masks: Vec<CpuMask>,
     /// Wait objects: pipes, futexes, semaphores, barriers.
     pub objs: Vec<WaitObj>,
     /// Spinlocks.
@@ -133,6 +135,7 @@ impl Sim {
             base_slice_ns,
             tasks: Vec::new(),
             programs: Vec::new(),
+            affinity_masks: Vec::new(),
             objs: Vec::new(),
             locks: Vec::new(),
             rqs,
@@ -197,6 +200,19 @@ impl Sim {
     }
 
     /// Adds a task in state New; it starts when its workload starts (or when forked).
+    /// An `Op::SetAffinity` step setting `cpus`: the mask goes into
+    /// [`Self::affinity_masks`] (once; equal masks share an entry).
+    pub fn set_affinity_op(&mut self, cpus: CpuMask) -> crate::sched::task::Op {
+        let mask = match self.affinity_masks.iter().position(|m| *m == cpus) {
+            Some(i) => i,
+            None => {
+                self.affinity_masks.push(cpus);
+                self.affinity_masks.len() - 1
+            }
+        };
+        crate::sched::task::Op::SetAffinity { mask: mask as u32 }
+    }
+
     pub(crate) fn add_task(&mut self, mut t: Task) -> TaskId {
         let id = self.tasks.len() as TaskId;
         t.id = id;

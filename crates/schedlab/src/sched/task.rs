@@ -195,7 +195,7 @@ pub type ProgId = u32;
 /// One step of a behaviour program. A program is executed by the task while
 /// it is on a CPU: instant steps run back to back, `Run` consumes CPU time,
 /// blocking steps take the task off the CPU.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Op {
     /// Burn CPU for a duration.
     Run(Dist),
@@ -258,8 +258,9 @@ pub enum Op {
     },
     /// sched_setaffinity() on itself.
     SetAffinity {
-        /// The new `cpus_allowed`.
-        cpus: CpuMask,
+        /// The new `cpus_allowed`: an index into `Sim::affinity_masks`
+        /// (a mask is too large to copy at every step the interpreter takes).
+        mask: u32,
     },
     /// Exit.
     Exit,

@@ -112,7 +112,7 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
     }
     let policy = policy_of(&h.policy, h.priority.unwrap_or(0), prefix)?;
     let allowed = cpus(sim, &h.cpus, &format!("{prefix}.cpus"))?;
-    let run = h.run.as_ref().map(|d| d.0.clone()).unwrap_or(Dist::Const(100 * NSEC_PER_MSEC));
+    let run = h.run.as_ref().map(|d| d.0).unwrap_or(Dist::Const(100 * NSEC_PER_MSEC));
     let never_waits = h.sleep.as_ref().is_none_or(|s| s.0.mean() == 0);
     if run.mean() == 0 && never_waits {
         return Err(BuildError::field(format!("{prefix}.run"), "a task that neither runs nor sleeps would spin forever: give run a positive duration"));
@@ -122,7 +122,7 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
         ops.push(Op::Yield);
     }
     if let Some(s) = &h.sleep {
-        ops.push(Op::Sleep(s.0.clone()));
+        ops.push(Op::Sleep(s.0));
     }
     ops.push(Op::Loop { to: 0, count: None, slot: 0 });
     let prog = add_program(sim, ops);
@@ -381,7 +381,7 @@ fn build_stress(sim: &mut Sim, w: u32, tgid: u32, s: &StressSpec, prefix: &str) 
                     Op::Loop { to: 0, count: Some(burst), slot: 0 },
                 ];
                 if let Some(p) = &s.pause {
-                    ops.push(Op::Sleep(p.0.clone()));
+                    ops.push(Op::Sleep(p.0));
                 }
                 ops.push(Op::Loop { to: 0, count: None, slot: 1 });
                 let prog = add_program(sim, ops);
@@ -399,8 +399,8 @@ fn build_vm(sim: &mut Sim, w: u32, tgid: u32, v: &VmSpec, prefix: &str) -> Resul
     if vms == 0 || vcpus == 0 {
         return Err(BuildError::field(prefix, "vms and vcpus must be at least 1"));
     }
-    let work = v.work.as_ref().map_or(Dist::Exp(200 * NSEC_PER_USEC), |d| d.0.clone());
-    let critical = v.critical.as_ref().map_or(Dist::Exp(20 * NSEC_PER_USEC), |d| d.0.clone());
+    let work = v.work.as_ref().map_or(Dist::Exp(200 * NSEC_PER_USEC), |d| d.0);
+    let critical = v.critical.as_ref().map_or(Dist::Exp(20 * NSEC_PER_USEC), |d| d.0);
     if work.mean() == 0 && critical.mean() == 0 {
         return Err(BuildError::field(format!("{prefix}.work"), "guest work and critical section cannot both be empty"));
     }
@@ -416,9 +416,9 @@ fn build_vm(sim: &mut Sim, w: u32, tgid: u32, v: &VmSpec, prefix: &str) -> Resul
         let lock = sim.locks.len() as u32;
         sim.locks.push(SpinLock::default());
         let prog = add_program(sim, vec![
-            Op::Run(work.clone()),
+            Op::Run(work),
             Op::Lock { lock, ple_ns: ple },
-            Op::Run(critical.clone()),
+            Op::Run(critical),
             Op::Unlock { lock },
             Op::Work,
             Op::Loop { to: 0, count: None, slot: 0 },
@@ -436,7 +436,7 @@ fn build_vm(sim: &mut Sim, w: u32, tgid: u32, v: &VmSpec, prefix: &str) -> Resul
 }
 
 fn dist_or(d: &Option<DistSpec>, default: Dist) -> Dist {
-    d.as_ref().map_or(default, |d| d.0.clone())
+    d.as_ref().map_or(default, |d| d.0)
 }
 
 /// A wait object used as a message queue; `stamped` queues carry request stamps.
@@ -477,7 +477,7 @@ fn build_schbench(sim: &mut Sim, w: u32, tgid: u32, s: &SchbenchSpec, prefix: &s
         request.push(Op::LockCpu { base: lock_base });
     }
     for _ in 0..ops {
-        request.push(Op::Run(op_cost.clone()));
+        request.push(Op::Run(op_cost));
     }
     if !s.no_locking {
         request.push(Op::UnlockCpu);
@@ -562,14 +562,14 @@ fn build_server(sim: &mut Sim, w: u32, tgid: u32, s: &ServerSpec, prefix: &str) 
         let dispatcher = add_program(sim, vec![
             Op::Wait { obj: replies },
             Op::Record { what: Measure::Request },
-            Op::Run(dispatch.clone()),
+            Op::Run(dispatch),
             Op::Stamp,
             Op::Post { obj: requests, sync: false },
             Op::Loop { to: 0, count: None, slot: 0 },
         ]);
         let worker = add_program(sim, vec![
             Op::Wait { obj: requests },
-            Op::Run(work.clone()),
+            Op::Run(work),
             Op::Post { obj: replies, sync: false },
             Op::Work,
             Op::Loop { to: 0, count: None, slot: 0 },

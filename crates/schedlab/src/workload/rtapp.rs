@@ -442,7 +442,7 @@ fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Com
     let (policy, nice, rt) = attrs;
     prologue.push(Op::SetSched { policy, nice, rt_priority: rt });
     if let Some(c) = &task.cpus {
-        prologue.push(Op::SetAffinity { cpus: c.clone() });
+        prologue.push(b.sim.set_affinity_op(c.clone()));
     }
     let mut ops = Vec::new();
     if delay > 0 {
@@ -491,7 +491,7 @@ fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Com
         }
         if any_phase_cpus {
             let c = phase.cpus.clone().or_else(|| task.cpus.clone()).unwrap_or_else(|| CpuMask::full(b.sim.nr_cpus()));
-            ops.push(Op::SetAffinity { cpus: c });
+            ops.push(b.sim.set_affinity_op(c));
         }
         let start = ops.len() as u32;
         ops.extend(body);
@@ -634,7 +634,7 @@ pub fn build(sim: &mut Sim, w: u32, tgid: u32, spec: &RtappSpec, prefix: &str) -
         let shift = fork_ops.len() as u32;
         fork_ops.extend(c.prog.iter().map(|o| match o {
             Op::Loop { to, count, slot } => Op::Loop { to: to + shift, count: *count, slot: *slot },
-            o => o.clone(),
+            o => *o,
         }));
         register(sim, fork_prog, fork_ops);
         if c.instances > 0 {

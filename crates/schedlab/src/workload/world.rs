@@ -148,7 +148,7 @@ pub fn build_on(s: &Scenario, file: &str, topo: Topology) -> Result<Sim, Scenari
         if irq.every.0.mean() == 0 {
             return Err(bad("machine.irqoff.every: the gap between windows must be positive".into()));
         }
-        sim.irqoff = Some(crate::machine::irqoff::IrqOffModel::new(irq.every.0.clone(), irq.length.0.clone(), cpus, s.seed));
+        sim.irqoff = Some(crate::machine::irqoff::IrqOffModel::new(irq.every.0, irq.length.0, cpus, s.seed));
     }
     crate::workload::cgroups::build_tree(&mut sim, s, file)?;
     for (i, w) in s.workloads.iter().enumerate() {

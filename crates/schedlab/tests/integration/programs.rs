@@ -91,8 +91,9 @@ fn sched_yield_alternates_equal_tasks() {
     assert!(a.work.abs_diff(b.work) <= 2, "{} vs {}", a.work, b.work);
 }
 
-fn two_hogs_with_change(change: Op, machine: &str) -> schedlab::sched::sim::Sim {
+fn two_hogs_with_change(change: impl FnOnce(&mut schedlab::sched::sim::Sim) -> Op, machine: &str) -> schedlab::sched::sim::Sim {
     let mut s = sim(&format!("duration = \"10s\"\n[machine]\npreset = \"{machine}\"\ncstates = false\n"));
+    let change = change(&mut s);
     let w = add_workload(&mut s, "hogs", "test", false);
     let n = s.nr_cpus();
     let plain = add_program(&mut s, vec![Op::Run(Dist::Const(100_000_000)), Op::Loop { to: 0, count: None, slot: 0 }]);
@@ -105,7 +106,7 @@ fn two_hogs_with_change(change: Op, machine: &str) -> schedlab::sched::sim::Sim 
 
 #[test]
 fn renice_while_running_changes_the_share_from_then_on() {
-    let s = two_hogs_with_change(Op::SetSched { policy: Policy::Other, nice: 5, rt_priority: 0 }, "1cpu");
+    let s = two_hogs_with_change(|_| Op::SetSched { policy: Policy::Other, nice: 5, rt_priority: 0 }, "1cpu");
     let (a, b) = (s.tasks[0].stats.runtime_ns as f64, s.tasks[1].stats.runtime_ns as f64);
     // 5 s at 1:1, then 5 s at 1024:335.
     let expect_b = 2.5e9 + 5e9 * 335.0 / 1359.0;
@@ -115,7 +116,7 @@ fn renice_while_running_changes_the_share_from_then_on() {
 
 #[test]
 fn becoming_fifo_takes_the_cpu_except_for_the_fair_server() {
-    let s = two_hogs_with_change(Op::SetSched { policy: Policy::Fifo, nice: 0, rt_priority: 10 }, "1cpu");
+    let s = two_hogs_with_change(|_| Op::SetSched { policy: Policy::Fifo, nice: 0, rt_priority: 10 }, "1cpu");
     let a = s.tasks[0].stats.runtime_ns;
     assert_eq!(s.tasks[1].prio, 89);
     // 2.5 s before the change, then 50 ms per second from the fair server.
@@ -124,7 +125,7 @@ fn becoming_fifo_takes_the_cpu_except_for_the_fair_server() {
 
 #[test]
 fn setaffinity_moves_a_running_task_at_once() {
-    let s = two_hogs_with_change(Op::SetAffinity { cpus: CpuMask::single(2, 1) }, "2cpu");
+    let s = two_hogs_with_change(|s| s.set_affinity_op(CpuMask::single(2, 1)), "2cpu");
     let b = &s.tasks[1];
     assert_eq!(b.cpu, 1);
     assert_eq!(b.stats.migrations, 1);

@@ -96,7 +96,7 @@ proptest! {
 }
 
 /// One random step of a random program (see `random_programs_keep_invariants`).
-fn op_from(kind: u8, arg: u16, cpus: usize) -> schedlab::sched::task::Op {
+fn op_from(s: &mut schedlab::sched::sim::Sim, kind: u8, arg: u16, cpus: usize) -> schedlab::sched::task::Op {
     use schedlab::machine::cpumask::CpuMask;
     use schedlab::sched::task::{Dist, Op, Policy};
     let arg64 = arg as u64;
@@ -110,7 +110,7 @@ fn op_from(kind: u8, arg: u16, cpus: usize) -> schedlab::sched::task::Op {
         }
         5 => {
             let mask = CpuMask::from_cpus(cpus, (0..cpus).filter(|c| arg & (1 << c) != 0));
-            Op::SetAffinity { cpus: if mask.is_empty() { CpuMask::full(cpus) } else { mask } }
+            s.set_affinity_op(if mask.is_empty() { CpuMask::full(cpus) } else { mask })
         }
         6 => Op::Lock { lock: 0, ple_ns: if arg % 2 == 0 { Some(20_000) } else { None } },
         7 => Op::Unlock { lock: 0 },
@@ -138,7 +138,7 @@ proptest! {
         let w = add_workload(&mut s, "random", "test", false);
         let n = programs.len();
         for (i, steps) in programs.iter().enumerate() {
-            let mut ops: Vec<Op> = steps.iter().map(|&(k, a)| op_from(k, a, cpus)).collect();
+            let mut ops: Vec<Op> = steps.iter().map(|&(k, a)| op_from(&mut s, k, a, cpus)).collect();
             // Never leave the lock held forever: release it at the end of each pass.
             ops.push(Op::Run(Dist::Const(10_000)));
             ops.push(Op::Loop { to: 0, count: None, slot: 0 });
