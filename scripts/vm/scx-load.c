@@ -420,6 +420,12 @@ static int profile_before_load(struct bpf_object *obj, struct bpf_map *ops, stru
 		if (sscanf(l, "resize %255s %lu", a, &n) == 2) {
 			if (resize_array(obj, a, n))
 				return -1;
+		} else if (sscanf(l, "maxent %255s %lu", a, &n) == 2) {
+			struct bpf_map *m = bpf_object__find_map_by_name(obj, a);
+			if (!m || bpf_map__set_max_entries(m, n)) {
+				fprintf(stderr, "scx-load: profile: maxent %s: %s\n", a, m ? strerror(errno) : "no such map");
+				return -1;
+			}
 		} else if (sscanf(l, "write %255s %ld %lld", a, &idx, &v) == 3) {
 			if (write_bytes(obj, a, idx, &v, 8, 1))
 				return -1;
@@ -433,7 +439,7 @@ static int profile_before_load(struct bpf_object *obj, struct bpf_map *ops, stru
 		} else if (sscanf(l, "flags add %llx", &bits) == 1) {
 			if (set_ops_flags(obj, ops, 0, bits))
 				return -1;
-		} else if (strncmp(l, "map ", 4) && strncmp(l, "run ", 4) && strncmp(l, "ops ", 4) &&
+		} else if (strncmp(l, "map ", 4) && strncmp(l, "run ", 4) && strncmp(l, "ops ", 4) && strncmp(l, "inner ", 6) &&
 			   strncmp(l, "arena_lib ", 10) && strncmp(l, "arena_node ", 11)) {
 			fprintf(stderr, "scx-load: profile %s: line %d: cannot read `%s`\n", p->path, i + 1, l);
 			return -1;
@@ -460,6 +466,29 @@ static int profile_maps(struct bpf_object *obj, struct profile *p)
 		int err = bpf_map_update_elem(bpf_map__fd(m), key, val, 0);
 		if (err) {
 			fprintf(stderr, "scx-load: profile: bpf_map_update_elem(%s): %s\n", name, strerror(errno));
+			return -1;
+		}
+	}
+	/* Maps created into map-in-maps, after the updates. */
+	for (int i = 1; i < p->n; i++) {
+		char outer[256];
+		unsigned slot, type, ks, vs, max;
+		if (sscanf(p->lines[i], "inner %255s %u %u %u %u %u", outer, &slot, &type, &ks, &vs, &max) != 6)
+			continue;
+		struct bpf_map *m = bpf_object__find_map_by_name(obj, outer);
+		if (!m) {
+			fprintf(stderr, "scx-load: profile: inner %s: no such map\n", outer);
+			return -1;
+		}
+		int fd = bpf_map_create(type, NULL, ks, vs, max, NULL);
+		if (fd < 0) {
+			fprintf(stderr, "scx-load: profile: bpf_map_create(type %u) for %s[%u]: %s\n", type, outer, slot, strerror(errno));
+			return -1;
+		}
+		int err = bpf_map_update_elem(bpf_map__fd(m), &slot, &fd, 0);
+		close(fd);
+		if (err) {
+			fprintf(stderr, "scx-load: profile: bpf_map_update_elem(%s, %u): %s\n", outer, slot, strerror(errno));
 			return -1;
 		}
 	}

@@ -241,3 +241,44 @@ fn a_pointer_that_is_no_cgroup_ejects_the_scheduler() {
     let e = s.scx_enable(h).expect_err("ops.init passed a bad cgroup pointer").to_string();
     assert!(e.contains("bpf_cgroup_release: invalid cgroup pointer"), "{e}");
 }
+
+/// The kernel's scx_pair, unmodified, with its loader profile
+/// (profiles/scx_pair.toml: resized rodata arrays, pair_ctx's max_entries,
+/// one BPF queue per cgroup index in cgrp_q_arr): the two CPUs of a pair
+/// (CPU c and c + nr_cpu_ids / 2) never run tasks of different cgroups at
+/// the same time, and both cgroups get the CPUs.
+#[test]
+fn scx_pair_co_schedules_each_pair_by_cgroup() {
+    let src = cache_dir().join("kernel-src/7.3.4/tools/sched_ext/scx_pair.bpf.c");
+    assert!(src.is_file(), "{} is missing: run `scripts/kernel-src 7.3` once (it needs the Debian archive)", src.display());
+    let mut s = sim(&format!(
+        "seed = 1\nduration = \"1s\"\n[machine]\ncpus = 4\n\
+         [[cgroup]]\npath = \"/a\"\n[[cgroup]]\npath = \"/b\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"a\"\ncount = 4\ncgroup = \"/a\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 4\ncgroup = \"/b\"\n\
+         [scheduler]\nkind = \"ext\"\nsched = {:?}\n",
+        src.display().to_string()
+    ));
+    // Sampled every 50 us: (samples where both CPUs of a pair ran a task,
+    // those where the two tasks were of different cgroups). A CPU runs its
+    // task once the context switch to it is paid for (`progress_from`).
+    let (mut together, mut apart) = (0u64, 0u64);
+    let cg = |s: &Sim, c: u32| s.rq(c).curr.filter(|_| s.rq(c).progress_from <= s.now()).map(|p| s.task(p).cgrp);
+    for step in 1..=20_000u64 {
+        s.run_until(step * 50_000);
+        for c in 0..2 {
+            if let (Some(x), Some(y)) = (cg(&s, c), cg(&s, c + 2)) {
+                together += 1;
+                apart += u64::from(x != y);
+            }
+        }
+    }
+    s.run();
+    assert_eq!(s.scx.state, EnableState::Enabled, "scx_pair was ejected: {:?}", s.scx.exit);
+    assert!(together > 30_000, "the pairs ran together in only {together} of 40000 samples");
+    assert_eq!(apart, 0, "a pair ran two cgroups at once in {apart} of {together} samples");
+    for p in ["/a", "/b"] {
+        let rt = s.cg.groups[s.cg.find(p).unwrap() as usize].stats.runtime_ns;
+        assert!(rt > 500_000_000, "{p} ran only {rt} ns");
+    }
+}

@@ -95,7 +95,8 @@ pub(crate) mod ro_kind {
     pub(crate) const UNSIGNED: u32 = 3;
     pub(crate) const CHAR: u32 = 4;
     /// A RESIZABLE_ARRAY(): the entry is the pointer the array is compiled
-    /// as, `elem_size` its element size (see host::resizable).
+    /// as, `elem_size` its element size and `row_elems` its element's kind
+    /// (BOOL, SIGNED, UNSIGNED, CHAR; see host::resizable).
     pub(crate) const RESIZABLE: u32 = 6;
     /// An `__arena_global` object: the entry is the pointer it is compiled
     /// as, `elem_size` its size (see host::arena_globals).

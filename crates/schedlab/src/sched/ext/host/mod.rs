@@ -168,6 +168,15 @@ pub enum HostError {
     /// A SEC("syscall") program run by the loader faulted (fault.rs).
     #[error("{0}")]
     Fault(String),
+    /// A map the loader creates or resizes cannot be, as the kernel
+    /// would refuse it.
+    #[error("map `{map}`: {msg}")]
+    Map {
+        /// The map.
+        map: String,
+        /// What is wrong and what the scheduler has.
+        msg: String,
+    },
 }
 
 /// The one-line summary of a failed compile: the first error (the
@@ -205,6 +214,8 @@ pub struct LoadConfig {
     /// endless loop and the scheduler is ejected (`scheduler.op_timeout`,
     /// `--op-timeout`); None: the default (5 s); Some(0): no limit.
     pub op_timeout_ns: Option<u64>,
+    /// `bpf_map__set_max_entries()` before load: (map, max_entries).
+    pub map_max_entries: Vec<(String, u32)>,
     /// C integer constant expressions the loader needs the values of
     /// (`sizeof(struct task_ctx)`, member offsets), read back with
     /// [`HostedScheduler::c_const`].
@@ -232,8 +243,9 @@ pub struct HostedScheduler {
     /// SEC("syscall") runs for right after the attach (a loader profile's
     /// `phase = "attach"`).
     after_attach: std::cell::RefCell<Vec<crate::sched::ext::profile::resolve::Run>>,
-    /// Storage of the RESIZABLE_ARRAY()s (see [`resizable`]), by name.
-    arrays: Vec<(String, Vec<u64>)>,
+    /// The RESIZABLE_ARRAY()s (see [`resizable`]): each as a variable of
+    /// its resized length, and the storage it lives in.
+    arrays: Vec<(Rodata, Vec<u64>)>,
     /// The values of [`LoadConfig::c_consts`].
     consts: Vec<(String, i64)>,
     /// Keeps the object mapped; dropped last.
@@ -270,18 +282,25 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         let kind = MapKind::from_type(d.type_).ok_or_else(|| {
             ops_err(format!("map `{name}`: BPF map type {} is not supported ({} are)", d.type_, maps::SUPPORTED))
         })?;
+        let max_entries = cfg.map_max_entries.iter().rev().find(|(n, _)| *n == name).map_or(d.max_entries, |m| m.1);
         let def = MapDef {
             name,
             kind,
             key_size: d.key_size,
             value_size: d.value_size,
-            max_entries: d.max_entries,
+            max_entries,
             flags: d.map_flags,
             extra: 0,
         };
         maps::check_def(&def).map_err(ops_err)?;
         inner.map_addr.insert(d.map as usize, inner.maps.len());
         inner.maps.push(Map::new(def));
+    }
+    for (name, _) in &cfg.map_max_entries {
+        if !inner.maps.iter().any(|m| m.def.name == *name) {
+            let names: Vec<&str> = inner.maps.iter().map(|m| m.def.name.as_str()).collect();
+            return Err(HostError::Map { map: name.clone(), msg: format!("no such map to resize; the scheduler's maps are: {}", names.join(", ")) });
+        }
     }
     for s in table(m.map_slots.cast(), m.nr_map_slots, std::mem::size_of::<loader::MapSlotC>()) {
         // SAFETY: see above.
@@ -422,7 +441,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
 /// object cannot grow a global, so the descriptor unit (scan.rs) compiles
 /// `arr` as `(*__schedlab_resizable_arr)`, a pointer to the array the host
 /// allocates here (zeroed, 8-byte aligned), before any program runs.
-fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<(String, Vec<u64>)>, String> {
+fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<(Rodata, Vec<u64>)>, String> {
     for (name, _) in resize {
         if !arrays.iter().any(|a| &a.name == name) {
             let have: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
@@ -441,7 +460,17 @@ fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<(String,
         let mut store = vec![0u64; (bytes as usize).div_ceil(8).max(1)];
         let p = store.as_mut_ptr() as usize;
         loader::write_rodata(a, 0, &p.to_ne_bytes()[..a.size as usize])?;
-        out.push((a.name.clone(), store));
+        // The array as a loader writes it (`skel->rodata_NAME->NAME[i]`).
+        let view = Rodata {
+            name: a.name.clone(),
+            ptr: p,
+            size: bytes as u32,
+            elem_size: a.elem_size,
+            kind: a.row_elems,
+            nr_elems: n as u32,
+            row_elems: 0,
+        };
+        out.push((view, store));
     }
     Ok(out)
 }
@@ -477,12 +506,13 @@ impl HostedScheduler {
 
     /// The names of the scheduler's rodata (`const volatile` globals).
     pub fn rodata_names(&self) -> Vec<String> {
-        self.rodata.iter().map(|r| r.name.clone()).collect()
+        self.rodata.iter().chain(self.arrays.iter().map(|(a, _)| a)).map(|r| r.name.clone()).collect()
     }
 
     fn find_rodata(&self, name: &str) -> Result<(&Rodata, Option<usize>), HostError> {
         let (base, index) = split_index(name)?;
-        match self.rodata.iter().find(|r| r.name == base) {
+        let resized = || self.arrays.iter().map(|(a, _)| a).find(|a| a.name == base);
+        match self.rodata.iter().find(|r| r.name == base).or_else(resized) {
             Some(r) => Ok((r, flat_index(r, name, &index)?)),
             None => Err(HostError::UnknownRodata {
                 name: base.to_string(),
@@ -553,8 +583,8 @@ impl HostedScheduler {
         if let Some(g) = self.globals.iter().find(|g| g.name == name) {
             return Some(loader::read_rodata(g));
         }
-        let (_, store) = self.arrays.iter().find(|(n, _)| n == name)?;
-        Some(store.iter().flat_map(|w| w.to_ne_bytes()).collect())
+        let (view, _) = self.arrays.iter().find(|(a, _)| a.name == name)?;
+        Some(loader::read_rodata(view))
     }
 
     /// The current bytes of rodata `name`.
@@ -620,6 +650,42 @@ impl HostedScheduler {
     /// `bpf_map_update_elem()` from user space: 0 or a negative errno.
     pub fn map_update(&self, name: &str, key: &[u8], value: &[u8], flags: u64) -> Option<i64> {
         self.with_map(name, |m| m.update(key, value, flags, 0, 1))
+    }
+
+    /// `bpf_map_create()` of a `map_type` map from user space, then
+    /// `bpf_map_update_elem(outer, &slot, &fd)`: the new map becomes slot
+    /// `slot` of the map-in-map `outer`, as scx_pair's loader gives each
+    /// cgroup index its own queue.
+    pub fn create_inner_map(&self, outer: &str, slot: u32, map_type: u32, key_size: u32, value_size: u32, max_entries: u32) -> Result<(), HostError> {
+        let err = |msg: String| HostError::Map { map: outer.to_string(), msg };
+        let kind = MapKind::from_type(map_type)
+            .ok_or_else(|| err(format!("an inner map of BPF map type {map_type} is not supported ({} are)", maps::SUPPORTED)))?;
+        if kind.is_map_in_map() || kind.is_storage() || matches!(kind, MapKind::Ringbuf | MapKind::UserRingbuf | MapKind::Arena | MapKind::PerfEventArray) {
+            return Err(err(format!("a {kind:?} map cannot be an inner map (the kernel's bpf_map_meta_alloc refuses it)")));
+        }
+        let mut inner = self.state.inner.borrow_mut();
+        let inner = &mut *inner;
+        let Some(oi) = inner.maps.iter().position(|m| m.def.name == outer) else {
+            let names: Vec<&str> = inner.maps.iter().map(|m| m.def.name.as_str()).collect();
+            return Err(err(format!("no such map; the scheduler's maps are: {}", names.join(", "))));
+        };
+        if !inner.maps[oi].def.kind.is_map_in_map() {
+            return Err(err(format!("a {:?} map holds no inner maps: name an ARRAY_OF_MAPS or HASH_OF_MAPS", inner.maps[oi].def.kind)));
+        }
+        let def = MapDef { name: format!("{outer}[{slot}]"), kind, key_size, value_size, max_entries, flags: 0, extra: 0 };
+        maps::check_def(&def).map_err(err)?;
+        // The new map's identity for BPF: an address that stays put.
+        let anchor = Box::new(0u64);
+        let addr = &*anchor as *const u64 as usize;
+        let index = inner.maps.len();
+        inner.maps.push(Map::new(def));
+        inner.map_addr.insert(addr, index);
+        inner.inner_maps.push(anchor);
+        if !inner.maps[oi].set_inner(slot, addr) {
+            let max = inner.maps[oi].def.max_entries;
+            return Err(err(format!("slot {slot} is past its {max} entries (bpf_map_update_elem: E2BIG)")));
+        }
+        Ok(())
     }
 
     /// Elements in map `name`.

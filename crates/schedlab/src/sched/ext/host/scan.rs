@@ -606,6 +606,14 @@ pub(super) fn scan(preprocessed: &str) -> Scan {
             continue;
         }
         let Some((name0, dims0)) = declarator_name(head) else { continue };
+        // RESIZABLE_ARRAY(rodata, NAME): a const array alone in
+        // `.rodata.NAME`, which the loader resizes before load.
+        if let ([sec], [_]) = (secs.as_slice(), decls.as_slice()) {
+            if dims0 >= 1 && *sec == format!(".rodata.{name0}") {
+                s.resizable.push(name0);
+                continue;
+            }
+        }
         let name_at = head.iter().rposition(|t| t.text == name0).unwrap_or(0);
         let type_text =
             head[..name_at].iter().filter(|t| t.ident).map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ");
@@ -797,7 +805,7 @@ pub(super) fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, 
     }
     for r in &scan.resizable {
         let p = format!("__schedlab_resizable_{r}");
-        let _ = writeln!(c, "\t{{ {}, (void *)&{p}, sizeof({p}), sizeof((*{p})[0]), 6, 1 }},", c_str(r));
+        let _ = writeln!(c, "\t{{ {}, (void *)&{p}, sizeof({p}), sizeof((*{p})[0]), 6, 1, {} }},", c_str(r), kind(&format!("(*{p})[0]")));
     }
     for n in &scan.cpumask_globals {
         let _ = writeln!(c, "\t{{ {}, (void *)&{n}, sizeof({n}), sizeof(struct bpf_cpumask), 8, sizeof({n}) / sizeof(struct bpf_cpumask) }},", c_str(n));

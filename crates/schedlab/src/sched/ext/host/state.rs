@@ -96,6 +96,9 @@ pub(super) struct Inner {
     pub kobjs: Kobjs,
     /// The cgroups lent to BPF.
     pub cgroups: super::cgroup::Cgroups,
+    /// The addresses of maps user space created (`create_inner_map`).
+    #[allow(clippy::vec_box)] // boxes keep their addresses; the Vec only owns them
+    pub inner_maps: Vec<Box<u64>>,
 }
 
 pub(super) struct HostState {

@@ -58,6 +58,14 @@ pub enum ApplyError {
         /// The scheduler's maps, comma-separated.
         maps: String,
     },
+    /// A map could not be created into a map-in-map.
+    #[error("{origin}: {err}")]
+    InnerMap {
+        /// The profile line.
+        origin: String,
+        /// Why.
+        err: HostError,
+    },
     /// A SEC("syscall") program could not be run.
     #[error("{origin}: {err}")]
     Syscall {
@@ -108,6 +116,7 @@ pub fn value_text(v: &Value) -> String {
 /// Adds what must be known at load time (resizes, the ops table) to `cfg`.
 pub fn load_config(plan: &Plan, cfg: &mut LoadConfig) {
     cfg.resize.extend(plan.resize.iter().cloned());
+    cfg.map_max_entries.extend(plan.map_sizes.iter().cloned());
     if let Some(a) = &plan.arena_lib {
         cfg.c_consts.push(format!("sizeof({})", a.task_ctx));
     }
@@ -147,6 +156,10 @@ pub fn before_attach(h: &HostedScheduler, sim: &mut Sim, plan: &Plan) -> Result<
             Some(errno) => return Err(ApplyError::MapUpdate { origin: m.origin.clone(), map: m.map.clone(), errno }),
             None => return Err(ApplyError::NoMap { origin: m.origin.clone(), map: m.map.clone(), maps: h.map_names().join(", ") }),
         }
+    }
+    for m in &plan.inner_maps {
+        h.create_inner_map(&m.outer, m.slot, m.map_type, m.key_size, m.value_size, m.max_entries)
+            .map_err(|err| ApplyError::InnerMap { origin: m.origin.clone(), err })?;
     }
     let mut later = Vec::new();
     for r in &plan.runs {

@@ -141,6 +141,7 @@ macro_rules! each_fields {
 each_fields!(SetDef);
 each_fields!(MapDef);
 each_fields!(SyscallDef);
+each_fields!(InnerMapDef);
 
 /// A `[[set]]` entry: a write to rodata or .bss/.data before load.
 #[derive(Clone, Debug, Deserialize)]
@@ -164,15 +165,70 @@ pub struct SetDef {
     pub order: Option<Spanned<String>>,
 }
 
-/// A `[[resize]]` entry: an array resized before load (RESIZE_ARRAY).
+/// A `[[resize]]` entry before load: an array (RESIZE_ARRAY) or a map's
+/// `max_entries` (`bpf_map__set_max_entries()`); exactly one of the two.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResizeDef {
     /// The global array.
-    pub array: Spanned<String>,
+    #[serde(default)]
+    pub array: Option<Spanned<String>>,
+    /// The map.
+    #[serde(default)]
+    pub map: Option<Spanned<String>>,
     /// Its new number of elements (an expression).
     pub len: Spanned<toml::Value>,
 }
+
+/// An `[[inner_map]]` entry after load: `bpf_map_create()` of a new map,
+/// then `bpf_map_update_elem(outer, &key, &fd)`, as scx_pair's loader fills
+/// its ARRAY_OF_MAPS with one queue per cgroup index.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InnerMapDef {
+    /// The ARRAY_OF_MAPS or HASH_OF_MAPS.
+    pub outer: Spanned<String>,
+    /// The slot (an expression).
+    pub key: Spanned<toml::Value>,
+    /// The new map's type: hash, array, percpu_array, lru_hash, queue or stack.
+    #[serde(rename = "type")]
+    pub ty: Spanned<String>,
+    /// Its key size in bytes (default 0, as queues and stacks have).
+    #[serde(default)]
+    pub key_size: Option<Spanned<toml::Value>>,
+    /// Its value size in bytes.
+    pub value_size: Spanned<toml::Value>,
+    /// Its max_entries.
+    pub max_entries: Spanned<toml::Value>,
+    /// Optional outer loop `NAME in A..B`.
+    #[serde(default)]
+    pub repeat: Option<Spanned<String>>,
+    /// Optional iteration (`for`).
+    #[serde(default, rename = "for")]
+    pub each: Option<Spanned<String>>,
+    /// Optional filter.
+    #[serde(default)]
+    pub when: Option<Spanned<String>>,
+    /// Optional sort key.
+    #[serde(default)]
+    pub order: Option<Spanned<String>>,
+}
+
+/// A `[[require]]` entry: a condition the loader checks before it loads
+/// anything, refusing the scheduler's flags or the machine otherwise (as
+/// scx_pair's loader refuses an odd number of CPUs).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequireDef {
+    /// The condition (an expression over flags, `let`s and the machine).
+    pub check: Spanned<String>,
+    /// What the loader says when it is false.
+    pub message: String,
+}
+
+/// The map types an `[[inner_map]]` can create: (name, `enum bpf_map_type`).
+pub const INNER_MAP_TYPES: &[(&str, u32)] =
+    &[("hash", 1), ("array", 2), ("percpu_array", 6), ("lru_hash", 9), ("queue", 22), ("stack", 23)];
 
 /// A `[[map]]` entry: `bpf_map_update_elem()` from user space.
 #[derive(Clone, Debug, Deserialize)]
@@ -254,6 +310,12 @@ pub struct ProfileDef {
     /// Syscall programs to run, in order.
     #[serde(default)]
     pub syscall: Vec<SyscallDef>,
+    /// Maps created into map-in-maps after load, in order.
+    #[serde(default)]
+    pub inner_map: Vec<InnerMapDef>,
+    /// Conditions the loader refuses to run without.
+    #[serde(default)]
+    pub require: Vec<RequireDef>,
     /// scx_arena's `ArenaLib::setup()` (see arena_lib.rs).
     #[serde(default)]
     pub arena_lib: Option<super::arena_lib::ArenaLibDef>,
@@ -395,6 +457,18 @@ impl Profile {
             self.check_each(m.each(), "map")?;
             for f in m.key.iter().chain(&m.value) {
                 self.field(f, "map.key/value")?;
+            }
+        }
+        for r in &d.resize {
+            if r.array.is_some() == r.map.is_some() {
+                return Err(self.err(r.len.span(), "resize", "name either `array` (a RESIZABLE_ARRAY) or `map` (its max_entries), not both or neither"));
+            }
+        }
+        for m in &d.inner_map {
+            self.check_each(m.each(), "inner_map")?;
+            if !INNER_MAP_TYPES.iter().any(|(n, _)| n == m.ty.get_ref()) {
+                let valid: Vec<&str> = INNER_MAP_TYPES.iter().map(|(n, _)| *n).collect();
+                return Err(self.err(m.ty.span(), "inner_map.type", format!("`{}`: use one of {}", m.ty.get_ref(), valid.join(", "))));
             }
         }
         if let Some(a) = &d.arena_lib {

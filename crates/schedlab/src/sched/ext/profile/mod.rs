@@ -47,6 +47,7 @@ pub const SHIPPED: &[(&str, &str, &str)] = &[
     ("scx_flow", "scx_flow.toml", include_str!("../../../../profiles/scx_flow.toml")),
     ("scx_central", "scx_central.toml", include_str!("../../../../profiles/scx_central.toml")),
     ("scx_flatcg", "scx_flatcg.toml", include_str!("../../../../profiles/scx_flatcg.toml")),
+    ("scx_pair", "scx_pair.toml", include_str!("../../../../profiles/scx_pair.toml")),
     ("central", "central.toml", include_str!("../../../../profiles/central.toml")),
 ];
 

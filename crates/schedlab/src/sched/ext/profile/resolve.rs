@@ -72,6 +72,10 @@ pub struct Plan {
     pub writes: Vec<Write>,
     /// Arrays resized before load: (array, elements).
     pub resize: Vec<(String, u64)>,
+    /// Maps given a new max_entries before load: (map, max_entries).
+    pub map_sizes: Vec<(String, u32)>,
+    /// Maps created into map-in-maps after load, in order.
+    pub inner_maps: Vec<InnerMap>,
     /// Ops flags by name (without SCX_OPS_).
     pub ops_flags: Vec<String>,
     /// The loader assigns ops.flags (true) or adds to the source's.
@@ -82,6 +86,25 @@ pub struct Plan {
     pub runs: Vec<Run>,
     /// scx_arena's set-up, after the load-phase runs.
     pub arena_lib: Option<super::arena_lib::ArenaLibSetup>,
+}
+
+/// A map the loader creates into a map-in-map after load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InnerMap {
+    /// The ARRAY_OF_MAPS or HASH_OF_MAPS.
+    pub outer: String,
+    /// The slot it fills.
+    pub slot: u32,
+    /// The new map's `enum bpf_map_type`.
+    pub map_type: u32,
+    /// Its key size.
+    pub key_size: u32,
+    /// Its value size.
+    pub value_size: u32,
+    /// Its max_entries.
+    pub max_entries: u32,
+    /// The profile line it came from.
+    pub origin: String,
 }
 
 impl Plan {
@@ -287,6 +310,13 @@ pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, 
         let v = cx.eval(&[], l, e, "profile.let")?;
         cx.vars.insert(name.trim().to_string(), v);
     }
+    for r in &d.require {
+        let src = r.check.get_ref();
+        let ok = cx.eval(&[], &r.check, src, "require.check")?.truthy().map_err(|m| p.err(r.check.span(), "require.check", m))?;
+        if !ok {
+            return Err(p.err(r.check.span(), "require", format!("{} (`{}` is false for these flags on this machine)", r.message, src.trim())));
+        }
+    }
     let mut plan = Plan {
         scheduler: d.profile.scheduler.clone(),
         ops: d.profile.ops.clone(),
@@ -349,7 +379,36 @@ pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, 
         if !(1..=1 << 24).contains(&v) {
             return Err(p.err(r.len.span(), "resize.len", format!("{v} elements: give 1 or more (e.g. \"nr_cpu_ids\")")));
         }
-        plan.resize.push((r.array.get_ref().clone(), v as u64));
+        match (&r.array, &r.map) {
+            (Some(a), _) => plan.resize.push((a.get_ref().clone(), v as u64)),
+            (None, Some(m)) => plan.map_sizes.push((m.get_ref().clone(), v as u32)),
+            (None, None) => unreachable!("Profile::check requires array or map"),
+        }
+    }
+    for m in &d.inner_map {
+        let map_type = super::format::INNER_MAP_TYPES.iter().find(|(n, _)| n == m.ty.get_ref()).map_or(0, |t| t.1);
+        for local in cx.iterations(m.each(), "inner_map")? {
+            let num = |v: &Spanned<toml::Value>, field: &str, lo: i128, hi: i128| -> Result<u32, ProfileError> {
+                let n = cx.value(&local, v, field)?.int().map_err(|e| p.err(v.span(), field, e))?;
+                if !(lo..=hi).contains(&n) {
+                    return Err(p.err(v.span(), field, format!("{n} is outside {lo}..{hi}")));
+                }
+                Ok(n as u32)
+            };
+            let key_size = match &m.key_size {
+                Some(k) => num(k, "inner_map.key_size", 0, 512)?,
+                None => 0,
+            };
+            plan.inner_maps.push(InnerMap {
+                outer: m.outer.get_ref().clone(),
+                slot: num(&m.key, "inner_map.key", 0, u32::MAX as i128)?,
+                map_type,
+                key_size,
+                value_size: num(&m.value_size, "inner_map.value_size", 1, 1 << 20)?,
+                max_entries: num(&m.max_entries, "inner_map.max_entries", 1, 1 << 24)?,
+                origin: cx.origin(m.outer.span()),
+            });
+        }
     }
     for m in &d.map {
         for local in cx.iterations(m.each(), "map")? {

@@ -6,10 +6,13 @@
 //! schedlab-profile 1
 //! ops NAME                          the struct_ops map to attach (when named)
 //! resize NAME ELEMENTS              RESIZE_ARRAY: the .data.NAME/.bss.NAME map
+//! maxent MAP N                      bpf_map__set_max_entries() before load
 //! write NAME INDEX VALUE            a global (rodata/.data/.bss); INDEX -1 for a scalar
 //!                                   or a path (NAME[ROW][COLUMN], NAME[i].member[j])
 //! flags replace|add HEX             struct_ops flags
 //! map NAME KEYHEX VALUEHEX          bpf_map_update_elem() after load
+//! inner OUTER SLOT TYPE KEY VAL MAX bpf_map_create(TYPE, KEY, VAL, MAX) after the
+//!                                   map updates, put into slot SLOT of map OUTER
 //! run load|attach PROG CPU FAIL HEX bpf_prog_test_run_opts() pinned to CPU
 //! arena_lib STATIC ALIGN M0 M1 M2 M3 M4 TYPE
 //!                                   scx_arena's ArenaLib::setup() after the load runs:
@@ -46,6 +49,9 @@ pub fn write(plan: &Plan) -> Result<String, super::apply::ApplyError> {
     for (a, n) in &plan.resize {
         let _ = writeln!(o, "resize {a} {n}");
     }
+    for (m, n) in &plan.map_sizes {
+        let _ = writeln!(o, "maxent {m} {n}");
+    }
     for w in &plan.writes {
         let (name, index) = match super::format::split_index(&w.target) {
             // A member of an array element: the path with its indices.
@@ -73,6 +79,9 @@ pub fn write(plan: &Plan) -> Result<String, super::apply::ApplyError> {
     for m in &plan.maps {
         let _ = writeln!(o, "map {} {} {}", m.map, hex(&m.key), hex(&m.value));
     }
+    for m in &plan.inner_maps {
+        let _ = writeln!(o, "inner {} {} {} {} {} {}", m.outer, m.slot, m.map_type, m.key_size, m.value_size, m.max_entries);
+    }
     for r in &plan.runs {
         let phase = if r.phase == Phase::Load { "load" } else { "attach" };
         let _ = writeln!(o, "run {phase} {} {} {} {}", r.prog, r.cpu, r.fail as u8, hex(&r.ctx));
@@ -91,7 +100,7 @@ pub fn write(plan: &Plan) -> Result<String, super::apply::ApplyError> {
 #[cfg(test)]
 mod tests {
     use super::super::arena_lib::{ArenaLibSetup, TopoNode};
-    use super::super::resolve::{MapWrite, Run, Write as W};
+    use super::super::resolve::{InnerMap, MapWrite, Run, Write as W};
     use super::*;
 
     #[test]
@@ -107,6 +116,8 @@ mod tests {
                 W { target: "masks[2][1]".into(), value: Value::Int(5), origin: String::new() },
             ],
             resize: vec![("arr".into(), 8)],
+            map_sizes: vec![("ctx".into(), 4)],
+            inner_maps: vec![InnerMap { outer: "qs".into(), slot: 2, map_type: 22, key_size: 0, value_size: 4, max_entries: 64, origin: String::new() }],
             ops_flags: vec!["ENQ_LAST".into()],
             replace_flags: true,
             maps: vec![MapWrite { map: "m".into(), key: vec![1, 0], value: vec![], origin: String::new() }],
@@ -128,6 +139,7 @@ mod tests {
                 "schedlab-profile 1",
                 "ops x_ops",
                 "resize arr 8",
+                "maxent ctx 4",
                 "write slice_ns -1 5000",
                 "write cpus 2 1",
                 "writes name 6162",
@@ -135,6 +147,7 @@ mod tests {
                 "write masks[2][1] -1 5",
                 "flags replace 0x2",
                 "map m 0100 -",
+                "inner qs 2 22 0 4 64",
                 "run attach p 3 1 ff",
                 "arena_lib 8 0 1 1 2 1 0 struct t",
                 "arena_node 0 0300000000000000",
