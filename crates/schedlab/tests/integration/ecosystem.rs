@@ -93,6 +93,7 @@ pub const SCHEDULERS: &[Entry] = &[
     e("kernel:scx_central", Pass),
     Entry { sched: "kernel:scx_cpu0", args: "", spreads: false, expect: Pass },
     e("kernel:scx_sdt", Pass),
+    e("kernel:scx_pair", Pass),
 ];
 
 /// The scenarios, run to their end (mixed: 2 s, cyclictest-normal: 5 s).

@@ -670,15 +670,23 @@ pub fn scx_bpf_cpu_node(sim: &mut Sim, cpu: i32) -> i32 {
     valid_cpu(sim, cpu, "").map_or(0, |c| sim.topo.node_of(c as usize) as i32)
 }
 
-/// scx_bpf_now(): the simulated clock.
+/// The uptime BPF clocks show when the simulation starts. A scheduler
+/// loads long after its machine booted, and schedulers compare the clock
+/// with zero-initialised state (scx_pair: `started_at + pair_batch_dur_ns`
+/// is long past at its first dispatch, so it starts on the first cgroup it
+/// finds); a clock that starts at 0 makes such state look fresh. The
+/// simulator's own time (traces, results) still starts at 0.
+pub const BPF_CLOCK_BOOT_NS: u64 = 60 * crate::engine::time::NSEC_PER_SEC;
+
+/// scx_bpf_now(): the simulated clock, as BPF sees it.
 pub fn scx_bpf_now(sim: &mut Sim) -> u64 {
     kf(sim);
-    clock(sim)
+    clock(sim) + BPF_CLOCK_BOOT_NS
 }
 
-/// bpf_ktime_get_ns(): the simulated clock.
+/// bpf_ktime_get_ns(): the simulated clock, as BPF sees it.
 pub fn bpf_ktime_get_ns(sim: &mut Sim) -> u64 {
-    clock(sim)
+    clock(sim) + BPF_CLOCK_BOOT_NS
 }
 
 /// The clock BPF reads: the event's time plus the overhead the operation in

@@ -32,6 +32,7 @@ int helper(int a) { if (a) { return 1; } return 0; }
 __attribute__((used)) __schedlab_sec("syscall") int run_me(void *ctx) { return 0; }
 __schedlab_sec(".struct_ops.link") struct sched_ext_ops simple_ops = { .name = "simple", };
 u64 cpu_started_at[1] __schedlab_sec("." "data" "." "cpu_started_at");
+const volatile s32 pair_cpu[1] __schedlab_sec("." "rodata" "." "pair_cpu");
 u64 not_resizable[1] __schedlab_sec(".data.other");
 struct sched_ext_ops *not_ops(void);
 "#;
@@ -51,10 +52,12 @@ fn finds_maps_rodata_ops_programs_kconfig() {
     assert_eq!(s.ops, ["simple_ops"]);
     assert_eq!(s.syscalls, ["run_me"]);
     assert_eq!(s.kconfig, ["LINUX_KERNEL_VERSION", "CONFIG_X"]);
-    assert_eq!(s.resizable, ["cpu_started_at"]);
+    // RESIZABLE_ARRAY(data, ...) and RESIZABLE_ARRAY(rodata, ...); the
+    // latter is no plain rodata variable.
+    assert_eq!(s.resizable, ["cpu_started_at", "pair_cpu"]);
     let c = generate(&s, "a.bpf.c", "abi.h", Part::Main { others: &[] }, &[]).unwrap();
-    assert!(c.contains("#define cpu_started_at (*__schedlab_resizable_cpu_started_at)\n#include \"a.bpf.c\""));
-    assert!(c.contains("sizeof((*__schedlab_resizable_cpu_started_at)[0]), 6, 1 }"));
+    assert!(c.contains("#define cpu_started_at (*__schedlab_resizable_cpu_started_at)\n#define pair_cpu (*__schedlab_resizable_pair_cpu)\n#include \"a.bpf.c\""));
+    assert!(c.contains("sizeof((*__schedlab_resizable_cpu_started_at)[0]), 6, 1, _Generic(((*__schedlab_resizable_cpu_started_at)[0]), _Bool: 1"));
 }
 
 #[test]

@@ -279,17 +279,17 @@ impl ExtOps for HostedScheduler {
     }
 
     fn dump(&self, sim: &mut Sim) {
-        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now(), at_jiffies: 0 };
+        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now() + crate::sched::ext::kfuncs::BPF_CLOCK_BOOT_NS, at_jiffies: 0 };
         self.call_void(sim, Op::Dump, &mut [&mut ctx as *mut DumpCtxC as u64])
     }
 
     fn dump_cpu(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
-        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now(), at_jiffies: 0 };
+        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now() + crate::sched::ext::kfuncs::BPF_CLOCK_BOOT_NS, at_jiffies: 0 };
         self.call_void(sim, Op::DumpCpu, &mut [&mut ctx as *mut DumpCtxC as u64, cpu as u64, idle as u64])
     }
 
     fn dump_task(&self, sim: &mut Sim, p: TaskId) {
-        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now(), at_jiffies: 0 };
+        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now() + crate::sched::ext::kfuncs::BPF_CLOCK_BOOT_NS, at_jiffies: 0 };
         let t = self.task(sim, p);
         self.call_void(sim, Op::DumpTask, &mut [&mut ctx as *mut DumpCtxC as u64, t])
     }

@@ -582,4 +582,22 @@ when = "cpu == 1"
         let p = Profile::parse("t.toml", &P.replace("cpu = \"nr_cpu_ids - 1\"", "cpu = \"nr_cpu_ids\"")).unwrap();
         assert!(resolve(&p, &m, &[]).unwrap_err().to_string().contains("CPU 2 does not exist"));
     }
+
+    #[test]
+    fn map_sizes_inner_maps_and_requirements() {
+        let text = "[profile]\nscheduler = \"t\"\n\n[[require]]\ncheck = \"nr_cpu_ids % 2 == 0\"\nmessage = \"needs an even number of CPUs\"\n\n\
+                    [[resize]]\nmap = \"ctx\"\nlen = \"nr_cpu_ids / 2\"\n\n\
+                    [[inner_map]]\nouter = \"qs\"\nkey = \"q\"\nfor = \"q in 0..3\"\ntype = \"queue\"\nvalue_size = 4\nmax_entries = \"64 * (q + 1)\"\n";
+        let p = Profile::parse("t.toml", text).unwrap();
+        let plan = resolve(&p, &Machine::new(&Topology::flat(4).unwrap()), &[]).unwrap();
+        assert_eq!(plan.map_sizes, [("ctx".to_string(), 2)]);
+        let got: Vec<(u32, u32, u32)> = plan.inner_maps.iter().map(|m| (m.slot, m.map_type, m.max_entries)).collect();
+        assert_eq!(got, [(0, 22, 64), (1, 22, 128), (2, 22, 192)]);
+        let e = resolve(&p, &Machine::new(&Topology::flat(3).unwrap()), &[]).unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:5: require: needs an even number of CPUs (`nr_cpu_ids % 2 == 0` is false"), "{e}");
+        let e = Profile::parse("t.toml", &text.replace("map = \"ctx\"", "map = \"ctx\"\narray = \"a\"")).unwrap_err();
+        assert!(e.to_string().contains("resize: name either `array`"), "{e}");
+        let e = Profile::parse("t.toml", &text.replace("\"queue\"", "\"ringbuf\"")).unwrap_err();
+        assert!(e.to_string().contains("inner_map.type: `ringbuf`: use one of hash, array"), "{e}");
+    }
 }
