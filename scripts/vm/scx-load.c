@@ -341,9 +341,12 @@ static int resize_array(struct bpf_object *obj, const char *name, unsigned long 
 		snprintf(sec, sizeof(sec), ".bss.%s", name);
 		if (strcmp(sname, sec) == 0)
 			map = m;
+		snprintf(sec, sizeof(sec), ".rodata.%s", name);
+		if (strcmp(sname, sec) == 0)
+			map = m;
 	}
 	if (!map) {
-		fprintf(stderr, "scx-load: profile: resize %s: it is not alone in a .data.%s / .bss.%s section (RESIZABLE_ARRAY)\n", name, name, name);
+		fprintf(stderr, "scx-load: profile: resize %s: it is not alone in a .data.%s / .bss.%s / .rodata.%s section (RESIZABLE_ARRAY)\n", name, name, name, name);
 		return -1;
 	}
 	int err = bpf_map__set_value_size(map, es * (n ? n : 1));

@@ -292,6 +292,8 @@ fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng
                 }
             }
         }
+        // Refused before the run unless cgroups are off (--no-cgroups).
+        Op::SetCgroup { .. } => {}
         Op::Exit => return Step::Exit,
         Op::Loop { to, count, slot } => {
             let c = &mut cur.loops[*slot as usize];

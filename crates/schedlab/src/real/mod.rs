@@ -183,6 +183,12 @@ pub fn run(scenario: &Scenario, file: &str, opts: &RealOptions) -> Result<RealRu
     let s = host_scenario(scenario, cpu_map.len());
     let sim = crate::workload::world::build(&s, file).map_err(|e| RealError::Input(format!("{e} (real mode runs on this host's {} usable CPUs)", cpu_map.len())))?;
     preflight(&sim)?;
+    let moves = sim.programs.iter().any(|p| p.ops.iter().any(|o| matches!(o, Op::SetCgroup { .. })));
+    if moves && !opts.no_cgroups {
+        return Err(RealError::Input(
+            "the scenario moves threads between cgroups as they run (an rt-app phase with its own \"taskgroup\"), which real mode does not do yet; pass --no-cgroups to run the workloads without their cgroups".into(),
+        ));
+    }
     let spin_per_us = calibrate_spin();
     let mut plan = make_plan(&sim, &s, cpu_map.clone(), spin_per_us)?;
     // The scenario's cgroups, removed when this goes out of scope: after

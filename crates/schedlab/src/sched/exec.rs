@@ -198,6 +198,16 @@ impl Sim {
                         return;
                     }
                 }
+                Op::SetCgroup { group } => {
+                    self.task_mut(p).pc += 1;
+                    // A move the kernel refuses (a cpuset that leaves the
+                    // task no CPU, ops.cgroup_prep_move() failing) leaves the
+                    // task where it is, as the failed write would.
+                    self.cgroup_attach_task(p, group);
+                    if self.rq(cpu).curr != Some(p) || self.rq(cpu).need_resched {
+                        return;
+                    }
+                }
                 Op::Exit => {
                     self.task_exit(cpu, p);
                     return;

@@ -262,6 +262,13 @@ pub enum Op {
         /// (a mask is too large to copy at every step the interpreter takes).
         mask: u32,
     },
+    /// Move itself into task group `group` (rt-app's per-phase
+    /// `taskgroup`: the thread's tid written into the group's tasks file,
+    /// `cgroup_attach_task` -> `sched_move_task`).
+    SetCgroup {
+        /// The task group (index into `Sim::cg.groups`).
+        group: u32,
+    },
     /// Exit.
     Exit,
     /// Jump back to `to` until `count` iterations are done (`None` = forever).

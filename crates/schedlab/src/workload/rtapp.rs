@@ -4,7 +4,8 @@
 //! Supported: `global.default_policy`; per task `instance`, `loop`, `delay`,
 //! `policy`, `priority` (RT priority, or the nice value of fair policies, as
 //! rt-app applies it), `nice`, `cpus`, `taskgroup` and `phases` (each with
-//! `loop`, `policy`, `priority`, `nice`, `cpus`); the events `run`,
+//! `loop`, `policy`, `priority`, `nice`, `cpus`, `taskgroup`: rt-app moves the
+//! thread into it when the phase starts); the events `run`,
 //! `runtime`, `sleep`, `timer` (`ref`, `period`, `mode` relative/absolute;
 //! its wakeup latency is the workload's latency, rt-app's wu_lat), `lock`
 //! and `unlock` (a blocking mutex), `barrier`, `fork`, `yield`. Event keys
@@ -453,12 +454,14 @@ fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Com
     let mut timers = BTreeMap::new();
     let any_phase_cpus = phases.iter().any(|(_, v)| matches!(v, Json::Obj(f) if f.iter().any(|(k, _)| k == "cpus")));
     let any_phase_sched = phases.iter().any(|(_, v)| matches!(v, Json::Obj(f) if f.iter().any(|(k, _)| ["policy", "priority", "nice"].contains(&k.as_str()))));
+    let any_phase_group = phases.iter().any(|(_, v)| matches!(v, Json::Obj(f) if f.iter().any(|(k, _)| k == "taskgroup")));
     let single = [(path.to_string(), v)];
     let list: Vec<(String, &Json)> = if phases.is_empty() { single.to_vec() } else { phases };
     for (ppath, pv) in &list {
         let in_phase = !std::ptr::eq(*pv, v);
         let mut phase = Attrs::default();
         let mut phase_loop = Some(1);
+        let mut phase_group: Option<String> = None;
         let mut body = Vec::new();
         let Json::Obj(pf) = pv else { return Err(b.err(ppath, format!("a phase must be an object of events, got {}", pv.kind()))) };
         for (k, x) in pf {
@@ -471,7 +474,12 @@ fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Com
                 if b.attr(k, x, &p, &mut phase)? {
                     continue;
                 }
-                if ["instance", "delay", "phases", "taskgroup"].contains(&k.as_str()) {
+                if k == "taskgroup" {
+                    let g = b.string(x, &p)?;
+                    phase_group = Some(if g.is_empty() || g == "/" { "/".to_string() } else if g.starts_with('/') { g.to_string() } else { format!("/{g}") });
+                    continue;
+                }
+                if ["instance", "delay", "phases"].contains(&k.as_str()) {
                     return Err(b.err(&p, format!("{k:?} belongs to the task, not to a phase")));
                 }
             } else if ["policy", "priority", "nice", "cpus", "loop", "instance", "delay", "taskgroup"].contains(&k.as_str()) || UNSUPPORTED_PROPS.contains(&k.as_str()) {
@@ -492,6 +500,12 @@ fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Com
         if any_phase_cpus {
             let c = phase.cpus.clone().or_else(|| task.cpus.clone()).unwrap_or_else(|| CpuMask::full(b.sim.nr_cpus()));
             ops.push(b.sim.set_affinity_op(c));
+        }
+        // A phase's taskgroup: rt-app moves the thread there when the phase
+        // starts (phases without one go back to the task's).
+        if any_phase_group {
+            let g = phase_group.or_else(|| cgroup.clone()).unwrap_or_else(|| "/".to_string());
+            ops.push(Op::SetCgroup { group: b.sim.cg.mkdir(&g) });
         }
         let start = ops.len() as u32;
         ops.extend(body);

@@ -116,3 +116,21 @@ fn a_thread_that_never_takes_time_is_refused() {
     let s = schedlab::workload::scenario::Scenario::parse(&format!("duration = \"10ms\"\n[machine]\npreset = \"2cpu\"\n[[workload]]\nkind = \"rtapp\"\njson = '{json}'\n"), "t.toml", &[]).unwrap();
     schedlab::workload::world::build(&s, "t.toml").unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// rt-app's per-phase `taskgroup`: the thread moves into each phase's
+/// group when the phase starts (and back to the task's for a phase without
+/// one), so each group is charged exactly that phase's run time.
+#[test]
+fn a_phase_taskgroup_moves_the_thread_between_cgroups() {
+    let json = r#"{"tasks": {"t": {"taskgroup": "base", "loop": 10, "phases": {
+        "p1": {"taskgroup": "a", "run": 3000, "sleep": 1000},
+        "p2": {"taskgroup": "b", "run": 1000, "sleep": 1000},
+        "p3": {"run": 2000, "sleep": 1000}}}}}"#;
+    let (s, _) = run(&format!("duration = \"1s\"\n[machine]\npreset = \"2cpu\"\ncstates = false\n[[workload]]\nkind = \"rtapp\"\njson = '''{json}'''\n"));
+    let rt = |p: &str| s.cg.groups[s.cg.find(p).unwrap_or_else(|| panic!("no cgroup {p}")) as usize].stats.runtime_ns;
+    // 10 loops: 30 ms in /a, 10 ms in /b, 20 ms in /base (its own group).
+    for (p, want) in [("/a", 30_000_000u64), ("/b", 10_000_000), ("/base", 20_000_000)] {
+        assert!(rt(p).abs_diff(want) < 200_000, "{p} ran {} ns, want {want}", rt(p));
+    }
+    assert_eq!(s.tasks[0].cgroup, "/base", "the last phase left it in the task's group");
+}
