@@ -232,6 +232,17 @@ impl Builder<'_> {
         }
     }
 
+    /// A `taskgroup`: a cgroup path below rt-app's cgroup mount, "" or "/"
+    /// for the root. Returns the absolute path.
+    fn taskgroup(&self, v: &Json, path: &str) -> Result<String, BuildError> {
+        let g = self.string(v, path)?;
+        let abs = if g.starts_with('/') { g.to_string() } else { format!("/{g}") };
+        if abs != "/" {
+            crate::sched::cgroup::check_path(&abs).map_err(|e| self.err(path, e.to_string()))?;
+        }
+        Ok(abs)
+    }
+
     fn policy(&self, v: &Json, path: &str) -> Result<Policy, BuildError> {
         let s = self.string(v, path)?;
         match s {
@@ -413,9 +424,9 @@ fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Com
             "loop" => task_loop = loop_count(b, x, &p)?,
             "delay" => delay = b.us(x, &p)?,
             "taskgroup" => {
-                let g = b.string(x, &p)?;
-                if !g.is_empty() {
-                    cgroup = Some(if g.starts_with('/') { g.to_string() } else { format!("/{g}") });
+                let g = b.taskgroup(x, &p)?;
+                if g != "/" {
+                    cgroup = Some(g);
                 }
             }
             "phases" => {
@@ -475,8 +486,7 @@ fn compile_task(b: &mut Builder, name: &str, v: &Json, path: &str) -> Result<Com
                     continue;
                 }
                 if k == "taskgroup" {
-                    let g = b.string(x, &p)?;
-                    phase_group = Some(if g.is_empty() || g == "/" { "/".to_string() } else if g.starts_with('/') { g.to_string() } else { format!("/{g}") });
+                    phase_group = Some(b.taskgroup(x, &p)?);
                     continue;
                 }
                 if ["instance", "delay", "phases"].contains(&k.as_str()) {

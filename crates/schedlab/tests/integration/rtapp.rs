@@ -133,4 +133,7 @@ fn a_phase_taskgroup_moves_the_thread_between_cgroups() {
         assert!(rt(p).abs_diff(want) < 200_000, "{p} ran {} ns, want {want}", rt(p));
     }
     assert_eq!(s.tasks[0].cgroup, "/base", "the last phase left it in the task's group");
+    let bad = json.replace("\"a\"", "\"a/../b\"");
+    let e = build_error(&format!("duration = \"1s\"\n[machine]\npreset = \"2cpu\"\n[[workload]]\nkind = \"rtapp\"\njson = '''{bad}'''\n"));
+    assert!(e.contains("phases.p1.taskgroup") && e.contains("\".\" and \"..\" are not cgroup names"), "{e}");
 }
