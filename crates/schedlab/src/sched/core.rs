@@ -408,6 +408,10 @@ impl Sim {
         }
         self.rq_mut(cpu).stats.switches += 1;
         self.engine.mix(((cpu as u64) << 32) | next.map_or(u32::MAX, |n| n) as u64);
+        if self.scx.traces_switch {
+            let preempt = prev.is_some_and(|p| self.task(p).state == TaskState::Runnable);
+            self.scx_trace_sched_switch(cpu, preempt, prev, next);
+        }
         match next {
             Some(n) => self.switch_in(cpu, n, prev.is_none()),
             None => self.switch_to_idle(cpu),

@@ -282,3 +282,28 @@ fn scx_pair_co_schedules_each_pair_by_cgroup() {
         assert!(rt > 500_000_000, "{p} ran only {rt} ns");
     }
 }
+
+/// Hosted `SEC("tp_btf/sched_switch")` programs run on every context
+/// switch: scx_pair's counts each time an RT task takes a pair CPU from one
+/// of its tasks (nr_preemptions) and kicks the pair CPU. A FIFO cyclictest
+/// thread on CPU 0 wakes every 1 ms for 1 s.
+#[test]
+fn scx_pair_sees_rt_preemption_through_its_sched_switch_tracepoint() {
+    let src = cache_dir().join("kernel-src/7.3.4/tools/sched_ext/scx_pair.bpf.c");
+    assert!(src.is_file(), "{} is missing: run `scripts/kernel-src 7.3` once (it needs the Debian archive)", src.display());
+    let mut s = sim(&format!(
+        "seed = 1\nduration = \"1s\"\n[machine]\ncpus = 4\n\
+         [[cgroup]]\npath = \"/a\"\n[[cgroup]]\npath = \"/b\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"a\"\ncount = 4\ncgroup = \"/a\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 4\ncgroup = \"/b\"\n\
+         [[workload]]\nkind = \"cyclictest\"\nname = \"rt\"\nthreads = 1\naffinity = \"0\"\ninterval = \"1ms\"\npolicy = \"fifo\"\npriority = 50\n\
+         [scheduler]\nkind = \"ext\"\nsched = {:?}\n",
+        src.display().to_string()
+    ));
+    s.run();
+    assert_eq!(s.scx.state, EnableState::Enabled, "scx_pair was ejected: {:?}", s.scx.exit);
+    let counters = s.scx.ops.as_ref().expect("loaded").counters();
+    let get = |n: &str| counters.iter().find(|(k, _)| k == n).map_or(0, |c| c.1);
+    assert!((990..=1000).contains(&get("nr_preemptions")), "{counters:?}");
+    assert!(get("nr_kicks") >= get("nr_preemptions"), "{counters:?}");
+}

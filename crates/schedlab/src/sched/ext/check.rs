@@ -382,6 +382,12 @@ impl<T: ExtOps> ExtOps for Checked<T> {
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         self.inner.timer_fired(sim, timer)
     }
+    fn traces_sched_switch(&self) -> bool {
+        self.inner.traces_sched_switch()
+    }
+    fn sched_switch(&self, sim: &mut Sim, preempt: bool, prev: Option<TaskId>, next: Option<TaskId>) {
+        self.inner.sched_switch(sim, preempt, prev, next)
+    }
     fn attached(&self, sim: &mut Sim) {
         self.inner.attached(sim)
     }

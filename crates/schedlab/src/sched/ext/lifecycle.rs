@@ -73,6 +73,7 @@ impl Sim {
         for op in Op::ALL {
             st.has[op.index()] = ops.has(op);
         }
+        st.traces_switch = ops.traces_sched_switch();
         st.ops_flags = flags;
         st.name = ops.name().to_string();
         st.switch_all = flags & ops_flags::SWITCH_PARTIAL == 0;
@@ -635,6 +636,21 @@ impl Sim {
         self.scx.bypass_lb_armed = true;
         let now = self.now();
         self.engine.schedule(now + intv, Event::ScxBypassLb);
+    }
+
+    /// trace_sched_switch() in __schedule(): the scheduler's tracepoint
+    /// program runs on `cpu` for every switch while it is enabled, as a
+    /// tracing program outside any op (charged one callback's cost).
+    pub(crate) fn scx_trace_sched_switch(&mut self, cpu: Cpu, preempt: bool, prev: Option<TaskId>, next: Option<TaskId>) {
+        if self.scx.state != EnableState::Enabled {
+            return;
+        }
+        let Some(ops) = self.scx.ops.clone() else { return };
+        let saved = self.this_cpu;
+        self.this_cpu = cpu;
+        self.scx.cost_acc += self.costs.scx_op_ns;
+        ops.sched_switch(self, preempt, prev, next);
+        self.this_cpu = saved;
     }
 
     /// A scheduler timer fires (bpf_timer).

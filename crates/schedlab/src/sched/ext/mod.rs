@@ -372,6 +372,8 @@ pub struct ScxSched {
     /// The loaded scheduler's callbacks.
     pub ops: Option<Rc<dyn ExtOps>>,
     has: [bool; Op::ALL.len()],
+    /// The scheduler has a `sched_switch` tracepoint program.
+    pub(crate) traces_switch: bool,
     /// `ops.flags` (SCX_OPS_*).
     pub ops_flags: u64,
     /// `ops.name`.
@@ -473,6 +475,7 @@ impl ScxSched {
             smt_c: CpumaskC::default(),
         };
         ScxSched {
+            traces_switch: false,
             ops: None,
             has: [false; Op::ALL.len()],
             ops_flags: 0,

@@ -621,6 +621,17 @@ pub trait ExtOps {
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         let _ = (sim, timer);
     }
+    /// Whether the scheduler attaches a program to the `sched_switch`
+    /// tracepoint (`SEC("tp_btf/sched_switch")`), asked once at enable.
+    fn traces_sched_switch(&self) -> bool {
+        false
+    }
+    /// The `sched_switch` tracepoint: `prev` leaves the CPU for `next`
+    /// (None: the idle task), on every context switch of every class,
+    /// `preempt` when `prev` is still runnable.
+    fn sched_switch(&self, sim: &mut Sim, preempt: bool, prev: Option<TaskId>, next: Option<TaskId>) {
+        let _ = (sim, preempt, prev, next);
+    }
     /// The attach is complete (ops.init() succeeded and the tasks were
     /// switched): what a scheduler's user space does right after
     /// `bpf_map__attach_struct_ops()` (e.g. scx_tickless starting its timer
@@ -755,6 +766,12 @@ impl<T: ExtOps + ?Sized> ExtOps for std::rc::Rc<T> {
     }
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         (**self).timer_fired(sim, timer)
+    }
+    fn traces_sched_switch(&self) -> bool {
+        (**self).traces_sched_switch()
+    }
+    fn sched_switch(&self, sim: &mut Sim, preempt: bool, prev: Option<TaskId>, next: Option<TaskId>) {
+        (**self).sched_switch(sim, preempt, prev, next)
     }
     fn attached(&self, sim: &mut Sim) {
         (**self).attached(sim)

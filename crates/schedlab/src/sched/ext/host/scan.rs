@@ -115,6 +115,8 @@ pub(super) struct Scan {
     pub globals: Vec<ScannedRodata>,
     pub ops: Vec<String>,
     pub syscalls: Vec<String>,
+    /// `SEC("tp_btf/NAME")` programs: (function, tracepoint NAME).
+    pub tracing: Vec<(String, String)>,
     pub kconfig: Vec<String>,
     /// Symbols tested with bpf_ksym_exists().
     pub ksym_tested: Vec<String>,
@@ -471,6 +473,14 @@ pub(super) fn scan(preprocessed: &str) -> Scan {
         if is_extern || is_typedef {
             continue;
         }
+        if let Some(tp) = secs.iter().find_map(|x| x.strip_prefix("tp_btf/")) {
+            if let Some(p) = t.iter().position(|t| t.text == "(") {
+                if p > 0 && t[p - 1].ident {
+                    s.tracing.push((t[p - 1].text.clone(), tp.trim_end_matches('?').to_string()));
+                }
+            }
+            continue;
+        }
         if secs.iter().any(|x| x == "syscall") {
             if let Some(p) = t.iter().position(|t| t.text == "(") {
                 if p > 0 && t[p - 1].ident && !s.syscalls.contains(&t[p - 1].text) {
@@ -589,13 +599,14 @@ pub(super) fn scan(preprocessed: &str) -> Scan {
             // A writable global; custom sections (private(X): ".data.X")
             // are separate maps in BPF and are left out, as is .rodata.
             if secs.iter().all(|x| x == ".data" || x == ".bss") {
-                for d in &decls {
+                for (i, d) in decls.iter().enumerate() {
                     let eq = d.iter().position(|t| t.text == "=").unwrap_or(d.len());
                     let Some((name, dims @ 0..=1)) = declarator_name(&d[..eq]) else { continue };
-                    // `struct tag;` declares a type, not an object.
+                    // `struct tag;` declares a type, not an object; the
+                    // declarators after the first (`u64 a, b;`) share its type.
                     let at = d[..eq].iter().rposition(|t| t.text == name).unwrap_or(0);
                     let tag = at > 0 && matches!(d[at - 1].text.as_str(), "struct" | "union" | "enum");
-                    if !tag && at > 0 {
+                    if !tag && (at > 0 || i > 0) {
                         s.globals.push(ScannedRodata { name, type_text: String::new(), dims });
                     }
                 }
@@ -650,7 +661,7 @@ pub(super) enum Part<'a> {
 fn counts(s: &Scan) -> [usize; 7] {
     let globals = s.globals.len() + s.resizable.len() + s.arena_globals.len() + s.cpumask_globals.len();
     let fields = s.maps.iter().map(|m| m.special.len()).sum();
-    [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), globals, s.ops.len(), s.syscalls.len(), fields]
+    [s.maps.len(), s.maps.iter().map(|m| m.slots.len()).sum(), s.rodata.len(), globals, s.ops.len(), s.syscalls.len() + s.tracing.len(), fields]
 }
 
 const TABLES: [(&str, &str); 7] = [
@@ -825,6 +836,10 @@ pub(super) fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, 
     open(&mut c, 5);
     for p in &scan.syscalls {
         let _ = writeln!(c, "\t{{ {}, (void *){p} }},", c_str(p));
+    }
+    // Tracing programs go in the same table, named by their attach point.
+    for (p, tp) in &scan.tracing {
+        let _ = writeln!(c, "\t{{ {}, (void *){p} }},", c_str(&format!("tp_btf/{tp}")));
     }
     let _ = writeln!(c, "\t{{ 0 }}\n}};");
 

@@ -184,3 +184,11 @@ fn generated_table_names_everything() {
     };
     assert!(generate(&bad, "a", "b", Part::Main { others: &[] }, &[]).unwrap_err().contains("no __uint(type"));
 }
+
+#[test]
+fn every_declarator_of_a_global_is_a_global() {
+    // scx_pair's counters: `u64 nr_total, nr_dispatched, ...;`.
+    let s = scan("u64 nr_a, nr_b, nr_c[4];\nstruct tag;\nstatic u64 nr_d = 1, nr_e;\n");
+    let names: Vec<(&str, usize)> = s.globals.iter().map(|g| (g.name.as_str(), g.dims)).collect();
+    assert_eq!(names, [("nr_a", 0), ("nr_b", 0), ("nr_c", 1), ("nr_d", 0), ("nr_e", 0)]);
+}

@@ -188,6 +188,7 @@ pub(super) enum Callee<'a> {
     Syscall(&'a str),
     Timer,
     ForEach,
+    Tracepoint(&'a str),
 }
 
 impl std::fmt::Display for Callee<'_> {
@@ -197,6 +198,7 @@ impl std::fmt::Display for Callee<'_> {
             Callee::Syscall(p) => write!(f, "SEC(\"syscall\") {p}()"),
             Callee::Timer => f.write_str("a bpf_timer callback"),
             Callee::ForEach => f.write_str("a bpf_for_each_map_elem() callback"),
+            Callee::Tracepoint(tp) => write!(f, "SEC(\"tp_btf/{tp}\") program"),
         }
     }
 }

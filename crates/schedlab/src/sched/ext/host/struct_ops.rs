@@ -14,6 +14,7 @@ use crate::sched::sim::Sim;
 
 use super::maps::{self, MapKind};
 use super::loader;
+use super::kobj::Who;
 use super::state::{bad, Callee};
 use super::{mapfns, rtfns, HostedScheduler};
 
@@ -380,6 +381,24 @@ impl ExtOps for HostedScheduler {
                 }
             }
         }
+    }
+
+    fn traces_sched_switch(&self) -> bool {
+        self.progs.contains_key("tp_btf/sched_switch")
+    }
+
+    fn sched_switch(&self, sim: &mut Sim, preempt: bool, prev: Option<TaskId>, next: Option<TaskId>) {
+        let Some(&f) = self.progs.get("tp_btf/sched_switch") else { return };
+        if self.state.dead() {
+            return;
+        }
+        let cpu = sim.this_cpu;
+        let who = |p: Option<TaskId>| p.map_or(Who::Idle(cpu), Who::Task);
+        let prev_state = prev.map_or(0, |p| u64::from(sim.task(p).state != crate::sched::task::TaskState::Runnable));
+        let (prev, next) = (self.state.who_ptr(sim, who(prev)) as u64, self.state.who_ptr(sim, who(next)) as u64);
+        // BPF_PROG(..., bool preempt, prev, next, unsigned int prev_state).
+        let mut ctx = [u64::from(preempt), prev, next, prev_state];
+        self.state.call_c(sim, Callee::Tracepoint("sched_switch"), f, [ctx.as_mut_ptr() as u64, 0, 0, 0]);
     }
 
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
