@@ -781,6 +781,15 @@ int main(int argc, char **argv)
 		printf("SCX_LOAD_FAILED attach: %s\n", strerror(errno));
 		return 1;
 	}
+	/* As a skeleton's attach does: its tracing programs too (warn on failure). */
+	struct bpf_program *prog;
+	bpf_object__for_each_program(prog, obj) {
+		const char *sec = bpf_program__section_name(prog);
+		if (!sec || strncmp(sec, "tp_btf/", 7) || !bpf_program__autoload(prog))
+			continue;
+		if (!bpf_program__attach(prog))
+			fprintf(stderr, "scx-load: attaching %s (%s): %s\n", bpf_program__name(prog), sec, strerror(errno));
+	}
 	if (p && profile_runs(obj, p, "attach"))
 		fprintf(stderr, "scx-load: a program of the attach phase failed\n");
 	printf("SCX_ATTACHED %s\n", bpf_map__name(ops));
