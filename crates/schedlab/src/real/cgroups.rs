@@ -165,6 +165,11 @@ impl HostCgroups {
                 }
             }
         };
+        if version == Version::V2 {
+            if let Some(msg) = root_tasks_beside_children(sim) {
+                return Err(RealError::Input(msg));
+            }
+        }
         let mut made = HostCgroups { version, roots: Vec::new(), dirs: Vec::new() };
         for b in &bases {
             let root = b.join(&scratch);
@@ -308,8 +313,48 @@ impl Drop for HostCgroups {
     }
 }
 
+/// cgroup v2's no-internal-processes rule: the scratch parent stands for
+/// the scenario's root cgroup and enables the cpu controller for its
+/// children, so it cannot also hold the root cgroup's tasks (the write to
+/// cgroup.procs fails with EBUSY). The refusal, naming the workloads, when
+/// the scenario has both.
+fn root_tasks_beside_children(sim: &Sim) -> Option<String> {
+    let children: Vec<&str> = sim.cg.groups.iter().filter(|g| g.parent == Some(0)).map(|g| g.path.as_str()).collect();
+    let mut workloads: Vec<u32> = sim.tasks.iter().filter(|t| t.cgrp == 0).map(|t| t.workload).collect();
+    workloads.dedup();
+    if children.is_empty() || workloads.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = workloads.iter().map(|&w| format!("workload.{w} ({:?})", sim.metrics[w as usize].name)).collect();
+    Some(format!(
+        "{} would stay in the root cgroup beside {}, which cgroup v2 does not allow in real mode: a cgroup that enables the cpu controller for its children may hold no tasks itself (EBUSY); give it a cgroup of its own (cgroup = \"/rest\"), or pass --no-cgroups",
+        names.join(", "),
+        children.join(", ")
+    ))
+}
+
 fn refused(why: &str) -> RealError {
     RealError::Privilege(format!(
         "the scenario has cgroups, but this host cannot make them ({why}): run as root on a host whose cgroup cpu controller is writable, or pass --no-cgroups to run the workloads without their cgroups"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sim(toml: &str) -> Sim {
+        let s = crate::workload::scenario::Scenario::parse(toml, "t.toml", &[]).unwrap();
+        crate::workload::world::build(&s, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn root_tasks_beside_child_cgroups_are_refused_on_v2() {
+        let base = "duration = \"1s\"\n[machine]\ncpus = 2\n[[cgroup]]\npath = \"/a\"\n[[workload]]\nkind = \"hog\"\nname = \"in-a\"\ncgroup = \"/a\"\n";
+        assert_eq!(root_tasks_beside_children(&sim(base)), None);
+        let s = sim(&format!("{base}[[workload]]\nkind = \"hog\"\nname = \"loose\"\n"));
+        let e = root_tasks_beside_children(&s).expect("refused");
+        assert!(e.starts_with("workload.1 (\"loose\") would stay in the root cgroup beside /a"), "{e}");
+        assert!(e.contains("cgroup = \"/rest\""), "{e}");
+    }
 }
