@@ -242,6 +242,21 @@ fn a_pointer_that_is_no_cgroup_ejects_the_scheduler() {
     assert!(e.contains("bpf_cgroup_release: invalid cgroup pointer"), "{e}");
 }
 
+/// The kernel's scx_pair (from schedlab's cache) on 4 CPUs for 1 s, with /a
+/// and /b running 4 hogs each, and `extra` workloads.
+fn under_scx_pair(extra: &str) -> Sim {
+    let src = cache_dir().join("kernel-src/7.3.4/tools/sched_ext/scx_pair.bpf.c");
+    assert!(src.is_file(), "{} is missing: run `scripts/kernel-src 7.3` once (it needs the Debian archive)", src.display());
+    sim(&format!(
+        "seed = 1\nduration = \"1s\"\n[machine]\ncpus = 4\n\
+         [[cgroup]]\npath = \"/a\"\n[[cgroup]]\npath = \"/b\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"a\"\ncount = 4\ncgroup = \"/a\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 4\ncgroup = \"/b\"\n\
+         {extra}[scheduler]\nkind = \"ext\"\nsched = {:?}\n",
+        src.display().to_string()
+    ))
+}
+
 /// The kernel's scx_pair, unmodified, with its loader profile
 /// (profiles/scx_pair.toml: resized rodata arrays, pair_ctx's max_entries,
 /// one BPF queue per cgroup index in cgrp_q_arr): the two CPUs of a pair
@@ -249,16 +264,7 @@ fn a_pointer_that_is_no_cgroup_ejects_the_scheduler() {
 /// the same time, and both cgroups get the CPUs.
 #[test]
 fn scx_pair_co_schedules_each_pair_by_cgroup() {
-    let src = cache_dir().join("kernel-src/7.3.4/tools/sched_ext/scx_pair.bpf.c");
-    assert!(src.is_file(), "{} is missing: run `scripts/kernel-src 7.3` once (it needs the Debian archive)", src.display());
-    let mut s = sim(&format!(
-        "seed = 1\nduration = \"1s\"\n[machine]\ncpus = 4\n\
-         [[cgroup]]\npath = \"/a\"\n[[cgroup]]\npath = \"/b\"\n\
-         [[workload]]\nkind = \"hog\"\nname = \"a\"\ncount = 4\ncgroup = \"/a\"\n\
-         [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 4\ncgroup = \"/b\"\n\
-         [scheduler]\nkind = \"ext\"\nsched = {:?}\n",
-        src.display().to_string()
-    ));
+    let mut s = under_scx_pair("");
     // Sampled every 50 us: (samples where both CPUs of a pair ran a task,
     // those where the two tasks were of different cgroups). A CPU runs its
     // task once the context switch to it is paid for (`progress_from`).
@@ -289,17 +295,9 @@ fn scx_pair_co_schedules_each_pair_by_cgroup() {
 /// thread on CPU 0 wakes every 1 ms for 1 s.
 #[test]
 fn scx_pair_sees_rt_preemption_through_its_sched_switch_tracepoint() {
-    let src = cache_dir().join("kernel-src/7.3.4/tools/sched_ext/scx_pair.bpf.c");
-    assert!(src.is_file(), "{} is missing: run `scripts/kernel-src 7.3` once (it needs the Debian archive)", src.display());
-    let mut s = sim(&format!(
-        "seed = 1\nduration = \"1s\"\n[machine]\ncpus = 4\n\
-         [[cgroup]]\npath = \"/a\"\n[[cgroup]]\npath = \"/b\"\n\
-         [[workload]]\nkind = \"hog\"\nname = \"a\"\ncount = 4\ncgroup = \"/a\"\n\
-         [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 4\ncgroup = \"/b\"\n\
-         [[workload]]\nkind = \"cyclictest\"\nname = \"rt\"\nthreads = 1\naffinity = \"0\"\ninterval = \"1ms\"\npolicy = \"fifo\"\npriority = 50\n\
-         [scheduler]\nkind = \"ext\"\nsched = {:?}\n",
-        src.display().to_string()
-    ));
+    let mut s = under_scx_pair(
+        "[[workload]]\nkind = \"cyclictest\"\nname = \"rt\"\nthreads = 1\naffinity = \"0\"\ninterval = \"1ms\"\npolicy = \"fifo\"\npriority = 50\n",
+    );
     s.run();
     assert_eq!(s.scx.state, EnableState::Enabled, "scx_pair was ejected: {:?}", s.scx.exit);
     let counters = s.scx.ops.as_ref().expect("loaded").counters();
