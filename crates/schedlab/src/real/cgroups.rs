@@ -321,6 +321,7 @@ impl Drop for HostCgroups {
 fn root_tasks_beside_children(sim: &Sim) -> Option<String> {
     let children: Vec<&str> = sim.cg.groups.iter().filter(|g| g.parent == Some(0)).map(|g| g.path.as_str()).collect();
     let mut workloads: Vec<u32> = sim.tasks.iter().filter(|t| t.cgrp == 0).map(|t| t.workload).collect();
+    workloads.sort_unstable();
     workloads.dedup();
     if children.is_empty() || workloads.is_empty() {
         return None;

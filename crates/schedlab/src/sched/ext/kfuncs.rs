@@ -678,15 +678,25 @@ pub fn scx_bpf_cpu_node(sim: &mut Sim, cpu: i32) -> i32 {
 /// simulator's own time (traces, results) still starts at 0.
 pub const BPF_CLOCK_BOOT_NS: u64 = 60 * crate::engine::time::NSEC_PER_SEC;
 
+/// A simulator time as BPF's clocks show it.
+pub(crate) fn bpf_time(ns: u64) -> u64 {
+    ns + BPF_CLOCK_BOOT_NS
+}
+
+/// A time on BPF's clocks (a `BPF_F_TIMER_ABS` expiry) as simulator time.
+pub(crate) fn sim_time(bpf_ns: u64) -> u64 {
+    bpf_ns.saturating_sub(BPF_CLOCK_BOOT_NS)
+}
+
 /// scx_bpf_now(): the simulated clock, as BPF sees it.
 pub fn scx_bpf_now(sim: &mut Sim) -> u64 {
     kf(sim);
-    clock(sim) + BPF_CLOCK_BOOT_NS
+    bpf_time(clock(sim))
 }
 
 /// bpf_ktime_get_ns(): the simulated clock, as BPF sees it.
 pub fn bpf_ktime_get_ns(sim: &mut Sim) -> u64 {
-    clock(sim) + BPF_CLOCK_BOOT_NS
+    bpf_time(clock(sim))
 }
 
 /// The clock BPF reads: the event's time plus the overhead the operation in

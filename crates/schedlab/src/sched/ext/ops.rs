@@ -206,6 +206,22 @@ pub mod ops_flags {
         ("BUILTIN_IDLE_PER_NODE", BUILTIN_IDLE_PER_NODE),
         ("ALWAYS_ENQ_IMMED", ALWAYS_ENQ_IMMED),
     ];
+
+    /// The bits of flag names (`ENQ_LAST` or `SCX_OPS_ENQ_LAST`, any case);
+    /// Err: the first name that is no flag.
+    pub fn parse(names: &[String]) -> Result<u64, &String> {
+        let mut bits = 0;
+        for f in names {
+            let want = f.trim().trim_start_matches("SCX_OPS_").to_ascii_uppercase();
+            bits |= NAMES.iter().find(|(n, _)| *n == want).ok_or(f)?.1;
+        }
+        Ok(bits)
+    }
+
+    /// The flag names, comma-separated, for messages.
+    pub fn valid() -> String {
+        NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// `enum scx_enq_flags` (7.x values: the low 32 bits are the core's

@@ -176,7 +176,7 @@ impl Kobjs {
                 scx: ScxRqC::default(),
             }));
         }
-        let now = sim.now() + crate::sched::ext::kfuncs::BPF_CLOCK_BOOT_NS;
+        let now = crate::sched::ext::kfuncs::bpf_time(sim.now());
         let (rq, srq) = (sim.rq(cpu), &sim.rqs[cpu as usize].scx);
         let v = &mut self.rqs[cpu as usize];
         // No IRQ-time or steal accounting and full capacity: every clock is now.

@@ -273,7 +273,7 @@ pub(super) extern "C" fn bpf_timer_start(t: *mut c_void, nsecs: u64, flags: u64)
         // `nsecs` and the expiry are on BPF's clock (CLOCK_MONOTONIC); the
         // timer event goes on the simulator's.
         let at = if flags & TIMER_ABS != 0 { nsecs } else { k::bpf_ktime_get_ns(sim).saturating_add(nsecs) };
-        k::scx_timer_start(sim, id, at.saturating_sub(k::BPF_CLOCK_BOOT_NS));
+        k::scx_timer_start(sim, id, k::sim_time(at));
         0
     })
 }

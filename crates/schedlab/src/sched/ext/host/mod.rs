@@ -234,7 +234,10 @@ pub struct HostedScheduler {
     rodata: Vec<Rodata>,
     /// Writable scalar globals (.bss/.data).
     globals: Vec<Rodata>,
+    /// SEC("syscall") programs by name.
     progs: BTreeMap<String, usize>,
+    /// The SEC("tp_btf/sched_switch") program, 0 if none.
+    tp_sched_switch: usize,
     fpe_slots: Vec<usize>,
     source: PathBuf,
     /// The published crate (name, version) the sources come from.
@@ -362,6 +365,11 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         // SAFETY: string literal of the object.
         progs.insert(unsafe { c_str(p.name) }, p.fn_ as usize);
     }
+    // The descriptor lists tracing programs beside the SEC("syscall") ones,
+    // named by their attach point (scan.rs); they are attached, not run.
+    let (tracing, progs): (BTreeMap<String, usize>, BTreeMap<String, usize>) =
+        progs.into_iter().partition(|(n, _)| n.starts_with("tp_btf/"));
+    let tp_sched_switch = tracing.get("tp_btf/sched_switch").copied().unwrap_or(0);
 
     let names = || tables.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
     let ops = match (&cfg.ops, tables.len()) {
@@ -387,17 +395,8 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         }
     }
 
-    let mut extra_flags = 0;
-    for f in &cfg.ops_flags {
-        let want = f.trim().trim_start_matches("SCX_OPS_").to_ascii_uppercase();
-        match ops_flags::NAMES.iter().find(|(n, _)| *n == want) {
-            Some((_, bit)) => extra_flags |= bit,
-            None => {
-                let valid = ops_flags::NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
-                return Err(HostError::UnknownFlag { name: f.clone(), valid });
-            }
-        }
-    }
+    let extra_flags =
+        ops_flags::parse(&cfg.ops_flags).map_err(|f| HostError::UnknownFlag { name: f.clone(), valid: ops_flags::valid() })?;
 
     let end_call = m.end_call;
     let fpe_slots = fpe::register(&loaded.text);
@@ -411,6 +410,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         rodata,
         globals,
         progs,
+        tp_sched_switch,
         fpe_slots,
         source: source.to_path_buf(),
         origin: spec.origin.clone(),
@@ -594,13 +594,13 @@ impl HostedScheduler {
 
     /// The names of the SEC("syscall") programs.
     pub fn programs(&self) -> Vec<String> {
-        self.progs.keys().filter(|n| !n.starts_with("tp_btf/")).cloned().collect()
+        self.progs.keys().cloned().collect()
     }
 
     /// Runs SEC("syscall") program `name` with `ctx` as its context, as
     /// `bpf_prog_test_run_opts()` would; returns its return value.
     pub fn run_syscall(&self, sim: &mut Sim, name: &str, ctx: &mut [u8]) -> Result<i32, HostError> {
-        let Some(&f) = self.progs.get(name).filter(|_| !name.starts_with("tp_btf/")) else {
+        let Some(&f) = self.progs.get(name) else {
             return Err(HostError::UnknownProgram { name: name.to_string(), valid: self.programs().join(", ") });
         };
         if self.state.dead() {

@@ -54,6 +54,12 @@ pub(super) struct DumpCtxC {
     pub(super) at_ns: u64,
     pub(super) at_jiffies: u64,
 }
+impl DumpCtxC {
+    /// The context of a dump taken now (ops.dump*, outside an exit).
+    fn now(sim: &Sim) -> DumpCtxC {
+        DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: crate::sched::ext::kfuncs::bpf_time(sim.now()), at_jiffies: 0 }
+    }
+}
 #[repr(C)]
 pub(super) struct ExitInfoC {
     pub(super) kind: u32,
@@ -280,17 +286,17 @@ impl ExtOps for HostedScheduler {
     }
 
     fn dump(&self, sim: &mut Sim) {
-        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now() + crate::sched::ext::kfuncs::BPF_CLOCK_BOOT_NS, at_jiffies: 0 };
+        let mut ctx = DumpCtxC::now(sim);
         self.call_void(sim, Op::Dump, &mut [&mut ctx as *mut DumpCtxC as u64])
     }
 
     fn dump_cpu(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
-        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now() + crate::sched::ext::kfuncs::BPF_CLOCK_BOOT_NS, at_jiffies: 0 };
+        let mut ctx = DumpCtxC::now(sim);
         self.call_void(sim, Op::DumpCpu, &mut [&mut ctx as *mut DumpCtxC as u64, cpu as u64, idle as u64])
     }
 
     fn dump_task(&self, sim: &mut Sim, p: TaskId) {
-        let mut ctx = DumpCtxC { kind: 0, exit_code: 0, reason: c"".as_ptr(), at_ns: sim.now() + crate::sched::ext::kfuncs::BPF_CLOCK_BOOT_NS, at_jiffies: 0 };
+        let mut ctx = DumpCtxC::now(sim);
         let t = self.task(sim, p);
         self.call_void(sim, Op::DumpTask, &mut [&mut ctx as *mut DumpCtxC as u64, t])
     }
@@ -384,12 +390,12 @@ impl ExtOps for HostedScheduler {
     }
 
     fn traces_sched_switch(&self) -> bool {
-        self.progs.contains_key("tp_btf/sched_switch")
+        self.tp_sched_switch != 0
     }
 
     fn sched_switch(&self, sim: &mut Sim, preempt: bool, prev: Option<TaskId>, next: Option<TaskId>) {
-        let Some(&f) = self.progs.get("tp_btf/sched_switch") else { return };
-        if self.state.dead() {
+        let f = self.tp_sched_switch;
+        if f == 0 || self.state.dead() {
             return;
         }
         let cpu = sim.this_cpu;

@@ -110,18 +110,8 @@ pub struct InnerMap {
 impl Plan {
     /// The ops flags as a bit mask.
     pub fn flag_bits(&self) -> Result<u64, super::apply::ApplyError> {
-        let mut bits = 0;
-        for f in &self.ops_flags {
-            let want = f.trim().trim_start_matches("SCX_OPS_").to_ascii_uppercase();
-            match ops_flags::NAMES.iter().find(|(n, _)| *n == want) {
-                Some((_, b)) => bits |= b,
-                None => {
-                    let valid = ops_flags::NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
-                    return Err(super::apply::ApplyError::UnknownFlag { flag: f.clone(), valid });
-                }
-            }
-        }
-        Ok(bits)
+        ops_flags::parse(&self.ops_flags)
+            .map_err(|f| super::apply::ApplyError::UnknownFlag { flag: f.clone(), valid: ops_flags::valid() })
     }
 }
 
