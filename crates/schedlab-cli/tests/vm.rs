@@ -117,6 +117,37 @@ fn run_real_vm_loads_runs_and_unregisters() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// cgroup v2 in the guest with tasks left in the scenario's root cgroup
+/// beside a child cgroup (threaded mode, real/cgroups.rs): under the guest's
+/// fair class the root's hog competes with /web's group entity as a peer,
+/// 1024 against 3072, as simulated; scx_simple ignores cgroups and splits
+/// CPU 0 evenly.
+#[test]
+fn root_cgroup_tasks_compete_with_child_cgroups_in_the_vm() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = one_guest();
+    let scenario = format!("{}/tests/data/cgroup-root-tasks.toml", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO_BIN_EXE_schedlab"))
+        .args(["run", "--real", "--vm", &scenario, "--sched", "simple,eevdf", "--json", "-", "--quiet"])
+        .output()
+        .expect("run schedlab");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    for (g, want) in v.as_array().expect("one entry per scheduler").iter().zip([("simple", 0.5), ("eevdf", 0.75)]) {
+        assert_eq!(g["scheduler"], want.0, "{g:#}");
+        assert_eq!(g["problems"].as_array().map(Vec::len), Some(0), "{:#}", g["problems"]);
+        let rt = |name: &str| g["results"]["tasks"].as_array().unwrap().iter().find(|t| t["name"] == name).and_then(|t| t["runtime_ns"].as_u64()).unwrap_or_else(|| panic!("{name}: {g:#}")) as f64;
+        let web = rt("web-0") / (rt("web-0") + rt("loose-0"));
+        assert!((web - want.1).abs() < 0.05 * want.1, "{}: /web's share of CPU 0 is {web:.3}, want {} +- 5%", want.0, want.1);
+        let cg = &g["results"]["cgroups"][0];
+        assert_eq!((cg["path"].as_str(), cg["cpus"].as_str()), (Some("/web"), Some("0")), "{cg}");
+    }
+}
+
 /// The published crate the VM compare runs beside the shipped schedulers.
 const P2DQ: &str = "crate:scx_p2dq@1.1.4";
 

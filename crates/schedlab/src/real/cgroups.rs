@@ -11,6 +11,17 @@
 //! period in `cpu.cfs_quota_us` / `cpu.cfs_period_us`. Each worker process
 //! is moved in through `cgroup.procs` before its threads start work, and
 //! the throttling counters are read back from `cpu.stat` at the end.
+//!
+//! A scenario may keep tasks in its root cgroup beside child cgroups, as
+//! the kernel's root cgroup does. The scratch parent that stands for that
+//! root is not the real root, so on v2 the no-internal-processes rule
+//! would forbid it tasks once it enables `cpu` for its children (EBUSY).
+//! Such a tree is made in v2's threaded mode instead: every scenario
+//! cgroup is `threaded` (`cgroup.type`), the scratch parent becomes their
+//! threaded domain, which may hold processes itself, and `cpu` and
+//! `cpuset` are threaded controllers, so weights, quotas and cpusets act
+//! exactly as in domain cgroups: the root's tasks compete with the child
+//! groups' entities in the parent's runqueues, as they would at the top.
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +44,9 @@ pub(crate) struct HostCgroups {
     /// Per task group (index as in `sim.cg.groups`; the root group is the
     /// scratch parent itself), its directory in each hierarchy.
     dirs: Vec<Vec<PathBuf>>,
+    /// v2 only: the scenario cgroups are made `threaded`, because the
+    /// root holds tasks beside them (see the module doc).
+    threaded: bool,
 }
 
 /// Why the host's cgroup files could not be set up.
@@ -165,12 +179,8 @@ impl HostCgroups {
                 }
             }
         };
-        if version == Version::V2 {
-            if let Some(msg) = root_tasks_beside_children(sim) {
-                return Err(RealError::Input(msg));
-            }
-        }
-        let mut made = HostCgroups { version, roots: Vec::new(), dirs: Vec::new() };
+        let threaded = version == Version::V2 && root_holds_tasks_beside_children(sim);
+        let mut made = HostCgroups { version, roots: Vec::new(), dirs: Vec::new(), threaded };
         for b in &bases {
             let root = b.join(&scratch);
             std::fs::create_dir(&root).map_err(|e| refused(&io(&root, e).to_string()))?;
@@ -188,6 +198,12 @@ impl HostCgroups {
             for (h, d) in dirs.iter().enumerate() {
                 if i != 0 {
                     std::fs::create_dir(d).map_err(|e| io(d, e))?;
+                    // Before anything else is written in it: a cgroup turns
+                    // threaded only while it has no domain controllers
+                    // enabled and no populated children.
+                    if self.threaded {
+                        write(&d.join("cgroup.type"), "threaded")?;
+                    }
                 }
                 let is_cpuset = self.version == Version::V1 && h == 1;
                 match self.version {
@@ -313,25 +329,11 @@ impl Drop for HostCgroups {
     }
 }
 
-/// cgroup v2's no-internal-processes rule: the scratch parent stands for
-/// the scenario's root cgroup and enables the cpu controller for its
-/// children, so it cannot also hold the root cgroup's tasks (the write to
-/// cgroup.procs fails with EBUSY). The refusal, naming the workloads, when
-/// the scenario has both.
-fn root_tasks_beside_children(sim: &Sim) -> Option<String> {
-    let children: Vec<&str> = sim.cg.groups.iter().filter(|g| g.parent == Some(0)).map(|g| g.path.as_str()).collect();
-    let mut workloads: Vec<u32> = sim.tasks.iter().filter(|t| t.cgrp == 0).map(|t| t.workload).collect();
-    workloads.sort_unstable();
-    workloads.dedup();
-    if children.is_empty() || workloads.is_empty() {
-        return None;
-    }
-    let names: Vec<String> = workloads.iter().map(|&w| format!("workload.{w} ({:?})", sim.metrics[w as usize].name)).collect();
-    Some(format!(
-        "{} would stay in the root cgroup beside {}, which cgroup v2 does not allow in real mode: a cgroup that enables the cpu controller for its children may hold no tasks itself (EBUSY); give it a cgroup of its own (cgroup = \"/rest\"), or pass --no-cgroups",
-        names.join(", "),
-        children.join(", ")
-    ))
+/// Whether the scenario's root cgroup holds tasks beside child cgroups (a
+/// [[cgroup_write]] cannot move tasks into the root, so the start decides).
+/// On v2 that needs threaded mode (module doc).
+fn root_holds_tasks_beside_children(sim: &Sim) -> bool {
+    sim.cg.groups.iter().any(|g| g.parent == Some(0)) && sim.tasks.iter().any(|t| t.cgrp == 0)
 }
 
 fn refused(why: &str) -> RealError {
@@ -350,12 +352,11 @@ mod tests {
     }
 
     #[test]
-    fn root_tasks_beside_child_cgroups_are_refused_on_v2() {
+    fn root_tasks_beside_child_cgroups_make_the_tree_threaded() {
         let base = "duration = \"1s\"\n[machine]\ncpus = 2\n[[cgroup]]\npath = \"/a\"\n[[workload]]\nkind = \"hog\"\nname = \"in-a\"\ncgroup = \"/a\"\n";
-        assert_eq!(root_tasks_beside_children(&sim(base)), None);
-        let s = sim(&format!("{base}[[workload]]\nkind = \"hog\"\nname = \"loose\"\n"));
-        let e = root_tasks_beside_children(&s).expect("refused");
-        assert!(e.starts_with("workload.1 (\"loose\") would stay in the root cgroup beside /a"), "{e}");
-        assert!(e.contains("cgroup = \"/rest\""), "{e}");
+        assert!(!root_holds_tasks_beside_children(&sim(base)));
+        assert!(root_holds_tasks_beside_children(&sim(&format!("{base}[[workload]]\nkind = \"hog\"\nname = \"loose\"\n"))));
+        let flat = "duration = \"1s\"\n[machine]\ncpus = 2\n[[workload]]\nkind = \"hog\"\nname = \"loose\"\n";
+        assert!(!root_holds_tasks_beside_children(&sim(flat)));
     }
 }
