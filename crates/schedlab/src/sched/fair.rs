@@ -117,6 +117,7 @@ impl Sim {
     }
 
     /// Σ w (v - zero) and Σ w including the running entity.
+    #[inline]
     pub(crate) fn avg_sums(&self, q: Cq) -> (i128, i128) {
         let cfs = self.cfs(q);
         let mut avg = cfs.sum_w_vruntime;
@@ -124,8 +125,9 @@ impl Sim {
         if let Some(c) = cfs.curr {
             let se = self.se(c);
             if se.on_rq {
-                avg += self.entity_key(q, c) as i128 * se.load.weight as i128;
-                load += se.load.weight as i128;
+                let w = se.load.weight as i128;
+                avg += vdiff(se.vruntime, cfs.zero_vruntime) as i128 * w;
+                load += w;
             }
         }
         (avg, load)
@@ -133,15 +135,25 @@ impl Sim {
 
     /// V, the load-weighted average vruntime of the queue (avg_vruntime).
     pub(crate) fn avg_vruntime(&self, q: Cq) -> u64 {
-        let (mut avg, load) = self.avg_sums(q);
+        let (avg, load) = self.avg_sums(q);
+        let mut off = 0i64;
         if load > 0 {
-            // Floor division, so that V never runs ahead of the true average.
-            if avg < 0 {
-                avg -= load - 1;
-            }
-            avg /= load;
+            // Floor division, so that V never runs ahead of the true
+            // average; in 64 bits when the sums fit, as they do while
+            // zero_vruntime follows V (a 128-bit division costs several
+            // times more).
+            off = match (i64::try_from(avg), i64::try_from(load)) {
+                (Ok(a), Ok(l)) => a.div_euclid(l),
+                _ => {
+                    let mut a = avg;
+                    if a < 0 {
+                        a -= load - 1;
+                    }
+                    (a / load) as i64
+                }
+            };
         }
-        self.cfs(q).zero_vruntime.wrapping_add(avg as i64 as u64)
+        self.cfs(q).zero_vruntime.wrapping_add(off as u64)
     }
 
     /// V >= vruntime, by cross-multiplying (vruntime_eligible).
