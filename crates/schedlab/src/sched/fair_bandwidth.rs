@@ -176,6 +176,9 @@ impl Sim {
     /// account_cfs_rq_runtime(): charges a runqueue's runtime; when it runs
     /// out and no more can be had, the running task is asked to reschedule
     /// (the throttle happens as it is put away).
+    // Group paths only: kept out of line so the flat paths stay small.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn account_cfs_rq_runtime(&mut self, q: Cq, delta: Ns) {
         if q.tg == ROOT_TG || !self.cfs(q).runtime_enabled {
             return;
@@ -208,6 +211,9 @@ impl Sim {
 
     /// check_enqueue_throttle(): the first entity queued on an idle,
     /// out-of-runtime runqueue throttles it at once.
+    // Group paths only: kept out of line so the flat paths stay small.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn check_enqueue_throttle(&mut self, q: Cq) {
         if q.tg == ROOT_TG || !self.cfs_bandwidth_used() {
             return;
@@ -224,6 +230,9 @@ impl Sim {
 
     /// throttle_cfs_rq(): the group entity and the tasks under it leave the
     /// hierarchy above; the runqueue keeps its tasks until unthrottled.
+    // Group paths only: kept out of line so the flat paths stay small.
+    #[cold]
+    #[inline(never)]
     fn throttle_cfs_rq(&mut self, q: Cq) -> bool {
         // A last try for runtime: any at all avoids the throttle.
         if self.assign_cfs_rq_runtime(q, 1) {
@@ -386,6 +395,9 @@ impl Sim {
     /// return_cfs_rq_runtime(): an emptied runqueue gives back all but
     /// 1 ms, and the slack timer is started if that lets a throttled
     /// runqueue run.
+    // Group paths only: kept out of line so the flat paths stay small.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn return_cfs_rq_runtime(&mut self, q: Cq) {
         let cfs = self.cfs(q);
         if !cfs.runtime_enabled || cfs.nr_queued > 0 {

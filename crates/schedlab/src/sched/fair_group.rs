@@ -103,6 +103,9 @@ impl Sim {
     }
 
     /// update_se() for a group entity: its exec_start and runtime total.
+    // Group paths only: kept out of line so the flat paths stay small.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn update_se_group(&mut self, e: Se) -> Ns {
         let now = self.now();
         let se = self.se_mut(e);
@@ -184,6 +187,9 @@ impl Sim {
 
     /// update_tg_load_avg(): publishes a group runqueue's load average into
     /// the group's total when it moved by more than 1/64.
+    // Group paths only: kept out of line so the flat paths stay small.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn update_tg_load_avg(&mut self, q: Cq) {
         let i = self.cg.idx(q.tg, q.cpu);
         let load = self.cfs(q).avg.load_avg;
@@ -209,10 +215,17 @@ impl Sim {
     }
 
     /// update_cfs_group(): a group entity takes its current share.
+    #[inline]
     pub(crate) fn update_cfs_group(&mut self, e: Se) {
-        if e & GSE == 0 {
-            return;
+        if e & GSE != 0 {
+            self.update_group_entity_shares(e);
         }
+    }
+
+    /// update_cfs_group()'s work for a group entity.
+    #[cold]
+    #[inline(never)]
+    fn update_group_entity_shares(&mut self, e: Se) {
         let gq = self.group_cfs_rq(e);
         let shares = self.calc_group_shares(gq);
         if self.se(e).load.weight == shares {
