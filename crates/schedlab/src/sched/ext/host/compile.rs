@@ -126,14 +126,19 @@ fn write_atomic(path: &Path, data: &[u8]) -> Result<(), HostError> {
 }
 
 fn shim_hash() -> String {
-    let mut h = Sha256::new();
-    for (name, text) in SHIM_FILES {
-        h.update(name.as_bytes());
-        h.update([0]);
-        h.update(text.as_bytes());
-        h.update([0]);
-    }
-    hex(&h.finalize())
+    // The shim is compiled in: hash it once per process.
+    static HASH: OnceLock<String> = OnceLock::new();
+    HASH.get_or_init(|| {
+        let mut h = Sha256::new();
+        for (name, text) in SHIM_FILES {
+            h.update(name.as_bytes());
+            h.update([0]);
+            h.update(text.as_bytes());
+            h.update([0]);
+        }
+        hex(&h.finalize())
+    })
+    .clone()
 }
 
 /// The shim directory under `cache`, written on first use.
@@ -261,7 +266,11 @@ fn included_files(pre: &str) -> Vec<PathBuf> {
         let name = &rest[q + 1..];
         let Some(end) = name.find('"') else { continue };
         let name = &name[..end];
-        if name.starts_with('<') {
+        // <built-in> and <command-line>; and GCC's -fworking-directory
+        // marker (`# 1 "/cwd//"`, emitted with -g), a directory, which
+        // could never be hashed and so kept the quick record from being
+        // written at all.
+        if name.starts_with('<') || name.ends_with('/') {
             continue;
         }
         let p = PathBuf::from(name);
@@ -349,9 +358,12 @@ fn quick_lookup(record: &Path, cache: &Path) -> Option<(PathBuf, String)> {
     Some((so, key))
 }
 
-fn quick_store(record: &Path, key: &str, files: &[PathBuf]) {
+/// Files under `shim` are left out: the shim directory is named by the
+/// hash of its content, which is part of the quick key, so they cannot
+/// change under the record (and hashing them was most of a cached start-up).
+fn quick_store(record: &Path, key: &str, files: &[PathBuf], shim: &Path) {
     let mut text = format!("{QUICK_VERSION}\n{key}\n");
-    for f in files {
+    for f in files.iter().filter(|f| !f.starts_with(shim)) {
         let Some(h) = file_hash(f) else { return };
         text.push_str(&format!("{h} {}\n", f.display()));
     }
@@ -449,7 +461,7 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
     };
     let so = cache.join("obj").join(format!("{}.so", &key[..32]));
     if so.exists() {
-        quick_store(&record, &key, &deps);
+        quick_store(&record, &key, &deps, &shim);
         return Ok(Compiled { so, cache_hit: true, key });
     }
 
@@ -464,7 +476,7 @@ pub fn compile_spec(spec: &BuildSpec, cache: &Path) -> Result<Compiled, HostErro
         });
     let _ = std::fs::remove_dir_all(&build);
     result?;
-    quick_store(&record, &key, &deps);
+    quick_store(&record, &key, &deps, &shim);
     Ok(Compiled { so, cache_hit: false, key })
 }
 
@@ -709,6 +721,10 @@ mod tests {
         let b = compile(&src, &dir.join("cache")).unwrap();
         assert!(b.cache_hit);
         assert_eq!(a.so, b.so);
+        // The quick record that lets later runs skip the compiler is there
+        // (gcc's working-directory line marker once kept it from being written).
+        let records = std::fs::read_dir(dir.join("cache").join("quick")).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(records, 1, "no quick record written");
         // A header the source includes is part of the key.
         std::fs::write(dir.join("h.h"), "#define V 1\n").unwrap();
         std::fs::write(&src, "#include <scx/common.bpf.h>\n#include \"h.h\"\nconst volatile u64 x = V;\n").unwrap();
@@ -718,6 +734,12 @@ mod tests {
         let d = compile(&src, &dir.join("cache")).unwrap();
         assert!(!d.cache_hit && d.so != c.so);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn included_files_are_the_files_the_line_markers_name() {
+        let pre = "# 1 \"/src/a.bpf.c\"\n# 1 \"/cwd//\"\n# 1 \"<built-in>\"\n# 1 \"<command-line>\"\n# 3 \"/inc/b.h\" 1\nint x;\n# 5 \"/src/a.bpf.c\" 2\n";
+        assert_eq!(included_files(pre), [PathBuf::from("/inc/b.h"), PathBuf::from("/src/a.bpf.c")]);
     }
 
     #[test]
