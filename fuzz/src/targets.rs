@@ -142,7 +142,7 @@ fn check_topology(t: &Topology) {
 /// One line of tracefs text output (`trace_pipe`), per input line.
 pub fn tracefs(data: &[u8]) {
     for line in text(data).lines() {
-        let _ = schedlab::real::tracefs::parse_line(line);
+        let _ = schedlab::import::tracefs_line::parse_line(line);
     }
 }
 

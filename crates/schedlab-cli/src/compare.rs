@@ -171,19 +171,19 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
 /// What a variant contributes to the comparison plots.
 pub struct PlotData {
     pub label: String,
-    pub latency: Vec<(String, schedlab::results::plot::Histogram<u64>)>,
+    pub latency: Vec<(String, schedlab_plot::Histogram<u64>)>,
     pub timeline: Option<schedlab::results::trace::Timeline>,
 }
 
-fn plot_compare(dir: &Path, stem: &str, title: &str, runs: &[RunSummary], plots: &[PlotData]) -> Result<Vec<PathBuf>, schedlab::results::plot::PlotError> {
-    use schedlab::results::plot::{self, Bars};
+fn plot_compare(dir: &Path, stem: &str, title: &str, runs: &[RunSummary], plots: &[PlotData]) -> Result<Vec<PathBuf>, schedlab_plot::PlotError> {
+    use schedlab_plot::{self as plot, Bars};
     let mut wrote = Vec::new();
     let Some(first) = runs.first() else { return Ok(wrote) };
     for (wi, w) in first.workloads.iter().enumerate() {
         let slug = plot::slug(&w.name);
         let has_latency = runs.iter().any(|r| r.workloads.get(wi).is_some_and(|w| w.max_ns.is_some()));
         if has_latency {
-            let series: Vec<(String, &schedlab::results::plot::Histogram<u64>)> =
+            let series: Vec<(String, &schedlab_plot::Histogram<u64>)> =
                 plots.iter().filter_map(|p| p.latency.get(wi).filter(|h| !h.1.is_empty()).map(|h| (p.label.clone(), &h.1))).collect();
             wrote.extend(plot::latency_histogram(&dir.join(format!("{stem}-compare-{slug}-latency-hist")), &format!("{title}: {} wakeup latency", w.name), &series)?);
             wrote.extend(plot::latency_cdf(&dir.join(format!("{stem}-compare-{slug}-latency-cdf")), &format!("{title}: {} wakeup latency CDF", w.name), &series)?);

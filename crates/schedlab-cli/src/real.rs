@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use schedlab::real::{self, RealError, RealOptions};
+use schedlab_real::{self as real, RealError, RealOptions};
 use schedlab::results::report::Results;
 use schedlab::workload::scenario::Scenario;
 

@@ -125,8 +125,8 @@ pub fn finish(a: &SweepArgs, plan: &SweepPlan, dir: &Path, stem: &str, outcome: 
 
 /// Per workload, the headline metric's median with min..max whiskers over
 /// the grid points.
-fn plot_sweep(dir: &Path, stem: &str, title: &str, names: &[String], points: &[Vec<(String, String)>], rows: &[sweep::AggRow]) -> Result<Vec<PathBuf>, schedlab::results::plot::PlotError> {
-    use schedlab::results::plot::{self, Bars};
+fn plot_sweep(dir: &Path, stem: &str, title: &str, names: &[String], points: &[Vec<(String, String)>], rows: &[sweep::AggRow]) -> Result<Vec<PathBuf>, schedlab_plot::PlotError> {
+    use schedlab_plot::{self as plot, Bars};
     let mut wrote = Vec::new();
     let label = |p: &Vec<(String, String)>| if p.is_empty() { "all".to_string() } else { p.iter().map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k))).collect::<Vec<_>>().join(" ") };
     let mut workloads: Vec<String> = Vec::new();

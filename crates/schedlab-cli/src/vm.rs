@@ -14,8 +14,8 @@ use schedlab::sched::ext::ops::ExitKind;
 use serde_json::Value;
 
 use crate::real::{RealArgs, RealFailure};
-use schedlab::real::sys;
-use schedlab::real::TraceRequest;
+use schedlab_real::sys;
+use schedlab_real::TraceRequest;
 
 /// What the guest reported for one entry: a scheduler it loaded, or the
 /// kernel's own fair class (`builtin`, nothing loaded).

@@ -1,7 +1,8 @@
 //! schedlab: a deterministic discrete-event simulator of the Linux CPU
 //! scheduler (the EEVDF fair class, the RT class and sched_ext with hosted
-//! BPF C schedulers) on a modelled machine, and a runner of the same
-//! scenarios on the live kernel.
+//! BPF C schedulers) on a modelled machine. This is the core crate; the
+//! runner of the same scenarios on the live kernel and the plots are
+//! crates above it (see the second table).
 //!
 //! # Layers
 //!
@@ -15,13 +16,20 @@
 //! | [`sched`] | the simulated kernel: tasks, runqueues, the [`Sim`](sched::sim::Sim) state and event loop, the core, the fair / RT / sched_ext classes, balancing, the sched-domain builder, features, PELT, the behaviour-program interpreter | `kernel/sched/` |
 //! | hosting | loading BPF C schedulers natively: [`sched::ext::host`] (Rust, all the `unsafe`), `crates/schedlab/shim/` (C headers and runtime), `schedulers/` (the shipped `.bpf.c`) | `kernel/bpf/`, libbpf |
 //! | [`workload`] | scenarios (TOML), the world builder, the workload kinds, rt-app JSON | the user-space benchmarks |
-//! | [`results`] | what a run reports: results and JSON, CSV, comparisons, sweeps, plots, Perfetto traces, sim-vs-real agreement | `tracing`, schedstat |
-//! | [`real`] | real mode: the same workloads as processes and threads on the live kernel, read back through schedstat and tracefs | — |
-//! | [`import`] | readers of recorded scheduler traces (tracefs / trace-cmd text so far) into one event stream, and the per-task model derived from it (run bursts, sleeps ended by a timer or a waker, exits) for `schedlab import-trace` | the sched tracepoints (`include/trace/events/sched.h`) |
+//! | [`results`] | what a run reports: results and JSON, CSV, comparisons, sweeps, Perfetto traces, sim-vs-real agreement | `tracing`, schedstat |
+//! | [`import`] | the tracefs line parser; readers of recorded scheduler traces (tracefs / trace-cmd text so far) into one event stream, and the per-task model derived from it (run bursts, sleeps ended by a timer or a waker, exits) for `schedlab import-trace` | the sched tracepoints (`include/trace/events/sched.h`) |
 //! | [`frontend`] | what the CLI and the Python package share: options as scenario overrides, quiet runs, compare variants, sweep plans | — |
 //!
-//! The `schedlab` binary (crates/schedlab-cli) and the Python package
-//! (crates/schedlab-py) sit on top of all of them.
+//! Layers that not every program needs are crates of their own above this
+//! one, each importing only this crate:
+//!
+//! | crate | what lives there |
+//! |---|---|
+//! | `schedlab-plot` (crates/schedlab-plot) | SVG and PNG charts of the results (plotters, the embedded font) |
+//! | `schedlab-real` (crates/schedlab-real) | real mode: the same workloads as processes and threads on the live kernel, read back through schedstat and tracefs |
+//!
+//! The `schedlab` binary (crates/schedlab-cli) sits on top of all of them;
+//! the Python package (crates/schedlab-py) links neither.
 //!
 //! One exception to the bottom-up rule, as in the kernel: the simulated
 //! kernel calls its tracepoints ([`results::trace`]), and the consumers
@@ -42,7 +50,6 @@ pub mod engine;
 pub mod frontend;
 pub mod import;
 pub mod machine;
-pub mod real;
 pub mod results;
 pub mod sched;
 pub mod workload;

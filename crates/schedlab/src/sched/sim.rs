@@ -56,8 +56,8 @@ pub struct Sim {
     pub metrics: Vec<WorkloadMetrics>,
     /// Tasks each workload creates when it starts.
     pub(crate) workload_tasks: Vec<Vec<TaskId>>,
-    /// One RNG stream per task.
-    pub(crate) task_rngs: Vec<Rng>,
+    /// One RNG stream per task (real mode hands each task its own).
+    pub task_rngs: Vec<Rng>,
     /// The run's seed; every stream derives from it.
     pub seed: u64,
     /// When the run ends, ns.

@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use super::RealError;
-use crate::sched::sim::Sim;
+use schedlab::sched::sim::Sim;
 
 /// Which cgroup interface the host offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,7 +182,7 @@ impl HostCgroups {
 
     /// Creates every group's directory and writes its files.
     fn fill(&mut self, sim: &Sim, cpu_map: &[usize]) -> Result<(), CgroupFsError> {
-        let host_cpus = |m: &crate::machine::cpumask::CpuMask| m.iter().map(|c| cpu_map[c].to_string()).collect::<Vec<_>>().join(",");
+        let host_cpus = |m: &schedlab::machine::cpumask::CpuMask| m.iter().map(|c| cpu_map[c].to_string()).collect::<Vec<_>>().join(",");
         for (i, g) in sim.cg.groups.iter().enumerate() {
             let dirs: Vec<PathBuf> = self.roots.iter().map(|r| if i == 0 { r.clone() } else { r.join(g.path.trim_start_matches('/')) }).collect();
             for (h, d) in dirs.iter().enumerate() {
@@ -253,7 +253,7 @@ impl HostCgroups {
 
     /// A [[cgroup_write]] now: its files written as the simulator applies
     /// them, then each of `pids` (the workload's processes) moved in.
-    pub(crate) fn apply(&self, w: &crate::sched::cgroup::CgroupWrite, pids: &[i32]) -> Result<(), RealError> {
+    pub(crate) fn apply(&self, w: &schedlab::sched::cgroup::CgroupWrite, pids: &[i32]) -> Result<(), RealError> {
         let d = &self.dirs[w.group as usize];
         let cpu = &d[0];
         let mut files: Vec<(&str, String)> = Vec::new();
@@ -345,8 +345,8 @@ mod tests {
     use super::*;
 
     fn sim(toml: &str) -> Sim {
-        let s = crate::workload::scenario::Scenario::parse(toml, "t.toml", &[]).unwrap();
-        crate::workload::world::build(&s, "t.toml").unwrap()
+        let s = schedlab::workload::scenario::Scenario::parse(toml, "t.toml", &[]).unwrap();
+        schedlab::workload::world::build(&s, "t.toml").unwrap()
     }
 
     #[test]

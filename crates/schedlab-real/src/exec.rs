@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::shm::{Counters, Slot};
 use super::{sys, Plan, RealObj};
-use crate::engine::rng::draw_dist;
-use crate::sched::task::{Op, Policy};
+use schedlab::engine::rng::draw_dist;
+use schedlab::sched::task::{Op, Policy};
 
 pub(crate) fn policy_num(p: Policy) -> u32 {
     match p {
@@ -173,7 +173,7 @@ fn run_task(plan: &Plan, i: usize) {
 }
 
 /// Runs one instant or blocking step of a program.
-fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng: &mut crate::engine::rng::Rng, next_wake: &mut u64) -> Step {
+fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng: &mut schedlab::engine::rng::Rng, next_wake: &mut u64) -> Step {
     let deadline = plan.deadline_ns;
     if sys::now_ns() >= deadline {
         return Step::Stop;

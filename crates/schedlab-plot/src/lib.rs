@@ -5,6 +5,12 @@
 //! there is more than one series. PNG text is drawn with DejaVu Sans,
 //! embedded (assets/fonts, Bitstream Vera licence), so no system fonts or
 //! font libraries are needed; SVG text is left to the viewer's fonts.
+//!
+//! The plotting layer of schedlab: it reads the results of the core crate
+//! (`schedlab`) and only the programs that draw charts (the CLI) link it.
+
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
 
 use std::path::{Path, PathBuf};
 
@@ -12,11 +18,11 @@ pub use hdrhistogram::Histogram;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::results::trace::Timeline;
+use schedlab::results::trace::Timeline;
 
 const SIZE: (u32, u32) = (1024, 640);
 
-static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 
 fn register_font() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -194,7 +200,7 @@ fn draw_cdf<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, seri
         chart
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))
             .map_err(err)?
-            .label(format!("{} (p99 {})", s.0, crate::engine::time::fmt_ns((p99 * 1000.0) as u64)))
+            .label(format!("{} (p99 {})", s.0, schedlab::engine::time::fmt_ns((p99 * 1000.0) as u64)))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
     }
     legend(&mut chart)?;
@@ -258,7 +264,7 @@ fn draw_util<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, tl:
     chart
         .configure_mesh()
         .disable_mesh()
-        .x_desc(format!("simulated time (ms; {} per column)", crate::engine::time::fmt_ns(tl.bucket_ns)))
+        .x_desc(format!("simulated time (ms; {} per column)", schedlab::engine::time::fmt_ns(tl.bucket_ns)))
         .y_desc("CPU")
         .axis_desc_style(("sans-serif", 18))
         .label_style(("sans-serif", 15))

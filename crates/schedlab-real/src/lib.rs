@@ -1,7 +1,7 @@
 //! Real mode: run a scenario's workloads on the live kernel.
 //!
 //! The simulator's builder turns the scenario into tasks, behaviour programs
-//! and wait objects exactly as for a simulation ([`crate::workload::world::build`]);
+//! and wait objects exactly as for a simulation ([`schedlab::workload::world::build`]);
 //! this module then executes those programs with real primitives instead of
 //! simulating them: one process per simulated tgid, one thread per task;
 //! `Run` is busy work measured in thread CPU time, `SleepPeriodic` is
@@ -18,11 +18,16 @@
 //! period, on SIGINT/SIGTERM/SIGHUP, or when it fails. Workers die with the
 //! controller (PR_SET_PDEATHSIG).
 //!
-//! May import: [`crate::engine`], [`crate::sched`] (the tasks and
-//! behaviour programs the builder made), [`crate::workload`] (the builder)
-//! and [`crate::results`] (to report in the simulator's format). Above it
-//! are only [`crate::import`] (which reuses the tracefs line parser),
-//! [`crate::frontend`] and the binaries.
+//! The real-mode layer of schedlab, a crate of its own so that what does
+//! not run workloads on the live kernel (the Python package) does not link
+//! it. It may import the core crate, `schedlab`: [`schedlab::engine`],
+//! [`schedlab::sched`] (the tasks and behaviour programs the builder made),
+//! [`schedlab::workload`] (the builder), [`schedlab::results`] (to report in
+//! the simulator's format) and [`schedlab::import`] (the tracefs line
+//! parser). Only the CLI sits above it.
+
+#![deny(missing_docs)]
+#![deny(unreachable_pub)]
 
 mod cgroups;
 mod exec;
@@ -32,11 +37,11 @@ pub mod tracefs;
 
 use std::sync::Arc;
 
-use crate::results::report::{CpuResult, Results};
-use crate::workload::scenario::Scenario;
-use crate::sched::sim::Sim;
-use crate::sched::task::{Op, Policy};
-use crate::engine::time::fmt_ns;
+use schedlab::results::report::{CpuResult, Results};
+use schedlab::workload::scenario::Scenario;
+use schedlab::sched::sim::Sim;
+use schedlab::sched::task::{Op, Policy};
+use schedlab::engine::time::fmt_ns;
 
 pub use exec::calibrate_spin;
 pub use tracefs::{TraceRequest, TraceStats};
@@ -128,7 +133,7 @@ pub(crate) struct TaskPlan {
     pub cgrp: u32,
     /// When the task's workload starts, from the common start.
     pub start_ns: u64,
-    pub rng: crate::engine::rng::Rng,
+    pub rng: schedlab::engine::rng::Rng,
 }
 
 /// A wait object made real.
@@ -143,8 +148,8 @@ pub(crate) enum RealObj {
 /// Everything a worker needs; built before the fork, copied into each worker.
 pub(crate) struct Plan {
     pub tasks: Vec<TaskPlan>,
-    pub programs: Vec<crate::sched::task::Program>,
-    pub affinity_masks: Vec<crate::machine::cpumask::CpuMask>,
+    pub programs: Vec<schedlab::sched::task::Program>,
+    pub affinity_masks: Vec<schedlab::machine::cpumask::CpuMask>,
     pub objs: Vec<RealObj>,
     pub shm: shm::Shm,
     pub start_ns: u64,
@@ -153,7 +158,7 @@ pub(crate) struct Plan {
     /// Host CPU of each scenario CPU.
     pub cpu_map: Vec<usize>,
     /// The scenario's [[cgroup_write]]s, applied by the controller on time.
-    pub cgroup_writes: Vec<crate::sched::cgroup::CgroupWrite>,
+    pub cgroup_writes: Vec<schedlab::sched::cgroup::CgroupWrite>,
 }
 
 /// The scenario as real mode builds it: the machine is this host (its usable
@@ -181,7 +186,7 @@ pub fn host_scenario(s: &Scenario, host_cpus: usize) -> Scenario {
 pub fn run(scenario: &Scenario, file: &str, opts: &RealOptions) -> Result<RealRun, RealError> {
     let cpu_map = sys::allowed_cpus();
     let s = host_scenario(scenario, cpu_map.len());
-    let sim = crate::workload::world::build(&s, file).map_err(|e| RealError::Input(format!("{e} (real mode runs on this host's {} usable CPUs)", cpu_map.len())))?;
+    let sim = schedlab::workload::world::build(&s, file).map_err(|e| RealError::Input(format!("{e} (real mode runs on this host's {} usable CPUs)", cpu_map.len())))?;
     preflight(&sim)?;
     let moves = sim.programs.iter().any(|p| p.ops.iter().any(|o| matches!(o, Op::SetCgroup { .. })));
     if moves && !opts.no_cgroups {
@@ -299,7 +304,7 @@ fn make_plan(sim: &Sim, s: &Scenario, cpu_map: Vec<usize>, spin_per_us: u64) -> 
             continue;
         }
         let hb = obj_workload[i].and_then(|w| match &s.workloads[w] {
-            crate::workload::scenario::WorkloadSpec::Hackbench(h) => Some(h),
+            schedlab::workload::scenario::WorkloadSpec::Hackbench(h) => Some(h),
             _ => None,
         });
         let socket = hb.is_some_and(|h| h.ipc.as_deref().unwrap_or("socket") == "socket");
@@ -463,7 +468,7 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
         // Host CPU ids back to the scenario's. A CPU outside the map means
         // the task escaped its affinity onto a CPU the run does not use.
         let nr = t.ran_on.nr_bits();
-        t.ran_on = crate::machine::cpumask::CpuMask::new(nr);
+        t.ran_on = schedlab::machine::cpumask::CpuMask::new(nr);
         for c in st.cpus_seen() {
             if let Some(i) = plan.cpu_map.iter().position(|&m| m == c) {
                 t.ran_on.set(i);
@@ -496,7 +501,7 @@ fn collect(mut sim: Sim, s: &Scenario, file: &str, plan: &Plan, scheduler: &str,
         notes.push(escaped.join("; "));
     }
     if late > 0 {
-        notes.push(format!("{late} tasks were still being set up at the common start (up to {} late): their runs start that much later", crate::engine::time::fmt_ns(late_max)));
+        notes.push(format!("{late} tasks were still being set up at the common start (up to {} late): their runs start that much later", schedlab::engine::time::fmt_ns(late_max)));
     }
     if !failed.is_empty() {
         notes.push(format!("{} tasks had problems: {}", failed.len(), failed.join("; ")));

@@ -1,7 +1,8 @@
-//! Unit tests of real/tracefs.rs: the kernel's text format, the pid map
+//! Unit tests of tracefs.rs: the kernel's text format, the pid map
 //! and the conversion.
 
 use super::*;
+use schedlab::results::trace::WakeKind;
 
 const SAMPLE: &str = "\
 # tracer: nop
@@ -52,8 +53,8 @@ fn parses_old_and_variant_lines() {
 
 #[test]
 fn converts_to_the_run_s_time_cpus_and_task_pids() {
-    let sc = crate::workload::scenario::Scenario::parse("duration = \"1s\"\n[machine]\ncpus = 2\n[[workload]]\nkind = \"hog\"\nname = \"my hog\"\ncount = 2\n", "t.toml", &[]).unwrap();
-    let sim = crate::workload::world::build(&sc, "t.toml").unwrap();
+    let sc = schedlab::workload::scenario::Scenario::parse("duration = \"1s\"\n[machine]\ncpus = 2\n[[workload]]\nkind = \"hog\"\nname = \"my hog\"\ncount = 2\n", "t.toml", &[]).unwrap();
+    let sim = schedlab::workload::world::build(&sc, "t.toml").unwrap();
     let out = PerfettoWriter::new(Box::new(std::io::sink()), 2, None);
     // Scenario CPU 0 is host CPU 1; host CPU 0 is not the run's.
     let cpu_map = [1, 3];
