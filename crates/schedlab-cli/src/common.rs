@@ -12,14 +12,14 @@ use schedlab::results::trace::{PerfettoWriter, Timeline};
 
 use crate::Failure;
 
-pub use schedlab::frontend::{attach_timeline, feature_sets, load, sched_label};
+pub use schedlab_host::frontend::{attach_timeline, feature_sets, load, sched_label};
 
 /// A failure of the shared front-end code, with the same kind.
-impl From<schedlab::frontend::Failure> for Failure {
-    fn from(f: schedlab::frontend::Failure) -> Failure {
+impl From<schedlab_host::frontend::Failure> for Failure {
+    fn from(f: schedlab_host::frontend::Failure) -> Failure {
         match f {
-            schedlab::frontend::Failure::Input(m) => Failure::Input(m),
-            schedlab::frontend::Failure::Io(m) => Failure::Io(m),
+            schedlab_host::frontend::Failure::Input(m) => Failure::Input(m),
+            schedlab_host::frontend::Failure::Io(m) => Failure::Io(m),
         }
     }
 }

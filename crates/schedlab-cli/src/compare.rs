@@ -70,11 +70,11 @@ pub struct CompareArgs {
     pub no_cgroups: bool,
 }
 
-pub use schedlab::frontend::Variant;
+pub use schedlab_host::frontend::Variant;
 
 /// The variants: schedulers x every combination of the listed feature settings.
 pub fn variants(a: &CompareArgs) -> Result<Vec<Variant>, Failure> {
-    let spec = schedlab::frontend::CompareSpec {
+    let spec = schedlab_host::frontend::CompareSpec {
         sched: a.sched.clone(),
         features: a.features.clone(),
         seed: a.seed,
@@ -82,7 +82,7 @@ pub fn variants(a: &CompareArgs) -> Result<Vec<Variant>, Failure> {
         sched_sets: a.sched_sets.clone(),
         op_timeout: a.op_timeout.clone(),
     };
-    Ok(schedlab::frontend::variants(&spec)?)
+    Ok(schedlab_host::frontend::variants(&spec)?)
 }
 
 pub fn compare(a: CompareArgs) -> Result<(), Failure> {
@@ -95,7 +95,7 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         scenarios.push(s);
     }
     let label_of = |v: &Variant, s: &schedlab::workload::scenario::Scenario| if v.label.is_empty() { common::sched_label(s) } else { v.label.clone() };
-    let max_wall = schedlab::frontend::MaxWall::parse(a.max_wall.as_deref())?;
+    let max_wall = schedlab_host::frontend::MaxWall::parse(a.max_wall.as_deref())?;
     if a.real && max_wall.is_some() {
         return Err(Failure::Input("compare --real: --max-wall bounds a simulation's wall time; a real run lasts the scenario's duration (drop --max-wall)".into()));
     }
@@ -114,7 +114,7 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         .par_iter()
         .zip(scenarios.par_iter())
         .map(|(v, s)| {
-            let r = schedlab::frontend::run_bounded(s, &file, want_plots, max_wall)?;
+            let r = schedlab_host::frontend::run_bounded(s, &file, want_plots, max_wall)?;
             let label = label_of(v, s);
             let summary = RunSummary::from_results(&label, &r.results);
             let plot = want_plots.then(|| PlotData {

@@ -59,7 +59,7 @@ pub fn simulate_like(s: &Scenario, file: &str, cpus: usize) -> Result<Results, R
     s.machine.sysfs = None;
     s.machine.lscpu = None;
     s.machine.cpus = Some(cpus);
-    let mut sim = schedlab::workload::world::build(&s, file).map_err(|e| (2, e.to_string()))?;
+    let mut sim = schedlab_host::world::build(&s, file).map_err(|e| (2, e.to_string()))?;
     sim.run();
     Ok(Results::collect(&sim, &s.title(file), &sched_label(&s)))
 }
