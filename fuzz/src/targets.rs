@@ -1,12 +1,12 @@
 //! The fuzz targets: each takes arbitrary bytes and must return without
 //! panicking, whatever the bytes. Bad input is an `Err` the user sees as a
 //! one-line error, never a crash. `scripts/fuzz` runs them under AFL
-//! (src/bin/*.rs); `crates/schedlab/tests/integration/fuzz_corpus.rs`
+//! (src/bin/*.rs); `crates/schedlab-host/tests/integration/fuzz_corpus.rs`
 //! replays the kept corpus (`fuzz/corpus/TARGET/`) through them in
 //! `cargo test`, so every input that once found a bug stays a test.
 //!
 //! This file is shared by path between the fuzz crate and the integration
-//! tests: it may use only `schedlab` and `std`.
+//! tests: it may use only `schedlab`, `schedlab_host` and `std`.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -18,11 +18,11 @@ use schedlab::sched::ext::abi::{CpumaskC, DsqIterC};
 use schedlab::sched::ext::check::Checked;
 use schedlab::sched::ext::kfuncs as kf;
 use schedlab::sched::ext::ops::{dsq_id, ExtOps, Op};
-use schedlab::sched::ext::profile::{args, Profile};
+use schedlab_host::profile::{args, Profile};
 use schedlab::sched::sim::Sim;
 use schedlab::workload::scenario::{Scenario, WorkloadSpec};
 use schedlab::workload::estimate::estimate;
-use schedlab::workload::world;
+use schedlab_host::world;
 
 /// Largest machine and task count a fuzzed scenario is simulated on (a
 /// bigger one is still parsed and built, not run: the fuzzer looks for
@@ -45,7 +45,7 @@ fn build_and_run(mut s: Scenario, file: &str) {
     if s.scheduler.kind == "ext" {
         s.scheduler = Scenario::parse("duration = \"1ms\"", "fuzz.toml", &[]).expect("the minimal scenario").scheduler;
     }
-    let Ok(topo) = world::topology(&s, file) else { return };
+    let Ok(topo) = schedlab::workload::world::topology(&s, file) else { return };
     // Big scenarios are refused or built, not run: keep the fuzzer's memory small.
     if estimate(&s, topo.nr_cpus()).bytes() > FUZZ_BYTES {
         return;
@@ -142,7 +142,7 @@ fn check_topology(t: &Topology) {
 /// One line of tracefs text output (`trace_pipe`), per input line.
 pub fn tracefs(data: &[u8]) {
     for line in text(data).lines() {
-        let _ = schedlab::real::tracefs::parse_line(line);
+        let _ = schedlab::import::tracefs_line::parse_line(line);
     }
 }
 

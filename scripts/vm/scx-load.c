@@ -8,7 +8,7 @@
  * Opens the BPF object, fills scx's enum variables (`const volatile u64
  * __SCX_NAME`) from the running kernel's BTF as scx_utils' enum init and
  * the kernel's SCX_ENUM_INIT() do, applies a resolved loader profile (the
- * line format of schedlab's sched::ext::profile::wire: array resizes,
+ * line format of schedlab's schedlab_host::profile::wire: array resizes,
  * rodata/.data/.bss writes, ops.flags, map updates, SEC("syscall")
  * programs run with their argument struct on a given CPU, before and right
  * after the attach), sets read-only options (const volatile globals),

@@ -12,14 +12,14 @@ use schedlab::results::trace::{PerfettoWriter, Timeline};
 
 use crate::Failure;
 
-pub use schedlab::frontend::{attach_timeline, feature_sets, load, sched_label};
+pub use schedlab_host::frontend::{attach_timeline, feature_sets, load, sched_label};
 
 /// A failure of the shared front-end code, with the same kind.
-impl From<schedlab::frontend::Failure> for Failure {
-    fn from(f: schedlab::frontend::Failure) -> Failure {
+impl From<schedlab_host::frontend::Failure> for Failure {
+    fn from(f: schedlab_host::frontend::Failure) -> Failure {
         match f {
-            schedlab::frontend::Failure::Input(m) => Failure::Input(m),
-            schedlab::frontend::Failure::Io(m) => Failure::Io(m),
+            schedlab_host::frontend::Failure::Input(m) => Failure::Input(m),
+            schedlab_host::frontend::Failure::Io(m) => Failure::Io(m),
         }
     }
 }
@@ -66,11 +66,11 @@ pub fn parse_window(s: &str) -> Result<(u64, u64), Failure> {
 }
 
 /// `--trace` of `run --real`: the kernel's own trace, recorded through
-/// tracefs (`schedlab::real::TraceRequest`).
-pub fn real_trace(out: &OutputArgs) -> Result<Option<schedlab::real::TraceRequest>, Failure> {
+/// tracefs (`schedlab_real::TraceRequest`).
+pub fn real_trace(out: &OutputArgs) -> Result<Option<schedlab_real::TraceRequest>, Failure> {
     let Some(path) = &out.trace else { return Ok(None) };
     let window = out.trace_window.as_deref().map(parse_window).transpose()?;
-    Ok(Some(schedlab::real::TraceRequest { path: path.clone(), window }))
+    Ok(Some(schedlab_real::TraceRequest { path: path.clone(), window }))
 }
 
 /// File-name stem of a scenario path: scenarios/x.toml -> x.
@@ -110,8 +110,8 @@ pub fn write_outputs(sim: &mut Sim, results: &Results, timeline: Option<Rc<RefCe
 
 /// Latency histogram and CDF per workload that records latency, and the
 /// utilisation heat map of one run.
-pub fn plot_run(dir: &Path, stem: &str, title: &str, sched: &str, metrics: &[schedlab::sched::sim::WorkloadMetrics], timeline: Option<Timeline>) -> Result<Vec<PathBuf>, schedlab::results::plot::PlotError> {
-    use schedlab::results::plot;
+pub fn plot_run(dir: &Path, stem: &str, title: &str, sched: &str, metrics: &[schedlab::sched::sim::WorkloadMetrics], timeline: Option<Timeline>) -> Result<Vec<PathBuf>, schedlab_plot::PlotError> {
+    use schedlab_plot as plot;
     let mut wrote = Vec::new();
     for m in metrics {
         if m.latency.is_empty() {

@@ -70,11 +70,11 @@ pub struct CompareArgs {
     pub no_cgroups: bool,
 }
 
-pub use schedlab::frontend::Variant;
+pub use schedlab_host::frontend::Variant;
 
 /// The variants: schedulers x every combination of the listed feature settings.
 pub fn variants(a: &CompareArgs) -> Result<Vec<Variant>, Failure> {
-    let spec = schedlab::frontend::CompareSpec {
+    let spec = schedlab_host::frontend::CompareSpec {
         sched: a.sched.clone(),
         features: a.features.clone(),
         seed: a.seed,
@@ -82,7 +82,7 @@ pub fn variants(a: &CompareArgs) -> Result<Vec<Variant>, Failure> {
         sched_sets: a.sched_sets.clone(),
         op_timeout: a.op_timeout.clone(),
     };
-    Ok(schedlab::frontend::variants(&spec)?)
+    Ok(schedlab_host::frontend::variants(&spec)?)
 }
 
 pub fn compare(a: CompareArgs) -> Result<(), Failure> {
@@ -95,7 +95,7 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         scenarios.push(s);
     }
     let label_of = |v: &Variant, s: &schedlab::workload::scenario::Scenario| if v.label.is_empty() { common::sched_label(s) } else { v.label.clone() };
-    let max_wall = schedlab::frontend::MaxWall::parse(a.max_wall.as_deref())?;
+    let max_wall = schedlab_host::frontend::MaxWall::parse(a.max_wall.as_deref())?;
     if a.real && max_wall.is_some() {
         return Err(Failure::Input("compare --real: --max-wall bounds a simulation's wall time; a real run lasts the scenario's duration (drop --max-wall)".into()));
     }
@@ -114,7 +114,7 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         .par_iter()
         .zip(scenarios.par_iter())
         .map(|(v, s)| {
-            let r = schedlab::frontend::run_bounded(s, &file, want_plots, max_wall)?;
+            let r = schedlab_host::frontend::run_bounded(s, &file, want_plots, max_wall)?;
             let label = label_of(v, s);
             let summary = RunSummary::from_results(&label, &r.results);
             let plot = want_plots.then(|| PlotData {
@@ -171,19 +171,19 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
 /// What a variant contributes to the comparison plots.
 pub struct PlotData {
     pub label: String,
-    pub latency: Vec<(String, schedlab::results::plot::Histogram<u64>)>,
+    pub latency: Vec<(String, schedlab_plot::Histogram<u64>)>,
     pub timeline: Option<schedlab::results::trace::Timeline>,
 }
 
-fn plot_compare(dir: &Path, stem: &str, title: &str, runs: &[RunSummary], plots: &[PlotData]) -> Result<Vec<PathBuf>, schedlab::results::plot::PlotError> {
-    use schedlab::results::plot::{self, Bars};
+fn plot_compare(dir: &Path, stem: &str, title: &str, runs: &[RunSummary], plots: &[PlotData]) -> Result<Vec<PathBuf>, schedlab_plot::PlotError> {
+    use schedlab_plot::{self as plot, Bars};
     let mut wrote = Vec::new();
     let Some(first) = runs.first() else { return Ok(wrote) };
     for (wi, w) in first.workloads.iter().enumerate() {
         let slug = plot::slug(&w.name);
         let has_latency = runs.iter().any(|r| r.workloads.get(wi).is_some_and(|w| w.max_ns.is_some()));
         if has_latency {
-            let series: Vec<(String, &schedlab::results::plot::Histogram<u64>)> =
+            let series: Vec<(String, &schedlab_plot::Histogram<u64>)> =
                 plots.iter().filter_map(|p| p.latency.get(wi).filter(|h| !h.1.is_empty()).map(|h| (p.label.clone(), &h.1))).collect();
             wrote.extend(plot::latency_histogram(&dir.join(format!("{stem}-compare-{slug}-latency-hist")), &format!("{title}: {} wakeup latency", w.name), &series)?);
             wrote.extend(plot::latency_cdf(&dir.join(format!("{stem}-compare-{slug}-latency-cdf")), &format!("{title}: {} wakeup latency CDF", w.name), &series)?);

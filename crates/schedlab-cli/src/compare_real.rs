@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 use schedlab::results::agreement::{self, Agreement, RealScx};
 use schedlab::results::compare::{self, RunSummary};
-use schedlab::real::RealOptions;
+use schedlab_real::RealOptions;
 use schedlab::workload::scenario::Scenario;
 use serde_json::Value;
 

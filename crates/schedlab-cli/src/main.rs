@@ -13,8 +13,8 @@ use schedlab::sched::features::FEATURES;
 use schedlab::results::report::{table, Results};
 use schedlab::workload::scenario::WORKLOAD_KINDS;
 use schedlab::machine::topology::{presets, Topology};
-use schedlab::frontend::MaxWall;
-use schedlab::workload::world;
+use schedlab_host::frontend::MaxWall;
+use schedlab_host::world;
 
 mod common;
 mod compare;
@@ -142,7 +142,7 @@ fn main() -> ExitCode {
             }
             Ok(extra) => {
                 sets.extend(extra);
-                schedlab::frontend::MaxWall::parse(max_wall.as_deref())
+                schedlab_host::frontend::MaxWall::parse(max_wall.as_deref())
                     .map_err(Failure::from)
                     .and_then(|max_wall| run(scenario, seed, sets, features, machine, max_wall, json, quiet, out))
             }
@@ -185,10 +185,10 @@ fn refuse_for_real(machine: Option<&str>, features: &[String], out: &common::Out
 
 /// `--sched` and `--sched-set` as scenario overrides.
 fn sched_args(sched: Option<String>, sched_sets: Vec<String>) -> Result<Vec<String>, Failure> {
-    Ok(schedlab::frontend::sched_args(sched.as_deref(), &sched_sets)?)
+    Ok(schedlab_host::frontend::sched_args(sched.as_deref(), &sched_sets)?)
 }
 
-pub(crate) use schedlab::frontend::op_timeout_arg;
+pub(crate) use schedlab_host::frontend::op_timeout_arg;
 
 /// `--sched-include DIR...` as the scenario's `scheduler.include`.
 fn include_args(dirs: &[PathBuf]) -> Result<Vec<String>, Failure> {
@@ -267,7 +267,7 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
         sim.finish_early();
     }
     let wall = started.elapsed().as_secs_f64();
-    let mut results = Results::collect(&sim, &title, &schedlab::frontend::sched_label(&scenario));
+    let mut results = Results::collect(&sim, &title, &schedlab_host::frontend::sched_label(&scenario));
     if let (true, Some(m)) = (stopped, max_wall) {
         results.mark_partial(&m.reason(), scenario.duration.0);
     }
@@ -303,9 +303,9 @@ fn fetch(scheds: &[String]) -> Result<(), Failure> {
     for name in scheds {
         let main = world::ext_source(name, ".").map_err(|e| Failure::Input(format!("fetch {name}: {e}")))?;
         // The headers a crate builds with are part of what a run needs.
-        let cache = schedlab::sched::ext::host::compile::cache_dir();
-        let headers = |v: &str| schedlab::sched::ext::host::fetch::scx_cargo_headers(v, &cache);
-        schedlab::sched::ext::host::source::resolve(&main, &[], &cache, &headers).map_err(|e| Failure::Input(format!("fetch {name}: {e}")))?;
+        let cache = schedlab_host::compile::cache_dir();
+        let headers = |v: &str| schedlab_host::fetch::scx_cargo_headers(v, &cache);
+        schedlab_host::source::resolve(&main, &[], &cache, &headers).map_err(|e| Failure::Input(format!("fetch {name}: {e}")))?;
         println!("{name} {}", main.display());
     }
     Ok(())
@@ -344,11 +344,11 @@ fn list(what: Option<&str>) -> Result<(), Failure> {
     }
     if want("schedulers") {
         let mut rows = vec![vec!["scheduler".to_string(), "description".to_string()]];
-        rows.extend(world::SCHEDULERS.iter().map(|(k, d)| vec![k.to_string(), d.to_string()]));
+        rows.extend(schedlab::workload::world::SCHEDULERS.iter().map(|(k, d)| vec![k.to_string(), d.to_string()]));
         out.push_str("Schedulers ([scheduler] kind = ...)\n");
         out.push_str(&table(&rows));
         let mut rows = vec![vec!["sched_ext scheduler".to_string(), "description".to_string()]];
-        rows.extend(schedlab::sched::ext::shipped::SHIPPED.iter().map(|(k, d, _)| vec![k.to_string(), d.to_string()]));
+        rows.extend(schedlab_host::shipped::SHIPPED.iter().map(|(k, d, _)| vec![k.to_string(), d.to_string()]));
         out.push_str("\nShipped sched_ext schedulers ([scheduler] kind = \"ext\", sched = ...; or --sched NAME)\n");
         out.push_str(&table(&rows));
     }

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use schedlab::frontend::SweepPlan;
+use schedlab_host::frontend::SweepPlan;
 
 use crate::sweep::SweepArgs;
 use crate::Failure;

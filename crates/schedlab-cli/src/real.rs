@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use schedlab::real::{self, RealError, RealOptions};
+use schedlab_real::{self as real, RealError, RealOptions};
 use schedlab::results::report::Results;
 use schedlab::workload::scenario::Scenario;
 
@@ -59,7 +59,7 @@ pub fn simulate_like(s: &Scenario, file: &str, cpus: usize) -> Result<Results, R
     s.machine.sysfs = None;
     s.machine.lscpu = None;
     s.machine.cpus = Some(cpus);
-    let mut sim = schedlab::workload::world::build(&s, file).map_err(|e| (2, e.to_string()))?;
+    let mut sim = schedlab_host::world::build(&s, file).map_err(|e| (2, e.to_string()))?;
     sim.run();
     Ok(Results::collect(&sim, &s.title(file), &sched_label(&s)))
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use schedlab::frontend::SweepPlan;
+use schedlab_host::frontend::SweepPlan;
 use schedlab::results::sweep;
 
 use crate::common;
@@ -66,8 +66,8 @@ pub struct SweepArgs {
 }
 
 /// What the sweep varies and fixes, for the shared planner.
-pub fn spec(a: &SweepArgs) -> schedlab::frontend::SweepSpec {
-    schedlab::frontend::SweepSpec {
+pub fn spec(a: &SweepArgs) -> schedlab_host::frontend::SweepSpec {
+    schedlab_host::frontend::SweepSpec {
         seeds: a.seeds.clone(),
         params: a.params.clone(),
         sets: a.sets.clone(),
@@ -111,7 +111,7 @@ pub fn finish(a: &SweepArgs, plan: &SweepPlan, dir: &Path, stem: &str, outcome: 
         wrote.extend(plot_sweep(pd, stem, &plan.file, &agg.names, &plan.points, &agg.rows).map_err(|e| Failure::Io(e.to_string()))?);
     }
     if !a.quiet {
-        print!("{}", schedlab::frontend::sweep_report(plan, outcome, &agg));
+        print!("{}", schedlab_host::frontend::sweep_report(plan, outcome, &agg));
         for p in wrote {
             eprintln!("schedlab: wrote {}", p.display());
         }
@@ -125,8 +125,8 @@ pub fn finish(a: &SweepArgs, plan: &SweepPlan, dir: &Path, stem: &str, outcome: 
 
 /// Per workload, the headline metric's median with min..max whiskers over
 /// the grid points.
-fn plot_sweep(dir: &Path, stem: &str, title: &str, names: &[String], points: &[Vec<(String, String)>], rows: &[sweep::AggRow]) -> Result<Vec<PathBuf>, schedlab::results::plot::PlotError> {
-    use schedlab::results::plot::{self, Bars};
+fn plot_sweep(dir: &Path, stem: &str, title: &str, names: &[String], points: &[Vec<(String, String)>], rows: &[sweep::AggRow]) -> Result<Vec<PathBuf>, schedlab_plot::PlotError> {
+    use schedlab_plot::{self as plot, Bars};
     let mut wrote = Vec::new();
     let label = |p: &Vec<(String, String)>| if p.is_empty() { "all".to_string() } else { p.iter().map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k))).collect::<Vec<_>>().join(" ") };
     let mut workloads: Vec<String> = Vec::new();

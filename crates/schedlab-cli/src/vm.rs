@@ -14,8 +14,8 @@ use schedlab::sched::ext::ops::ExitKind;
 use serde_json::Value;
 
 use crate::real::{RealArgs, RealFailure};
-use schedlab::real::sys;
-use schedlab::real::TraceRequest;
+use schedlab_real::sys;
+use schedlab_real::TraceRequest;
 
 /// What the guest reported for one entry: a scheduler it loaded, or the
 /// kernel's own fair class (`builtin`, nothing loaded).
@@ -351,7 +351,7 @@ pub struct GuestVariant {
 pub fn guest_variants<'a>(entries: impl IntoIterator<Item = (&'a str, Option<&'a str>)>, file: &str) -> Result<Vec<GuestVariant>, RealFailure> {
     let mut out: Vec<GuestVariant> = Vec::new();
     for (n, sched) in entries {
-        let source = sched.map(|x| schedlab::workload::world::ext_source(x, file).map_err(|e| (2, format!("--sched {x}: {e}")))).transpose()?;
+        let source = sched.map(|x| schedlab_host::world::ext_source(x, file).map_err(|e| (2, format!("--sched {x}: {e}")))).transpose()?;
         let mut label = label(n);
         if out.iter().any(|v| v.label == label) {
             label = format!("{label}-{}", out.len());
@@ -398,7 +398,7 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
     let version = prep.lines().find_map(|l| l.strip_prefix("VERSION=")).unwrap_or("?").to_string();
     // Stage the guest: our own binary, the scenario and the BPF objects.
     // One cache for everything schedlab builds or fetches (SCHEDLAB_CACHE_DIR).
-    let cache = schedlab::sched::ext::host::compile::cache_dir();
+    let cache = schedlab_host::compile::cache_dir();
     let guest = cache.join(format!("guest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&guest);
     std::fs::create_dir_all(guest.join("bin")).map_err(|e| (1, format!("{}: {e}", guest.display())))?;
@@ -481,7 +481,7 @@ impl Drop for RemoveOnDrop {
 /// or a kernel tools/sched_ext example as its own build does (its include
 /// directories and every source it links), anything else against our shim.
 fn bpf_object(src: &Path) -> Result<String, RealFailure> {
-    use schedlab::sched::ext::host::{compile, fetch, source};
+    use schedlab_host::{compile, fetch, source};
     let cache = compile::cache_dir();
     let fetch_bpf_h = |v: &str| fetch::scx_cargo_headers(v, &cache);
     let spec = source::resolve(src, &[], &cache, &fetch_bpf_h).map_err(|e| (2, format!("{}: {e}", src.display())))?;
@@ -500,7 +500,7 @@ fn bpf_object(src: &Path) -> Result<String, RealFailure> {
 }
 
 /// The scheduler's loader profile as scripts/vm/scx-load.c reads it
-/// (`sched::ext::profile::wire`), resolved for a flat `cpus`-CPU machine
+/// (`schedlab_host::profile::wire`), resolved for a flat `cpus`-CPU machine
 /// as `real::simulate_like` builds; None without a profile.
 fn guest_profile(path: &Path, s: &Scenario, v: &GuestVariant, src: &Path, cpus: usize) -> Result<Option<String>, RealFailure> {
     let file = path.display().to_string();
@@ -511,10 +511,10 @@ fn guest_profile(path: &Path, s: &Scenario, v: &GuestVariant, src: &Path, cpus: 
     m.machine.lscpu = None;
     m.machine.cpus = Some(cpus);
     let topo = schedlab::workload::world::topology(&m, &file).map_err(|e| (2, e.to_string()))?;
-    let Some(plan) = schedlab::workload::world::loader_plan(&s.scheduler, name, src, &topo, &file).map_err(|e| (2, e.to_string()))? else {
+    let Some(plan) = schedlab_host::world::loader_plan(&s.scheduler, name, src, &topo, &file).map_err(|e| (2, e.to_string()))? else {
         return Ok(None);
     };
-    schedlab::sched::ext::profile::wire::write(&plan).map(Some).map_err(|e| (2, format!("{name}: the loader profile: {e}")))
+    schedlab_host::profile::wire::write(&plan).map(Some).map_err(|e| (2, format!("{name}: the loader profile: {e}")))
 }
 
 static BOOTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

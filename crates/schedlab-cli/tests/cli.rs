@@ -185,7 +185,7 @@ fn nonsense_values_are_rejected_not_defaulted() {
 #[test]
 fn sched_args_and_profile() {
     let p = write_tmp("sched-args.toml", GOOD);
-    let shim = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schedlab/tests/shim");
+    let shim = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schedlab-host/tests/shim");
     let (src, prof) = (shim.join("loader.bpf.c"), shim.join("loader.toml"));
     let run = |args: &str| {
         schedlab(&[
@@ -242,7 +242,7 @@ fn check_flag_keeps_results_identical() {
 fn faulting_scheduler_is_ejected_in_run_compare_and_sweep() {
     // Sleeping hogs: enough enqueues to reach the default fault_after (20).
     let p = write_tmp("fault.toml", &GOOD.replace("count = 2\ncpus = \"0\"", "count = 6\nrun = \"1ms\"\nsleep = \"1ms\""));
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schedlab/tests/schedulers/null_deref.bpf.c");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schedlab-host/tests/schedulers/null_deref.bpf.c");
     let src = src.to_str().unwrap();
     let run = || schedlab(&["run", p.to_str().unwrap(), "--sched", src, "--sched-set", "fault_after=3", "--json", "-", "--quiet"]);
     let (a, b) = (run(), run());

@@ -37,7 +37,7 @@ fn one_guest() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn shipped() -> Vec<&'static str> {
-    schedlab::sched::ext::shipped::SHIPPED.iter().map(|s| s.0).collect()
+    schedlab_host::shipped::SHIPPED.iter().map(|s| s.0).collect()
 }
 
 #[test]
@@ -49,7 +49,7 @@ fn every_shipped_scheduler_compiles_for_bpf() {
     let dir = std::env::temp_dir().join(format!("schedlab-bpf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for name in shipped() {
-        let src = schedlab::sched::ext::shipped::materialize(name, &dir).unwrap().expect("shipped source");
+        let src = schedlab_host::shipped::materialize(name, &dir).unwrap().expect("shipped source");
         let out = Command::new("bash").arg(repo().join("scripts/scx-vm")).arg("bpf").arg(&src).output().expect("run scx-vm");
         assert!(out.status.success(), "{name} does not compile for BPF:\n{}", String::from_utf8_lossy(&out.stderr));
         let obj = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").trim().to_string();
@@ -164,7 +164,7 @@ fn compare_real_vm_agrees_with_the_simulation() {
     }
     let _one = one_guest();
     let scenario = format!("{}/tests/data/vm-mixed.toml", env!("CARGO_MANIFEST_DIR"));
-    let error = format!("{}/../schedlab/tests/schedulers/error.bpf.c", env!("CARGO_MANIFEST_DIR"));
+    let error = format!("{}/../schedlab-host/tests/schedulers/error.bpf.c", env!("CARGO_MANIFEST_DIR"));
     // A published multi-object crate too: linked with libbpf's static
     // linker and set up by its profile's [arena_lib] step in the guest.
     let names = format!("eevdf,{},{P2DQ},{error}", shipped().join(","));

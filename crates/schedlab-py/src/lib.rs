@@ -1,6 +1,6 @@
 //! `schedlab._native`: the simulator for the `schedlab` Python package
 //! (python/schedlab). Thin: every decision is the library's
-//! ([`schedlab::frontend`]), shared with the CLI, so a run from Python and
+//! ([`schedlab_host::frontend`]), shared with the CLI, so a run from Python and
 //! the CLI's `--json` for the same scenario and seed are the same bytes.
 //! The Python layer turns what this returns into dicts, DataFrames and
 //! numpy arrays.
@@ -18,7 +18,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError};
 use pyo3::prelude::*;
 use rayon::prelude::*;
-use schedlab::frontend::{self, CompareSpec, Failure, MaxWall, SweepPlan, SweepSpec};
+use schedlab_host::frontend::{self, CompareSpec, Failure, MaxWall, SweepPlan, SweepSpec};
 use schedlab::results::compare::{self as cmp, RunSummary};
 use schedlab::results::sweep;
 
@@ -174,7 +174,7 @@ fn compare(
     out.map_err(to_py)
 }
 
-/// A planned sweep (`schedlab::frontend::SweepPlan`): its jobs, one job's
+/// A planned sweep (`schedlab_host::frontend::SweepPlan`): its jobs, one job's
 /// run (on a Ray worker), the store, the aggregates.
 #[pyclass(frozen, module = "schedlab._native")]
 struct NativeSweep {

@@ -5,14 +5,16 @@
 //! a wakeup from another task, exits.
 //!
 //! What lives here: one reader per trace format (so far the tracefs /
-//! trace-cmd text reader, [`tracefs_text`]), format detection from the
-//! content, and the task model. What it may import: `engine`, `machine`,
-//! `real` (for tracefs's `parse_line`) and std; the simulator never calls
-//! into it.
+//! trace-cmd text reader, [`tracefs_text`], on the line parser
+//! [`tracefs_line`], which real mode's trace reader in `schedlab-real`
+//! shares), format detection from the content, and the task model. What it
+//! may import: `engine`, `machine`, `results` (the wake kinds) and std; the
+//! simulator never calls into it.
 
 
 pub mod events;
 pub mod model;
+pub mod tracefs_line;
 pub mod tracefs_text;
 
 use std::fmt;
@@ -46,7 +48,7 @@ pub fn detect(data: &[u8]) -> Result<Format, ImportError> {
     let Ok(text) = std::str::from_utf8(data) else {
         return Err(ImportError { offset: utf8_error_at(data), expected: "a text trace (tracefs / trace-cmd lines); binary traces are not read yet".into() });
     };
-    if text.lines().any(|l| crate::real::tracefs::parse_line(l).is_some()) {
+    if text.lines().any(|l| tracefs_line::parse_line(l).is_some()) {
         return Ok(Format::TracefsText);
     }
     Err(ImportError { offset: 0, expected: "tracefs / trace-cmd text with sched_switch and sched_waking lines".into() })

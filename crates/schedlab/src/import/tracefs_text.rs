@@ -1,9 +1,10 @@
 //! Reader of tracefs `trace` text and `trace-cmd report` text, on top of
-//! real mode's line parser ([`crate::real::tracefs::parse_line`]).
+//! the tracefs line parser ([`super::tracefs_line::parse_line`]), which
+//! real mode's trace reader shares.
 
 use super::events::{Kind, LeftAs, SchedEvent, TraceTask};
 use super::ImportError;
-use crate::real::tracefs::{parse_line, Event, Thr};
+use super::tracefs_line::{parse_line, Event, Thr};
 use crate::results::trace::WakeKind;
 
 /// The sched events this reader needs; a line naming one of them that does

@@ -4,7 +4,6 @@
 //! - [`csv`]: the same numbers flattened into CSV tables;
 //! - [`compare`]: run summaries and side-by-side comparison tables;
 //! - [`sweep`]: grids of seeds and parameters, stored resumably, aggregated;
-//! - [`plot`]: SVG and PNG charts;
 //! - [`trace`]: the scheduler's tracepoint hooks and their consumers (the
 //!   streaming Perfetto writer, the utilisation timeline);
 //! - [`agreement`]: the checks that compare a real run with a simulated one.
@@ -17,7 +16,6 @@
 pub mod agreement;
 pub mod compare;
 pub mod csv;
-pub mod plot;
 pub mod report;
 pub mod sweep;
 pub mod trace;

@@ -19,10 +19,11 @@
 //! - `exec`: the behaviour-program interpreter, the model of what a task
 //!   does in user space and which system calls it makes.
 //!
-//! The hosting layer lives inside [`ext`] as `ext/host/`, with the C side in
-//! `crates/schedlab/shim/` and the shipped schedulers in `schedulers/`: it
-//! compiles BPF C schedulers natively and drives them through
-//! [`ext::ops::ExtOps`]; all the hosting `unsafe` is there.
+//! The hosting layer is the `schedlab-host` crate above this one
+//! (crates/schedlab-host, with the C side in its `shim/` and the shipped
+//! schedulers in `schedulers/`): it compiles BPF C schedulers natively and
+//! drives them through [`ext::ops::ExtOps`]; all the hosting `unsafe` is
+//! there. Nothing in this crate imports it.
 //!
 //! May import: [`crate::engine`] and [`crate::machine`]; the only upward
 //! reference is the tracepoint hooks of [`crate::results::trace`].

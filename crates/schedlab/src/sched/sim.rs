@@ -56,17 +56,18 @@ pub struct Sim {
     pub metrics: Vec<WorkloadMetrics>,
     /// Tasks each workload creates when it starts.
     pub(crate) workload_tasks: Vec<Vec<TaskId>>,
-    /// One RNG stream per task.
-    pub(crate) task_rngs: Vec<Rng>,
+    /// One RNG stream per task (real mode hands each task its own).
+    pub task_rngs: Vec<Rng>,
     /// The run's seed; every stream derives from it.
     pub seed: u64,
     /// When the run ends, ns.
     pub end_ns: Ns,
-    /// The CPU whose event is being handled (smp_processor_id()).
-    pub(crate) this_cpu: Cpu,
+    /// The CPU whose event is being handled (smp_processor_id()); the
+    /// hosting layer sets it around a SEC("syscall") program run on a CPU.
+    pub this_cpu: Cpu,
     /// The context the event is handled in ([`IrqCtx`]): what
     /// in_hardirq() / in_serving_softirq() see.
-    pub(crate) irq_ctx: IrqCtx,
+    pub irq_ctx: IrqCtx,
     /// Per-LLC "has idle cores" hint (sd_llc_shared->has_idle_cores).
     pub(crate) llc_has_idle_cores: Vec<bool>,
     /// Nohz idle balancing state (fair.c's `nohz`).

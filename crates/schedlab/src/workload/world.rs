@@ -1,5 +1,15 @@
 //! Builds a simulator from a scenario: machine, costs, tunables, features
 //! and workloads, with errors that name the scenario field to fix.
+//!
+//! A sched_ext scheduler (`scheduler.kind = "ext"`) is not loaded here: the
+//! simulator runs one through [`ExtOps`], and compiling and loading a BPF C
+//! scheduler is the hosting layer's job (the `schedlab-host` crate, above
+//! this one). The builder asks the [`ExtLoader`] it is given for the
+//! scheduler and then attaches it; [`build`] and [`build_on`] have none and
+//! refuse such scenarios, `schedlab_host::world::build` passes the hosting
+//! loader.
+
+use std::rc::Rc;
 
 use crate::machine::cost::CostModel;
 use crate::sched::features::{parse_switch, Feature, Features};
@@ -8,7 +18,7 @@ use crate::sched::rt::RtBandwidth;
 use crate::sched::sim::Sim;
 use crate::sched::Tunables;
 use crate::machine::topology::{Topology, TopologyError};
-use std::path::{Path, PathBuf};
+use crate::sched::ext::ops::ExtOps;
 
 /// Scheduler kinds this build can simulate.
 pub const SCHEDULERS: &[(&str, &str)] = &[
@@ -53,14 +63,48 @@ pub fn machine_of_size(n: usize) -> Result<Topology, TopologyError> {
     }
 }
 
-/// Builds a ready-to-run simulator.
+/// Loads the sched_ext scheduler of a scenario (`scheduler.kind = "ext"`)
+/// for the builder. The hosting layer (`schedlab_host::world::Hosting`)
+/// implements it for BPF C schedulers; a caller with a scheduler of its own
+/// (an [`ExtOps`] in Rust) can too.
+pub trait ExtLoader {
+    /// Loads the scheduler `s.scheduler` names for `sim`, which is built
+    /// (tasks, cgroups) but not started, and does the loader's set-up on
+    /// `sim`. The builder then attaches it (`scheduler.attach_at`,
+    /// `detach_at`). Errors are the scenario's, naming the field to fix.
+    fn load(&self, sim: &mut Sim, s: &Scenario, file: &str) -> Result<Rc<dyn ExtOps>, ScenarioError>;
+}
+
+/// The loader of [`build`] and [`build_on`]: none, so a sched_ext scenario
+/// is refused.
+struct NoLoader;
+
+impl ExtLoader for NoLoader {
+    fn load(&self, _sim: &mut Sim, _s: &Scenario, file: &str) -> Result<Rc<dyn ExtOps>, ScenarioError> {
+        Err(ScenarioError::invalid(
+            file,
+            None,
+            "scheduler.kind = \"ext\": this program cannot load sched_ext schedulers (build with schedlab_host::world::build, which hosts them)".to_string(),
+        ))
+    }
+}
+
+/// Builds a ready-to-run simulator for a scenario without a sched_ext
+/// scheduler (see [`build_with`] for one with).
 pub fn build(s: &Scenario, file: &str) -> Result<Sim, ScenarioError> {
     build_on(s, file, topology(s, file)?)
 }
 
 /// Builds the simulator for a scenario on a given machine (the scenario's
-/// own `[machine]` table chooses only the costs then).
+/// own `[machine]` table chooses only the costs then); no sched_ext
+/// scheduler, as [`build`].
 pub fn build_on(s: &Scenario, file: &str, topo: Topology) -> Result<Sim, ScenarioError> {
+    build_with(s, file, topo, &NoLoader)
+}
+
+/// Builds the simulator for a scenario on a given machine, loading its
+/// sched_ext scheduler, if it has one, with `ext`.
+pub fn build_with(s: &Scenario, file: &str, topo: Topology, ext: &dyn ExtLoader) -> Result<Sim, ScenarioError> {
     let bad = |msg: String| ScenarioError::invalid(file, None, msg);
     let need = crate::workload::estimate::estimate(s, topo.nr_cpus());
     if let Some(avail) = crate::workload::estimate::available_bytes() {
@@ -157,159 +201,19 @@ pub fn build_on(s: &Scenario, file: &str, topo: Topology) -> Result<Sim, Scenari
     crate::workload::cgroups::place_tasks(&mut sim, s, file)?;
     crate::workload::cgroups::build_writes(&mut sim, s, file)?;
     if s.scheduler.kind == "ext" {
-        attach_ext(&mut sim, s, file)?;
+        attach_ext(&mut sim, s, file, ext)?;
     }
     sim.check_invariants = cfg!(debug_assertions);
     Ok(sim)
 }
 
-/// A sched_ext scheduler source or include directory that cannot be found.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    /// The shipped scheduler cannot be written to the cache.
-    #[error("{}: {err}", dir.display())]
-    Cache {
-        /// The cache directory.
-        dir: PathBuf,
-        /// The I/O error.
-        err: std::io::Error,
-    },
-    /// A published crate that cannot be fetched.
-    #[error(transparent)]
-    Fetch(#[from] crate::sched::ext::host::fetch::FetchError),
-    /// A scheduler directory without one main `.bpf.c`.
-    #[error(transparent)]
-    Dir(#[from] crate::sched::ext::host::source::ResolveError),
-    /// A name that is no shipped scheduler, crate or path.
-    #[error("no scheduler {name:?}: expected a shipped one ({shipped}), crate:NAME[@VERSION] (e.g. crate:scx_bpfland), or the path of a .bpf.c file or a scheduler's directory")]
-    Unknown {
-        /// The name given.
-        name: String,
-        /// The shipped schedulers, comma-separated.
-        shipped: String,
-    },
-    /// A `scheduler.include` entry that is not a directory.
-    #[error("scheduler.include: {0:?} is not a directory (relative paths are taken from the scenario's directory)")]
-    NotADirectory(String),
-}
-
-/// The path of the scheduler a scenario names: a shipped one, a published
-/// crate (`crate:NAME[@VERSION]`, fetched into the cache once), or a
-/// `.bpf.c` file or scheduler directory relative to the scenario.
-pub fn ext_source(name: &str, scenario_file: &str) -> Result<PathBuf, SourceError> {
-    let cache = crate::sched::ext::host::compile::cache_dir();
-    if let Some(p) = crate::sched::ext::shipped::materialize(name, &cache).map_err(|err| SourceError::Cache { dir: cache.clone(), err })? {
-        return Ok(p);
-    }
-    if name.starts_with("crate:") {
-        let root = crate::sched::ext::host::fetch::fetch(name, &cache)?;
-        return Ok(root.join("src/bpf/main.bpf.c"));
-    }
-    let direct = PathBuf::from(name);
-    let rel = Path::new(scenario_file).parent().map(|d| d.join(name)).unwrap_or_else(|| direct.clone());
-    for cand in [rel, direct] {
-        if cand.is_file() {
-            return Ok(cand);
-        }
-        if cand.is_dir() {
-            return crate::sched::ext::host::source::main_of_dir(&cand).map_err(SourceError::Dir);
-        }
-    }
-    let names: Vec<&str> = crate::sched::ext::shipped::SHIPPED.iter().map(|s| s.0).collect();
-    Err(SourceError::Unknown { name: name.to_string(), shipped: names.join(", ") })
-}
-
-/// `scheduler.include` directories, relative to the scenario file (an
-/// absolute path, or one that exists from the current directory, as is).
-pub fn ext_includes(dirs: &[String], scenario_file: &str) -> Result<Vec<PathBuf>, SourceError> {
-    dirs.iter()
-        .map(|d| {
-            let direct = PathBuf::from(d);
-            let rel = Path::new(scenario_file).parent().map(|p| p.join(d)).unwrap_or_else(|| direct.clone());
-            [rel, direct]
-                .into_iter()
-                .find(|c| c.is_dir())
-                .ok_or_else(|| SourceError::NotADirectory(d.clone()))
-        })
-        .collect()
-}
-
-/// The loader profile a scenario's scheduler uses (`scheduler.profile`,
-/// else the shipped one of the scheduler it names), resolved for the
-/// machine with `scheduler.args`; None without a profile.
-pub fn loader_plan(
-    spec: &crate::workload::scenario::SchedulerSpec,
-    name: &str,
-    source: &Path,
-    topo: &Topology,
-    file: &str,
-) -> Result<Option<crate::sched::ext::profile::Plan>, ScenarioError> {
-    use crate::sched::ext::profile::{self, args, resolve, Machine, Profile};
-    let bad = |msg: String| ScenarioError::invalid(file, None, msg);
-    let prof = match spec.profile.as_deref() {
-        Some("none") => None,
-        Some(p) => {
-            let rel = Path::new(file).parent().map(|d| d.join(p)).filter(|c| c.is_file()).unwrap_or_else(|| PathBuf::from(p));
-            Some(Profile::load(&rel).map_err(|e| bad(format!("scheduler.profile: {e}")))?)
-        }
-        None => profile::scheduler_of(name, source).and_then(|(s, _)| profile::shipped(&s)),
-    };
-    let argv = args::split_words(spec.args.as_deref().unwrap_or("")).map_err(|e| bad(format!("scheduler.args: {e}")))?;
-    let Some(prof) = prof else {
-        if !argv.is_empty() {
-            return Err(bad(format!(
-                "scheduler.args: {name} has no loader profile to read its flags with; give one with scheduler.profile (--sched-profile FILE)"
-            )));
-        }
-        return Ok(None);
-    };
-    let plan = resolve::resolve(&prof, &Machine::new(topo), &argv).map_err(|e| bad(format!("scheduler.profile: {e}")))?;
-    Ok(Some(plan))
-}
-
-/// A rodata value as text, for the loader's parser.
-fn option_text(v: &toml::Value) -> Option<String> {
-    match v {
-        toml::Value::Boolean(b) => Some(b.to_string()),
-        toml::Value::Integer(i) => Some(i.to_string()),
-        toml::Value::String(s) => Some(s.clone()),
-        _ => None,
-    }
-}
-
-/// Compiles and loads the scenario's sched_ext scheduler and arranges for it
+/// Loads the scenario's sched_ext scheduler with `ext` and arranges for it
 /// to be enabled at `attach_at` and unregistered at `detach_at`.
-fn attach_ext(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioError> {
+fn attach_ext(sim: &mut Sim, s: &Scenario, file: &str, ext: &dyn ExtLoader) -> Result<(), ScenarioError> {
     let bad = |msg: String| ScenarioError::invalid(file, None, msg);
     let spec = &s.scheduler;
-    let name = spec.sched.as_deref().ok_or_else(|| {
-        let names: Vec<&str> = crate::sched::ext::shipped::SHIPPED.iter().map(|s| s.0).collect();
-        bad(format!("scheduler.sched: missing: name a shipped scheduler ({}) or a .bpf.c file", names.join(", ")))
-    })?;
-    let path = ext_source(name, file).map_err(|e| bad(format!("scheduler.sched: {e}")))?;
-    let mut cfg = crate::sched::ext::host::LoadConfig::default();
-    let mut options = Vec::new();
-    for (k, v) in &spec.options {
-        let text = option_text(v).ok_or_else(|| bad(format!("scheduler.options.{k}: {v} is not a number, boolean or string")))?;
-        options.push((k.clone(), text));
-    }
-    cfg.ops_flags = spec.ops_flags.clone();
-    let plan = loader_plan(spec, name, &path, &sim.topo, file)?;
-    if let Some(p) = &plan {
-        crate::sched::ext::profile::apply::load_config(p, &mut cfg);
-    }
-    cfg.includes = ext_includes(&spec.include, file).map_err(|e| bad(e.to_string()))?;
-    cfg.op_timeout_ns = spec.op_timeout.map(|d| d.0);
-    let ops = crate::sched::ext::host::load(&path, &cfg).map_err(|e| bad(format!("scheduler.sched {name}: {e}")))?;
-    sim.scx.origin = ops.origin().cloned();
-    // The loader's set-up first, then the scenario's own options on top
-    // (as --sched-set overrides what the loader chose).
-    if let Some(p) = &plan {
-        crate::sched::ext::profile::apply::before_attach(&ops, sim, p).map_err(|e| bad(format!("scheduler.profile ({name}): {e}")))?;
-    }
-    for (k, v) in &options {
-        ops.set_rodata(k, v).map_err(|e| bad(format!("scheduler.options.{k}: {e}")))?;
-    }
+    let ops = ext.load(sim, s, file)?;
+    let name = spec.sched.as_deref().unwrap_or_default();
     if let Some(d) = spec.bypass_lb_interval {
         sim.scx.bypass_lb_intv_ns = d.0;
     }

@@ -1,27 +1,16 @@
-//! Integration tests: whole simulations from small TOML scenarios.
+//! Integration tests: whole simulations from small TOML scenarios, on the
+//! simulator alone (schedulers in Rust at most); the ones with hosted
+//! sched_ext schedulers are crates/schedlab-host/tests/integration.
 
-mod bpfrt;
 mod cgroup;
-mod determinism;
-mod ecosystem;
-mod experiments;
-mod ext_cgroup;
-mod ext;
 mod fair;
-mod faults;
-mod fuzz_corpus;
-mod golden;
-mod host;
 mod invariants;
 mod placement;
-mod profiles;
 mod programs;
 mod properties;
 mod rt;
 mod rtapp;
-mod scheds;
 mod trace;
-mod upstream;
 mod workloads;
 
 #[path = "../common/perfetto.rs"]
@@ -30,7 +19,6 @@ mod perfetto;
 use std::path::{Path, PathBuf};
 
 use schedlab::results::report::Results;
-use schedlab::sched::ext::host::{HostedScheduler, LoadConfig};
 use schedlab::workload::scenario::Scenario;
 use schedlab::sched::sim::Sim;
 
@@ -57,22 +45,6 @@ pub fn runtime_of(sim: &Sim, name: &str) -> u64 {
 /// This crate's directory (crates/schedlab).
 pub fn manifest() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-}
-
-/// A shipped scheduler's source (schedulers/NAME.bpf.c).
-pub fn shipped(name: &str) -> PathBuf {
-    manifest().join("../../schedulers").join(format!("{name}.bpf.c"))
-}
-
-/// The compile cache shared by the integration tests, apart from the
-/// user's, so tests never see objects another build left.
-pub fn cfg() -> LoadConfig {
-    LoadConfig { cache_dir: Some(std::env::temp_dir().join("schedlab-test-cache")), ..LoadConfig::default() }
-}
-
-/// Compiles (or finds in the cache) and loads a BPF C scheduler.
-pub fn load_with(path: &Path, cfg: &LoadConfig) -> HostedScheduler {
-    schedlab::sched::ext::host::load_owned(path, cfg).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Hogs (twice as many as CPUs), two nice-5 hogs pinned to CPUs 0-1, two

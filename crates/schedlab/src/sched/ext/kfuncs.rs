@@ -679,12 +679,12 @@ pub fn scx_bpf_cpu_node(sim: &mut Sim, cpu: i32) -> i32 {
 pub const BPF_CLOCK_BOOT_NS: u64 = 60 * crate::engine::time::NSEC_PER_SEC;
 
 /// A simulator time as BPF's clocks show it.
-pub(crate) fn bpf_time(ns: u64) -> u64 {
+pub fn bpf_time(ns: u64) -> u64 {
     ns + BPF_CLOCK_BOOT_NS
 }
 
 /// A time on BPF's clocks (a `BPF_F_TIMER_ABS` expiry) as simulator time.
-pub(crate) fn sim_time(bpf_ns: u64) -> u64 {
+pub fn sim_time(bpf_ns: u64) -> u64 {
     bpf_ns.saturating_sub(BPF_CLOCK_BOOT_NS)
 }
 

@@ -358,7 +358,7 @@ impl Sim {
     }
 
     /// A runtime error in the scheduler's use of the interface (SCX_EXIT_ERROR).
-    pub(crate) fn scx_error(&mut self, msg: String) {
+    pub fn scx_error(&mut self, msg: String) {
         self.scx_exit(ExitKind::Error, 0, msg);
     }
 

@@ -8,8 +8,11 @@
 //!   consuming DSQs and moving tasks between runqueues;
 //! - `idle`: built-in idle tracking and the default CPU selection;
 //! - `lifecycle`: enable, disable, bypass, ejection, the watchdog;
-//! - `kfuncs`: what a scheduler may call;
-//! - `host`: loading BPF C schedulers compiled natively against the shim.
+//! - `kfuncs`: what a scheduler may call.
+//!
+//! Loading BPF C schedulers compiled natively against the shim (hosting)
+//! is the `schedlab-host` crate, above this one: it implements
+//! [`ops::ExtOps`] and calls the kfuncs.
 //!
 //! State lives where sched.h and ext_internal.h keep it:
 //! - per task, [`ScxTask`] (`struct sched_ext_entity`, `p->scx`) is the
@@ -28,16 +31,13 @@ mod cgroup;
 mod class;
 mod dispatch;
 pub mod dsq;
-pub mod host;
 mod idle;
 mod invariants;
 mod irq;
 pub mod kfuncs;
 mod lifecycle;
 pub mod ops;
-pub(crate) mod procs;
-pub mod profile;
-pub mod shipped;
+pub mod procs;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;

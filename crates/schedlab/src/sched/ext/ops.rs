@@ -3,7 +3,7 @@
 //! kernel/sched/ext_internal.h).
 //!
 //! A scheduler is anything implementing [`ExtOps`]: a BPF C scheduler loaded
-//! by `ext::host`, or a Rust one in tests. Each method is one callback; the
+//! by the hosting crate (`schedlab-host`), or a Rust one in tests. Each method is one callback; the
 //! class calls it exactly where ext.c calls the op, and only if
 //! [`ExtOps::has`] says the scheduler defines it (the kernel skips NULL ops
 //! and falls back to its default behaviour).

@@ -63,8 +63,8 @@ pub(crate) fn init_task_c(t: &mut TaskStructC) {
 }
 
 /// An idle task (swapper/N): a kernel thread leading its own group,
-/// in the idle class.
-pub(crate) fn init_idle_c(t: &mut TaskStructC) {
+/// in the idle class (the hosting layer lends these to BPF).
+pub fn init_idle_c(t: &mut TaskStructC) {
     init_task_c(t);
     t.sched_class = sched_class_ptr(ClassId::Idle);
     let me: *mut TaskStructC = t;

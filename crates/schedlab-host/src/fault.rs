@@ -1,0 +1,585 @@
+//! Containing hosted code that faults or does not return.
+//!
+//! In the kernel the BPF verifier proves, before a scheduler loads, that it
+//! cannot fault and cannot loop forever. Natively neither holds, so every
+//! call from the host into a scheduler's object goes through [`call`]:
+//!
+//! - **Faults.** SIGSEGV, SIGBUS, SIGILL (and a SIGFPE that is not a BPF
+//!   division, see fpe.rs) raised while hosted code runs end that call: the
+//!   handler puts the thread back where [`call`] was entered, as if the
+//!   callback had returned, and [`call`] reports a [`Caught`]. A stack
+//!   overflow is a SIGSEGV delivered on the thread's alternate signal stack
+//!   (std sets one up for its threads; [`call`] adds one where missing).
+//! - **Endless loops.** A watchdog thread sees a thread that has been inside
+//!   one outermost call for longer than its budget (wall time, default
+//!   [`DEFAULT_BUDGET_NS`], `scheduler.op_timeout` / `--op-timeout`), and
+//!   signals it with [`timeout_signal`] until the handler catches it in
+//!   the scheduler's text. The budget decides nothing else: a run whose
+//!   callbacks all return is unaffected by it (and byte-identical).
+//!
+//! # Mechanism
+//!
+//! `__schedlab_guard_call` (assembly below, x86-64) stores the callee-saved
+//! registers, the stack pointer and the return address into a [`Guard`]
+//! on the Rust caller's stack and tail-jumps into the C function, which
+//! then returns straight to the Rust caller. To abandon the call, the
+//! signal handler writes what happened into the innermost guard and
+//! rewrites the interrupted context (`ucontext`) to those saved registers,
+//! with the return address as the instruction pointer; when the handler
+//! returns, `sigreturn` resumes the thread exactly as if the trampoline had
+//! returned, with the signal mask and alternate stack state restored by
+//! the kernel. Nothing is unwound and no `longjmp` crosses a Rust frame:
+//! only the C frames above the trampoline are dropped. This costs a few
+//! stores per call (cheaper than `sigsetjmp`, which would save the signal
+//! mask with a system call unless told not to).
+//!
+//! # When a signal is taken as the scheduler's
+//!
+//! Only when the thread is inside a guarded call (a [`Guard`] is on the
+//! thread's guard stack) **and** hosted C is what runs: the flag
+//! [`HOSTED`] is set by [`call`] and cleared by every kfunc for its
+//! duration ([`rust_section`], used by `state::with_ctx`), so a fault in
+//! schedlab's own Rust code is never mistaken for the scheduler's, and
+//! goes to the previous handler (std's stack overflow report, or the
+//! default action) as before. For a fault, the instruction must also lie
+//! in a loaded scheduler's text or outside schedlab's executable (a C
+//! library function such as `memcpy` the scheduler called). For the
+//! timeout, it must lie in a scheduler's text; anywhere else (a kfunc, the
+//! C library) the signal is ignored and sent again a little later, so an
+//! asynchronous abort never lands in Rust or in a C library call.
+//!
+//! # Soundness
+//!
+//! - Every Rust frame below the trampoline is paused at a call into C.
+//!   Host state lives in `RefCell`s that are never borrowed across a call
+//!   into C (state.rs), so none is left borrowed; `HostState::call`
+//!   restores its thread-local context and depth on the normal return
+//!   path, which the abandoned call takes too.
+//! - A kfunc's work is never half done: Rust code is never interrupted by
+//!   the abort (see above). A kfunc that ran before the fault keeps its
+//!   effect, as it would in the kernel before `scx_error()`.
+//! - The scheduler's own memory may be half updated. The object is
+//!   therefore not trusted again: after a fault the host calls nothing in
+//!   it except `ops.exit` (where the kernel calls it after an error),
+//!   guarded too. What it wrote into simulator-owned memory it could reach
+//!   (map values, task views) stays within those buffers' bytes; a wild
+//!   write that lands in schedlab's heap without faulting cannot be seen
+//!   by any in-process scheme, which is why the invariant checks run after
+//!   an ejection in the tests.
+//! - A nested call (a kfunc such as `scx_bpf_reenqueue_local()` running
+//!   `ops.enqueue`, or a `bpf_for_each_map_elem()` callback) has its own
+//!   guard; a fault there returns to that kfunc, which completes and
+//!   returns into the outer op.
+//!
+//! Elsewhere than x86-64 Linux, [`call`] calls without a guard.
+
+use std::cell::Cell;
+use std::path::PathBuf;
+
+/// The default budget of one callback: 5 s of wall time.
+pub(super) const DEFAULT_BUDGET_NS: u64 = 5_000_000_000;
+
+/// What ended a guarded call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Segv,
+    Bus,
+    Ill,
+    Fpe,
+    /// The budget ran out.
+    Timeout,
+}
+
+/// A caught fault or timeout.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Caught {
+    pub kind: Kind,
+    /// `si_code`.
+    pub code: i32,
+    /// The faulting data address (`si_addr`).
+    pub addr: usize,
+    /// The instruction.
+    pub ip: usize,
+    /// The stack pointer at the fault, and at the guarded call's entry.
+    pub sp: usize,
+    pub entry_sp: usize,
+    /// Page fault error code bit 1 (x86): the access was a write.
+    pub write: Option<bool>,
+    /// A general protection fault (x86 trap 13: a non-canonical address,
+    /// for which the kernel reports no address).
+    pub general_protection: bool,
+}
+
+/// Saved by the trampoline, read and written by the signal handler.
+#[repr(C)]
+pub(super) struct Guard {
+    /// rbx, rbp, r12, r13, r14, r15, rsp after the return, return address.
+    regs: [u64; 8],
+    /// The signal that ended the call (0: none).
+    sig: i32,
+    code: i32,
+    addr: usize,
+    ip: usize,
+    sp: usize,
+    err: i64,
+    trapno: i64,
+    prev: *mut Guard,
+}
+
+thread_local! {
+    /// The innermost guard of this thread (null: not in a guarded call).
+    static TOP: Cell<*mut Guard> = const { Cell::new(std::ptr::null_mut()) };
+    /// Hosted C is running (not a kfunc of ours).
+    static HOSTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks a stretch of Rust called from hosted C (a kfunc); returns what to
+/// restore with [`rust_section_end`].
+#[inline]
+pub(super) fn rust_section() -> bool {
+    HOSTED.with(|h| h.replace(false))
+}
+
+#[inline]
+pub(super) fn rust_section_end(prev: bool) {
+    HOSTED.with(|h| h.set(prev))
+}
+
+/// Calls `f(a[0], a[1], a[2], a[3])`, a function of a loaded scheduler
+/// (any C function of up to four integer or pointer arguments returning
+/// void or an integer, whose result is then in the low bits), under a
+/// guard with `budget_ns` of wall time (0: unlimited) if this is the
+/// outermost call on the thread.
+pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Caught> {
+    imp::call(f, a, budget_ns)
+}
+
+/// Where a fault was, as the debug information of the object says.
+pub(super) struct ObjInfo {
+    /// The shared object (the cached build; the loaded copy is deleted).
+    pub so: PathBuf,
+    /// Its load bias.
+    pub base: usize,
+}
+
+/// `file:line` (and function) of `ip` in `obj`, from its DWARF.
+pub(super) fn locate(obj: &ObjInfo, ip: usize) -> Option<String> {
+    let probe = ip.checked_sub(obj.base)? as u64;
+    let loader = addr2line::Loader::new(&obj.so).ok()?;
+    let loc = loader.find_location(probe).ok().flatten();
+    let func = loader.find_symbol(probe).map(str::to_string);
+    let at = loc.and_then(|l| Some(format!("{}:{}", l.file?, l.line?)));
+    match (at, func) {
+        (Some(at), Some(f)) => Some(format!("in {f}() at {at}")),
+        (Some(at), None) => Some(format!("at {at}")),
+        (None, Some(f)) => Some(format!("in {f}() (+{probe:#x}, no line information)")),
+        (None, None) => None,
+    }
+}
+
+/// The error exit's message for `c` in `what` (e.g. `ops.enqueue`).
+pub(super) fn describe(c: &Caught, what: &str, obj: &ObjInfo, budget_ns: u64) -> String {
+    let in_sched = super::fpe::in_scheduler_text(c.ip);
+    let at = if in_sched {
+        locate(obj, c.ip).map_or_else(|| format!(" at {:#x}", c.ip), |l| format!(" {l}"))
+    } else {
+        format!(" in a C library function it called (pc {:#x})", c.ip)
+    };
+    let verifier = "the kernel's verifier would have rejected this program";
+    if c.kind == Kind::Timeout {
+        return format!(
+            "{what} did not return within {} of wall time (an endless loop? interrupted{at}); {verifier}: it only loads programs whose every loop is bounded (bpf_for(), bpf_repeat(), can_loop). The budget is scheduler.op_timeout / --op-timeout",
+            schedlab::engine::time::fmt_ns(budget_ns)
+        );
+    }
+    let stack = c.entry_sp.saturating_sub(c.sp);
+    let near_sp = c.addr.abs_diff(c.sp) < 1 << 16;
+    if c.kind == Kind::Segv && near_sp && stack > 256 << 10 {
+        return format!(
+            "{what}: stack overflow{at}: the callback used {} KiB of stack (deep or unbounded recursion); {verifier}: BPF programs have 512 bytes of stack and at most 8 nested calls",
+            stack >> 10
+        );
+    }
+    let access = match c.write {
+        Some(true) => "write to",
+        Some(false) => "read of",
+        None => "access to",
+    };
+    // SEGV_MAPERR (1), SEGV_ACCERR (2).
+    let mapping = match c.code {
+        1 => "unmapped ",
+        2 => "protected ",
+        _ => "",
+    };
+    let what_addr = if c.general_protection {
+        "access to a non-canonical address (general protection fault; a wild pointer)".to_string()
+    } else if c.addr < 4096 && c.kind == Kind::Segv {
+        format!("{access} address {:#x} (NULL pointer dereference)", c.addr)
+    } else {
+        format!("{access} {mapping}address {:#x}", c.addr)
+    };
+    let (sig, detail, why) = match c.kind {
+        Kind::Segv => ("SIGSEGV", format!("invalid memory access: {what_addr}"), "it proves every memory access safe before loading"),
+        Kind::Bus => (
+            "SIGBUS",
+            format!("invalid memory access: bus error at address {:#x}", c.addr),
+            "it proves every memory access safe before loading",
+        ),
+        Kind::Ill => (
+            "SIGILL",
+            "illegal instruction (__builtin_trap(), or code the compiler took for unreachable)".into(),
+            "it refuses unreachable instructions and every path that does not return",
+        ),
+        Kind::Fpe => ("SIGFPE", "arithmetic exception".into(), "BPF arithmetic cannot trap"),
+        Kind::Timeout => unreachable!("handled above"),
+    };
+    format!("{what}: {detail}{at} ({sig} natively); {verifier}: {why}")
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod imp {
+    use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+    use std::sync::Once;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    // __schedlab_guard_call(guard, f, a0, a1, a2, a3): see the module doc.
+    std::arch::global_asm!(
+        ".pushsection .text.__schedlab_guard_call,\"ax\",@progbits",
+        ".globl __schedlab_guard_call",
+        ".hidden __schedlab_guard_call",
+        ".type __schedlab_guard_call,@function",
+        ".p2align 4",
+        "__schedlab_guard_call:",
+        "mov [rdi], rbx",
+        "mov [rdi + 8], rbp",
+        "mov [rdi + 16], r12",
+        "mov [rdi + 24], r13",
+        "mov [rdi + 32], r14",
+        "mov [rdi + 40], r15",
+        "lea rax, [rsp + 8]",
+        "mov [rdi + 48], rax",
+        "mov rax, [rsp]",
+        "mov [rdi + 56], rax",
+        "mov rax, rsi",
+        "mov rdi, rdx",
+        "mov rsi, rcx",
+        "mov rdx, r8",
+        "mov rcx, r9",
+        "jmp rax",
+        ".size __schedlab_guard_call, . - __schedlab_guard_call",
+        ".popsection",
+    );
+
+    extern "C" {
+        fn __schedlab_guard_call(g: *mut Guard, f: usize, a0: u64, a1: u64, a2: u64, a3: u64) -> u64;
+    }
+
+    /// One thread the watchdog watches.
+    struct Slot {
+        /// Kernel thread id (0: free).
+        tid: AtomicI32,
+        /// Odd while the thread is inside an outermost guarded call.
+        epoch: AtomicU64,
+        budget: AtomicU64,
+        /// The epoch the watchdog gave up on (the handler aborts only it).
+        kill: AtomicU64,
+    }
+
+    const NSLOTS: usize = 512;
+    static SLOTS: [Slot; NSLOTS] = [const {
+        Slot { tid: AtomicI32::new(0), epoch: AtomicU64::new(0), budget: AtomicU64::new(0), kill: AtomicU64::new(u64::MAX) }
+    }; NSLOTS];
+    const UNREGISTERED: usize = usize::MAX;
+    const NO_SLOT: usize = usize::MAX - 1;
+
+    thread_local! {
+        static MY_SLOT: Cell<usize> = const { Cell::new(UNREGISTERED) };
+        static OWNER: SlotOwner = const { SlotOwner(Cell::new(NO_SLOT)) };
+    }
+
+    /// Frees this thread's slot when it exits.
+    struct SlotOwner(Cell<usize>);
+    impl Drop for SlotOwner {
+        fn drop(&mut self) {
+            if let Some(s) = SLOTS.get(self.0.get()) {
+                let e = s.epoch.load(Ordering::Acquire);
+                s.epoch.store((e | 1) + 1, Ordering::Release);
+                s.tid.store(0, Ordering::Release);
+            }
+        }
+    }
+
+    static INSTALL: Once = Once::new();
+    static WATCHDOG: Once = Once::new();
+    static mut OLD: [std::mem::MaybeUninit<libc::sigaction>; 4] = [const { std::mem::MaybeUninit::uninit() }; 4];
+    const SIGS: [i32; 3] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL];
+    /// Executable ranges of schedlab's own executable.
+    static OWN_TEXT: [(AtomicU64, AtomicU64); 8] = [const { (AtomicU64::new(0), AtomicU64::new(0)) }; 8];
+
+    pub(super) fn timeout_signal() -> i32 {
+        libc::SIGRTMIN() + 5
+    }
+
+    fn in_own_text(ip: usize) -> bool {
+        OWN_TEXT.iter().any(|(s, e)| {
+            let (s, e) = (s.load(Ordering::Relaxed) as usize, e.load(Ordering::Relaxed) as usize);
+            s != 0 && ip >= s && ip < e
+        })
+    }
+
+    unsafe extern "C" fn own_phdrs(info: *mut libc::dl_phdr_info, _: libc::size_t, _: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info; the first object is
+        // the executable.
+        let info = unsafe { &*info };
+        let mut n = 0;
+        for i in 0..info.dlpi_phnum as usize {
+            // SAFETY: dlpi_phdr has dlpi_phnum entries.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && n < OWN_TEXT.len() {
+                let start = info.dlpi_addr + ph.p_vaddr;
+                OWN_TEXT[n].0.store(start, Ordering::Relaxed);
+                OWN_TEXT[n].1.store(start + ph.p_memsz, Ordering::Relaxed);
+                n += 1;
+            }
+        }
+        1
+    }
+
+    /// Installs the handlers (once per process).
+    pub(crate) fn install() {
+        INSTALL.call_once(|| {
+            // SAFETY: the callback only reads the program headers it is given.
+            unsafe { libc::dl_iterate_phdr(Some(own_phdrs), std::ptr::null_mut()) };
+            let mut all = SIGS.to_vec();
+            all.push(timeout_signal());
+            for (i, &sig) in all.iter().enumerate() {
+                // SAFETY: a zeroed sigaction is valid; we fill the handler,
+                // flags and an empty mask, and save the previous action in
+                // OLD[i], written only here, once, before it can be read.
+                unsafe {
+                    let mut sa: libc::sigaction = std::mem::zeroed();
+                    sa.sa_sigaction = on_signal as *const () as usize;
+                    sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+                    libc::sigemptyset(&mut sa.sa_mask);
+                    libc::sigaction(sig, &sa, (&raw mut OLD[i]).cast());
+                }
+            }
+        });
+    }
+
+    /// Registers this thread with the watchdog and makes sure it has an
+    /// alternate signal stack (for stack overflows).
+    fn register() -> usize {
+        install();
+        // SAFETY: querying and setting this thread's alternate stack; the
+        // mapping we install is never freed (threads that host schedulers
+        // are few and long-lived).
+        unsafe {
+            let mut cur: libc::stack_t = std::mem::zeroed();
+            libc::sigaltstack(std::ptr::null(), &mut cur);
+            if cur.ss_flags & libc::SS_DISABLE != 0 {
+                let size = 64 << 10;
+                let p = libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+                if p != libc::MAP_FAILED {
+                    let st = libc::stack_t { ss_sp: p, ss_flags: 0, ss_size: size };
+                    libc::sigaltstack(&st, std::ptr::null_mut());
+                }
+            }
+        }
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let slot = SLOTS.iter().position(|s| s.tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire).is_ok()).unwrap_or(NO_SLOT);
+        if slot != NO_SLOT {
+            // Epochs go on from the slot's previous thread, so the watchdog
+            // never takes this thread's call for that one's.
+            let e = SLOTS[slot].epoch.load(Ordering::Acquire);
+            SLOTS[slot].epoch.store((e | 1) + 1, Ordering::Release);
+            OWNER.with(|o| o.0.set(slot));
+            WATCHDOG.call_once(|| {
+                let _ = std::thread::Builder::new().name("schedlab-op-watchdog".into()).spawn(watchdog);
+            });
+        }
+        MY_SLOT.with(|s| s.set(slot));
+        slot
+    }
+
+    /// Signals threads that stay inside one outermost call past their budget.
+    fn watchdog() {
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        let mut seen: Vec<(u64, Instant)> = vec![(0, Instant::now()); NSLOTS];
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = Instant::now();
+            for (i, s) in SLOTS.iter().enumerate() {
+                let tid = s.tid.load(Ordering::Acquire);
+                let e = s.epoch.load(Ordering::Acquire);
+                if tid == 0 || e % 2 == 0 {
+                    seen[i].0 = e;
+                    continue;
+                }
+                if seen[i].0 != e {
+                    seen[i] = (e, now);
+                    continue;
+                }
+                let budget = s.budget.load(Ordering::Relaxed);
+                if budget > 0 && now.duration_since(seen[i].1) >= Duration::from_nanos(budget) {
+                    s.kill.store(e, Ordering::Release);
+                    // SAFETY: signalling a thread of this process; the handler
+                    // ignores the signal unless it is still in epoch `e`.
+                    unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, timeout_signal()) };
+                }
+            }
+        }
+    }
+
+    pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Caught> {
+        let mut g = Guard { regs: [0; 8], sig: 0, code: 0, addr: 0, ip: 0, sp: 0, err: 0, trapno: 0, prev: TOP.with(Cell::get) };
+        let outer = g.prev.is_null();
+        let mut slot = NO_SLOT;
+        if outer {
+            slot = MY_SLOT.with(Cell::get);
+            if slot == UNREGISTERED {
+                slot = register();
+            }
+            if let Some(s) = SLOTS.get(slot) {
+                s.budget.store(budget_ns, Ordering::Relaxed);
+                s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
+            }
+        }
+        let hosted = HOSTED.with(|h| h.replace(true));
+        TOP.with(|t| t.set(&mut g));
+        // SAFETY: `f` is a function of a loaded scheduler taking up to four
+        // integer arguments (extra ones are ignored by the C ABI); the
+        // trampoline saves what the handler needs to abandon it into `g`,
+        // which outlives the call.
+        let r = unsafe { __schedlab_guard_call(&mut g, f, a[0], a[1], a[2], a[3]) };
+        // SAFETY: `g` is a live local; the handler may have written it
+        // during the call, through the pointer in TOP.
+        let g = unsafe { std::ptr::read_volatile(&g) };
+        TOP.with(|t| t.set(g.prev));
+        HOSTED.with(|h| h.set(hosted));
+        if let Some(s) = SLOTS.get(slot) {
+            s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
+        }
+        if g.sig == 0 {
+            return Ok(r);
+        }
+        let kind = match g.sig {
+            libc::SIGSEGV => Kind::Segv,
+            libc::SIGBUS => Kind::Bus,
+            libc::SIGILL => Kind::Ill,
+            libc::SIGFPE => Kind::Fpe,
+            _ => Kind::Timeout,
+        };
+        // #PF (trap 14): error code bit 1 is "write".
+        let write = (g.trapno == 14).then_some(g.err & 2 != 0);
+        let general_protection = g.trapno == 13;
+        Err(Caught { kind, code: g.code, addr: g.addr, ip: g.ip, sp: g.sp, entry_sp: g.regs[6] as usize, write, general_protection })
+    }
+
+    /// Abandons the innermost guarded call if `sig` is the scheduler's
+    /// (see the module doc); false if it is not ours.
+    ///
+    /// # Safety
+    /// Called from a signal handler with the kernel's `info` and `ctx`.
+    pub(crate) unsafe fn try_recover(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
+        let top = TOP.with(Cell::get);
+        if top.is_null() || !HOSTED.with(Cell::get) {
+            return false;
+        }
+        // SAFETY: the kernel passes a ucontext_t for SA_SIGINFO handlers.
+        let uc = unsafe { &mut *ctx.cast::<libc::ucontext_t>() };
+        let gr = &mut uc.uc_mcontext.gregs;
+        let ip = gr[libc::REG_RIP as usize] as usize;
+        let in_sched = super::super::fpe::in_scheduler_text(ip);
+        if sig == timeout_signal() {
+            let slot = MY_SLOT.with(Cell::get);
+            let Some(s) = SLOTS.get(slot) else { return true };
+            if !in_sched || s.kill.load(Ordering::Acquire) != s.epoch.load(Ordering::Acquire) {
+                // Not now: the watchdog sends it again.
+                return true;
+            }
+        } else if !in_sched && in_own_text(ip) {
+            return false;
+        }
+        // SAFETY: `top` is the innermost live guard of this thread (set by
+        // `call`, which is suspended below this handler).
+        let g = unsafe { &mut *top };
+        g.sig = sig;
+        // SAFETY: reading the siginfo the kernel passed.
+        unsafe {
+            g.code = (*info).si_code;
+            g.addr = if sig == timeout_signal() { 0 } else { (*info).si_addr() as usize };
+        }
+        g.ip = ip;
+        g.sp = gr[libc::REG_RSP as usize] as usize;
+        g.err = gr[libc::REG_ERR as usize];
+        g.trapno = gr[libc::REG_TRAPNO as usize];
+        for (reg, v) in [libc::REG_RBX, libc::REG_RBP, libc::REG_R12, libc::REG_R13, libc::REG_R14, libc::REG_R15].into_iter().zip(g.regs) {
+            gr[reg as usize] = v as i64;
+        }
+        gr[libc::REG_RSP as usize] = g.regs[6] as i64;
+        gr[libc::REG_RIP as usize] = g.regs[7] as i64;
+        gr[libc::REG_RAX as usize] = 0;
+        true
+    }
+
+    extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        // SAFETY: we are the handler the kernel called with these.
+        if unsafe { try_recover(sig, info, ctx) } {
+            return;
+        }
+        if sig == timeout_signal() {
+            return;
+        }
+        // Not ours: the previous disposition decides, as if we were not here.
+        let i = SIGS.iter().position(|&s| s == sig).unwrap_or(0);
+        // SAFETY: OLD[i] was filled by sigaction() before this handler could run.
+        let old = unsafe { &*(&raw const OLD[i]).cast::<libc::sigaction>() };
+        let h = old.sa_sigaction;
+        if h == libc::SIG_DFL || h == libc::SIG_IGN {
+            // SAFETY: restoring the default; the instruction faults again
+            // under it and the process ends as it would have.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
+        } else if old.sa_flags & libc::SA_SIGINFO != 0 {
+            // SAFETY: the previous handler (e.g. std's stack overflow
+            // report) with the arguments it was registered to take.
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { std::mem::transmute(h) };
+            f(sig, info, ctx);
+        } else {
+            // SAFETY: a plain handler.
+            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
+            f(sig);
+        }
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+mod imp {
+    use super::*;
+
+    pub fn call(f: usize, a: [u64; 4], _budget_ns: u64) -> Result<u64, Caught> {
+        // SAFETY: as the guarded call: a scheduler function of up to four
+        // integer arguments.
+        let f: unsafe extern "C" fn(u64, u64, u64, u64) -> u64 = unsafe { std::mem::transmute(f) };
+        // SAFETY: see above.
+        Ok(unsafe { f(a[0], a[1], a[2], a[3]) })
+    }
+
+    pub fn timeout_signal() -> i32 {
+        0
+    }
+
+    pub fn install() {}
+}
+
+pub(super) use imp::install;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(super) use imp::try_recover;

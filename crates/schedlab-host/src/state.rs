@@ -1,0 +1,430 @@
+//! Per-scheduler host state and the one way C reaches the simulator.
+//!
+//! # The accessor
+//!
+//! Every kfunc entry point (ffi.rs, kptr.rs, mapfns.rs) is an
+//! `extern "C"` function the C runtime calls with no context argument. It
+//! finds the simulator and this scheduler's state through the thread-local
+//! [`CURRENT`], which [`HostState::call`] sets around each call into C and
+//! restores afterwards (calls nest: a kfunc may run another op, e.g.
+//! `scx_bpf_reenqueue_local` calls `ops.enqueue`).
+//!
+//! Why that is sound: [`HostState::call`] receives `&mut Sim` and derives the
+//! raw pointer it stores from it, then does not touch its `&mut Sim` until C
+//! returns. While C runs, exactly one kfunc at a time turns the raw pointer
+//! back into `&mut Sim` ([`with_ctx`]), and that borrow ends before the kfunc
+//! returns to C; if the kfunc re-enters a scheduler op, the inner
+//! [`HostState::call`] derives a new pointer from that borrow and the outer
+//! one is again unused until the inner call is over. So the `&mut Sim`s form
+//! a stack of reborrows, never two live at once. The simulator is
+//! single-threaded and the pointer is thread-local, so no other thread sees
+//! it. Host state is in `RefCell`s that no code holds borrowed across a call
+//! into C.
+//!
+//! A panic inside a kfunc (a simulator bug or a failed assertion in a test)
+//! must not unwind through C frames. It is caught, stored, every further
+//! kfunc in that call returns a harmless value, and the panic resumes once
+//! the C call returns to Rust.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
+use schedlab::engine::TaskId;
+use schedlab::sched::ext::abi::{CpumaskC, TaskStructC};
+use schedlab::sched::ext::kfuncs;
+use schedlab::sched::sim::Sim;
+
+use super::fault::{self, ObjInfo};
+use super::kobj::{Kobjs, Who};
+use super::maps::{Graveyard, Map};
+
+/// `struct bpf_cpumask`: the mask first, so a `struct cpumask *` cast works.
+#[repr(C)]
+pub(super) struct BpfCpumaskC {
+    pub mask: CpumaskC,
+    pub usage: u32,
+    pub _pad: u32,
+}
+
+/// A `bpf_timer` the scheduler initialised.
+pub(super) struct Timer {
+    /// Index of the map whose value holds it, and that value's key.
+    pub map: usize,
+    pub key: Vec<u8>,
+    /// `int cb(void *map, void *key, void *value)`, once set.
+    pub cb: usize,
+}
+
+impl Inner {
+    /// Whether `a` is one of the scheduler's global `struct bpf_cpumask`s.
+    pub(super) fn global_cpumask(&self, a: usize) -> bool {
+        self.global_cpumasks.iter().any(|&(s, e, sz)| a >= s && a < e && (a - s) % sz.max(1) == 0)
+    }
+}
+
+/// Mutable state, never borrowed across a call into C.
+#[derive(Default)]
+pub(super) struct Inner {
+    pub maps: Vec<Map>,
+    /// Map variable address -> index in `maps`.
+    pub map_addr: BTreeMap<usize, usize>,
+    /// Task pointers handed to C -> task.
+    pub tasks: BTreeMap<usize, TaskId>,
+    /// The pointer registered in `tasks` for each task (0: none yet), so a
+    /// task handed to C again is not looked up in the map.
+    pub task_addr: Vec<usize>,
+    /// Live `bpf_cpumask`s by address.
+    pub cpumasks: BTreeMap<usize, Box<BpfCpumaskC>>,
+    /// Masks lent by scx_bpf_get_*_cpumask(), valid until the op returns.
+    pub lent: BTreeSet<usize>,
+    /// Global `struct bpf_cpumask` objects of the scheduler: (start, end,
+    /// element size).
+    pub global_cpumasks: Vec<(usize, usize, usize)>,
+    /// Where bpf_cpumask_any_distribute() continues.
+    pub rotor: u32,
+    pub timers: BTreeMap<u64, Timer>,
+    pub next_timer: u64,
+    /// Memory released during this call, freed when it returns.
+    pub grave: Graveyard,
+    #[allow(clippy::vec_box)] // boxes keep their addresses; the Vec only owns them
+    pub grave_masks: Vec<Box<BpfCpumaskC>>,
+    /// bpf_printk() output.
+    pub trace: Vec<String>,
+    /// Idle tasks, rq views.
+    pub kobjs: Kobjs,
+    /// The cgroups lent to BPF.
+    pub cgroups: super::cgroup::Cgroups,
+    /// The addresses of maps user space created (`create_inner_map`).
+    #[allow(clippy::vec_box)] // boxes keep their addresses; the Vec only owns them
+    pub inner_maps: Vec<Box<u64>>,
+}
+
+pub(super) struct HostState {
+    pub inner: RefCell<Inner>,
+    /// One-entry cache of the task lookup: (address, task).
+    last_task: Cell<(usize, TaskId)>,
+    /// Nesting depth of calls into C.
+    depth: Cell<u32>,
+    /// The runtime's spin lock / RCU balance check.
+    pub end_call: Option<unsafe extern "C" fn() -> u32>,
+    /// The object faulted or did not return: it is not called again
+    /// (except ops.exit, see fault.rs).
+    dead: Cell<bool>,
+    /// What the fault that killed the object was (for a caller outside
+    /// any enabled scheduler, e.g. a loader's SEC("syscall") run).
+    pub(super) last_fault: RefCell<Option<String>>,
+    /// The wall-time budget of one outermost call (0: none).
+    pub budget_ns: Cell<u64>,
+    /// The object's file and load bias, for file:line of a fault.
+    pub obj: ObjInfo,
+}
+
+#[derive(Clone, Copy)]
+struct Ctx {
+    sim: *mut Sim,
+    host: *const HostState,
+}
+
+thread_local! {
+    static CURRENT: Cell<Ctx> = const { Cell::new(Ctx { sim: std::ptr::null_mut(), host: std::ptr::null() }) };
+    static PANIC: RefCell<Option<Box<dyn Any + Send>>> = const { RefCell::new(None) };
+}
+
+/// Values a kfunc returns to C when it cannot do its work.
+pub(super) trait Zero {
+    fn zero() -> Self;
+}
+
+macro_rules! zero_is_default {
+    ($($t:ty),*) => { $(impl Zero for $t { fn zero() -> Self { Default::default() } })* };
+}
+zero_is_default!((), bool, i32, u32, i64, u64);
+
+impl<T> Zero for *mut T {
+    fn zero() -> Self {
+        std::ptr::null_mut()
+    }
+}
+
+impl<T> Zero for *const T {
+    fn zero() -> Self {
+        std::ptr::null()
+    }
+}
+
+/// Runs a kfunc body with the simulator and the calling scheduler's state.
+pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
+    let ctx = CURRENT.with(Cell::get);
+    if ctx.sim.is_null() || PANIC.with(|p| p.borrow().is_some()) {
+        // Outside HostState::call (impossible for C the host loaded) or
+        // after a panic in this call: do nothing.
+        return R::zero();
+    }
+    // Rust from here on: a fault is not the scheduler's (fault.rs).
+    let hosted = fault::rust_section();
+    let r = match catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: see the module documentation: `ctx` was set by
+        // HostState::call from a live `&mut Sim` and `&HostState` that are
+        // not otherwise used until this kfunc returns.
+        let (sim, host) = unsafe { (&mut *ctx.sim, &*ctx.host) };
+        f(sim, host)
+    })) {
+        Ok(r) => r,
+        Err(payload) => {
+            PANIC.with(|p| *p.borrow_mut() = Some(payload));
+            R::zero()
+        }
+    };
+    fault::rust_section_end(hosted);
+    r
+}
+
+/// What the host was calling when hosted code faulted, for the message.
+#[derive(Clone, Copy)]
+pub(super) enum Callee<'a> {
+    Op(schedlab::sched::ext::ops::Op),
+    Syscall(&'a str),
+    Timer,
+    ForEach,
+    Tracepoint(&'a str),
+}
+
+impl std::fmt::Display for Callee<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Callee::Op(op) => write!(f, "ops.{}()", op.name()),
+            Callee::Syscall(p) => write!(f, "SEC(\"syscall\") {p}()"),
+            Callee::Timer => f.write_str("a bpf_timer callback"),
+            Callee::ForEach => f.write_str("a bpf_for_each_map_elem() callback"),
+            Callee::Tracepoint(tp) => write!(f, "SEC(\"tp_btf/{tp}\") program"),
+        }
+    }
+}
+
+/// Reports a rule violation the way the kernel's argument checks do:
+/// scx_error() (SCX_EXIT_ERROR), which ejects the scheduler; the kfunc then
+/// returns a harmless value.
+pub(super) fn bad(sim: &mut Sim, msg: String) {
+    sim.scx_error(msg);
+}
+
+impl HostState {
+    pub(super) fn new(inner: Inner, end_call: Option<unsafe extern "C" fn() -> u32>, obj: ObjInfo) -> HostState {
+        HostState {
+            inner: RefCell::new(inner),
+            last_task: Cell::new((0, 0)),
+            depth: Cell::new(0),
+            end_call,
+            dead: Cell::new(false),
+            last_fault: RefCell::new(None),
+            budget_ns: Cell::new(fault::DEFAULT_BUDGET_NS),
+            obj,
+        }
+    }
+
+    /// Whether the object faulted (or timed out) and is not to be trusted.
+    pub(super) fn dead(&self) -> bool {
+        self.dead.get()
+    }
+
+    /// Calls C function `f` of the object with up to four integer
+    /// arguments, guarded (fault.rs): None if it faulted or did not
+    /// return in time, which ejects the scheduler (SCX_EXIT_ERROR) with a
+    /// message naming `what`, the address and the source line.
+    pub(super) fn call_c(&self, sim: &mut Sim, what: Callee, f: usize, args: [u64; 4]) -> Option<u64> {
+        let budget = self.budget_ns.get();
+        let cost0 = sim.scx.cost_acc;
+        match self.call(sim, || fault::call(f, args, budget)) {
+            Ok(r) => Some(r),
+            Err(c) => {
+                if c.kind == fault::Kind::Timeout {
+                    // The simulated cost of a call that never returned is
+                    // not its kfunc calls until the watchdog caught it (a
+                    // wall-time accident): it is charged as one callback.
+                    sim.scx.cost_acc = cost0;
+                }
+                self.fault(sim, what, &c);
+                None
+            }
+        }
+    }
+
+    /// Records a caught fault: the object is dead, the scheduler ejected.
+    pub(super) fn fault(&self, sim: &mut Sim, what: Callee, c: &fault::Caught) {
+        self.dead.set(true);
+        let msg = fault::describe(c, &what.to_string(), &self.obj, self.budget_ns.get());
+        self.last_fault.replace(Some(msg.clone()));
+        if sim.scx.exit.is_some() {
+            // Already exiting (e.g. ops.exit itself faulted): keep the
+            // first reason, as the kernel does, and leave a trace.
+            self.inner.borrow_mut().trace.push(format!("schedlab: {msg}"));
+        }
+        bad(sim, msg);
+    }
+
+    /// Calls into C with the context set; `f` is the C call.
+    pub(super) fn call<R>(&self, sim: &mut Sim, f: impl FnOnce() -> R) -> R {
+        let prev = CURRENT.with(|c| c.replace(Ctx { sim: sim as *mut Sim, host: self as *const HostState }));
+        self.depth.set(self.depth.get() + 1);
+        let r = f();
+        self.depth.set(self.depth.get() - 1);
+        CURRENT.with(|c| c.set(prev));
+        if let Some(payload) = PANIC.with(|p| p.borrow_mut().take()) {
+            if self.depth.get() == 0 {
+                self.release_call_memory();
+            }
+            resume_unwind(payload);
+        }
+        if self.depth.get() == 0 {
+            // SAFETY: end_call is the runtime's own function (no arguments),
+            // taken from the module this state belongs to.
+            let held = self.end_call.map_or(0, |f| unsafe { f() });
+            if held & 1 != 0 {
+                bad(sim, "BPF program returned with a bpf_spin_lock held".into());
+            }
+            if held & 2 != 0 {
+                bad(sim, "BPF program returned inside bpf_rcu_read_lock()".into());
+            }
+            self.release_call_memory();
+        }
+        r
+    }
+
+    fn release_call_memory(&self) {
+        let mut i = self.inner.borrow_mut();
+        i.grave.clear();
+        i.grave_masks.clear();
+        i.lent.clear();
+    }
+
+    /// The C view of task `p`, registered so later arguments can be checked.
+    pub(super) fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
+        // p->cgroups follows the task's cgroup.
+        let g = sim.task(p).cgrp;
+        let mut cset = self.inner.borrow().cgroups.cset_addr(g);
+        if cset == 0 {
+            let mut i = self.inner.borrow_mut();
+            if let Err(e) = i.cgroups.ensure(sim) {
+                drop(i);
+                bad(sim, e);
+            } else {
+                cset = i.cgroups.cset_addr(g);
+            }
+        }
+        let c = kfuncs::task_c(sim, p);
+        // SAFETY: `c` is the task's boxed task_struct.
+        unsafe { (*c).cgroups = cset as *mut core::ffi::c_void };
+        // A task the workload started has no simulated parent: its
+        // real_parent is swapper/0 (pid 0, the parent of init and
+        // kthreadd), which bpf_task_from_pid() never finds, as for a
+        // parent outside the simulation.
+        // SAFETY: as above; the idle task lives as long as this state.
+        if unsafe { (*c).real_parent.is_null() } {
+            let idle = self.inner.borrow_mut().kobjs.idle_ptr(sim, 0);
+            unsafe { (*c).real_parent = idle };
+        }
+        let addr = c as usize;
+        if self.last_task.get() != (addr, p) {
+            let mut i = self.inner.borrow_mut();
+            if i.task_addr.get(p as usize) != Some(&addr) {
+                i.tasks.insert(addr, p);
+                if i.task_addr.len() <= p as usize {
+                    i.task_addr.resize(p as usize + 1, 0);
+                }
+                i.task_addr[p as usize] = addr;
+            }
+            drop(i);
+            self.last_task.set((addr, p));
+        }
+        c
+    }
+
+    /// The task behind a pointer from C, or an ejection naming `what`.
+    pub(super) fn task_of(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<TaskId> {
+        let addr = c as usize;
+        if addr != 0 && self.last_task.get().0 == addr {
+            return Some(self.last_task.get().1);
+        }
+        let found = if addr == 0 { None } else { self.inner.borrow().tasks.get(&addr).copied() };
+        match found {
+            Some(p) => {
+                self.last_task.set((addr, p));
+                Some(p)
+            }
+            None => {
+                let why = if addr == 0 { "NULL task" } else { "pointer is not a task" };
+                bad(sim, format!("{what}: invalid argument ({why}: {addr:#x})"));
+                None
+            }
+        }
+    }
+
+    /// Who a task pointer from C is: a simulated task or a CPU's idle
+    /// task (kfuncs that accept any task, e.g. bpf_task_acquire() and the
+    /// local storage helpers), or an ejection naming `what`.
+    pub(super) fn who(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<Who> {
+        let addr = c as usize;
+        if addr != 0 && self.last_task.get().0 == addr {
+            return Some(Who::Task(self.last_task.get().1));
+        }
+        let i = self.inner.borrow();
+        if let Some(&p) = i.tasks.get(&addr) {
+            return Some(Who::Task(p));
+        }
+        if let Some(cpu) = i.kobjs.idle_of(addr) {
+            return Some(Who::Idle(cpu));
+        }
+        drop(i);
+        self.task_of(sim, c, what).map(Who::Task)
+    }
+
+    /// The C pointer for `who`.
+    pub(super) fn who_ptr(&self, sim: &mut Sim, who: Who) -> *mut TaskStructC {
+        match who {
+            Who::Task(p) => self.task_ptr(sim, p),
+            Who::Idle(cpu) => self.inner.borrow_mut().kobjs.idle_ptr(sim, cpu),
+        }
+    }
+
+    /// Whether `m` may be read as a `struct cpumask`: a bpf_cpumask, a lent
+    /// kernel mask, or a task's `cpus_mask` (an idle task's too).
+    pub(super) fn mask_ok(&self, m: *const CpumaskC) -> bool {
+        let a = m as usize;
+        if a == 0 {
+            return false;
+        }
+        let i = self.inner.borrow();
+        if i.cpumasks.contains_key(&a) || i.lent.contains(&a) {
+            return true;
+        }
+        if i.global_cpumask(a) {
+            return true;
+        }
+        let off = std::mem::offset_of!(TaskStructC, cpus_mask);
+        a.checked_sub(off).is_some_and(|t| i.tasks.contains_key(&t) || i.kobjs.idle_of(t).is_some())
+    }
+
+    /// Checks a `const struct cpumask *` argument, ejecting on a bad one.
+    pub(super) fn mask<'a>(&self, sim: &mut Sim, m: *const CpumaskC, what: &str) -> Option<&'a CpumaskC> {
+        if self.mask_ok(m) {
+            // SAFETY: mask_ok() found the address among live objects the host
+            // owns or lent for this call (bpf_cpumasks are boxed and removed
+            // from the registry before they are freed; lent masks and task
+            // masks outlive the call). The reference is used only within the
+            // calling kfunc.
+            Some(unsafe { &*m })
+        } else {
+            bad(sim, format!("{what}: invalid cpumask pointer {:#x}", m as usize));
+            None
+        }
+    }
+
+    /// Records a kernel mask lent to C and returns its address.
+    pub(super) fn lend(&self, m: &CpumaskC) -> *const CpumaskC {
+        let p = m as *const CpumaskC;
+        self.inner.borrow_mut().lent.insert(p as usize);
+        p
+    }
+}

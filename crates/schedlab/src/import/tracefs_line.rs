@@ -1,0 +1,163 @@
+//! The line parser of the kernel's trace text (tracefs's `trace` file,
+//! `trace-cmd report`): the sched_switch, sched_waking / sched_wakeup /
+//! sched_wakeup_new and sched_migrate_task lines, as [`Line`]s.
+//!
+//! [`tracefs_text`](super::tracefs_text) reads recorded traces with it, and
+//! real mode (the `schedlab-real` crate) reads the trace of its own runs.
+
+use crate::results::trace::WakeKind;
+
+/// A thread as an event's fields name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thr<'a> {
+    /// Its comm (up to 15 bytes in the kernel; may contain spaces).
+    pub comm: &'a str,
+    /// Its pid (the kernel's, i.e. the thread id).
+    pub pid: i32,
+    /// Its kernel priority (0-139; 120 is nice 0).
+    pub prio: i64,
+}
+
+/// The scheduler events the reader understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// sched_switch: `prev` leaves the CPU in `prev_state` ("R", "S", "D", "R+", ...), `next` runs.
+    Switch {
+        /// The task switched out.
+        prev: Thr<'a>,
+        /// Its state as the kernel prints it.
+        prev_state: &'a str,
+        /// The task switched in.
+        next: Thr<'a>,
+    },
+    /// sched_waking / sched_wakeup / sched_wakeup_new.
+    Wake {
+        /// Which of the three.
+        kind: WakeKind,
+        /// The task woken.
+        task: Thr<'a>,
+        /// The CPU it is to run on.
+        target_cpu: i64,
+    },
+    /// sched_migrate_task.
+    Migrate {
+        /// The task moved.
+        task: Thr<'a>,
+        /// The CPU it leaves.
+        orig_cpu: i64,
+        /// The CPU it goes to.
+        dest_cpu: i64,
+    },
+}
+
+/// One line of the `trace` file: `<comm>-<pid> [cpu] <flags> <secs.usecs>: <event>: <fields>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Line<'a> {
+    /// The timestamp, in ns (the text has microseconds).
+    pub ts_ns: u64,
+    /// The CPU it happened on.
+    pub cpu: u32,
+    /// The task the event happened in (common_pid): the waker of a wakeup.
+    pub pid: i32,
+    /// That task's comm.
+    pub comm: &'a str,
+    /// The event and its fields.
+    pub ev: Event<'a>,
+}
+
+/// The events [`parse_line`] reads (the ones a recording enables).
+pub const EVENTS: [&str; 5] = ["sched_switch", "sched_waking", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task"];
+
+/// Parses a line of the kernel's text output; None for anything else
+/// (comments, `[LOST n EVENTS]` marks, other events).
+pub fn parse_line(line: &str) -> Option<Line<'_>> {
+    // The header ends at ": <event>: ". Every marker is longer than a comm
+    // (15 bytes), so the first one found is not inside the header's comm.
+    let (at, name) = line.match_indices(": sched_").find_map(|(i, _)| {
+        let rest = &line[i + 2..];
+        EVENTS.iter().find(|e| rest.strip_prefix(**e).is_some_and(|r| r.starts_with(": "))).map(|e| (i, *e))
+    })?;
+    let fields = &line[at + 2 + name.len() + 2..];
+    let head = line[..at].trim_end();
+    let (head, ts) = head.rsplit_once(' ')?;
+    let ts_ns = parse_ts(ts)?;
+    let open = head.rfind('[')?;
+    let close = open + head[open..].find(']')?;
+    let cpu = head[open + 1..close].trim().parse().ok()?;
+    let mut task = head[..open].trim_end();
+    if task.ends_with(')') {
+        // record-tgid adds "(tgid)" after comm-pid.
+        task = task[..task.rfind('(')?].trim_end();
+    }
+    let (comm, pid) = task.rsplit_once('-')?;
+    let (comm, pid) = (comm.trim_start(), pid.parse().ok()?);
+    let num = |v: &str| v.parse::<i64>().ok();
+    let ev = match name {
+        "sched_switch" => {
+            let v = values(fields, &["prev_comm=", "prev_pid=", "prev_prio=", "prev_state=", "==> next_comm=", "next_pid=", "next_prio="])?;
+            Event::Switch { prev: thr(v[0], v[1], v[2])?, prev_state: v[3], next: thr(v[4], v[5], v[6])? }
+        }
+        "sched_migrate_task" => {
+            let v = values(fields, &["comm=", "pid=", "prio=", "orig_cpu=", "dest_cpu="])?;
+            Event::Migrate { task: thr(v[0], v[1], v[2])?, orig_cpu: num(v[3])?, dest_cpu: num(v[4])? }
+        }
+        _ => {
+            let kind = match name {
+                "sched_waking" => WakeKind::Waking,
+                "sched_wakeup" => WakeKind::Wakeup,
+                _ => WakeKind::WakeupNew,
+            };
+            // Kernels before 4.x print a success= field before target_cpu.
+            let v = values(fields, &["comm=", "pid=", "prio=", "target_cpu="]).or_else(|| {
+                let v = values(fields, &["comm=", "pid=", "prio=", "success=", "target_cpu="])?;
+                Some(vec![v[0], v[1], v[2], v[4]])
+            })?;
+            Event::Wake { kind, task: thr(v[0], v[1], v[2])?, target_cpu: num(v[3])? }
+        }
+    };
+    Some(Line { ts_ns, cpu, pid, comm, ev })
+}
+
+fn thr<'a>(comm: &'a str, pid: &str, prio: &str) -> Option<Thr<'a>> {
+    Some(Thr { comm, pid: pid.parse().ok()?, prio: prio.parse().ok()? })
+}
+
+/// `secs.fraction` to nanoseconds.
+fn parse_ts(s: &str) -> Option<u64> {
+    let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let f: u64 = if frac.is_empty() { 0 } else { frac.parse().ok()? };
+    // A timestamp past u64 nanoseconds (584 years) is not a kernel's: not a line.
+    secs.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(f * 10u64.pow(9 - frac.len() as u32))
+}
+
+/// The values of `key=value` fields in this order. A value whose key ends
+/// in `comm=` may hold spaces (and even look like a key): each place the
+/// next key could start is tried until the rest of the line parses. Other
+/// values are one word.
+fn values<'a>(s: &'a str, keys: &[&str]) -> Option<Vec<&'a str>> {
+    fn go<'a>(s: &'a str, keys: &[&str], out: &mut Vec<&'a str>) -> bool {
+        let Some((key, more)) = keys.split_first() else { return true };
+        let Some(rest) = s.strip_prefix(key) else { return false };
+        let Some(next) = more.first() else {
+            let v = rest.trim_end();
+            out.push(v);
+            return key.ends_with("comm=") || !v.contains(' ');
+        };
+        let sep = format!(" {next}");
+        let ends: Vec<usize> = if key.ends_with("comm=") { rest.match_indices(&sep).map(|(i, _)| i).collect() } else { rest.find(' ').into_iter().collect() };
+        for end in ends {
+            let n = out.len();
+            out.push(&rest[..end]);
+            if go(&rest[end + 1..], more, out) {
+                return true;
+            }
+            out.truncate(n);
+        }
+        false
+    }
+    let mut out = Vec::with_capacity(keys.len());
+    go(s, keys, &mut out).then_some(out)
+}
