@@ -483,8 +483,8 @@ impl Sim {
     fn update_group_entities(&mut self, g: u32) {
         for cpu in 0..self.nr_cpus() as Cpu {
             let e = GSE | self.cg.idx(g, cpu) as u32;
-            self.update_curr_fair(cpu);
-            self.update_cfs_group(e);
+            self.update_curr_fair::<true>(cpu);
+            self.update_cfs_group::<true>(e);
         }
     }
 

@@ -503,7 +503,7 @@ impl Sim {
         self.balance_rt(cpu, prev);
         for _attempt in 0..3 {
             if self.rq(cpu).fair_server_active {
-                if let Some(p) = self.pick_task_fair(cpu) {
+                if let Some(p) = self.pick_task_fair::<true>(cpu) {
                     return Some(p);
                 }
                 if let Some(p) = crate::sched::ext::EXT_CLASS.pick_task(self, cpu) {

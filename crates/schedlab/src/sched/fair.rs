@@ -112,18 +112,18 @@ pub(crate) fn vdiff(a: u64, b: u64) -> i64 {
 
 impl Sim {
     #[inline]
-    pub(crate) fn entity_key(&self, q: Cq, e: Se) -> i64 {
-        vdiff(self.se(e).vruntime, self.cfs(q).zero_vruntime)
+    pub(crate) fn entity_key<const G: bool>(&self, q: Cq, e: Se) -> i64 {
+        vdiff(self.se_g::<G>(e).vruntime, self.cfs_g::<G>(q).zero_vruntime)
     }
 
     /// Σ w (v - zero) and Σ w including the running entity.
     #[inline]
-    pub(crate) fn avg_sums(&self, q: Cq) -> (i128, i128) {
-        let cfs = self.cfs(q);
+    pub(crate) fn avg_sums<const G: bool>(&self, q: Cq) -> (i128, i128) {
+        let cfs = self.cfs_g::<G>(q);
         let mut avg = cfs.sum_w_vruntime;
         let mut load = cfs.sum_weight as i128;
         if let Some(c) = cfs.curr {
-            let se = self.se(c);
+            let se = self.se_g::<G>(c);
             if se.on_rq {
                 let w = se.load.weight as i128;
                 avg += vdiff(se.vruntime, cfs.zero_vruntime) as i128 * w;
@@ -134,8 +134,8 @@ impl Sim {
     }
 
     /// V, the load-weighted average vruntime of the queue (avg_vruntime).
-    pub(crate) fn avg_vruntime(&self, q: Cq) -> u64 {
-        let (avg, load) = self.avg_sums(q);
+    pub(crate) fn avg_vruntime<const G: bool>(&self, q: Cq) -> u64 {
+        let (avg, load) = self.avg_sums::<G>(q);
         let mut off = 0i64;
         if load > 0 {
             // Floor division, so that V never runs ahead of the true
@@ -153,52 +153,52 @@ impl Sim {
                 }
             };
         }
-        self.cfs(q).zero_vruntime.wrapping_add(off as u64)
+        self.cfs_g::<G>(q).zero_vruntime.wrapping_add(off as u64)
     }
 
     /// V >= vruntime, by cross-multiplying (vruntime_eligible).
-    pub(crate) fn vruntime_eligible(&self, q: Cq, vruntime: u64) -> bool {
-        let (avg, load) = self.avg_sums(q);
-        avg >= vdiff(vruntime, self.cfs(q).zero_vruntime) as i128 * load
+    pub(crate) fn vruntime_eligible<const G: bool>(&self, q: Cq, vruntime: u64) -> bool {
+        let (avg, load) = self.avg_sums::<G>(q);
+        avg >= vdiff(vruntime, self.cfs_g::<G>(q).zero_vruntime) as i128 * load
     }
 
     /// The entity is eligible: its vruntime is at or before the runqueue's weighted average V (`entity_eligible()`).
     #[inline]
-    pub(crate) fn entity_eligible(&self, q: Cq, e: Se) -> bool {
-        self.vruntime_eligible(q, self.se(e).vruntime)
+    pub(crate) fn entity_eligible<const G: bool>(&self, q: Cq, e: Se) -> bool {
+        self.vruntime_eligible::<G>(q, self.se_g::<G>(e).vruntime)
     }
 
     /// Moves zero_vruntime to V so keys stay small (update_zero_vruntime).
-    fn update_zero_vruntime(&mut self, q: Cq) {
-        let v = self.avg_vruntime(q);
-        let cfs = self.cfs_mut(q);
+    fn update_zero_vruntime<const G: bool>(&mut self, q: Cq) {
+        let v = self.avg_vruntime::<G>(q);
+        let cfs = self.cfs_mut_g::<G>(q);
         let delta = vdiff(v, cfs.zero_vruntime) as i128;
         cfs.sum_w_vruntime -= cfs.sum_weight as i128 * delta;
         cfs.zero_vruntime = v;
     }
 
     /// Lag limit: an entity may be owed, or owe, at most max(2 slices, a tick) of service.
-    fn entity_lag(&self, avruntime: u64, e: Se) -> i64 {
-        let se = self.se(e);
+    fn entity_lag<const G: bool>(&self, avruntime: u64, e: Se) -> i64 {
+        let se = self.se_g::<G>(e);
         let vlag = vdiff(avruntime, se.vruntime);
         let limit = calc_delta_fair((2 * se.slice).max(self.costs.tick_ns()), &se.load) as i64;
         vlag.clamp(-limit, limit)
     }
 
-    pub(crate) fn update_entity_lag(&mut self, q: Cq, e: Se) {
-        let v = self.avg_vruntime(q);
-        let lag = self.entity_lag(v, e);
-        self.se_mut(e).vlag = lag;
+    pub(crate) fn update_entity_lag<const G: bool>(&mut self, q: Cq, e: Se) {
+        let v = self.avg_vruntime::<G>(q);
+        let lag = self.entity_lag::<G>(v, e);
+        self.se_mut_g::<G>(e).vlag = lag;
     }
 
     /// Adds an entity to the timeline and the average (__enqueue_entity).
-    pub(crate) fn enqueue_timeline(&mut self, q: Cq, e: Se) {
-        let key = self.entity_key(q, e) as i128;
+    pub(crate) fn enqueue_timeline<const G: bool>(&mut self, q: Cq, e: Se) {
+        let key = self.entity_key::<G>(q, e) as i128;
         let (w, deadline, slice) = {
-            let se = self.se(e);
+            let se = self.se_g::<G>(e);
             (se.load.weight, se.deadline, se.slice)
         };
-        let cfs = self.cfs_mut(q);
+        let cfs = self.cfs_mut_g::<G>(q);
         cfs.sum_w_vruntime += key * w as i128;
         cfs.sum_weight += w;
         let fresh = cfs.timeline.insert((deadline, e));
@@ -207,13 +207,13 @@ impl Sim {
     }
 
     /// Removes an entity from the timeline and the average (__dequeue_entity).
-    pub(crate) fn dequeue_timeline(&mut self, q: Cq, e: Se) {
-        let key = self.entity_key(q, e) as i128;
+    pub(crate) fn dequeue_timeline<const G: bool>(&mut self, q: Cq, e: Se) {
+        let key = self.entity_key::<G>(q, e) as i128;
         let (w, deadline, slice) = {
-            let se = self.se(e);
+            let se = self.se_g::<G>(e);
             (se.load.weight, se.deadline, se.slice)
         };
-        let cfs = self.cfs_mut(q);
+        let cfs = self.cfs_mut_g::<G>(q);
         let was = cfs.timeline.remove(&(deadline, e));
         debug_assert!(was, "entity {e:#x} not on the timeline");
         cfs.sum_w_vruntime -= key * w as i128;
@@ -227,12 +227,12 @@ impl Sim {
     }
 
     /// The shortest slice among queued entities, the running one included (cfs_rq_min_slice).
-    pub(crate) fn cfs_min_slice(&self, q: Cq) -> Ns {
-        let cfs = self.cfs(q);
+    pub(crate) fn cfs_min_slice<const G: bool>(&self, q: Cq) -> Ns {
+        let cfs = self.cfs_g::<G>(q);
         let mut min = u64::MAX;
         if let Some(c) = cfs.curr {
-            if self.se(c).on_rq {
-                min = self.se(c).slice;
+            if self.se_g::<G>(c).on_rq {
+                min = self.se_g::<G>(c).slice;
             }
         }
         if let Some((&s, _)) = cfs.slices.iter().next() {
@@ -243,15 +243,15 @@ impl Sim {
 
     /// Places an entity at enqueue: vruntime from V and its preserved lag,
     /// deadline one (virtual) slice later (place_entity).
-    pub(crate) fn place_entity(&mut self, q: Cq, e: Se, flags: u32) {
+    pub(crate) fn place_entity<const G: bool>(&mut self, q: Cq, e: Se, flags: u32) {
         let base_slice = self.base_slice_ns;
-        let v = self.avg_vruntime(q);
+        let v = self.avg_vruntime::<G>(q);
         let place_lag = self.features.on(Feature::PLACE_LAG);
         let initial_half = self.features.on(Feature::PLACE_DEADLINE_INITIAL);
-        let nr_queued = self.cfs(q).nr_queued;
+        let nr_queued = self.cfs_g::<G>(q).nr_queued;
         // Load of the queue the entity joins, current entity included.
-        let (_, load) = self.avg_sums(q);
-        let se = self.se_mut(e);
+        let (_, load) = self.avg_sums::<G>(q);
+        let se = self.se_mut_g::<G>(e);
         if !se.custom_slice {
             se.slice = base_slice;
         }
@@ -277,9 +277,9 @@ impl Sim {
     }
 
     /// Starts a new request when the current one is used up (update_deadline).
-    fn update_deadline(&mut self, e: Se) -> bool {
+    fn update_deadline<const G: bool>(&mut self, e: Se) -> bool {
         let base = self.base_slice_ns;
-        let se = self.se_mut(e);
+        let se = self.se_mut_g::<G>(e);
         if vdiff(se.vruntime, se.deadline) < 0 {
             return false;
         }
@@ -291,14 +291,14 @@ impl Sim {
     }
 
     #[inline]
-    fn protect_slice(&self, e: Se) -> bool {
-        let se = self.se(e);
+    fn protect_slice<const G: bool>(&self, e: Se) -> bool {
+        let se = self.se_g::<G>(e);
         vdiff(se.vprot, se.vruntime) > 0
     }
 
-    fn cancel_protect_slice(&mut self, e: Se) {
-        if self.protect_slice(e) {
-            let se = self.se_mut(e);
+    fn cancel_protect_slice<const G: bool>(&mut self, e: Se) {
+        if self.protect_slice::<G>(e) {
+            let se = self.se_mut_g::<G>(e);
             se.vprot = se.vruntime;
         }
     }
@@ -306,12 +306,12 @@ impl Sim {
     /// Protect the slice of the entity about to run: up to its deadline, or
     /// for the shortest queued slice under RUN_TO_PARITY, or for one base
     /// slice without it (set_protect_slice).
-    fn set_protect_slice(&mut self, q: Cq, e: Se) {
+    fn set_protect_slice<const G: bool>(&mut self, q: Cq, e: Se) {
         let mut slice = self.tunables.fair.base_slice_normalized_ns;
         if self.features.on(Feature::RUN_TO_PARITY) {
-            slice = self.cfs_min_slice(q);
+            slice = self.cfs_min_slice::<G>(q);
         }
-        let se = self.se_mut(e);
+        let se = self.se_mut_g::<G>(e);
         slice = slice.min(se.slice);
         let mut vprot = se.deadline;
         if slice != se.slice {
@@ -323,9 +323,9 @@ impl Sim {
         se.vprot = vprot;
     }
 
-    fn update_protect_slice(&mut self, q: Cq, e: Se) {
-        let slice = self.cfs_min_slice(q);
-        let se = self.se_mut(e);
+    fn update_protect_slice<const G: bool>(&mut self, q: Cq, e: Se) {
+        let slice = self.cfs_min_slice::<G>(q);
+        let se = self.se_mut_g::<G>(e);
         let v = se.vruntime.wrapping_add(calc_delta_fair(slice, &se.load));
         if vdiff(v, se.vprot) < 0 {
             se.vprot = v;
@@ -334,19 +334,19 @@ impl Sim {
 
     /// clear_buddies(): the nominated buddy is cleared up the hierarchy
     /// as far as each level nominates this entity's ancestor (__clear_buddies_next).
-    fn clear_buddies(&mut self, q: Cq, e: Se) {
-        if self.cfs(q).next != Some(e) {
+    fn clear_buddies<const G: bool>(&mut self, q: Cq, e: Se) {
+        if self.cfs_g::<G>(q).next != Some(e) {
             return;
         }
         let mut e = e;
         loop {
-            let q = self.cfs_rq_of(e);
-            let cfs = self.cfs_mut(q);
+            let q = self.cfs_rq_of_g::<G>(e);
+            let cfs = self.cfs_mut_g::<G>(q);
             if cfs.next != Some(e) {
                 return;
             }
             cfs.next = None;
-            match self.parent_entity(e) {
+            match self.parent_entity_g::<G>(e) {
                 Some(pe) => e = pe,
                 None => return,
             }
@@ -356,62 +356,62 @@ impl Sim {
     /// Charges the running fair task's runtime since its exec_start, in the
     /// runqueue the task is queued in (update_curr_fair: update_curr of
     /// cfs_rq_of(&rq->curr->se)).
-    pub(crate) fn update_curr_fair(&mut self, cpu: Cpu) {
+    pub(crate) fn update_curr_fair<const G: bool>(&mut self, cpu: Cpu) {
         let mut q = Cq::root(cpu);
         loop {
-            match self.cfs(q).curr {
+            match self.cfs_g::<G>(q).curr {
                 None => return,
-                Some(c) if c & GSE == 0 => break,
+                Some(c) if !G || c & GSE == 0 => break,
                 Some(g) => q = self.group_cfs_rq(g),
             }
         }
-        self.update_curr(q);
+        self.update_curr::<G>(q);
     }
 
     /// update_curr(): charges the current entity of one runqueue for the
     /// time since its exec_start.
-    pub(crate) fn update_curr(&mut self, q: Cq) {
-        let Some(e) = self.cfs(q).curr else { return };
+    pub(crate) fn update_curr<const G: bool>(&mut self, q: Cq) {
+        let Some(e) = self.cfs_g::<G>(q).curr else { return };
         let cpu = q.cpu;
-        let is_task = e & GSE == 0;
+        let is_task = !G || e & GSE == 0;
         let delta = if is_task { self.update_se(e) } else { self.update_se_group(e) };
         if delta == 0 {
             return;
         }
-        let se = self.se_mut(e);
+        let se = self.se_mut_g::<G>(e);
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load));
         if is_task {
             self.rqs[cpu as usize].fair_time += delta;
             self.account_mm_sched(cpu, e, delta);
         }
-        let resched = self.update_deadline(e);
-        self.update_zero_vruntime(q);
-        if q.tg != 0 {
+        let resched = self.update_deadline::<G>(e);
+        self.update_zero_vruntime::<G>(q);
+        if G && q.tg != 0 {
             self.account_cfs_rq_runtime(q, delta);
         }
         let running = if is_task { self.rq(cpu).curr == Some(e) } else { self.rq(cpu).curr.is_some() };
-        if self.cfs(q).nr_queued <= 1 || !running {
+        if self.cfs_g::<G>(q).nr_queued <= 1 || !running {
             return;
         }
-        if resched || !self.protect_slice(e) {
+        if resched || !self.protect_slice::<G>(e) {
             self.resched_curr(cpu);
-            self.clear_buddies(q, e);
+            self.clear_buddies::<G>(q, e);
         }
     }
 
     /// Refreshes the runqueue's and an entity's load averages (update_load_avg).
-    pub(crate) fn update_load_avg(&mut self, q: Cq, e: Option<Se>) {
+    pub(crate) fn update_load_avg<const G: bool>(&mut self, q: Cq, e: Option<Se>) {
         let now = self.now();
-        let cfs = self.cfs_mut(q);
+        let cfs = self.cfs_mut_g::<G>(q);
         let curr = cfs.curr;
         let (lw, nr) = (cfs.load_weight, cfs.h_nr_runnable as u64);
         cfs.avg.update_rq(now, lw, nr, curr.is_some());
         if let Some(e) = e {
-            let se = self.se_mut(e);
+            let se = self.se_mut_g::<G>(e);
             let on_rq = se.on_rq && !se.sched_delayed;
             se.avg.update_entity(now, se.load.weight, on_rq, curr == Some(e));
         }
-        if q.tg != 0 {
+        if G && q.tg != 0 {
             self.update_tg_load_avg(q);
         }
     }
@@ -419,37 +419,37 @@ impl Sim {
     /// enqueue_entity(): place, account and queue an entity.
     /// enqueue_entity(): place, account and queue an entity (the walk up
     /// the hierarchy and the h_nr counts are enqueue_task_fair's).
-    pub(crate) fn enqueue_entity(&mut self, q: Cq, e: Se, flags: u32) {
-        let is_curr = self.cfs(q).curr == Some(e);
+    pub(crate) fn enqueue_entity<const G: bool>(&mut self, q: Cq, e: Se, flags: u32) {
+        let is_curr = self.cfs_g::<G>(q).curr == Some(e);
         if is_curr {
-            self.place_entity(q, e, flags);
+            self.place_entity::<G>(q, e, flags);
         }
-        self.update_curr(q);
-        self.update_load_avg(q, Some(e));
-        self.update_cfs_group(e);
+        self.update_curr::<G>(q);
+        self.update_load_avg::<G>(q, Some(e));
+        self.update_cfs_group::<G>(e);
         if !is_curr {
-            self.place_entity(q, e, flags);
+            self.place_entity::<G>(q, e, flags);
         }
-        let w = self.se(e).load.weight;
+        let w = self.se_g::<G>(e).load.weight;
         {
-            let cfs = self.cfs_mut(q);
+            let cfs = self.cfs_mut_g::<G>(q);
             cfs.load_weight += w;
             cfs.nr_queued += 1;
         }
-        let is_task = e & GSE == 0;
+        let is_task = !G || e & GSE == 0;
         if is_task && flags & enq::MIGRATED != 0 {
             self.task_mut(e).se.exec_start = 0;
         }
         if !is_curr {
-            self.enqueue_timeline(q, e);
+            self.enqueue_timeline::<G>(q, e);
         }
         if is_task {
             let stamp = self.task(e).se.lru_stamp;
             self.rq_mut(q.cpu).cfs.lru.insert((stamp, e));
         }
-        self.se_mut(e).on_rq = true;
-        self.update_zero_vruntime(q);
-        if q.tg != 0 && self.cfs(q).nr_queued == 1 {
+        self.se_mut_g::<G>(e).on_rq = true;
+        self.update_zero_vruntime::<G>(q);
+        if G && q.tg != 0 && self.cfs_g::<G>(q).nr_queued == 1 {
             self.check_enqueue_throttle(q);
         }
     }
@@ -457,65 +457,65 @@ impl Sim {
     /// A delayed (still queued) entity is woken (requeue_delayed_entity).
     /// A delayed (still queued) task is woken (requeue_delayed_entity);
     /// clear_delayed() counts it runnable again up the hierarchy.
-    pub(crate) fn requeue_delayed_entity(&mut self, q: Cq, p: TaskId) {
+    pub(crate) fn requeue_delayed_entity<const G: bool>(&mut self, q: Cq, p: TaskId) {
         if self.features.on(Feature::DELAY_ZERO) {
-            self.update_entity_lag(q, p);
+            self.update_entity_lag::<G>(q, p);
             if self.task(p).se.vlag > 0 {
-                let is_curr = self.cfs(q).curr == Some(p);
-                self.cfs_mut(q).nr_queued -= 1;
+                let is_curr = self.cfs_g::<G>(q).curr == Some(p);
+                self.cfs_mut_g::<G>(q).nr_queued -= 1;
                 if !is_curr {
-                    self.dequeue_timeline(q, p);
+                    self.dequeue_timeline::<G>(q, p);
                 }
                 self.task_mut(p).se.vlag = 0;
-                self.place_entity(q, p, 0);
+                self.place_entity::<G>(q, p, 0);
                 if !is_curr {
-                    self.enqueue_timeline(q, p);
+                    self.enqueue_timeline::<G>(q, p);
                 }
-                self.cfs_mut(q).nr_queued += 1;
+                self.cfs_mut_g::<G>(q).nr_queued += 1;
             }
         }
-        self.update_load_avg(q, Some(p));
+        self.update_load_avg::<G>(q, Some(p));
         self.task_mut(p).se.sched_delayed = false;
-        self.add_h_nr(p, 0, 1);
+        self.add_h_nr::<G>(p, 0, 1);
     }
 
     /// dequeue_entity(): returns false if the dequeue is delayed instead.
     /// dequeue_entity(): returns false if the dequeue is delayed instead
     /// (tasks only: a group entity leaves when its runqueue empties). The
     /// walk and the h_nr counts are dequeue_task_fair's.
-    pub(crate) fn dequeue_entity(&mut self, q: Cq, e: Se, flags: u32) -> bool {
+    pub(crate) fn dequeue_entity<const G: bool>(&mut self, q: Cq, e: Se, flags: u32) -> bool {
         let sleep = flags & deq::SLEEP != 0;
-        let is_task = e & GSE == 0;
-        self.update_curr(q);
-        self.clear_buddies(q, e);
+        let is_task = !G || e & GSE == 0;
+        self.update_curr::<G>(q);
+        self.clear_buddies::<G>(q, e);
         if flags & deq::DELAYED == 0 && is_task {
             let delay = sleep && flags & deq::SPECIAL == 0;
-            if self.features.on(Feature::DELAY_DEQUEUE) && delay && !self.entity_eligible(q, e) {
-                self.update_load_avg(q, Some(e));
+            if self.features.on(Feature::DELAY_DEQUEUE) && delay && !self.entity_eligible::<G>(q, e) {
+                self.update_load_avg::<G>(q, Some(e));
                 self.task_mut(e).se.sched_delayed = true;
-                self.add_h_nr(e, 0, -1);
+                self.add_h_nr::<G>(e, 0, -1);
                 return false;
             }
         }
-        self.update_load_avg(q, Some(e));
-        self.update_entity_lag(q, e);
-        if self.cfs(q).curr != Some(e) {
-            self.dequeue_timeline(q, e);
+        self.update_load_avg::<G>(q, Some(e));
+        self.update_entity_lag::<G>(q, e);
+        if self.cfs_g::<G>(q).curr != Some(e) {
+            self.dequeue_timeline::<G>(q, e);
         }
         if self.features.on(Feature::PLACE_REL_DEADLINE) && !sleep {
-            let se = self.se_mut(e);
+            let se = self.se_mut_g::<G>(e);
             se.deadline = se.deadline.wrapping_sub(se.vruntime);
             se.rel_deadline = true;
         }
         let (w, delayed, stamp) = {
-            let se = self.se_mut(e);
+            let se = self.se_mut_g::<G>(e);
             se.on_rq = false;
             (se.load.weight, se.sched_delayed, se.lru_stamp)
         };
         if is_task {
             self.rq_mut(q.cpu).cfs.lru.remove(&(stamp, e));
         }
-        let cfs = self.cfs_mut(q);
+        let cfs = self.cfs_mut_g::<G>(q);
         cfs.load_weight -= w;
         cfs.nr_queued -= 1;
         if is_task && self.check_invariants {
@@ -526,41 +526,41 @@ impl Sim {
         if flags & deq::DELAYED != 0 || delayed {
             // finish_delayed_dequeue_entity()
             let zero = self.features.on(Feature::DELAY_ZERO);
-            let se = self.se_mut(e);
+            let se = self.se_mut_g::<G>(e);
             se.sched_delayed = false;
             if zero && se.vlag > 0 {
                 se.vlag = 0;
             }
         }
-        if q.tg != 0 {
+        if G && q.tg != 0 {
             self.return_cfs_rq_runtime(q);
         }
-        self.update_cfs_group(e);
-        self.update_zero_vruntime(q);
+        self.update_cfs_group::<G>(e);
+        self.update_zero_vruntime::<G>(q);
         true
     }
 
     /// The EEVDF pick: the eligible entity with the earliest virtual deadline,
     /// keeping a protected current entity (pick_eevdf).
-    pub(crate) fn pick_eevdf(&self, q: Cq, protect: bool) -> Option<Se> {
-        let cfs = self.cfs(q);
+    pub(crate) fn pick_eevdf<const G: bool>(&self, q: Cq, protect: bool) -> Option<Se> {
+        let cfs = self.cfs_g::<G>(q);
         let first = cfs.timeline.iter().next().map(|&(_, p)| p);
-        let mut curr = cfs.curr.filter(|&c| self.se(c).on_rq);
+        let mut curr = cfs.curr.filter(|&c| self.se_g::<G>(c).on_rq);
         if cfs.nr_queued == 1 {
             return curr.or(first);
         }
         // V does not change during the pick: its sums are taken once
         // (entity_eligible() for each candidate, without recomputing them).
-        let (avg, load) = self.avg_sums(q);
+        let (avg, load) = self.avg_sums::<G>(q);
         let zero = cfs.zero_vruntime;
-        let eligible = |e: Se| avg >= vdiff(self.se(e).vruntime, zero) as i128 * load;
+        let eligible = |e: Se| avg >= vdiff(self.se_g::<G>(e).vruntime, zero) as i128 * load;
         if let Some(c) = curr {
             if !eligible(c) {
                 curr = None;
             }
         }
         if let Some(c) = curr {
-            if protect && self.protect_slice(c) {
+            if protect && self.protect_slice::<G>(c) {
                 return Some(c);
             }
         }
@@ -568,53 +568,53 @@ impl Sim {
         let best = cfs.timeline.iter().map(|&(_, p)| p).find(|&p| eligible(p));
         match (best, curr) {
             (None, c) => c.or(first),
-            (Some(b), Some(c)) if vdiff(self.se(c).deadline, self.se(b).deadline) < 0 => Some(c),
+            (Some(b), Some(c)) if vdiff(self.se_g::<G>(c).deadline, self.se_g::<G>(b).deadline) < 0 => Some(c),
             (Some(b), _) => Some(b),
         }
     }
 
     /// pick_next_entity(): an eligible buddy first, then EEVDF.
-    fn pick_next_entity(&self, q: Cq) -> Option<Se> {
+    fn pick_next_entity<const G: bool>(&self, q: Cq) -> Option<Se> {
         if self.features.on(Feature::PICK_BUDDY) {
-            if let Some(b) = self.cfs(q).next {
-                let se = self.se(b);
-                if se.on_rq && !se.sched_delayed && self.entity_eligible(q, b) {
+            if let Some(b) = self.cfs_g::<G>(q).next {
+                let se = self.se_g::<G>(b);
+                if se.on_rq && !se.sched_delayed && self.entity_eligible::<G>(q, b) {
                     return Some(b);
                 }
             }
         }
-        self.pick_eevdf(q, true)
+        self.pick_eevdf::<G>(q, true)
     }
 
     /// pick_task_fair(): walks down from the root runqueue, each level
     /// picking among its own entities; finishes delayed dequeues the pick
     /// runs into.
-    pub(crate) fn pick_task_fair(&mut self, cpu: Cpu) -> Option<TaskId> {
+    pub(crate) fn pick_task_fair<const G: bool>(&mut self, cpu: Cpu) -> Option<TaskId> {
         'again: loop {
             let mut q = Cq::root(cpu);
-            if self.cfs(q).nr_queued == 0 {
+            if self.cfs_g::<G>(q).nr_queued == 0 {
                 return None;
             }
             let p = loop {
-                if self.cfs(q).curr.is_some() {
-                    self.update_curr(q);
+                if self.cfs_g::<G>(q).curr.is_some() {
+                    self.update_curr::<G>(q);
                 }
-                if self.check_cfs_rq_runtime(q) {
+                if G && self.check_cfs_rq_runtime(q) {
                     continue 'again;
                 }
-                let e = self.pick_next_entity(q)?;
-                if e & GSE == 0 {
+                let e = self.pick_next_entity::<G>(q)?;
+                if !G || e & GSE == 0 {
                     break e;
                 }
                 q = self.group_cfs_rq(e);
                 debug_assert!(!self.cfs_rq_throttled(q), "picked the entity of a throttled runqueue");
-                if self.cfs(q).nr_queued == 0 {
+                if self.cfs_g::<G>(q).nr_queued == 0 {
                     debug_assert!(false, "group entity {e:#x} queued with an empty runqueue");
                     return None;
                 }
             };
             if self.task(p).se.sched_delayed {
-                self.dequeue_task_fair(cpu, p, deq::SLEEP | deq::DELAYED);
+                self.dequeue_task_fair::<G>(cpu, p, deq::SLEEP | deq::DELAYED);
                 self.finish_dequeue(cpu, p);
                 continue 'again;
             }
@@ -629,11 +629,11 @@ impl Sim {
             return;
         }
         let q = self.cfs_rq_of(p);
-        self.clear_buddies(q, p);
-        self.update_curr(q);
+        self.clear_buddies::<true>(q, p);
+        self.update_curr::<true>(q);
         // Forfeit the remaining request, only if eligible: an ineligible
         // yielder pushed further right would run away from V.
-        if self.entity_eligible(q, p) {
+        if self.entity_eligible::<true>(q, p) {
             let se = &mut self.task_mut(p).se;
             se.vruntime = se.deadline;
             se.deadline = se.deadline.wrapping_add(calc_delta_fair(se.slice, &se.load));
@@ -643,14 +643,14 @@ impl Sim {
     /// YIELD_TO_LAG_CREDIT: make a not-yet-eligible yield_to() target eligible
     /// by crediting it lag up to V, within the lag bound (experiment 003).
     fn credit_entity_vlag(&mut self, q: Cq, p: TaskId) {
-        if self.entity_eligible(q, p) {
+        if self.entity_eligible::<true>(q, p) {
             return;
         }
-        let v = self.avg_vruntime(q);
+        let v = self.avg_vruntime::<true>(q);
         let limit = calc_delta_fair((2 * self.task(p).se.slice).max(self.costs.tick_ns()), &self.task(p).se.load);
         let in_tree = self.cfs(q).curr != Some(p);
         if in_tree {
-            self.dequeue_timeline(q, p);
+            self.dequeue_timeline::<true>(q, p);
         }
         let se = &mut self.task_mut(p).se;
         let owed = vdiff(se.vruntime, v).max(0) as u64;
@@ -658,7 +658,7 @@ impl Sim {
         se.vruntime = se.vruntime.wrapping_sub(credit);
         se.deadline = se.deadline.wrapping_sub(credit);
         if in_tree {
-            self.enqueue_timeline(q, p);
+            self.enqueue_timeline::<true>(q, p);
         }
     }
 
@@ -676,19 +676,19 @@ impl Sim {
         }
         self.rq_mut(cpu).yield_to_resched_last = Some(now);
         if let Some(c) = self.rq(cpu).curr {
-            self.cancel_protect_slice(c);
+            self.cancel_protect_slice::<true>(c);
         }
         self.resched_curr(cpu);
     }
 
     /// check_preempt_wakeup_fair(): compares the two tasks' entities at
     /// the level where their hierarchies meet (find_matching_se).
-    fn check_preempt_wakeup_fair(&mut self, cpu: Cpu, p: TaskId, wake_flags: u32) {
+    fn check_preempt_wakeup_fair<const G: bool>(&mut self, cpu: Cpu, p: TaskId, wake_flags: u32) {
         let Some(curr) = self.rq(cpu).curr else { return };
         if curr == p {
             return;
         }
-        if self.throttled_hierarchy(self.cfs_rq_of(p)) {
+        if G && self.throttled_hierarchy(self.cfs_rq_of_g::<G>(p)) {
             return;
         }
         if self.features.on(Feature::NEXT_BUDDY) && wake_flags & wf::FORK == 0 && !self.task(p).se.sched_delayed {
@@ -697,7 +697,7 @@ impl Sim {
         if self.rq(cpu).need_resched || !self.features.on(Feature::WAKEUP_PREEMPTION) {
             return;
         }
-        let (se, pse) = self.find_matching_se(curr, p);
+        let (se, pse) = if G { self.find_matching_se(curr, p) } else { (curr, p) };
         let cse_idle = self.se_is_idle(se);
         let pse_idle = self.se_is_idle(pse);
         if cse_idle && !pse_idle {
@@ -710,46 +710,48 @@ impl Sim {
         if !matches!(self.task(p).policy, Policy::Other | Policy::Ext) {
             return;
         }
-        let q = self.cfs_rq_of(se);
-        self.update_curr(q);
-        let preempt_short = self.features.on(Feature::PREEMPT_SHORT) && self.se(pse).slice < self.se(se).slice;
-        if self.pick_eevdf(q, !preempt_short) == Some(pse) {
+        let q = self.cfs_rq_of_g::<G>(se);
+        self.update_curr::<G>(q);
+        let preempt_short = self.features.on(Feature::PREEMPT_SHORT) && self.se_g::<G>(pse).slice < self.se_g::<G>(se).slice;
+        if self.pick_eevdf::<G>(q, !preempt_short) == Some(pse) {
             if preempt_short {
-                self.cancel_protect_slice(se);
+                self.cancel_protect_slice::<G>(se);
             }
             self.resched_curr(cpu);
             return;
         }
         if self.features.on(Feature::RUN_TO_PARITY) && preempt_short {
-            self.update_protect_slice(q, se);
+            self.update_protect_slice::<G>(q, se);
         }
     }
 
     /// put_prev_entity(): the entity stops running on its runqueue.
-    fn put_prev_entity(&mut self, q: Cq, e: Se) {
-        if self.se(e).on_rq {
-            self.update_curr(q);
+    fn put_prev_entity<const G: bool>(&mut self, q: Cq, e: Se) {
+        if self.se_g::<G>(e).on_rq {
+            self.update_curr::<G>(q);
         }
         // Throttle a runqueue that has used up its runtime.
-        self.check_cfs_rq_runtime(q);
-        if self.se(e).on_rq {
-            self.enqueue_timeline(q, e);
+        if G {
+            self.check_cfs_rq_runtime(q);
         }
-        self.cfs_mut(q).curr = None;
-        self.update_load_avg(q, Some(e));
+        if self.se_g::<G>(e).on_rq {
+            self.enqueue_timeline::<G>(q, e);
+        }
+        self.cfs_mut_g::<G>(q).curr = None;
+        self.update_load_avg::<G>(q, Some(e));
     }
 
     /// set_next_entity(): the entity becomes its runqueue's current one.
-    fn set_next_entity(&mut self, q: Cq, e: Se) {
-        self.clear_buddies(q, e);
-        if self.se(e).on_rq {
-            self.dequeue_timeline(q, e);
-            self.update_load_avg(q, Some(e));
-            self.set_protect_slice(q, e);
+    fn set_next_entity<const G: bool>(&mut self, q: Cq, e: Se) {
+        self.clear_buddies::<G>(q, e);
+        if self.se_g::<G>(e).on_rq {
+            self.dequeue_timeline::<G>(q, e);
+            self.update_load_avg::<G>(q, Some(e));
+            self.set_protect_slice::<G>(q, e);
         }
-        self.cfs_mut(q).curr = Some(e);
+        self.cfs_mut_g::<G>(q).curr = Some(e);
         let now = self.now();
-        if e & GSE == 0 {
+        if !G || e & GSE == 0 {
             let old = self.task(e).se.lru_stamp;
             if self.task(e).se.on_rq {
                 let lru = &mut self.rq_mut(q.cpu).cfs.lru;
@@ -757,7 +759,7 @@ impl Sim {
                 lru.insert((now, e));
             }
         }
-        let se = self.se_mut(e);
+        let se = self.se_mut_g::<G>(e);
         se.lru_stamp = now;
         se.exec_start = now;
         se.prev_sum_exec_runtime = se.sum_exec_runtime;
@@ -787,9 +789,65 @@ impl Sim {
     pub(crate) fn finish_delayed_dequeue(&mut self, p: TaskId) {
         if self.task(p).se.sched_delayed && self.task(p).on_rq {
             let cpu = self.task(p).cpu;
-            self.dequeue_task_fair(cpu, p, deq::SLEEP | deq::DELAYED);
+            self.dequeue_task_fair::<true>(cpu, p, deq::SLEEP | deq::DELAYED);
             self.finish_dequeue(cpu, p);
         }
+    }
+}
+
+/// Calls a fair path in the build for this machine: with task groups, or
+/// without them (see [`Sim::cfs_g`]).
+macro_rules! by_groups {
+    ($sim:ident . $f:ident ( $($a:expr),* )) => {
+        if $sim.cg.enabled() {
+            $sim.$f::<true>($($a),*)
+        } else {
+            $sim.$f::<false>($($a),*)
+        }
+    };
+}
+
+impl Sim {
+    /// put_prev_task_fair(): put_prev_entity() at every level.
+    fn put_prev_task_fair<const G: bool>(&mut self, prev: TaskId) {
+        let mut e = prev;
+        loop {
+            let q = self.cfs_rq_of_g::<G>(e);
+            self.put_prev_entity::<G>(q, e);
+            match self.parent_entity_g::<G>(e) {
+                Some(pe) => e = pe,
+                None => break,
+            }
+        }
+    }
+
+    /// set_next_task_fair(): set_next_entity() at every level.
+    fn set_next_task_fair<const G: bool>(&mut self, p: TaskId) {
+        let mut e = p;
+        loop {
+            let q = self.cfs_rq_of_g::<G>(e);
+            self.set_next_entity::<G>(q, e);
+            match self.parent_entity_g::<G>(e) {
+                Some(pe) => e = pe,
+                None => break,
+            }
+        }
+    }
+
+    /// task_tick_fair(): entity_tick() at every level.
+    fn task_tick_fair<const G: bool>(&mut self, cpu: Cpu, p: TaskId) {
+        let mut e = p;
+        loop {
+            let q = self.cfs_rq_of_g::<G>(e);
+            self.update_curr::<G>(q);
+            self.update_load_avg::<G>(q, Some(e));
+            self.update_cfs_group::<G>(e);
+            match self.parent_entity_g::<G>(e) {
+                Some(pe) => e = pe,
+                None => break,
+            }
+        }
+        self.task_tick_cache(cpu, p);
     }
 }
 
@@ -799,11 +857,11 @@ impl SchedClass for FairClass {
     }
 
     fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
-        sim.enqueue_task_fair(cpu, p, flags);
+        by_groups!(sim.enqueue_task_fair(cpu, p, flags));
     }
 
     fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
-        sim.dequeue_task_fair(cpu, p, flags)
+        by_groups!(sim.dequeue_task_fair(cpu, p, flags))
     }
 
     fn yield_task(&self, sim: &mut Sim, cpu: Cpu) {
@@ -818,7 +876,7 @@ impl SchedClass for FairClass {
         let pcpu = t.cpu;
         sim.set_next_buddy(p);
         if sim.features.on(Feature::YIELD_TO_LAG_CREDIT) {
-            sim.update_curr_fair(pcpu);
+            sim.update_curr_fair::<true>(pcpu);
             let q = sim.cfs_rq_of(p);
             sim.credit_entity_vlag(q, p);
             sim.yield_to_local_force_resched(cpu);
@@ -829,61 +887,31 @@ impl SchedClass for FairClass {
     }
 
     fn wakeup_preempt(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, wake_flags: u32) {
-        sim.check_preempt_wakeup_fair(cpu, p, wake_flags);
+        by_groups!(sim.check_preempt_wakeup_fair(cpu, p, wake_flags));
     }
 
     fn pick_task(&self, sim: &mut Sim, cpu: Cpu) -> Option<TaskId> {
-        sim.pick_task_fair(cpu)
+        by_groups!(sim.pick_task_fair(cpu))
     }
 
-    /// put_prev_task_fair(): put_prev_entity() at every level.
     fn put_prev_task(&self, sim: &mut Sim, _cpu: Cpu, prev: TaskId) {
-        let mut e = prev;
-        loop {
-            let q = sim.cfs_rq_of(e);
-            sim.put_prev_entity(q, e);
-            match sim.parent_entity(e) {
-                Some(pe) => e = pe,
-                None => break,
-            }
-        }
+        by_groups!(sim.put_prev_task_fair(prev));
     }
 
-    /// set_next_task_fair(): set_next_entity() at every level.
     fn set_next_task(&self, sim: &mut Sim, _cpu: Cpu, p: TaskId, _first: bool) {
-        let mut e = p;
-        loop {
-            let q = sim.cfs_rq_of(e);
-            sim.set_next_entity(q, e);
-            match sim.parent_entity(e) {
-                Some(pe) => e = pe,
-                None => break,
-            }
-        }
+        by_groups!(sim.set_next_task_fair(p));
     }
 
     fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
         sim.select_task_rq_fair(p, prev_cpu, wake_flags)
     }
 
-    /// task_tick_fair(): entity_tick() at every level.
     fn task_tick(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
-        let mut e = p;
-        loop {
-            let q = sim.cfs_rq_of(e);
-            sim.update_curr(q);
-            sim.update_load_avg(q, Some(e));
-            sim.update_cfs_group(e);
-            match sim.parent_entity(e) {
-                Some(pe) => e = pe,
-                None => break,
-            }
-        }
-        sim.task_tick_cache(cpu, p);
+        by_groups!(sim.task_tick_fair(cpu, p));
     }
 
     fn update_curr(&self, sim: &mut Sim, cpu: Cpu) {
-        sim.update_curr_fair(cpu);
+        by_groups!(sim.update_curr_fair(cpu));
     }
 
     fn migrate_task_rq(&self, sim: &mut Sim, p: TaskId, new_cpu: Cpu) {

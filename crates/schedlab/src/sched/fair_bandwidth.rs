@@ -108,7 +108,7 @@ impl Sim {
     /// throttled ones are let go.
     pub(crate) fn tg_set_cfs_bandwidth(&mut self, g: u32, max: CpuMax) {
         for cpu in 0..self.nr_cpus() as Cpu {
-            self.update_curr_fair(cpu);
+            self.update_curr_fair::<true>(cpu);
         }
         self.cg.groups[g as usize].max = max;
         self.cg.bandwidth_used = self.cg.groups.iter().any(|t| t.max.quota_ns.is_some());
@@ -242,7 +242,7 @@ impl Sim {
         let on_rq = self.se(e).on_rq;
         // Dequeue the group entity, and each parent left empty by it.
         self.walk_group_hierarchy(q, false, on_rq, |s, pq, e| {
-            s.dequeue_entity(pq, e, deq::SLEEP);
+            s.dequeue_entity::<true>(pq, e, deq::SLEEP);
             Some(s.cfs(pq).load_weight == 0)
         });
         let now = self.now();
@@ -273,11 +273,11 @@ impl Sim {
             if s.se(e).on_rq {
                 return None;
             }
-            let slice = s.cfs_min_slice(s.group_cfs_rq(e));
+            let slice = s.cfs_min_slice::<true>(s.group_cfs_rq(e));
             if slice != u64::MAX {
                 s.se_mut(e).slice = slice;
             }
-            s.enqueue_entity(pq, e, enq::WAKEUP);
+            s.enqueue_entity::<true>(pq, e, enq::WAKEUP);
             Some(true)
         });
         if self.rq(q.cpu).curr.is_none() && self.rq(q.cpu).cfs.nr_queued > 0 {
@@ -305,8 +305,8 @@ impl Sim {
                 Some(next) => changing = next,
                 None => {
                     changing = false;
-                    self.update_load_avg(pq, Some(e));
-                    self.update_cfs_group(e);
+                    self.update_load_avg::<true>(pq, Some(e));
+                    self.update_cfs_group::<true>(e);
                 }
             }
             let cfs = self.cfs_mut(pq);

@@ -204,7 +204,7 @@ impl Sim {
                 return Err(CfsViolation::NotQueued { entity: p, cpu, tg });
             }
             sum_w += se.load.weight;
-            sum_key += self.entity_key(q, p) as i128 * se.load.weight as i128;
+            sum_key += self.entity_key::<true>(q, p) as i128 * se.load.weight as i128;
         }
         let curr = cfs.curr.filter(|&c| self.se(c).on_rq);
         let curr_w = curr.map_or(0, |c| self.se(c).load.weight);
@@ -229,9 +229,9 @@ impl Sim {
             });
         }
         // Σ lag = 0 within rounding, and each lag within its bound after placement.
-        let (_, load) = self.avg_sums(q);
+        let (_, load) = self.avg_sums::<true>(q);
         if load > 0 {
-            let v = self.avg_vruntime(q);
+            let v = self.avg_vruntime::<true>(q);
             let entities: Vec<Se> = cfs.timeline.iter().map(|&(_, p)| p).chain(curr).collect();
             let mut sum_lag: i128 = 0;
             for &p in &entities {
@@ -263,13 +263,13 @@ impl Sim {
             }
         }
         // The pick is the earliest eligible deadline (without slice protection and buddies).
-        if let Some(pick) = self.pick_eevdf(q, false) {
+        if let Some(pick) = self.pick_eevdf::<true>(q, false) {
             let eligible_min = cfs
                 .timeline
                 .iter()
                 .map(|&(_, p)| p)
                 .chain(curr)
-                .filter(|&p| self.entity_eligible(q, p))
+                .filter(|&p| self.entity_eligible::<true>(q, p))
                 .min_by_key(|&p| (self.se(p).deadline as i128 - cfs.zero_vruntime as i128, p));
             if let Some(m) = eligible_min {
                 if self.se(m).deadline != self.se(pick).deadline && cfs.nr_queued > 1 {

@@ -23,45 +23,132 @@ use crate::sched::task::{LoadWeight, Policy, SchedEntity};
 use crate::sched::{deq, enq};
 
 impl Sim {
-    /// A runqueue by its id: the CPU's root one or a group's.
-    #[inline]
+    /// A runqueue by its id: the CPU's root one or a group's. The group
+    /// case is out of line, so the flat path is one compare and an index.
+    #[inline(always)]
     pub(crate) fn cfs(&self, q: Cq) -> &CfsRq {
-        if q.tg == ROOT_TG {
-            &self.rqs[q.cpu as usize].cfs
-        } else {
-            &self.cg.cfs_rqs[q.tg as usize * self.cg.nr_cpus + q.cpu as usize]
+        if q.tg != ROOT_TG {
+            return self.group_cfs(q);
         }
+        &self.rqs[q.cpu as usize].cfs
     }
 
     /// The fair runqueue `q`, mutably.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn cfs_mut(&mut self, q: Cq) -> &mut CfsRq {
-        if q.tg == ROOT_TG {
-            &mut self.rqs[q.cpu as usize].cfs
-        } else {
-            let n = self.cg.nr_cpus;
-            &mut self.cg.cfs_rqs[q.tg as usize * n + q.cpu as usize]
+        if q.tg != ROOT_TG {
+            return self.group_cfs_mut(q);
         }
+        &mut self.rqs[q.cpu as usize].cfs
     }
 
-    /// An entity by its id: a task's, or a group's on one CPU.
-    #[inline]
+    #[cold]
+    #[inline(never)]
+    fn group_cfs(&self, q: Cq) -> &CfsRq {
+        &self.cg.cfs_rqs[q.tg as usize * self.cg.nr_cpus + q.cpu as usize]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn group_cfs_mut(&mut self, q: Cq) -> &mut CfsRq {
+        let n = self.cg.nr_cpus;
+        &mut self.cg.cfs_rqs[q.tg as usize * n + q.cpu as usize]
+    }
+
+    /// An entity by its id: a task's, or a group's on one CPU (out of line).
+    #[inline(always)]
     pub(crate) fn se(&self, e: Se) -> &SchedEntity {
-        if e & GSE == 0 {
-            &self.tasks[e as usize].se
-        } else {
-            &self.cg.ses[(e & !GSE) as usize]
+        if e & GSE != 0 {
+            return self.group_se(e);
         }
+        &self.tasks[e as usize].se
     }
 
     /// An entity by its id, mutably.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn se_mut(&mut self, e: Se) -> &mut SchedEntity {
-        if e & GSE == 0 {
-            &mut self.tasks[e as usize].se
-        } else {
-            &mut self.cg.ses[(e & !GSE) as usize]
+        if e & GSE != 0 {
+            return self.group_se_mut(e);
         }
+        &mut self.tasks[e as usize].se
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn group_se(&self, e: Se) -> &SchedEntity {
+        &self.cg.ses[(e & !GSE) as usize]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn group_se_mut(&mut self, e: Se) -> &mut SchedEntity {
+        &mut self.cg.ses[(e & !GSE) as usize]
+    }
+
+    /// [`Sim::cfs`] with group scheduling as a compile-time switch, as
+    /// CONFIG_FAIR_GROUP_SCHED is in the kernel: the fair paths are built
+    /// twice, and with `G = false` (no cgroup but the root, so every
+    /// runqueue is a CPU's root one and every entity a task's) the group
+    /// cases and their branches are not there at all. [`FairClass`]'s
+    /// entry points pick the build with `cg.enabled()`, which is fixed once
+    /// the world is built.
+    ///
+    /// [`FairClass`]: crate::sched::fair::FairClass
+    #[inline(always)]
+    pub(crate) fn cfs_g<const G: bool>(&self, q: Cq) -> &CfsRq {
+        if G {
+            return self.cfs(q);
+        }
+        debug_assert_eq!(q.tg, ROOT_TG, "a group runqueue on the flat path");
+        &self.rqs[q.cpu as usize].cfs
+    }
+
+    /// [`Sim::cfs_mut`], built with or without groups (see [`Sim::cfs_g`]).
+    #[inline(always)]
+    pub(crate) fn cfs_mut_g<const G: bool>(&mut self, q: Cq) -> &mut CfsRq {
+        if G {
+            return self.cfs_mut(q);
+        }
+        debug_assert_eq!(q.tg, ROOT_TG, "a group runqueue on the flat path");
+        &mut self.rqs[q.cpu as usize].cfs
+    }
+
+    /// [`Sim::se`], built with or without groups (see [`Sim::cfs_g`]).
+    #[inline(always)]
+    pub(crate) fn se_g<const G: bool>(&self, e: Se) -> &SchedEntity {
+        if G {
+            return self.se(e);
+        }
+        debug_assert_eq!(e & GSE, 0, "a group entity on the flat path");
+        &self.tasks[e as usize].se
+    }
+
+    /// [`Sim::se_mut`], built with or without groups (see [`Sim::cfs_g`]).
+    #[inline(always)]
+    pub(crate) fn se_mut_g<const G: bool>(&mut self, e: Se) -> &mut SchedEntity {
+        if G {
+            return self.se_mut(e);
+        }
+        debug_assert_eq!(e & GSE, 0, "a group entity on the flat path");
+        &mut self.tasks[e as usize].se
+    }
+
+    /// [`Sim::cfs_rq_of`], built with or without groups (see [`Sim::cfs_g`]).
+    #[inline(always)]
+    pub(crate) fn cfs_rq_of_g<const G: bool>(&self, e: Se) -> Cq {
+        if G {
+            return self.cfs_rq_of(e);
+        }
+        Cq::root(self.tasks[e as usize].cpu)
+    }
+
+    /// [`Sim::parent_entity`], built with or without groups (see [`Sim::cfs_g`]).
+    #[inline(always)]
+    pub(crate) fn parent_entity_g<const G: bool>(&self, e: Se) -> Option<Se> {
+        if G {
+            return self.parent_entity(e);
+        }
+        None
     }
 
     /// The group and CPU of a group entity.
@@ -121,17 +208,17 @@ impl Sim {
     /// Adds to h_nr_queued / h_nr_runnable of every runqueue from the
     /// entity's up to the root (set_delayed / clear_delayed and the
     /// enqueue and dequeue walks).
-    pub(crate) fn add_h_nr(&mut self, e: Se, queued: i32, runnable: i32) {
+    pub(crate) fn add_h_nr<const G: bool>(&mut self, e: Se, queued: i32, runnable: i32) {
         let mut e = e;
         loop {
-            let q = self.cfs_rq_of(e);
-            let cfs = self.cfs_mut(q);
+            let q = self.cfs_rq_of_g::<G>(e);
+            let cfs = self.cfs_mut_g::<G>(q);
             cfs.h_nr_queued = cfs.h_nr_queued.wrapping_add_signed(queued);
             cfs.h_nr_runnable = cfs.h_nr_runnable.wrapping_add_signed(runnable);
-            if self.cfs_rq_throttled(q) {
+            if G && self.cfs_rq_throttled(q) {
                 return;
             }
-            match self.parent_entity(e) {
+            match self.parent_entity_g::<G>(e) {
                 Some(pe) => e = pe,
                 None => return,
             }
@@ -216,8 +303,8 @@ impl Sim {
 
     /// update_cfs_group(): a group entity takes its current share.
     #[inline]
-    pub(crate) fn update_cfs_group(&mut self, e: Se) {
-        if e & GSE != 0 {
+    pub(crate) fn update_cfs_group<const G: bool>(&mut self, e: Se) {
+        if G && e & GSE != 0 {
             self.update_group_entity_shares(e);
         }
     }
@@ -243,11 +330,11 @@ impl Sim {
         let on_rq = self.se(e).on_rq;
         if on_rq {
             if is_curr {
-                self.update_curr(q);
+                self.update_curr::<true>(q);
             } else {
-                self.dequeue_timeline(q, e);
+                self.dequeue_timeline::<true>(q, e);
             }
-            self.update_entity_lag(q, e);
+            self.update_entity_lag::<true>(q, e);
             let se = self.se_mut(e);
             se.deadline = se.deadline.wrapping_sub(se.vruntime);
             se.rel_deadline = true;
@@ -264,12 +351,12 @@ impl Sim {
         }
         se.load = LoadWeight { weight, inv_weight: inv_weight(weight) };
         if on_rq {
-            self.place_entity(q, e, 0);
+            self.place_entity::<true>(q, e, 0);
             let cfs = self.cfs_mut(q);
             cfs.load_weight += weight;
             cfs.nr_queued += 1;
             if !is_curr {
-                self.enqueue_timeline(q, e);
+                self.enqueue_timeline::<true>(q, e);
             }
         }
     }
@@ -277,36 +364,36 @@ impl Sim {
     /// enqueue_task_fair(): the task into its group's runqueue, then each
     /// group entity that was not queued into its parent's; the groups above
     /// count the task and refresh their shares.
-    pub(crate) fn enqueue_task_fair(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
-        let q = self.cfs_rq_of(p);
+    pub(crate) fn enqueue_task_fair<const G: bool>(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
+        let q = self.cfs_rq_of_g::<G>(p);
         debug_assert_eq!(q.cpu, cpu);
         if flags & enq::DELAYED != 0 {
-            self.requeue_delayed_entity(q, p);
+            self.requeue_delayed_entity::<G>(q, p);
             return;
         }
-        self.enqueue_entity(q, p, flags);
-        let cfs = self.cfs_mut(q);
+        self.enqueue_entity::<G>(q, p, flags);
+        let cfs = self.cfs_mut_g::<G>(q);
         cfs.h_nr_queued += 1;
         cfs.h_nr_runnable += 1;
-        if self.cfs_rq_throttled(q) {
+        if G && self.cfs_rq_throttled(q) {
             // enqueue_throttle: the task is not counted on the CPU.
             self.add_nr_running(cpu, -1);
             return;
         }
         let mut e = p;
-        while let Some(pe) = self.parent_entity(e) {
-            let pq = self.cfs_rq_of(pe);
-            if !self.se(pe).on_rq {
-                let slice = self.cfs_min_slice(self.group_cfs_rq(pe));
+        while let Some(pe) = self.parent_entity_g::<G>(e) {
+            let pq = self.cfs_rq_of_g::<G>(pe);
+            if !self.se_g::<G>(pe).on_rq {
+                let slice = self.cfs_min_slice::<G>(self.group_cfs_rq(pe));
                 if slice != u64::MAX {
-                    self.se_mut(pe).slice = slice;
+                    self.se_mut_g::<G>(pe).slice = slice;
                 }
-                self.enqueue_entity(pq, pe, enq::WAKEUP);
+                self.enqueue_entity::<G>(pq, pe, enq::WAKEUP);
             } else {
-                self.update_load_avg(pq, Some(pe));
-                self.update_cfs_group(pe);
+                self.update_load_avg::<G>(pq, Some(pe));
+                self.update_cfs_group::<G>(pe);
             }
-            let cfs = self.cfs_mut(pq);
+            let cfs = self.cfs_mut_g::<G>(pq);
             cfs.h_nr_queued += 1;
             cfs.h_nr_runnable += 1;
             if self.cfs_rq_throttled(pq) {
@@ -320,35 +407,35 @@ impl Sim {
     /// dequeue_task_fair() / dequeue_entities(): the task out of its
     /// group's runqueue, and each group entity whose runqueue that emptied
     /// out of its parent's. Returns false for a delayed dequeue.
-    pub(crate) fn dequeue_task_fair(&mut self, cpu: Cpu, p: TaskId, flags: u32) -> bool {
-        let q = self.cfs_rq_of(p);
+    pub(crate) fn dequeue_task_fair<const G: bool>(&mut self, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+        let q = self.cfs_rq_of_g::<G>(p);
         debug_assert_eq!(q.cpu, cpu);
         let was_delayed = self.task(p).se.sched_delayed;
-        if !self.dequeue_entity(q, p, flags) {
+        if !self.dequeue_entity::<G>(q, p, flags) {
             return false;
         }
         let runnable = u32::from(!was_delayed);
-        let cfs = self.cfs_mut(q);
+        let cfs = self.cfs_mut_g::<G>(q);
         cfs.h_nr_queued -= 1;
         cfs.h_nr_runnable -= runnable;
         let mut empty = cfs.load_weight == 0;
-        if self.cfs_rq_throttled(q) {
+        if G && self.cfs_rq_throttled(q) {
             // The task was not counted on the CPU: finish_dequeue's decrement is undone.
             self.add_nr_running(cpu, 1);
             return true;
         }
         let mut e = p;
-        while let Some(pe) = self.parent_entity(e) {
-            let pq = self.cfs_rq_of(pe);
-            if empty && self.se(pe).on_rq {
-                self.dequeue_entity(pq, pe, deq::SLEEP);
-                empty = self.cfs(pq).load_weight == 0;
+        while let Some(pe) = self.parent_entity_g::<G>(e) {
+            let pq = self.cfs_rq_of_g::<G>(pe);
+            if empty && self.se_g::<G>(pe).on_rq {
+                self.dequeue_entity::<G>(pq, pe, deq::SLEEP);
+                empty = self.cfs_g::<G>(pq).load_weight == 0;
             } else {
                 empty = false;
-                self.update_load_avg(pq, Some(pe));
-                self.update_cfs_group(pe);
+                self.update_load_avg::<G>(pq, Some(pe));
+                self.update_cfs_group::<G>(pe);
             }
-            let cfs = self.cfs_mut(pq);
+            let cfs = self.cfs_mut_g::<G>(pq);
             cfs.h_nr_queued -= 1;
             cfs.h_nr_runnable -= runnable;
             if self.cfs_rq_throttled(pq) {

@@ -225,7 +225,7 @@ impl Sim {
         self.update_curr_rt(cpu);
         if let Some(c) = self.rq(cpu).curr {
             if self.task(c).class == ClassId::Fair {
-                self.update_curr_fair(cpu);
+                self.update_curr_fair::<true>(cpu);
             }
         }
         let period_end = self.rq(cpu).bw_period_start + self.tunables.rt.rt_period_ns;
