@@ -16,6 +16,7 @@ use schedlab::machine::topology::{presets, Topology};
 use schedlab_host::frontend::MaxWall;
 use schedlab_host::world;
 
+mod calibrate;
 mod common;
 mod compare;
 mod compare_real;
@@ -103,6 +104,9 @@ enum Cmd {
     /// Run a grid of seeds x parameter values in parallel, resumably, and
     /// aggregate across seeds (median and spread).
     Sweep(sweep::SweepArgs),
+    /// Measure this host's scheduling costs (context switch, wakeups, timers,
+    /// migration, fork/exit, idle exit) and write a machine file for --machine.
+    Calibrate(calibrate::CalibrateArgs),
     /// List machine presets, workload kinds, kernel features and schedulers.
     List {
         /// One of: presets, workloads, features, schedulers (default: all).
@@ -150,6 +154,7 @@ fn main() -> ExitCode {
         },
         Cmd::Compare(a) => compare::compare(a),
         Cmd::Sweep(a) => sweep::sweep(a),
+        Cmd::Calibrate(a) => calibrate::calibrate(a),
         Cmd::List { what } => list(what.as_deref()),
         Cmd::Fetch { scheds } => fetch(&scheds),
     };

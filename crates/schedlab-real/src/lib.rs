@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 #![deny(unreachable_pub)]
 
+pub mod calibrate;
 mod cgroups;
 mod exec;
 mod shm;

@@ -372,3 +372,32 @@ pub fn clock_ticks() -> u64 {
     // SAFETY: plain sysconf.
     (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).max(1) as u64
 }
+
+/// prctl(PR_SET_TIMERSLACK): this thread's timer slack in ns (0 restores
+/// the default it inherited).
+pub fn set_timer_slack(ns: u64) -> io::Result<()> {
+    // SAFETY: plain prctl with an integer argument.
+    check(unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong) } as libc::c_long).map(|_| ())
+}
+
+/// prctl(PR_GET_TIMERSLACK): this thread's timer slack in ns.
+pub fn timer_slack() -> u64 {
+    // SAFETY: plain prctl.
+    (unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) }).max(0) as u64
+}
+
+/// waitpid(pid, 0): blocks until the child has exited; its status.
+pub fn wait_child(pid: pid_t) -> io::Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: status is writable.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(status);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
