@@ -115,8 +115,15 @@ pub fn op_timeout_arg(d: Option<&str>) -> Option<String> {
 }
 
 /// `--machine` applied to a loaded scenario: a preset, a CPU count, a copy
-/// of /sys/devices/system/cpu or a file of `lscpu -p` output.
+/// of /sys/devices/system/cpu, a file of `lscpu -p` output, or a TOML file
+/// with a `[machine]` table (as `schedlab calibrate` writes), which
+/// replaces the scenario's whole machine, costs included; its relative
+/// `lscpu` / `sysfs` paths are taken from the file's directory.
 pub fn apply_machine(scenario: &mut Scenario, m: &str) -> Result<(), Failure> {
+    if let Some(spec) = machine_file(Path::new(m))? {
+        scenario.machine = spec;
+        return Ok(());
+    }
     let spec = &mut scenario.machine;
     spec.preset = None;
     spec.cpus = None;
@@ -136,6 +143,23 @@ pub fn apply_machine(scenario: &mut Scenario, m: &str) -> Result<(), Failure> {
         spec.preset = Some(m.to_string());
     }
     Ok(())
+}
+
+/// The `[machine]` table of `path` when it is a TOML file with one (None
+/// for anything else: a directory, an `lscpu -p` file, a name).
+fn machine_file(path: &Path) -> Result<Option<schedlab::workload::scenario::MachineSpec>, Failure> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
+    let Ok(mut table) = text.parse::<toml::Table>() else { return Ok(None) };
+    let Some(machine) = table.remove("machine") else { return Ok(None) };
+    let m = path.display();
+    let mut spec: schedlab::workload::scenario::MachineSpec = machine.try_into().map_err(|e: toml::de::Error| Failure::Input(format!("--machine {m}: [machine]: {}", e.message())))?;
+    let dir = path.canonicalize().map_err(|e| Failure::Io(format!("--machine {m}: {e}")))?.parent().map(Path::to_path_buf).unwrap_or_default();
+    for p in [&mut spec.lscpu, &mut spec.sysfs].into_iter().flatten() {
+        if p.is_relative() {
+            *p = dir.join(&*p);
+        }
+    }
+    Ok(Some(spec))
 }
 
 /// Loads `path` with overrides (in order) and an optional machine.

@@ -401,3 +401,14 @@ pub fn wait_child(pid: pid_t) -> io::Result<i32> {
         }
     }
 }
+
+/// A blocking pipe as two files: (read end, write end), close-on-exec.
+pub fn pipe_files() -> io::Result<(std::fs::File, std::fs::File)> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for two descriptors.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } as libc::c_long)?;
+    // SAFETY: pipe2 just returned these two descriptors, owned by nothing else.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((std::fs::File::from(r), std::fs::File::from(w)))
+}

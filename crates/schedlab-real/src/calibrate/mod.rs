@@ -9,13 +9,12 @@
 //! baseline back to back, and each round gives one sample of the
 //! difference, so the spread is that of the difference itself.
 //!
-//! The probes ([`probes`]) are written for a noisy machine with few CPUs:
+//! The probes (`probes.rs`) are written for a noisy machine with few CPUs:
 //! every thread is pinned, a "busy" CPU is one running a `SCHED_IDLE`
 //! spinner (which any normal task preempts at once), and the total run time
-//! is bounded by [`Options::quick`] (about 2 s) or the default (about 8 s).
-//! How each figure is measured is written next to it in
-//! [`probes`]; how it maps onto the simulator's cost model in
-//! [`file`].
+//! is bounded by [`Options::quick`] (about 1.5 s) or the default (about
+//! 5 s). How each figure is measured is written next to its probe in
+//! `probes.rs`; how it maps onto the simulator's cost model in [`mod@file`].
 
 use std::fmt::Write as _;
 
@@ -161,7 +160,7 @@ impl Calibration {
 /// How long to measure.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
-    /// About a quarter of the samples: ~2 s instead of ~8 s.
+    /// About a quarter of the samples: ~1.5 s instead of ~5 s.
     pub quick: bool,
 }
 

@@ -7,6 +7,7 @@
 //! `SCHED_IDLE` thread that spins, so the CPU never enters an idle state
 //! yet any normal task woken there preempts the spinner at once.
 
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -168,11 +169,11 @@ impl Rng {
     }
 }
 
-fn byte_in(r: &mut io::PipeReader) -> io::Result<()> {
+fn byte_in(r: &mut File) -> io::Result<()> {
     r.read_exact(&mut [0u8; 1])
 }
 
-fn byte_out(w: &mut io::PipeWriter) -> io::Result<()> {
+fn byte_out(w: &mut File) -> io::Result<()> {
     w.write_all(&[1u8])
 }
 
@@ -211,7 +212,7 @@ fn context_switches(plan: &Plan, cpu: usize) -> io::Result<(Option<Stat>, Option
 
 /// One write and one read of a byte on one pipe by one thread, ns per pair.
 fn pipe_alone(iters: usize) -> io::Result<f64> {
-    let (mut r, mut w) = io::pipe()?;
+    let (mut r, mut w) = sys::pipe_files()?;
     let t0 = sys::now_ns();
     for _ in 0..iters {
         byte_out(&mut w)?;
@@ -223,16 +224,16 @@ fn pipe_alone(iters: usize) -> io::Result<f64> {
 /// A ping-pong of `iters` round trips with a partner on the caller's CPU
 /// (a thread, or a forked process); ns per round trip.
 fn pingpong(iters: usize, process: bool) -> io::Result<f64> {
-    let (mut r1, mut w1) = io::pipe()?;
-    let (mut r2, mut w2) = io::pipe()?;
-    let partner = move |r1: &mut io::PipeReader, w2: &mut io::PipeWriter| -> io::Result<()> {
+    let (mut r1, mut w1) = sys::pipe_files()?;
+    let (mut r2, mut w2) = sys::pipe_files()?;
+    let partner = move |r1: &mut File, w2: &mut File| -> io::Result<()> {
         for _ in 0..iters {
             byte_in(r1)?;
             byte_out(w2)?;
         }
         Ok(())
     };
-    let measure = |w1: &mut io::PipeWriter, r2: &mut io::PipeReader| -> io::Result<f64> {
+    let measure = |w1: &mut File, r2: &mut File| -> io::Result<f64> {
         let t0 = sys::now_ns();
         for _ in 0..iters {
             byte_out(w1)?;
@@ -303,7 +304,7 @@ fn wakeups(plan: &Plan, a: usize, b: usize, x: Option<usize>) -> io::Result<Wake
 /// `n` wakeups of a sleeper on `target` from `waker` (see [`wakeups`]).
 fn wake_block(waker: usize, target: usize, n: usize, busy: bool, rng: &mut Rng) -> io::Result<Vec<f64>> {
     let _spin = if busy { Some(Spinner::start(target)?) } else { None };
-    let (mut r, mut w) = io::pipe()?;
+    let (mut r, mut w) = sys::pipe_files()?;
     let sent = AtomicU64::new(0);
     let done = AtomicU64::new(0);
     let gaps: Vec<u64> = (0..n).map(|_| rng.range(150_000, 650_000)).collect();
@@ -465,7 +466,7 @@ fn fork_exit(plan: &Plan, cpu: usize) -> io::Result<(Vec<f64>, Vec<f64>, Vec<f64
     std::thread::scope(|s| {
         s.spawn(|| -> io::Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
             pin(cpu)?;
-            let (mut r, mut w) = io::pipe()?;
+            let (mut r, mut w) = sys::pipe_files()?;
             let (mut f, mut c, mut e) = (Vec::new(), Vec::new(), Vec::new());
             for i in 0..=plan.forks {
                 let t0 = sys::now_ns();
