@@ -391,6 +391,13 @@ pub fn guest_cpus(vm_cpus: Option<usize>, s: &Scenario, file: &str) -> Result<us
 /// Boots the sched_ext kernel once and runs the scenario in it under each
 /// variant in turn: load (libbpf, the real verifier), run, detach, report.
 pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String], cpus: usize, quiet: bool, trace: Option<&TraceRequest>) -> Result<Guest, RealFailure> {
+    boot_with(path, s, variants, sets, cpus, quiet, trace, &[])
+}
+
+/// [`boot`] with `files` (name, text) added to the guest's root, which the
+/// guest's init reads (`calibrate`: run a calibration instead of the scenario).
+#[allow(clippy::too_many_arguments)]
+pub fn boot_with(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String], cpus: usize, quiet: bool, trace: Option<&TraceRequest>, files: &[(&str, String)]) -> Result<Guest, RealFailure> {
     if let Some(why) = missing_tools() {
         return Err((1, format!("--vm cannot run here: {why}")));
     }
@@ -442,6 +449,9 @@ pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String
         }
     }
     std::fs::write(guest.join("scheds"), scheds).map_err(io)?;
+    for (name, text) in files {
+        std::fs::write(guest.join(name), text).map_err(io)?;
+    }
     if let Some(t) = trace {
         let window = t.window.map_or(String::new(), |(a, b)| format!("--trace-window {a}ns..{}", if b == u64::MAX { String::new() } else { format!("{b}ns") }));
         std::fs::write(guest.join("trace"), window).map_err(io)?;
