@@ -125,21 +125,27 @@ struct Spinner {
 impl Spinner {
     fn start(cpu: usize) -> io::Result<Spinner> {
         let stop = Arc::new(AtomicBool::new(false));
-        let up = Arc::new(AtomicBool::new(false));
-        let (s, u) = (stop.clone(), up.clone());
+        // 0 starting, 1 spinning, 2 could not pin itself or become SCHED_IDLE.
+        let state = Arc::new(std::sync::atomic::AtomicU8::new(0));
+        let (s, st) = (stop.clone(), state.clone());
         let thread = std::thread::spawn(move || {
             let ok = pin(cpu).is_ok() && sys::sched_setattr(0, sys::SCHED_IDLE, 0, 0, 0).is_ok();
-            u.store(true, Ordering::SeqCst);
+            st.store(if ok { 1 } else { 2 }, Ordering::SeqCst);
             while ok && !s.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
             }
         });
-        while !up.load(Ordering::SeqCst) {
-            std::thread::yield_now();
+        let spinner = Spinner { stop, thread: Some(thread) };
+        loop {
+            match state.load(Ordering::SeqCst) {
+                0 => std::thread::yield_now(),
+                1 => break,
+                _ => return Err(io::Error::other(format!("cannot run a SCHED_IDLE spinner on CPU {cpu}"))),
+            }
         }
         // Let it settle on its CPU.
         std::thread::sleep(std::time::Duration::from_millis(2));
-        Ok(Spinner { stop, thread: Some(thread) })
+        Ok(spinner)
     }
 }
 
@@ -305,25 +311,34 @@ fn wakeups(plan: &Plan, a: usize, b: usize, x: Option<usize>) -> io::Result<Wake
 fn wake_block(waker: usize, target: usize, n: usize, busy: bool, rng: &mut Rng) -> io::Result<Vec<f64>> {
     let _spin = if busy { Some(Spinner::start(target)?) } else { None };
     let (mut r, mut w) = sys::pipe_files()?;
-    let sent = AtomicU64::new(0);
-    let done = AtomicU64::new(0);
+    let (sent, done, gone) = (&AtomicU64::new(0), &AtomicU64::new(0), &AtomicBool::new(false));
     let gaps: Vec<u64> = (0..n).map(|_| rng.range(150_000, 650_000)).collect();
     std::thread::scope(|s| {
-        let sleeper = s.spawn(|| -> io::Result<Vec<f64>> {
-            pin(target)?;
-            let mut lat = Vec::with_capacity(n);
-            for _ in 0..n {
-                byte_in(&mut r)?;
-                lat.push(sys::now_ns().saturating_sub(sent.load(Ordering::SeqCst)) as f64);
-                done.fetch_add(1, Ordering::SeqCst);
-            }
-            Ok(lat)
+        let sleeper = s.spawn(move || -> io::Result<Vec<f64>> {
+            let mut run = || -> io::Result<Vec<f64>> {
+                pin(target)?;
+                let mut lat = Vec::with_capacity(n);
+                for _ in 0..n {
+                    byte_in(&mut r)?;
+                    lat.push(sys::now_ns().saturating_sub(sent.load(Ordering::SeqCst)) as f64);
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(lat)
+            };
+            let out = run();
+            // A sleeper that failed must not leave the waker waiting for it.
+            gone.store(true, Ordering::SeqCst);
+            out
         });
-        let waker = s.spawn(|| -> io::Result<()> {
+        // The waker owns the write end: when it stops, the sleeper reads EOF.
+        let waker = s.spawn(move || -> io::Result<()> {
             pin(waker)?;
             for (i, gap) in gaps.iter().enumerate() {
                 sys::sleep_until(sys::now_ns() + gap);
                 while done.load(Ordering::SeqCst) < i as u64 {
+                    if gone.load(Ordering::SeqCst) {
+                        return Err(io::Error::other("the sleeper stopped"));
+                    }
                     std::hint::spin_loop();
                 }
                 sent.store(sys::now_ns(), Ordering::SeqCst);
@@ -333,7 +348,12 @@ fn wake_block(waker: usize, target: usize, n: usize, busy: bool, rng: &mut Rng) 
         });
         let waker = waker.join().unwrap_or_else(|_| Err(io::Error::other("waker panicked")));
         let lat = sleeper.join().unwrap_or_else(|_| Err(io::Error::other("sleeper panicked")));
-        waker.and(lat)
+        match (waker, lat) {
+            (Ok(()), Ok(lat)) => Ok(lat),
+            // The sleeper read EOF because the waker stopped: the waker's error says why.
+            (Err(e), Err(l)) if l.kind() == io::ErrorKind::UnexpectedEof => Err(e),
+            (_, Err(e)) | (Err(e), _) => Err(e),
+        }
     })
 }
 
