@@ -266,3 +266,35 @@ fn killed_vm_runs_leave_nothing_behind() {
         assert!(!cache.join(format!("guest-{sid}")).exists(), "SIG{signal}: the staged guest is removed");
     }
 }
+
+/// `calibrate --vm` under a shipped sched_ext scheduler: the guest loads
+/// it, calibrates, unregisters it, and the machine file it sends back (with
+/// the guest's topology beside it) runs with `--machine`.
+#[test]
+fn calibrate_vm_writes_the_guests_machine_file() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = one_guest();
+    let dir = std::env::temp_dir().join(format!("schedlab-calibrate-vm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("guest.toml");
+    let f = file.display().to_string();
+    let bin = env!("CARGO_BIN_EXE_schedlab");
+    let out = Command::new(bin).args(["calibrate", "--vm", "--quick", "--sched", "simple", "-o", &f, "--json", "-", "--quiet"]).output().expect("run schedlab");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["guest"]["scheduler"], "simple", "{}", v["guest"]);
+    assert_eq!(v["guest"]["exit_kind"], "UNREG", "{}", v["guest"]);
+    assert_eq!(v["guest"]["cpus"], 2);
+    assert!(v["figures"]["context_switch"]["median_ns"].as_f64().unwrap() > 0.0);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("lscpu = \"guest.lscpu\"") && text.contains("context_switch = "), "{text}");
+    let scenario = repo().join("scenarios/nice-hogs.toml");
+    let out = Command::new(bin).args(["run", &scenario.display().to_string(), "--machine", &f, "--set", "duration=\"1s\"", "--json", "-", "--quiet"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["nr_cpus"], 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
