@@ -15,7 +15,7 @@ pub struct CalibrateArgs {
     /// FILE.lscpu (`lscpu -p` output), which the machine file names.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub out: PathBuf,
-    /// Take about a quarter of the samples: ~1.5 s instead of ~5 s, with
+    /// Take about a quarter of the samples: ~1 s instead of ~4 s, with
     /// wider spreads.
     #[arg(long)]
     pub quick: bool,
@@ -94,7 +94,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<(), Failure> {
         return in_vm(&a, &side);
     }
     if !a.quiet {
-        eprintln!("schedlab: calibrating on this host ({}); keep it otherwise idle", if a.quick { "quick, ~1.5 s" } else { "~5 s" });
+        eprintln!("schedlab: calibrating on this host ({}); keep it otherwise idle", if a.quick { "quick, ~1 s" } else { "~4 s" });
     }
     let c = calibrate::run(&calibrate::Options { quick: a.quick }).map_err(|e| Failure::Io(e.to_string()))?;
     calibrate::file::write(&c, &a.out).map_err(|e| Failure::Io(format!("{}: {e}", a.out.display())))?;

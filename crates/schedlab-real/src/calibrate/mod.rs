@@ -12,8 +12,8 @@
 //! The probes (`probes.rs`) are written for a noisy machine with few CPUs:
 //! every thread is pinned, a "busy" CPU is one running a `SCHED_IDLE`
 //! spinner (which any normal task preempts at once), and the total run time
-//! is bounded by [`Options::quick`] (about 1.5 s) or the default (about
-//! 5 s). How each figure is measured is written next to its probe in
+//! is bounded by [`Options::quick`] (about 1 s) or the default (about
+//! 4 s). How each figure is measured is written next to its probe in
 //! `probes.rs`; how it maps onto the simulator's cost model in [`mod@file`].
 
 use std::fmt::Write as _;
@@ -160,7 +160,7 @@ impl Calibration {
 /// How long to measure.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
-    /// About a quarter of the samples: ~1.5 s instead of ~5 s.
+    /// About a quarter of the samples: ~1 s instead of ~4 s.
     pub quick: bool,
 }
 

@@ -32,7 +32,7 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    /// The default plan (~4 s on a 2-CPU VM), or a quarter of it.
+    /// The default plan (~3-4 s on a 2-CPU VM), or about a quarter of it.
     pub(super) fn new(quick: bool) -> Plan {
         if quick {
             Plan { rounds: 8, iters: 400, blocks: 4, per_block: 25, wheel: 20, forks: 50 }
