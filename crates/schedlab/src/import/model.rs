@@ -53,8 +53,9 @@ pub struct TaskModel {
     pub start_ns: u64,
     /// What it did, in order.
     pub steps: Vec<Step>,
-    /// Still runnable when the trace (or the window) ends: its last burst
-    /// was cut by the end, not by a sleep.
+    /// Runnable without a break (no sleep) for the second half of the trace
+    /// (or the window) at least, and still at its end: a task that would
+    /// have gone on running (a CPU hog), not a burst the end happened to cut.
     pub runnable_at_end: bool,
     /// The CPUs it ran on.
     pub ran_on: BTreeSet<u32>,
@@ -101,6 +102,8 @@ struct Track {
     waited_while_idle: BTreeMap<u32, u64>,
     /// Time spent waiting runnable.
     waited: u64,
+    /// Runnable without a sleep since (its first appearance or its last wakeup).
+    runnable_since: u64,
 }
 
 type Tasks = BTreeMap<i32, (TaskModel, Track)>;
@@ -111,7 +114,7 @@ fn entry<'a>(tasks: &'a mut Tasks, pid: i32, comm: &str, prio: i64, start_ns: u6
     }
     let e = tasks.entry(pid).or_insert_with(|| {
         let m = TaskModel { pid, comm: comm.to_string(), prio, start_ns, steps: Vec::new(), runnable_at_end: false, ran_on: BTreeSet::new(), pinned: None };
-        (m, Track::default())
+        (m, Track { runnable_since: start_ns, ..Track::default() })
     });
     if !comm.is_empty() {
         e.0.comm = comm.to_string();
@@ -150,6 +153,15 @@ pub fn derive(events: &[SchedEvent], window: Option<(u64, u64)>) -> Vec<TaskMode
         match &ev.kind {
             Kind::Switch { prev, left, next } => {
                 let seen_cpu = current.contains_key(&ev.cpu);
+                // The task we took to be on this CPU is not the one leaving
+                // it: it left for a CPU the trace does not show.
+                if let Some(&old) = current.get(&ev.cpu).filter(|&&old| old != prev.pid && old != 0) {
+                    if let Some((_, t)) = tasks.get_mut(&old) {
+                        if let Some(since) = t.on_cpu_since.take() {
+                            t.burst += ts - since;
+                        }
+                    }
+                }
                 let idle: Vec<u32> = current.iter().filter(|&(&c, &p)| p == 0 && c != ev.cpu).map(|(&c, _)| c).collect();
                 current.insert(ev.cpu, next.pid);
                 if let Some((m, t)) = entry(&mut tasks, prev.pid, &prev.comm, prev.prio, ts - t0) {
@@ -185,6 +197,7 @@ pub fn derive(events: &[SchedEvent], window: Option<(u64, u64)>) -> Vec<TaskMode
                         // not recorded; the sleep ended by the time it ran.
                         let (at, by) = t.woken.take().unwrap_or((ts, WokenBy::Timer));
                         m.steps.push(Step::Sleep { ns: at - since, by });
+                        t.runnable_since = at - t0;
                     }
                     if let Some((since, idle)) = t.waiting.take() {
                         for c in idle {
@@ -255,7 +268,8 @@ pub fn derive(events: &[SchedEvent], window: Option<(u64, u64)>) -> Vec<TaskMode
             if t.exiting && !t.exited {
                 m.steps.push(Step::Exit);
             }
-            m.runnable_at_end = !t.exiting && !t.exited && t.blocked_since.is_none() && (t.on_cpu_since.is_some() || t.waiting.is_some());
+            let long = (end - t0).saturating_sub(t.runnable_since) * 2 >= end - t0;
+            m.runnable_at_end = long && !t.exiting && !t.exited && t.blocked_since.is_none() && (t.on_cpu_since.is_some() || t.waiting.is_some());
             let outside = t.waited_while_idle.iter().filter(|(c, _)| !m.ran_on.contains(c)).map(|(_, &ns)| ns).max().unwrap_or(0);
             let one_cpu = m.ran_on.len() == 1 && t.waited >= PINNED_ONE_CPU_WAIT_NS;
             if (outside >= PINNED_WAIT_NS || one_cpu) && m.ran_on != all_cpus {
