@@ -90,3 +90,6 @@ pub fn read(data: &[u8]) -> Result<Vec<events::SchedEvent>, ImportError> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_formats;
