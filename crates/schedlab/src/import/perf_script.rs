@@ -5,7 +5,7 @@
 //!  hogs-0  1234 [000] 12345.678901:       sched:sched_switch: prev_comm=hogs-0 prev_pid=1234 ...
 //! ```
 //!
-//! with the default fields (comm, tid or pid/tid, [cpu], time, event,
+//! with the default fields (comm, tid or pid/tid, `[cpu]`, time, event,
 //! trace). The event's fields are the kernel's text, read by
 //! [`super::tracefs_line::parse_event`].
 

@@ -2,7 +2,7 @@
 //! the tracefs line parser ([`super::tracefs_line::parse_line`]), which
 //! real mode's trace reader shares. The `perf script` reader
 //! ([`super::perf_script`]) reads its lines' fields the same way and
-//! shares [`Collect`].
+//! shares the collection of events (`Collect`).
 
 use super::events::{Kind, LeftAs, SchedEvent, TraceTask};
 use super::tracefs_line::{parse_line, Event, Thr};
@@ -71,7 +71,8 @@ impl Collect {
     }
 }
 
-/// Read every sched event of `text`, in time order (see [`Collect::finish`]).
+/// Read every sched event of `text`, in time order (stable for equal
+/// times); sched_wakeup events are dropped when sched_waking ones are there.
 pub fn read(text: &str) -> Result<Vec<SchedEvent>, ImportError> {
     let mut c = Collect::default();
     let mut offset = 0;
