@@ -7,7 +7,7 @@ use super::{detect, read, Format};
 /// Two tasks ping-ponging on CPU 0 (a wakes b, b wakes a), one task on
 /// CPU 1 sleeping on a timer (woken with the idle task current), then
 /// preempted once and exiting.
-const PINGPONG: &str = "\
+pub(super) const PINGPONG: &str = "\
 # tracer: nop
 #
           <idle>-0       [000] d..2.  100.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=ping pid next_pid=10 next_prio=120

@@ -178,3 +178,45 @@ fn durations_are_exact_to_the_microsecond() {
         assert_eq!(crate::engine::time::parse_duration(&fmt_us(ns)), Ok(ns));
     }
 }
+
+/// Deterministic mutations of small traces of each format (flipped,
+/// inserted and deleted bytes) never panic a reader, the model or the
+/// scenario writer, and what they write parses.
+#[test]
+fn mutated_traces_never_panic() {
+    let n: u64 = std::env::var("SCHEDLAB_IMPORT_MUTATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let seeds = [own_trace(), PERF.as_bytes().to_vec(), super::tests::PINGPONG.as_bytes().to_vec()];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut built = 0;
+    for i in 0..n * seeds.len() as u64 {
+        let mut d = seeds[(i % seeds.len() as u64) as usize].clone();
+        for _ in 0..1 + rnd() % 4 {
+            let at = (rnd() as usize) % d.len().max(1);
+            match rnd() % 3 {
+                0 if !d.is_empty() => d[at] ^= 1 << (rnd() % 8),
+                1 => d.insert(at.min(d.len()), rnd() as u8),
+                _ if !d.is_empty() => {
+                    d.remove(at);
+                }
+                _ => {}
+            }
+        }
+        let Ok(ev) = read(&d) else { continue };
+        let _ = derive(&ev, Some((ev[0].ts_ns, ev[0].ts_ns + 1_000_000)));
+        let keep = |_: &super::model::TaskModel| true;
+        let (text, n) = scenario(&ev, &Options { window: None, keep: &keep, source: "m", name: "m" });
+        if n > 0 {
+            let s = crate::workload::scenario::Scenario::parse(&text, "m.toml", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            if ev.iter().all(|e| e.cpu < 64) {
+                built += crate::workload::world::build(&s, "m.toml").map(|_| 1).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            }
+        }
+    }
+    assert!(built >= n / 4, "mutations that still read and build: {built} of {}", n * 3);
+}
