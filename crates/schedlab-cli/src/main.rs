@@ -19,6 +19,7 @@ use schedlab_host::world;
 mod common;
 mod compare;
 mod compare_real;
+mod import;
 mod ray;
 mod real;
 mod sweep;
@@ -103,6 +104,11 @@ enum Cmd {
     /// Run a grid of seeds x parameter values in parallel, resumably, and
     /// aggregate across seeds (median and spread).
     Sweep(sweep::SweepArgs),
+    /// Turn a recorded scheduler trace (Perfetto, perf script, tracefs
+    /// text) into a scenario replaying each task: its bursts, its sleeps,
+    /// and who woke it.
+    #[command(name = "import-trace")]
+    ImportTrace(import::ImportArgs),
     /// List machine presets, workload kinds, kernel features and schedulers.
     List {
         /// One of: presets, workloads, features, schedulers (default: all).
@@ -150,6 +156,7 @@ fn main() -> ExitCode {
         },
         Cmd::Compare(a) => compare::compare(a),
         Cmd::Sweep(a) => sweep::sweep(a),
+        Cmd::ImportTrace(a) => import::import(a),
         Cmd::List { what } => list(what.as_deref()),
         Cmd::Fetch { scheds } => fetch(&scheds),
     };
