@@ -147,15 +147,48 @@ pub fn tracefs(data: &[u8]) {
 }
 
 /// A trace for `schedlab import-trace` (issue 15 §1): format detection,
-/// the reader, and the task model over all of it and over a window.
+/// the reader, the task model, and the scenario it becomes.
 pub fn import_trace(data: &[u8]) {
     if let Ok(events) = schedlab::import::read(data) {
-        let all = schedlab::import::model::derive(&events, None);
-        let cpu: u64 = all.iter().map(|t| t.cpu_ns()).sum();
-        let (first, last) = (events[0].ts_ns, events[events.len() - 1].ts_ns);
-        let mid = first + (last - first) / 2;
-        let part = schedlab::import::model::derive(&events, Some((first, mid)));
-        assert!(part.iter().map(|t| t.cpu_ns()).sum::<u64>() <= cpu, "a window holds no more CPU time than the whole trace");
+        imported(&events);
+    }
+}
+
+/// A Perfetto trace, straight to its reader (protobuf decoding,
+/// compact_sched), then as `import_trace`.
+pub fn import_perfetto(data: &[u8]) {
+    if let Ok(events) = schedlab::import::perfetto::read(data) {
+        imported(&events);
+    }
+}
+
+/// `perf script` text, straight to its reader, then as `import_trace`.
+pub fn import_perf(data: &[u8]) {
+    if let Ok(events) = schedlab::import::perf_script::read(&text(data)) {
+        imported(&events);
+    }
+}
+
+/// What import-trace does with a trace's events: the model over all of it
+/// and over a window (which holds no more CPU time), and the scenario,
+/// which must parse and build, and come out the same twice.
+fn imported(events: &[schedlab::import::events::SchedEvent]) {
+    let all = schedlab::import::model::derive(events, None);
+    let cpu: u64 = all.iter().map(|t| t.cpu_ns()).sum();
+    let (first, last) = (events[0].ts_ns, events[events.len() - 1].ts_ns);
+    let mid = first + (last - first) / 2;
+    let part = schedlab::import::model::derive(events, Some((first, mid)));
+    assert!(part.iter().map(|t| t.cpu_ns()).sum::<u64>() <= cpu, "a window holds no more CPU time than the whole trace");
+    let keep = |_: &schedlab::import::model::TaskModel| true;
+    let o = schedlab::import::replay::Options { window: None, keep: &keep, source: "fuzz", name: "fuzz" };
+    let (toml, n) = schedlab::import::replay::scenario(events, &o);
+    assert_eq!(toml, schedlab::import::replay::scenario(events, &o).0, "the same events give the same scenario");
+    if n == 0 || n > 64 || events.iter().any(|e| e.cpu >= 64) {
+        return;
+    }
+    let s = Scenario::parse(&toml, "imported.toml", &[]).unwrap_or_else(|e| panic!("the imported scenario does not parse: {e}\n{toml}"));
+    if let Err(e) = schedlab::workload::world::build(&s, "imported.toml") {
+        panic!("the imported scenario does not build: {e}\n{toml}");
     }
 }
 

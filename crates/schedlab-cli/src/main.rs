@@ -20,6 +20,7 @@ mod calibrate;
 mod common;
 mod compare;
 mod compare_real;
+mod import;
 mod ray;
 mod real;
 mod sweep;
@@ -107,6 +108,11 @@ enum Cmd {
     /// Measure this host's scheduling costs (context switch, wakeups, timers,
     /// migration, fork/exit, idle exit) and write a machine file for --machine.
     Calibrate(calibrate::CalibrateArgs),
+    /// Turn a recorded scheduler trace (Perfetto, perf script, tracefs
+    /// text) into a scenario replaying each task: its bursts, its sleeps,
+    /// and who woke it.
+    #[command(name = "import-trace")]
+    ImportTrace(import::ImportArgs),
     /// List machine presets, workload kinds, kernel features and schedulers.
     List {
         /// One of: presets, workloads, features, schedulers (default: all).
@@ -155,6 +161,7 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => compare::compare(a),
         Cmd::Sweep(a) => sweep::sweep(a),
         Cmd::Calibrate(a) => calibrate::calibrate(a),
+        Cmd::ImportTrace(a) => import::import(a),
         Cmd::List { what } => list(what.as_deref()),
         Cmd::Fetch { scheds } => fetch(&scheds),
     };

@@ -191,6 +191,8 @@ impl<'a> Converter<'a> {
                 self.stats.migrations += 1;
                 self.stats.task_migrations += self.pids.task(task.pid).is_some() as u64;
             }
+            // Not enabled by a real run's recording.
+            Event::Fork { .. } | Event::Exit { .. } => {}
         }
     }
 }

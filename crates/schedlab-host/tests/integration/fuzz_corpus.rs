@@ -64,6 +64,16 @@ fn import_trace() {
 }
 
 #[test]
+fn import_perfetto() {
+    replay("import_perfetto", targets::import_perfetto);
+}
+
+#[test]
+fn import_perf() {
+    replay("import_perf", targets::import_perf);
+}
+
+#[test]
 fn profile() {
     replay("profile", targets::profile);
 }

@@ -59,6 +59,18 @@ pub enum Kind {
         /// True for a new task's first wakeup (wake_up_new_task).
         new: bool,
     },
+    /// sched_process_fork: `parent` made `child` (which is then woken new).
+    Fork {
+        /// The forking task's pid.
+        parent: i32,
+        /// The new task.
+        child: TraceTask,
+    },
+    /// sched_process_exit: `task` is exiting (its last switch-out follows).
+    Exit {
+        /// The exiting task.
+        task: TraceTask,
+    },
 }
 
 /// One event at a time on a CPU.

@@ -4,16 +4,21 @@
 //! that stream ([`model`]): run bursts, sleeps each ended by a timer or by
 //! a wakeup from another task, exits.
 //!
-//! What lives here: one reader per trace format (so far the tracefs /
-//! trace-cmd text reader, [`tracefs_text`], on the line parser
-//! [`tracefs_line`], which real mode's trace reader in `schedlab-real`
-//! shares), format detection from the content, and the task model. What it
+//! What lives here: one reader per trace format (Perfetto protobuf,
+//! [`perfetto`]; `perf script` text, [`perf_script`]; tracefs / trace-cmd
+//! text, [`tracefs_text`], on the line parser [`tracefs_line`], which real
+//! mode's trace reader in `schedlab-real` shares), format detection from
+//! the content, the task model ([`model`]) and the scenario it becomes
+//! ([`replay`]). What it
 //! may import: `engine`, `machine`, `results` (the wake kinds) and std; the
 //! simulator never calls into it.
 
 
 pub mod events;
 pub mod model;
+pub mod perf_script;
+pub mod perfetto;
+pub mod replay;
 pub mod tracefs_line;
 pub mod tracefs_text;
 
@@ -41,17 +46,33 @@ impl std::error::Error for ImportError {}
 pub enum Format {
     /// The text of tracefs's `trace` file or `trace-cmd report`.
     TracefsText,
+    /// `perf script` output of `perf sched record`.
+    PerfScript,
+    /// A Perfetto protobuf trace (schedlab's own, or traced's).
+    Perfetto,
 }
 
 /// Which format `data` is in, from its content (never the file name).
 pub fn detect(data: &[u8]) -> Result<Format, ImportError> {
     let Ok(text) = std::str::from_utf8(data) else {
-        return Err(ImportError { offset: utf8_error_at(data), expected: "a text trace (tracefs / trace-cmd lines); binary traces are not read yet".into() });
+        if perfetto::looks_like(data) {
+            return Ok(Format::Perfetto);
+        }
+        return Err(ImportError {
+            offset: utf8_error_at(data),
+            expected: "a text trace (tracefs / trace-cmd / perf script lines) or a Perfetto trace (starting with a TracePacket)".into(),
+        });
     };
     if text.lines().any(|l| tracefs_line::parse_line(l).is_some()) {
         return Ok(Format::TracefsText);
     }
-    Err(ImportError { offset: 0, expected: "tracefs / trace-cmd text with sched_switch and sched_waking lines".into() })
+    if perf_script::looks_like(text) {
+        return Ok(Format::PerfScript);
+    }
+    if perfetto::looks_like(data) {
+        return Ok(Format::Perfetto);
+    }
+    Err(ImportError { offset: 0, expected: "tracefs / trace-cmd text, perf script output or a Perfetto trace, with sched_switch and sched_waking events".into() })
 }
 
 fn utf8_error_at(data: &[u8]) -> usize {
@@ -62,8 +83,13 @@ fn utf8_error_at(data: &[u8]) -> usize {
 pub fn read(data: &[u8]) -> Result<Vec<events::SchedEvent>, ImportError> {
     match detect(data)? {
         Format::TracefsText => tracefs_text::read(std::str::from_utf8(data).expect("detect checked UTF-8")),
+        Format::PerfScript => perf_script::read(std::str::from_utf8(data).expect("detect checked UTF-8")),
+        Format::Perfetto => perfetto::read(data),
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_formats;

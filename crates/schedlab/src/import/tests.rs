@@ -7,7 +7,7 @@ use super::{detect, read, Format};
 /// Two tasks ping-ponging on CPU 0 (a wakes b, b wakes a), one task on
 /// CPU 1 sleeping on a timer (woken with the idle task current), then
 /// preempted once and exiting.
-const PINGPONG: &str = "\
+pub(super) const PINGPONG: &str = "\
 # tracer: nop
 #
           <idle>-0       [000] d..2.  100.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=ping pid next_pid=10 next_prio=120
@@ -100,4 +100,23 @@ fn bad_traces_name_the_offset_and_what_was_expected() {
     let waking = PINGPONG.lines().nth(4).unwrap();
     let e = read(waking.as_bytes()).unwrap_err();
     assert!(e.expected.contains("sched_switch"), "{e}");
+}
+
+/// Two hogs taking turns on CPU 0 every 10 ms for 1 s, with CPU 1 idle all
+/// along, are pinned to CPU 0; a task that ran on both CPUs is not.
+#[test]
+fn tasks_kept_waiting_beside_an_idle_cpu_are_taken_as_pinned() {
+    use super::events::{SchedEvent, TraceTask};
+    let t = |pid: i32| TraceTask { pid, comm: format!("t{pid}"), prio: 120 };
+    let sw = |ts: u64, cpu: u32, prev: i32, left: LeftAs, next: i32| SchedEvent { ts_ns: ts, cpu, kind: Kind::Switch { prev: t(prev), left, next: t(next) } };
+    let mut ev = vec![sw(0, 1, 0, LeftAs::Preempted, 3), sw(1_000, 1, 3, LeftAs::Blocked, 0), sw(2_000, 0, 3, LeftAs::Blocked, 1)];
+    for i in 1..100u64 {
+        let (a, b) = if i % 2 == 1 { (1, 2) } else { (2, 1) };
+        ev.push(sw(i * 10_000_000, 0, a, LeftAs::Preempted, b));
+    }
+    let tasks = derive(&ev, None);
+    let pinned: Vec<(i32, Option<Vec<u32>>)> = tasks.iter().map(|m| (m.pid, m.pinned.clone())).collect();
+    assert_eq!(pinned, [(1, Some(vec![0])), (2, Some(vec![0])), (3, None)]);
+    // Runnable from their start to the end: CPU hogs, not cut bursts.
+    assert!(tasks[0].runnable_at_end && tasks[1].runnable_at_end && !tasks[2].runnable_at_end);
 }

@@ -48,6 +48,18 @@ pub enum Event<'a> {
         /// The CPU it goes to.
         dest_cpu: i64,
     },
+    /// sched_process_fork (no priorities: `prio` is 120).
+    Fork {
+        /// The forking task.
+        parent: Thr<'a>,
+        /// The new task.
+        child: Thr<'a>,
+    },
+    /// sched_process_exit.
+    Exit {
+        /// The exiting task.
+        task: Thr<'a>,
+    },
 }
 
 /// One line of the `trace` file: `<comm>-<pid> [cpu] <flags> <secs.usecs>: <event>: <fields>`.
@@ -68,6 +80,10 @@ pub struct Line<'a> {
 /// The events [`parse_line`] reads (the ones a recording enables).
 pub const EVENTS: [&str; 5] = ["sched_switch", "sched_waking", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task"];
 
+/// Every event [`parse_line`] and [`parse_event`] read: [`EVENTS`] and the
+/// process events a recorded trace may have.
+pub const PARSED: [&str; 7] = ["sched_switch", "sched_waking", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task", "sched_process_fork", "sched_process_exit"];
+
 /// Parses a line of the kernel's text output; None for anything else
 /// (comments, `[LOST n EVENTS]` marks, other events).
 pub fn parse_line(line: &str) -> Option<Line<'_>> {
@@ -75,7 +91,7 @@ pub fn parse_line(line: &str) -> Option<Line<'_>> {
     // (15 bytes), so the first one found is not inside the header's comm.
     let (at, name) = line.match_indices(": sched_").find_map(|(i, _)| {
         let rest = &line[i + 2..];
-        EVENTS.iter().find(|e| rest.strip_prefix(**e).is_some_and(|r| r.starts_with(": "))).map(|e| (i, *e))
+        PARSED.iter().find(|e| rest.strip_prefix(**e).is_some_and(|r| r.starts_with(": "))).map(|e| (i, *e))
     })?;
     let fields = &line[at + 2 + name.len() + 2..];
     let head = line[..at].trim_end();
@@ -91,17 +107,33 @@ pub fn parse_line(line: &str) -> Option<Line<'_>> {
     }
     let (comm, pid) = task.rsplit_once('-')?;
     let (comm, pid) = (comm.trim_start(), pid.parse().ok()?);
+    let ev = parse_event(name, fields)?;
+    Some(Line { ts_ns, cpu, pid, comm, ev })
+}
+
+/// The fields of event `name` (one of [`PARSED`]), as the kernel prints
+/// them after `name: `; None when they do not parse.
+pub fn parse_event<'a>(name: &str, fields: &'a str) -> Option<Event<'a>> {
     let num = |v: &str| v.parse::<i64>().ok();
-    let ev = match name {
+    Some(match name {
         "sched_switch" => {
             let v = values(fields, &["prev_comm=", "prev_pid=", "prev_prio=", "prev_state=", "==> next_comm=", "next_pid=", "next_prio="])?;
             Event::Switch { prev: thr(v[0], v[1], v[2])?, prev_state: v[3], next: thr(v[4], v[5], v[6])? }
+        }
+        "sched_process_fork" => {
+            let v = values(fields, &["comm=", "pid=", "child_comm=", "child_pid="])?;
+            Event::Fork { parent: thr(v[0], v[1], "120")?, child: thr(v[2], v[3], "120")? }
+        }
+        "sched_process_exit" => {
+            // Kernels since 6.10 print group_dead= after prio.
+            let v = values(fields, &["comm=", "pid=", "prio="]).or_else(|| values(fields, &["comm=", "pid=", "prio=", "group_dead="]))?;
+            Event::Exit { task: thr(v[0], v[1], v[2])? }
         }
         "sched_migrate_task" => {
             let v = values(fields, &["comm=", "pid=", "prio=", "orig_cpu=", "dest_cpu="])?;
             Event::Migrate { task: thr(v[0], v[1], v[2])?, orig_cpu: num(v[3])?, dest_cpu: num(v[4])? }
         }
-        _ => {
+        "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => {
             let kind = match name {
                 "sched_waking" => WakeKind::Waking,
                 "sched_wakeup" => WakeKind::Wakeup,
@@ -114,8 +146,8 @@ pub fn parse_line(line: &str) -> Option<Line<'_>> {
             })?;
             Event::Wake { kind, task: thr(v[0], v[1], v[2])?, target_cpu: num(v[3])? }
         }
-    };
-    Some(Line { ts_ns, cpu, pid, comm, ev })
+        _ => return None,
+    })
 }
 
 fn thr<'a>(comm: &'a str, pid: &str, prio: &str) -> Option<Thr<'a>> {
@@ -123,7 +155,7 @@ fn thr<'a>(comm: &'a str, pid: &str, prio: &str) -> Option<Thr<'a>> {
 }
 
 /// `secs.fraction` to nanoseconds.
-fn parse_ts(s: &str) -> Option<u64> {
+pub(crate) fn parse_ts(s: &str) -> Option<u64> {
     let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
     if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;

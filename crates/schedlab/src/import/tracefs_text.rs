@@ -1,28 +1,81 @@
 //! Reader of tracefs `trace` text and `trace-cmd report` text, on top of
 //! the tracefs line parser ([`super::tracefs_line::parse_line`]), which
-//! real mode's trace reader shares.
+//! real mode's trace reader shares. The `perf script` reader
+//! ([`super::perf_script`]) reads its lines' fields the same way and
+//! shares the collection of events (`Collect`).
 
 use super::events::{Kind, LeftAs, SchedEvent, TraceTask};
-use super::ImportError;
 use super::tracefs_line::{parse_line, Event, Thr};
+use super::ImportError;
 use crate::results::trace::WakeKind;
 
 /// The sched events this reader needs; a line naming one of them that does
 /// not parse is an error, other lines (headers, other events) are skipped.
-const NEEDED: [&str; 4] = [": sched_switch: ", ": sched_waking: ", ": sched_wakeup: ", ": sched_wakeup_new: "];
+pub(crate) const NEEDED: [&str; 6] = ["sched_switch", "sched_waking", "sched_wakeup", "sched_wakeup_new", "sched_process_fork", "sched_process_exit"];
 
 fn task(t: Thr<'_>) -> TraceTask {
     TraceTask { pid: t.pid, comm: t.comm.to_string(), prio: t.prio }
 }
 
-/// Read every sched event of `text`, in time order (stable for equal times).
-/// When both sched_waking and sched_wakeup are in the trace, sched_wakeup
-/// lines are dropped (the waking one names the waker's CPU first).
+/// Events of a text trace as they are read, and what [`Collect::finish`]
+/// needs to tidy them.
+#[derive(Default)]
+pub(crate) struct Collect {
+    out: Vec<SchedEvent>,
+    has_waking: bool,
+    wakeups: Vec<usize>,
+}
+
+impl Collect {
+    /// One parsed event at `ts_ns` on `cpu`, in the task `pid` (the waker
+    /// of a wakeup).
+    pub(crate) fn push(&mut self, ts_ns: u64, cpu: u32, pid: i32, ev: Event<'_>) {
+        let kind = match ev {
+            Event::Switch { prev, prev_state, next } => Kind::Switch { prev: task(prev), left: LeftAs::from_state(prev_state), next: task(next) },
+            Event::Wake { kind, task: t, .. } => {
+                self.has_waking |= kind == WakeKind::Waking;
+                if kind == WakeKind::Wakeup {
+                    self.wakeups.push(self.out.len());
+                }
+                Kind::Wake { task: task(t), waker: pid, new: kind == WakeKind::WakeupNew }
+            }
+            Event::Fork { parent, child } => Kind::Fork { parent: parent.pid, child: task(child) },
+            Event::Exit { task: t } => Kind::Exit { task: task(t) },
+            Event::Migrate { .. } => return,
+        };
+        self.out.push(SchedEvent { ts_ns, cpu, kind });
+    }
+
+    /// The events in time order (stable for equal times). When both
+    /// sched_waking and sched_wakeup are in the trace, sched_wakeup events
+    /// are dropped (the waking one names the waker's CPU first). `end` is
+    /// the offset to name when there is no sched_switch at all.
+    pub(crate) fn finish(self, end: usize) -> Result<Vec<SchedEvent>, ImportError> {
+        let mut out = self.out;
+        if self.has_waking {
+            let mut drop = vec![false; out.len()];
+            for i in self.wakeups {
+                drop[i] = true;
+            }
+            let mut i = 0;
+            out.retain(|_| {
+                i += 1;
+                !drop[i - 1]
+            });
+        }
+        if !out.iter().any(|e| matches!(e.kind, Kind::Switch { .. })) {
+            return Err(ImportError { offset: end, expected: "at least one sched_switch event (record sched_switch and sched_waking)".into() });
+        }
+        out.sort_by_key(|e| e.ts_ns);
+        Ok(out)
+    }
+}
+
+/// Read every sched event of `text`, in time order (stable for equal
+/// times); sched_wakeup events are dropped when sched_waking ones are there.
 pub fn read(text: &str) -> Result<Vec<SchedEvent>, ImportError> {
-    let mut out = Vec::new();
+    let mut c = Collect::default();
     let mut offset = 0;
-    let mut has_waking = false;
-    let mut wakeups = Vec::new();
     for raw in text.split_inclusive('\n') {
         let at = offset;
         offset += raw.len();
@@ -31,41 +84,12 @@ pub fn read(text: &str) -> Result<Vec<SchedEvent>, ImportError> {
             continue;
         }
         let Some(l) = parse_line(line) else {
-            if let Some(ev) = NEEDED.iter().find(|e| line.contains(**e)) {
-                return Err(ImportError {
-                    offset: at,
-                    expected: format!("a tracefs line '<comm>-<pid> [cpu] <secs.usecs>: {}: <fields>' with all its fields", ev.trim_matches([':', ' '])),
-                });
+            if let Some(ev) = NEEDED.iter().find(|e| line.contains(&format!(": {e}: "))) {
+                return Err(ImportError { offset: at, expected: format!("a tracefs line '<comm>-<pid> [cpu] <secs.usecs>: {ev}: <fields>' with all its fields") });
             }
             continue;
         };
-        let kind = match l.ev {
-            Event::Switch { prev, prev_state, next } => Kind::Switch { prev: task(prev), left: LeftAs::from_state(prev_state), next: task(next) },
-            Event::Wake { kind, task: t, .. } => {
-                has_waking |= kind == WakeKind::Waking;
-                if kind == WakeKind::Wakeup {
-                    wakeups.push(out.len());
-                }
-                Kind::Wake { task: task(t), waker: l.pid, new: kind == WakeKind::WakeupNew }
-            }
-            Event::Migrate { .. } => continue,
-        };
-        out.push(SchedEvent { ts_ns: l.ts_ns, cpu: l.cpu, kind });
+        c.push(l.ts_ns, l.cpu, l.pid, l.ev);
     }
-    if has_waking {
-        let mut drop = vec![false; out.len()];
-        for i in wakeups {
-            drop[i] = true;
-        }
-        let mut i = 0;
-        out.retain(|_| {
-            i += 1;
-            !drop[i - 1]
-        });
-    }
-    if !out.iter().any(|e| matches!(e.kind, Kind::Switch { .. })) {
-        return Err(ImportError { offset, expected: "at least one sched_switch line (record with -e sched_switch -e sched_waking)".into() });
-    }
-    out.sort_by_key(|e| e.ts_ns);
-    Ok(out)
+    c.finish(offset)
 }

@@ -99,6 +99,7 @@ pub fn estimate(s: &Scenario, nr_cpus: usize) -> Estimate {
                 (None, Some(f)) => std::fs::read_to_string(r.base_dir.join(f)).map_or(0, |t| rtapp_tasks(&t)),
                 (None, None) => 0,
             },
+            WorkloadSpec::Replay(_) => 1,
         };
         tasks = tasks.saturating_add(t);
     }

@@ -21,6 +21,7 @@
 pub mod cgroups;
 mod common;
 pub mod estimate;
+pub mod replay;
 pub mod rtapp;
 pub mod scenario;
 pub mod world;
@@ -42,8 +43,9 @@ use crate::engine::time::{Ns, NSEC_PER_MSEC, NSEC_PER_USEC};
 pub use common::{new_task, BuildError};
 pub(crate) use common::{check_nice, check_rt, cpus};
 
-/// Adds the workload `spec` (index `w`) to the simulator.
-pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildError> {
+/// Adds the workload `spec` (index `w`) to the simulator; `links` are the
+/// wait objects of the scenario's replay workloads ([`replay::Links::new`]).
+pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec, links: &replay::Links) -> Result<(), BuildError> {
     let next_tgid = sim.next_tgid;
     let prefix = format!("workload.{w}");
     let (name, start) = match spec {
@@ -56,6 +58,7 @@ pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildErro
         WorkloadSpec::Mixed(m) => (m.name.clone(), m.start),
         WorkloadSpec::Server(s) => (s.name.clone(), s.start),
         WorkloadSpec::Rtapp(r) => (r.name.clone(), r.start),
+        WorkloadSpec::Replay(r) => (Some(r.name.clone()), r.start),
     };
     let mut m = WorkloadMetrics::new(&name.unwrap_or_else(|| format!("{}{w}", spec.kind())), spec.kind());
     m.start_ns = start.map_or(0, |d| d.0);
@@ -71,6 +74,7 @@ pub fn build(sim: &mut Sim, w: u32, spec: &WorkloadSpec) -> Result<(), BuildErro
         WorkloadSpec::Mixed(m) => build_mixed(sim, w, next_tgid, m, &prefix)?,
         WorkloadSpec::Server(s) => build_server(sim, w, next_tgid, s, &prefix)?,
         WorkloadSpec::Rtapp(r) => crate::workload::rtapp::build(sim, w, next_tgid, r, &prefix)?,
+        WorkloadSpec::Replay(r) => replay::build(sim, w, next_tgid, r, links, &prefix)?,
     };
     sim.metrics[w as usize].nr_tasks = tasks.len() as u32;
     sim.workload_tasks[w as usize] = tasks;
@@ -302,7 +306,7 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
 
 /// The policy a workload asks for: explicit, or SCHED_FIFO when it gives an
 /// RT priority (as rt-tests do), else SCHED_OTHER.
-fn policy_of(policy: &Option<String>, prio: u32, prefix: &str) -> Result<Policy, BuildError> {
+pub(crate) fn policy_of(policy: &Option<String>, prio: u32, prefix: &str) -> Result<Policy, BuildError> {
     let policy = match policy {
         Some(p) => parse_policy(p).map_err(|e| BuildError::field(format!("{prefix}.policy"), e.to_string()))?,
         None if prio > 0 => Policy::Fifo,

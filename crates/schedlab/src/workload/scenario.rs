@@ -396,6 +396,8 @@ pub enum WorkloadSpec {
     Server(ServerSpec),
     /// An rt-app JSON description.
     Rtapp(RtappSpec),
+    /// One recorded task's steps (`schedlab import-trace`).
+    Replay(crate::workload::replay::ReplaySpec),
 }
 
 impl WorkloadSpec {
@@ -411,6 +413,7 @@ impl WorkloadSpec {
             WorkloadSpec::Mixed(_) => "mixed",
             WorkloadSpec::Server(_) => "server",
             WorkloadSpec::Rtapp(_) => "rtapp",
+            WorkloadSpec::Replay(_) => "replay",
         }
     }
 }
@@ -425,6 +428,7 @@ pub const WORKLOAD_KINDS: &[(&str, &str)] = &[
     ("schbench", "schbench: message threads waking worker threads (or -R requests/s), per-CPU lock, cache footprint; wakeup and request latency, RPS"),
     ("mixed", "experiment 000's background load: oversubscribed hogs at mixed nice, yielders, switch pairs, SCHED_FIFO bursts, fork storms"),
     ("server", "multi-instance server: N processes of a dispatcher and M-1 workers sharing a working set; request latency and throughput"),
+    ("replay", "one task of a recorded trace (schedlab import-trace): steps \"run 2ms\", \"sleep 1ms\", \"wait NAME\", \"wake NAME\", \"fork NAME\", \"run to end\", \"exit\""),
     ("rtapp", "rt-app JSON import (file = \"x.json\"): run, runtime, sleep, timer, lock/unlock, barrier, fork, yield, loop, phases"),
 ];
 

@@ -195,8 +195,9 @@ pub fn build_with(s: &Scenario, file: &str, topo: Topology, ext: &dyn ExtLoader)
         sim.irqoff = Some(crate::machine::irqoff::IrqOffModel::new(irq.every.0, irq.length.0, cpus, s.seed));
     }
     crate::workload::cgroups::build_tree(&mut sim, s, file)?;
+    let links = crate::workload::replay::Links::new(&mut sim, &s.workloads).map_err(|e| bad(e.to_string()))?;
     for (i, w) in s.workloads.iter().enumerate() {
-        crate::workload::build(&mut sim, i as u32, w).map_err(|e| bad(e.to_string()))?;
+        crate::workload::build(&mut sim, i as u32, w, &links).map_err(|e| bad(e.to_string()))?;
     }
     crate::workload::cgroups::place_tasks(&mut sim, s, file)?;
     crate::workload::cgroups::build_writes(&mut sim, s, file)?;

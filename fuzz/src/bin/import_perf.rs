@@ -1,0 +1,4 @@
+//! AFL target: `schedlab_fuzz::targets::import_perf` (see src/targets.rs).
+fn main() {
+    afl::fuzz!(|data: &[u8]| schedlab_fuzz::targets::import_perf(data));
+}
