@@ -10,7 +10,7 @@
 //! [`super::tracefs_line::parse_event`].
 
 use super::tracefs_line::{parse_event, parse_ts, Event, PARSED};
-use super::tracefs_text::{Collect, NEEDED};
+use super::tracefs_text::{read_lines, LineForm};
 use super::events::SchedEvent;
 use super::ImportError;
 
@@ -41,22 +41,5 @@ pub fn looks_like(text: &str) -> bool {
 
 /// Read every sched event of `perf script` text, in time order.
 pub fn read(text: &str) -> Result<Vec<SchedEvent>, ImportError> {
-    let mut c = Collect::default();
-    let mut offset = 0;
-    for raw in text.split_inclusive('\n') {
-        let at = offset;
-        offset += raw.len();
-        let line = raw.trim_end_matches(['\n', '\r']);
-        if line.trim_start().starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let Some((ts, cpu, pid, ev)) = parse_line(line) else {
-            if let Some(ev) = NEEDED.iter().find(|e| line.contains(&format!("sched:{e}: "))) {
-                return Err(ImportError { offset: at, expected: format!("a perf script line '<comm> <tid> [cpu] <secs.usecs>: sched:{ev}: <fields>' with all its fields") });
-            }
-            continue;
-        };
-        c.push(ts, cpu, pid, ev);
-    }
-    c.finish(offset)
+    read_lines(text, parse_line, &LineForm { head: "a perf script line '<comm> <tid> [cpu] <secs.usecs>: ", event_prefix: "sched:" })
 }

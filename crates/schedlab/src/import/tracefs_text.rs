@@ -74,6 +74,31 @@ impl Collect {
 /// Read every sched event of `text`, in time order (stable for equal
 /// times); sched_wakeup events are dropped when sched_waking ones are there.
 pub fn read(text: &str) -> Result<Vec<SchedEvent>, ImportError> {
+    read_lines(text, tracefs_line, &LineForm { head: "a tracefs line '<comm>-<pid> [cpu] <secs.usecs>", event_prefix: ": " })
+}
+
+fn tracefs_line(line: &str) -> Option<(u64, u32, i32, Event<'_>)> {
+    parse_line(line).map(|l| (l.ts_ns, l.cpu, l.pid, l.ev))
+}
+
+/// A text format's line parser: (time in ns, CPU, task, event) of a line.
+pub(crate) type ParseLine = for<'a> fn(&'a str) -> Option<(u64, u32, i32, Event<'a>)>;
+
+/// How a text format's lines look, for [`read_lines`]'s error on a line
+/// that names a needed event and does not parse.
+pub(crate) struct LineForm {
+    /// The expected line's shape up to the event's prefix.
+    pub(crate) head: &'static str,
+    /// What stands right before the event's name (": " in tracefs text,
+    /// "sched:" in perf script output).
+    pub(crate) event_prefix: &'static str,
+}
+
+/// The line walk of the text readers: comments and blank lines skipped,
+/// each other line `parse`d into (time, CPU, task, event) and collected; a
+/// line that `parse` refuses but that names one of the [`NEEDED`] events is
+/// an error at its byte offset, other lines are skipped.
+pub(crate) fn read_lines(text: &str, parse: ParseLine, form: &LineForm) -> Result<Vec<SchedEvent>, ImportError> {
     let mut c = Collect::default();
     let mut offset = 0;
     for raw in text.split_inclusive('\n') {
@@ -83,13 +108,13 @@ pub fn read(text: &str) -> Result<Vec<SchedEvent>, ImportError> {
         if line.trim_start().starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let Some(l) = parse_line(line) else {
-            if let Some(ev) = NEEDED.iter().find(|e| line.contains(&format!(": {e}: "))) {
-                return Err(ImportError { offset: at, expected: format!("a tracefs line '<comm>-<pid> [cpu] <secs.usecs>: {ev}: <fields>' with all its fields") });
+        let Some((ts, cpu, pid, ev)) = parse(line) else {
+            if let Some(ev) = NEEDED.iter().find(|e| line.contains(&format!("{}{e}: ", form.event_prefix))) {
+                return Err(ImportError { offset: at, expected: format!("{}{}{ev}: <fields>' with all its fields", form.head, form.event_prefix) });
             }
             continue;
         };
-        c.push(l.ts_ns, l.cpu, l.pid, l.ev);
+        c.push(ts, cpu, pid, ev);
     }
     c.finish(offset)
 }
