@@ -16,6 +16,7 @@ use schedlab::machine::topology::{presets, Topology};
 use schedlab_host::frontend::MaxWall;
 use schedlab_host::world;
 
+mod agree;
 mod calibrate;
 mod common;
 mod compare;
@@ -108,6 +109,10 @@ enum Cmd {
     /// Measure this host's scheduling costs (context switch, wakeups, timers,
     /// migration, fork/exit, idle exit) and write a machine file for --machine.
     Calibrate(calibrate::CalibrateArgs),
+    /// Run each scenario that fits this machine for real and simulated on
+    /// the calibrated machine, and print how far apart they are: latency
+    /// p50 / p99 / max, makespan and CPU shares, with the error of each.
+    Agree(agree::AgreeArgs),
     /// Turn a recorded scheduler trace (Perfetto, perf script, tracefs
     /// text) into a scenario replaying each task: its bursts, its sleeps,
     /// and who woke it.
@@ -161,6 +166,7 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => compare::compare(a),
         Cmd::Sweep(a) => sweep::sweep(a),
         Cmd::Calibrate(a) => calibrate::calibrate(a),
+        Cmd::Agree(a) => agree::agree(a),
         Cmd::ImportTrace(a) => import::import(a),
         Cmd::List { what } => list(what.as_deref()),
         Cmd::Fetch { scheds } => fetch(&scheds),

@@ -127,7 +127,7 @@ fn affinity_violations(r: &Value) -> Vec<String> {
 /// Per task, its share of its workload's CPU time, for workloads whose
 /// tasks share CPUs until the end (no makespan) and that have two or more
 /// tasks: the shares the scheduler's fairness decides.
-fn shares(r: &Value) -> BTreeMap<String, f64> {
+pub fn task_shares(r: &Value) -> BTreeMap<String, f64> {
     let mut by_workload: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
     for t in tasks(r) {
         by_workload.entry(t["workload"].as_str().unwrap_or("")).or_default().push(t);
@@ -178,7 +178,7 @@ pub fn agreement(variant: &str, sim: &Value, real: &Value, scx: Option<&RealScx>
     let (ra, sa) = (affinity_violations(real), affinity_violations(sim));
     let show = |v: &[String]| if v.is_empty() { "respected".to_string() } else { format!("{} outside: {}", v.len(), v.join(", ")) };
     checks.push(Check { what: "affinity", real: show(&ra), sim: show(&sa), agree: ra.is_empty() == sa.is_empty() });
-    let (rs, ss) = (shares(real), shares(sim));
+    let (rs, ss) = (task_shares(real), task_shares(sim));
     if !rs.is_empty() {
         let mut worst: Option<(&String, f64, f64)> = None;
         for (name, r) in &rs {
