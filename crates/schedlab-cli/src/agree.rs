@@ -98,9 +98,9 @@ enum Outcome {
 }
 
 /// The simulation on the calibrated machine.
-fn simulate(s: &Scenario, file: &str, machine: &Path) -> Result<Value, Failure> {
+fn simulate(s: &Scenario, file: &str, machine: &Path, sets: &[String]) -> Result<Value, Failure> {
     let mut s = s.clone();
-    schedlab_host::frontend::apply_machine(&mut s, &machine.display().to_string())?;
+    schedlab_host::frontend::apply_machine(&mut s, &machine.display().to_string(), sets)?;
     let mut sim = schedlab_host::world::build(&s, file).map_err(|e| Failure::Input(e.to_string()))?;
     sim.run();
     let label = crate::common::sched_label(&s);
@@ -153,7 +153,7 @@ pub fn agree(a: AgreeArgs) -> Result<(), Failure> {
     let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     // The simulations first, in parallel; the real runs then one at a time
     // on a machine that does nothing else.
-    let sims: Vec<Result<Value, Failure>> = scenarios.par_iter().zip(&names).map(|(s, f)| simulate(s, f, &machine)).collect();
+    let sims: Vec<Result<Value, Failure>> = scenarios.par_iter().zip(&names).map(|(s, f)| simulate(s, f, &machine, &a.sets)).collect();
     let mut outcomes = Vec::new();
     for (((s, f), path), sim) in scenarios.iter().zip(&names).zip(&files).zip(sims) {
         let sim = match sim {

@@ -118,9 +118,11 @@ pub fn op_timeout_arg(d: Option<&str>) -> Option<String> {
 /// of /sys/devices/system/cpu, a file of `lscpu -p` output, or a TOML file
 /// with a `[machine]` table (as `schedlab calibrate` writes), which
 /// replaces the scenario's whole machine, costs included; its relative
-/// `lscpu` / `sysfs` paths are taken from the file's directory.
-pub fn apply_machine(scenario: &mut Scenario, m: &str) -> Result<(), Failure> {
-    if let Some(spec) = machine_file(Path::new(m))? {
+/// `lscpu` / `sysfs` paths are taken from the file's directory. The
+/// `machine.*` overrides among `sets` apply to that file's table, so that
+/// `--set machine.costs.wakeup=...` still holds beside `--machine FILE`.
+pub fn apply_machine(scenario: &mut Scenario, m: &str, sets: &[String]) -> Result<(), Failure> {
+    if let Some(spec) = machine_file(Path::new(m), sets)? {
         scenario.machine = spec;
         return Ok(());
     }
@@ -147,11 +149,17 @@ pub fn apply_machine(scenario: &mut Scenario, m: &str) -> Result<(), Failure> {
 
 /// The `[machine]` table of `path` when it is a TOML file with one (None
 /// for anything else: a directory, an `lscpu -p` file, a name).
-fn machine_file(path: &Path) -> Result<Option<schedlab::workload::scenario::MachineSpec>, Failure> {
+fn machine_file(path: &Path, sets: &[String]) -> Result<Option<schedlab::workload::scenario::MachineSpec>, Failure> {
     let Ok(text) = std::fs::read_to_string(path) else { return Ok(None) };
     let Ok(mut table) = text.parse::<toml::Table>() else { return Ok(None) };
     let Some(machine) = table.remove("machine") else { return Ok(None) };
     let m = path.display();
+    let mut root = toml::Table::new();
+    root.insert("machine".into(), machine);
+    for set in sets.iter().filter(|x| x.starts_with("machine.")) {
+        schedlab::workload::scenario::apply_set(&mut root, set).map_err(|e| Failure::Input(format!("--set {set} (on --machine {m}): {e}")))?;
+    }
+    let machine = root.remove("machine").unwrap_or_else(|| toml::Value::Table(toml::Table::new()));
     let mut spec: schedlab::workload::scenario::MachineSpec = machine.try_into().map_err(|e: toml::de::Error| Failure::Input(format!("--machine {m}: [machine]: {}", e.message())))?;
     let dir = path.canonicalize().map_err(|e| Failure::Io(format!("--machine {m}: {e}")))?.parent().map(Path::to_path_buf).unwrap_or_default();
     for p in [&mut spec.lscpu, &mut spec.sysfs].into_iter().flatten() {
@@ -166,7 +174,7 @@ fn machine_file(path: &Path) -> Result<Option<schedlab::workload::scenario::Mach
 pub fn load(path: &Path, sets: &[String], machine: Option<&str>) -> Result<Scenario, Failure> {
     let mut s = Scenario::load(path, sets)?;
     if let Some(m) = machine {
-        apply_machine(&mut s, m)?;
+        apply_machine(&mut s, m, sets)?;
     }
     Ok(s)
 }
@@ -176,7 +184,7 @@ pub fn load(path: &Path, sets: &[String], machine: Option<&str>) -> Result<Scena
 pub fn parse(text: &str, file: &str, sets: &[String], machine: Option<&str>) -> Result<Scenario, Failure> {
     let mut s = Scenario::parse(text, file, sets)?;
     if let Some(m) = machine {
-        apply_machine(&mut s, m)?;
+        apply_machine(&mut s, m, sets)?;
     }
     Ok(s)
 }
