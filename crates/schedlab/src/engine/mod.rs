@@ -120,6 +120,13 @@ pub enum Event {
         /// The write's index among the scenario's `[[cgroup_write]]` tables.
         index: u32,
     },
+    /// The return from an interrupt whose work was charged to `cpu`
+    /// (charge_irq) and that asked for a reschedule: schedule() runs here,
+    /// once the handler is done, on the interrupted task's time.
+    IrqExit {
+        /// The CPU returning from the interrupt.
+        cpu: Cpu,
+    },
     /// The end of the simulation.
     End,
 }
@@ -146,6 +153,7 @@ impl Event {
             Event::ScxDetach => (16, 0),
             Event::CfsPeriod { tg, gen, slack } => (17, (tg as u64) << 33 | (gen as u64) << 1 | slack as u64),
             Event::CgroupWrite { index } => (18, index as u64),
+            Event::IrqExit { cpu } => (19, cpu as u64),
         }
     }
 }

@@ -8,6 +8,7 @@
 use crate::engine::time::Ns;
 use crate::engine::{Cpu, Event};
 use crate::sched::sim::Sim;
+use crate::sched::task::TaskState;
 
 impl Sim {
     /// Runs the simulation to its end time.
@@ -128,6 +129,11 @@ impl Sim {
                 self.engine.account(t, &ev);
                 self.start_workload(workload);
             }
+            Event::IrqExit { cpu } => {
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.rq_mut(cpu).irq_exit_pending = false;
+            }
             Event::CgroupWrite { index } => {
                 // Written from user space; the writer is taken to run on
                 // CPU 0 (its own cost is not modelled).
@@ -232,7 +238,23 @@ impl Sim {
         // return from interrupt; the classes' work around it is theirs.
         self.scx_irq_exit_begin(cpu);
         if self.rq(cpu).need_resched {
-            self.schedule(cpu);
+            let until = self.rq(cpu).irq_until;
+            // A task that blocks calls schedule() itself, at once; one that
+            // is preempted (or the idle task) is switched at the return from
+            // the interrupt.
+            let preempted = self.rq(cpu).curr.is_none_or(|c| self.task(c).state == TaskState::Runnable);
+            if preempted && until > self.now() {
+                // The handler's work charged to this CPU runs first, on the
+                // interrupted task's time (as without IRQ_TIME_ACCOUNTING);
+                // schedule() comes at its exit, so the task switched in is
+                // not charged for it.
+                if !self.rq(cpu).irq_exit_pending {
+                    self.rq_mut(cpu).irq_exit_pending = true;
+                    self.engine.schedule(until, Event::IrqExit { cpu });
+                }
+            } else {
+                self.schedule(cpu);
+            }
         }
         self.scx_irq_exit_end(cpu);
         if self.check_invariants {

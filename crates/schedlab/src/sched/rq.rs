@@ -156,6 +156,9 @@ pub struct Rq {
     pub need_resched: bool,
     /// An IPI to this CPU is in flight.
     pub ipi_pending: bool,
+    /// An `Event::IrqExit` is queued for this CPU: the reschedule waits for
+    /// the interrupt work charged to it (`irq_until`).
+    pub irq_exit_pending: bool,
     /// Interrupt work on this CPU is being paid for until this time.
     pub irq_until: Ns,
     /// The nohz idle balancer kicked this CPU.
