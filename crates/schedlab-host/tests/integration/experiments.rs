@@ -111,8 +111,9 @@ fn exp000_deferred_work_on_target_cuts_residence_outliers() {
     assert!(on.1 <= off.1, ">256us outliers: {} on target vs {} on caller", on.1, off.1);
 }
 
-/// Disable duration, DSQ lock wait and hard lockups of experiment 002's scenario.
-fn bypass_disable(percpu: bool) -> (u64, u64, u64) {
+/// Disable duration, DSQ lock wait, runqueue lock wait and hard lockups of
+/// experiment 002's scenario.
+fn bypass_disable(percpu: bool) -> (u64, u64, u64, u64) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/exp-002-bypass.toml");
     let sets = vec![format!("features.SCX_BYPASS_PERCPU={percpu}")];
     let s = Scenario::load(std::path::Path::new(path), &sets).unwrap();
@@ -122,7 +123,7 @@ fn bypass_disable(percpu: bool) -> (u64, u64, u64) {
     let st = &sim.scx.stats;
     let took = st.disable_done_at.expect("disable finished") - st.disable_started_at.expect("disable started");
     assert!(sim.tasks.iter().all(|t| t.class == schedlab::sched::task::ClassId::Fair), "every task back in fair");
-    (took, st.dsq_lock_wait_ns, st.hardlockups)
+    (took, st.dsq_lock_wait_ns, st.rq_lock_wait_ns, st.hardlockups)
 }
 
 /// Experiment 002: with thousands of affinitized tasks under scx_simple, bypass
@@ -130,11 +131,54 @@ fn bypass_disable(percpu: bool) -> (u64, u64, u64) {
 /// one lock; per-CPU bypass DSQs (6.19) make the disable fast.
 #[test]
 fn exp002_percpu_bypass_dsqs_make_disable_fast() {
-    let (new, new_wait, _) = bypass_disable(true);
-    let (old, old_wait, _) = bypass_disable(false);
-    eprintln!("experiment 002: disable {old} ns -> {new} ns; DSQ lock wait {old_wait} ns -> {new_wait} ns (per-node -> per-CPU)");
+    let (new, new_wait, new_rq_wait, _) = bypass_disable(true);
+    let (old, old_wait, old_rq_wait, _) = bypass_disable(false);
+    eprintln!("experiment 002: disable {old} ns -> {new} ns; DSQ lock wait {old_wait} ns -> {new_wait} ns; rq lock wait {old_rq_wait} ns -> {new_rq_wait} ns (per-node -> per-CPU)");
     assert!(new * 13 < old * 10, "disable with per-CPU bypass DSQs {new} ns vs per-node {old} ns");
     assert!(new_wait < old_wait, "DSQ lock wait {new_wait} ns vs {old_wait} ns");
+}
+
+/// (disable duration, longest runnable wait while disabling, runqueue lock
+/// wait) of the shipped `cpu0` concentrating 20,000 hogs on CPU 0 of
+/// epyc-2s-192 for 1 s, then unregistered.
+fn cpu0_disable(percpu: bool, balancer: bool) -> (u64, u64, u64) {
+    let lb = if balancer { "" } else { "bypass_lb_interval = \"0s\"\n" };
+    let text = format!(
+        "seed = 3\nduration = \"40s\"\n[machine]\npreset = \"epyc-2s-192\"\n[scheduler]\nkind = \"ext\"\nsched = \"cpu0\"\ndetach_at = \"1s\"\n{lb}[[workload]]\nkind = \"hog\"\nname = \"h\"\ncount = 20000\n"
+    );
+    let sets = vec![format!("features.SCX_BYPASS_PERCPU={percpu}")];
+    let s = Scenario::parse(&text, "cpu0-20k.toml", &sets).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = schedlab_host::world::build(&s, "cpu0-20k.toml").unwrap_or_else(|e| panic!("{e}"));
+    sim.check_invariants = false;
+    let mut t = 1_000_000_000;
+    while sim.scx.stats.disable_done_at.is_none() {
+        t += 100_000_000;
+        assert!(t < 40_000_000_000, "disable not done after 39 s");
+        sim.run_until(t);
+    }
+    let st = &sim.scx.stats;
+    (st.disable_done_at.unwrap() - st.disable_started_at.unwrap(), st.max_wait_while_disabling_ns, st.rq_lock_wait_ns)
+}
+
+/// Experiment 002, concentration (the source's scx_cpu0 test, ~20k runnable
+/// tasks on the 192-CPU EPYC): per-CPU bypass DSQs without the load
+/// balancer leave every task to CPU 0, a tick each, so the last one waits
+/// about 20 s (RCU's stall timeout is 21 s); with the balancer the disable
+/// completes in about a second. The old per-node DSQs are printed, not
+/// checked: there all of node 0 drains the queue at once (README, 002).
+#[test]
+fn exp002_bypass_balancer_drains_a_cpu0_concentration() {
+    let (with_lb, wait_lb, _) = cpu0_disable(true, true);
+    let (without, wait_without, _) = cpu0_disable(true, false);
+    let (per_node, wait_node, rq_wait_node) = cpu0_disable(false, true);
+    let ms = |ns: u64| ns / 1_000_000;
+    eprintln!(
+        "experiment 002, cpu0 x 20,000: per-CPU without balancer: disable {} ms, longest wait {} ms; with: {} ms, {} ms; per-node: {} ms, {} ms ({} ms of runqueue lock wait)",
+        ms(without), ms(wait_without), ms(with_lb), ms(wait_lb), ms(per_node), ms(wait_node), ms(rq_wait_node)
+    );
+    assert!(with_lb < 1_500_000_000, "with the balancer the disable takes about a second: {} ms", ms(with_lb));
+    assert!(wait_without > 10_000_000_000, "without it tasks wait for many seconds: {} ms", ms(wait_without));
+    assert!(without > 10 * with_lb, "disable without the balancer {} ms vs with {} ms", ms(without), ms(with_lb));
 }
 
 /// (requests per second, request p99 ns) of experiment 004's server scenario.

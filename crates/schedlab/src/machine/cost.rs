@@ -72,6 +72,17 @@ pub struct CostModel {
     /// Looking at one task while scanning a DSQ for one this CPU can run
     /// (pointer chasing through the task list: a cache miss per task).
     pub dsq_scan_task_ns: Ns,
+    /// Taking and releasing another CPU's runqueue lock, uncontended: the
+    /// lock's cache line comes over from the owner (a cross-CCX line
+    /// transfer on Zen is ~100-150 ns, within one LLC ~40 ns). Part of every
+    /// hold of a remote runqueue lock; waiting behind other holders is
+    /// charged on top (a queued spinlock serves waiters in order).
+    pub rq_lock_ns: Ns,
+    /// The part of `migrate_task_ns` done under the source runqueue's lock
+    /// when a task is pulled off it: deactivate_task() and set_task_cpu()
+    /// (dequeue accounting, PELT/load updates, migrate_task_rq), a few
+    /// hundred ns in perf profiles of migration-heavy loads.
+    pub rq_detach_ns: Ns,
 }
 
 impl Default for CostModel {
@@ -98,6 +109,8 @@ impl Default for CostModel {
             scx_kfunc_ns: 40,
             dsq_lock_ns: 60,
             dsq_scan_task_ns: 40,
+            rq_lock_ns: 100,
+            rq_detach_ns: 400,
         }
     }
 }

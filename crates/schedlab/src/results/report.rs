@@ -201,10 +201,13 @@ pub struct ScxResult {
     pub deferred_irq_works: u64,
     /// ... of those, for another CPU's runqueue (where experiment 000's change acts).
     pub deferred_remote: u64,
-    /// CPU time charged for callbacks, kfuncs and DSQ locks (incl. waiting).
+    /// CPU time charged for callbacks, kfuncs, DSQ and runqueue locks (incl. waiting).
     pub overhead_ns: u64,
     /// CPU time spent waiting for DSQ locks (ns).
     pub dsq_lock_wait_ns: u64,
+    /// CPU time spent waiting for runqueue locks (ns): remote pulls and
+    /// moves, schedule() behind them, the disable's class switches.
+    pub rq_lock_wait_ns: u64,
     /// Local DSQ residence: insert to removal (experiment 000's metric).
     pub local_dsq_residence: Option<LatencyStats>,
     /// Local-DSQ residences over 128 us.
@@ -268,6 +271,7 @@ impl ScxResult {
             deferred_remote: st.deferred_remote,
             overhead_ns: st.overhead_ns,
             dsq_lock_wait_ns: st.dsq_lock_wait_ns,
+            rq_lock_wait_ns: st.rq_lock_wait_ns,
             local_dsq_residence: latency_stats(h),
             local_dsq_residence_over_128us: over(128_000),
             local_dsq_residence_over_256us: over(256_000),
@@ -637,14 +641,15 @@ impl Results {
         }
         if let Some(x) = &self.sched_ext {
             out.push_str(&format!(
-                "sched_ext {}{}: {}, {} callbacks, {} kfunc calls, overhead {} ({} waiting on DSQ locks)\n",
+                "sched_ext {}{}: {}, {} callbacks, {} kfunc calls, overhead {} ({} waiting on DSQ locks, {} on runqueue locks)\n",
                 x.name,
                 x.crate_.as_ref().map(|c| format!(" (crate {c})")).unwrap_or_default(),
                 x.state,
                 x.op_calls.values().sum::<u64>(),
                 x.kfunc_calls,
                 fmt_ns(x.overhead_ns),
-                fmt_ns(x.dsq_lock_wait_ns)
+                fmt_ns(x.dsq_lock_wait_ns),
+                fmt_ns(x.rq_lock_wait_ns)
             ));
             if let Some(r) = &x.local_dsq_residence {
                 out.push_str(&format!(

@@ -297,6 +297,10 @@ pub struct CostSpec {
     pub mm_switch: Option<Duration>,
     /// Cost of a message between LLCs (cache-line transfer).
     pub xllc_msg: Option<Duration>,
+    /// Taking and releasing another CPU's runqueue lock, uncontended.
+    pub rq_lock: Option<Duration>,
+    /// The part of `migrate_task` done under the source runqueue's lock.
+    pub rq_detach: Option<Duration>,
 }
 
 /// `[scheduler]`: the class that runs the workloads and its tunables.

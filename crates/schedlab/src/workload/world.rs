@@ -153,6 +153,8 @@ pub fn build_with(s: &Scenario, file: &str, topo: Topology, ext: &dyn ExtLoader)
     set(&mut costs.migrate_task_ns, &c.migrate_task);
     set(&mut costs.mm_switch_ns, &c.mm_switch);
     set(&mut costs.xllc_msg_ns, &c.xllc_msg);
+    set(&mut costs.rq_lock_ns, &c.rq_lock);
+    set(&mut costs.rq_detach_ns, &c.rq_detach);
     let mut tunables = Tunables::default();
     if let Some(b) = &s.scheduler.rt_bandwidth {
         tunables.rt.rt_bandwidth = match b.as_str() {

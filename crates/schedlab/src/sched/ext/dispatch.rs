@@ -313,31 +313,50 @@ impl Sim {
     /// `dst`'s local DSQ, moving it between runqueues if needed.
     pub(crate) fn scx_dispatch_to_local(&mut self, dst: Cpu, p: TaskId, flags: u64) {
         let src = self.task(p).cpu;
-        if src == dst {
+        let this = self.this_cpu;
+        if src == dst && src == this {
             let local = self.scx.local(dst);
             self.scx_dispatch_enqueue(local, p, flags);
             return;
         }
-        if !self.scx_can_run_on(p, dst, true) {
-            let g = self.scx.global(self.topo.node_of(src as usize) as u32);
-            self.scx_dispatch_enqueue(g, p, flags | enq_flags::GDSQ_FALLBACK);
+        // Everything below happens under the source's rq lock (switched
+        // to from this CPU's own when the task is elsewhere).
+        let fallback = src != dst && !self.scx_can_run_on(p, dst, true);
+        let staying = !fallback && (src == dst || self.rq(src).curr == Some(p));
+        if !fallback && !staying {
+            self.scx_move_remote_to_local(p, dst, flags);
             return;
         }
-        if self.rq(src).curr == Some(p) {
-            // Still on its CPU (being switched out): it stays on the source.
+        let remote = src != this;
+        if remote {
+            self.scx_rq_lock(src);
+        }
+        if staying {
+            // Already on the target, or still on its CPU (being switched
+            // out): it stays on the source.
             let local = self.scx.local(src);
             self.scx_dispatch_enqueue(local, p, flags);
-            return;
+        } else {
+            let g = self.scx.global(self.topo.node_of(src as usize) as u32);
+            self.scx_dispatch_enqueue(g, p, flags | enq_flags::GDSQ_FALLBACK);
         }
-        self.scx_move_remote_to_local(p, dst, flags);
+        if remote {
+            self.scx_rq_unlock(src);
+        }
     }
 
     /// move_remote_task_to_local_dsq(): deactivate on the source runqueue,
     /// set_task_cpu(), activate on the destination with a sticky CPU so that
     /// enqueue puts it straight into the local DSQ. ops.runnable/quiescent
     /// are not called for this internal migration.
+    ///
+    /// The source's rq lock is held for the detach, the destination's for
+    /// the attach; either is a remote lock with its wait unless it is this
+    /// CPU's own (consume_remote_task() and switch_rq_lock()).
     pub(crate) fn scx_move_remote_to_local(&mut self, p: TaskId, dst: Cpu, flags: u64) {
         let src = self.task(p).cpu;
+        let detach_ns = self.costs.rq_detach_ns.min(self.costs.migrate_task_ns);
+        self.scx_rq_locked_work(src, detach_ns);
         self.deactivate_task(src, p, deq::MOVE | deq::MIGRATING);
         self.set_task_cpu(p, dst);
         self.task_mut(p).scx.c.cpu = dst;
@@ -346,7 +365,7 @@ impl Sim {
         let hflags = if flags & enq_flags::HEAD != 0 { enq::HEAD } else { 0 };
         self.activate_task(dst, p, enq::MOVE | enq::MIGRATING | hflags);
         self.scx.extra_enq_flags = 0;
-        self.scx.cost_acc += self.costs.migrate_task_ns;
+        self.scx_rq_locked_work(dst, self.costs.migrate_task_ns - detach_ns);
         // Wake the destination if it idles (resched if its class is below ours).
         if self.rq(dst).curr.is_none() {
             self.resched_curr(dst);
@@ -393,6 +412,7 @@ impl Sim {
     /// decide to keep running the previous task (SCX_RQ_BAL_KEEP).
     pub(crate) fn scx_balance_one(&mut self, cpu: Cpu, prev: Option<TaskId>) {
         let c = cpu as usize;
+        self.scx_rq_lock_own(cpu);
         self.rqs[c].scx.flags &= !rq_flags::BAL_KEEP;
         self.rqs[c].scx.flags |= rq_flags::IN_BALANCE;
         let have = self.scx_balance_inner(cpu, prev);

@@ -437,12 +437,20 @@ impl Sim {
             return;
         }
         for c in 0..self.nr_cpus() as Cpu {
+            // Each runqueue's tasks are cycled under its lock.
+            let remote = c != self.this_cpu;
+            if remote {
+                self.scx_rq_lock(c);
+            }
             self.rqs[c as usize].scx.flags |= crate::sched::ext::rq_flags::BYPASSING;
             let queued: Vec<TaskId> = self.tasks_queued_in_ext(c);
             for p in queued {
                 self.scx_requeue(p);
             }
             self.resched_curr(c);
+            if remote {
+                self.scx_rq_unlock(c);
+            }
         }
         let intv = self.scx.bypass_lb_intv_ns;
         if self.features.on(Feature::SCX_BYPASS_PERCPU) && !self.scx.bypass_lb_armed && intv > 0 {
@@ -471,8 +479,9 @@ impl Sim {
 
     /// The disable work switches tasks back to fair one by one. Each switch
     /// needs the task's runqueue lock, which CPUs hold while they balance
-    /// (and, with shared bypass DSQs, while they wait for the DSQ lock), so
-    /// a contended machine makes the disable slow.
+    /// (and, with shared bypass DSQs, while they wait for the DSQ lock) and
+    /// while they pull tasks off it, so a contended machine makes the
+    /// disable slow; the switch itself holds the lock too.
     pub(crate) fn on_scx_disable_step(&mut self) {
         let now = self.now();
         self.scx_track_disable_waits();
@@ -481,8 +490,9 @@ impl Sim {
         while let Some(p) = self.scx.disable_queue.pop() {
             if self.task(p).class == ClassId::Ext {
                 let cpu = self.task(p).cpu;
-                let held = self.rqs[cpu as usize].scx.lock_held_until;
-                t = t.max(held) + DISABLE_TASK_NS;
+                let wait = self.rqs[cpu as usize].scx.lock(t, DISABLE_TASK_NS);
+                self.scx.stats.rq_lock_wait_ns += wait;
+                t += wait + DISABLE_TASK_NS;
                 let saved = self.this_cpu;
                 self.this_cpu = cpu;
                 self.scx_change_class(p, ClassId::Fair);
@@ -608,6 +618,9 @@ impl Sim {
                 let dsq = self.scx.bypass_dsq(donor);
                 let mut cursor = None;
                 let mut moved = 0;
+                // The donor's rq lock, IRQs off, for a batch at a time:
+                // CPUs pulling from the donor wait meanwhile.
+                self.scx_rq_lock(donor);
                 while nr(self, donor) > donor_target && !donees.is_empty() {
                     let Some((key, p)) = self.scx.dsqs[dsq as usize].next_after(cursor, false, u64::MAX) else { break };
                     cursor = Some(key);
@@ -622,12 +635,15 @@ impl Sim {
                     }
                     moved += 1;
                     self.scx.stats.bypass_lb_moved += 1;
+                    self.scx.cost_acc += self.costs.migrate_task_ns / 4;
                     if moved % BYPASS_LB_BATCH == 0 {
                         // Both locks are dropped and retaken every batch.
                         self.scx.cost_acc += 2 * self.costs.dsq_lock_ns;
+                        self.scx_rq_unlock(donor);
+                        self.scx_rq_lock(donor);
                     }
                 }
-                self.scx.cost_acc += moved as Ns * self.costs.migrate_task_ns / 4;
+                self.scx_rq_unlock(donor);
             }
             for c in received.iter() {
                 self.resched_curr(c as Cpu);

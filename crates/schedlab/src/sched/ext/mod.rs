@@ -38,6 +38,7 @@ pub mod kfuncs;
 mod lifecycle;
 pub mod ops;
 pub mod procs;
+mod rqlock;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -204,7 +205,9 @@ pub struct ScxRq {
     pub kick_work_queued: bool,
     /// Incremented on every pick (pnt_seq), for SCX_KICK_WAIT.
     pub pnt_seq: u64,
-    /// The simulated time this CPU's rq lock is released (held across balance).
+    /// The simulated time this CPU's rq lock is free again: its own CPU
+    /// holds it across balance, remote CPUs while they pull tasks off this
+    /// runqueue or move tasks onto it (ext/rqlock.rs).
     pub lock_held_until: Ns,
     /// cpumask_any_distribute() cursor of this CPU.
     pub distribute_prev: usize,
@@ -307,6 +310,9 @@ pub struct ScxStats {
     pub overhead_ns: Ns,
     /// Time spent waiting for DSQ locks, ns.
     pub dsq_lock_wait_ns: Ns,
+    /// Time spent waiting for runqueue locks (remote pulls and moves, a
+    /// CPU's own schedule() behind them, the disable's class switches), ns.
+    pub rq_lock_wait_ns: Ns,
     /// Local DSQ residence (insert to removal), experiment 000's metric.
     pub local_residence: Histogram<u64>,
     /// Longest time any ext task waited runnable while disabling.
@@ -342,6 +348,7 @@ impl Default for ScxStats {
             hardlockups: 0,
             overhead_ns: 0,
             dsq_lock_wait_ns: 0,
+            rq_lock_wait_ns: 0,
             local_residence: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
             max_wait_while_disabling_ns: 0,
             enabled_at: None,

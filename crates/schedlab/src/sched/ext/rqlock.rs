@@ -1,0 +1,107 @@
+//! Runqueue locks as CPU time: who takes which CPU's rq lock when sched_ext
+//! moves tasks between runqueues, and how long they wait in line.
+//!
+//! A runqueue lock is a queued spinlock (raw_spin_rq_lock(), core.c): takers
+//! are served in arrival order and a waiter spins, doing nothing else. The
+//! kernel takes another CPU's lock where ext.c moves a task off or onto a
+//! runqueue that is not the caller's own:
+//!
+//! - consuming a DSQ task that sits on another runqueue
+//!   (consume_remote_task(): the puller drops its own lock, switches to the
+//!   source's for deactivate_task() + set_task_cpu(), then back to its own
+//!   for activate_task());
+//! - dispatch_to_local_dsq() and scx_bpf_dsq_move() towards a local DSQ:
+//!   the source's lock, then the destination's when that is a third CPU;
+//! - the bypass load balancer, which holds the donor's lock, IRQs off, for
+//!   batches of moves (bypass_lb_cpu());
+//! - scx_bypass(), which holds each runqueue's lock while it cycles that
+//!   runqueue's tasks through dequeue/enqueue;
+//! - the disable path, which switches each task back to fair under its
+//!   runqueue's lock.
+//!
+//! A CPU also takes its own lock in __schedule(); there it queues behind the
+//! remote holders. In simulated time each lock is one "free again at"
+//! instant (`ScxRq::lock_held_until`); takers serialise in event order, so
+//! this is a FIFO lock, like the DSQ locks (`Dsq::lock`). Fair's load
+//! balancer migrates tasks its own way (detach_tasks() under the busiest
+//! runqueue's lock) and is not modelled here.
+
+use crate::engine::time::Ns;
+use crate::engine::Cpu;
+use crate::sched::ext::ScxRq;
+use crate::sched::sim::Sim;
+
+impl ScxRq {
+    /// Takes this runqueue's lock at simulated time `at` and holds it for
+    /// `hold` ns; returns the time spent waiting behind earlier holders.
+    pub fn lock(&mut self, at: Ns, hold: Ns) -> Ns {
+        let start = at.max(self.lock_held_until);
+        self.lock_held_until = start + hold;
+        start - at
+    }
+}
+
+impl Sim {
+    /// When the CPU running the current operation gets to its next step:
+    /// after the scheduler work already charged to it (irq_until) and this
+    /// operation's so far.
+    fn scx_op_clock(&self) -> Ns {
+        self.now().max(self.rq(self.this_cpu).irq_until) + self.scx.cost_acc
+    }
+
+    /// raw_spin_rq_lock() of `cpu` from the CPU running this operation:
+    /// waits in line, then holds the lock for its cache-line transfer until
+    /// [`Sim::scx_rq_unlock`]. Waiting and holding are the caller's CPU time.
+    pub(crate) fn scx_rq_lock(&mut self, cpu: Cpu) {
+        let at = self.scx_op_clock();
+        let hold = self.costs.rq_lock_ns;
+        let wait = self.rqs[cpu as usize].scx.lock(at, hold);
+        self.scx.cost_acc += wait + hold;
+        self.scx.stats.rq_lock_wait_ns += wait;
+    }
+
+    /// raw_spin_rq_unlock(): the work charged since [`Sim::scx_rq_lock`] was
+    /// done holding `cpu`'s lock.
+    pub(crate) fn scx_rq_unlock(&mut self, cpu: Cpu) {
+        let at = self.scx_op_clock();
+        let r = &mut self.rqs[cpu as usize].scx;
+        r.lock_held_until = r.lock_held_until.max(at);
+    }
+
+    /// Does `work_ns` of work under `cpu`'s rq lock: with the lock dance if
+    /// `cpu` is another CPU's runqueue, as plain CPU time on the caller's own.
+    pub(crate) fn scx_rq_locked_work(&mut self, cpu: Cpu, work_ns: Ns) {
+        if cpu == self.this_cpu {
+            self.scx.cost_acc += work_ns;
+            return;
+        }
+        self.scx_rq_lock(cpu);
+        self.scx.cost_acc += work_ns;
+        self.scx_rq_unlock(cpu);
+    }
+
+    /// __schedule() takes `cpu`'s own rq lock: it waits for the remote
+    /// holders ahead of it (the owner does not count its own earlier holds:
+    /// its clock is already past them).
+    pub(crate) fn scx_rq_lock_own(&mut self, cpu: Cpu) {
+        let at = self.now().max(self.rq(cpu).irq_until) + self.scx.cost_acc;
+        let wait = self.rqs[cpu as usize].scx.lock(at, 0);
+        self.scx.cost_acc += wait;
+        self.scx.stats.rq_lock_wait_ns += wait;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rq_lock_serialises_takers_in_order() {
+        let mut r = ScxRq::default();
+        assert_eq!(r.lock(100, 50), 0);
+        assert_eq!(r.lock(120, 50), 30);
+        assert_eq!(r.lock(130, 10), 70);
+        assert_eq!(r.lock(500, 10), 0);
+        assert_eq!(r.lock_held_until, 510);
+    }
+}
