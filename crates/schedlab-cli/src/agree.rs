@@ -92,7 +92,7 @@ fn machine(a: &AgreeArgs) -> Result<PathBuf, Failure> {
 
 /// One scenario's two sides, or why there is no real side.
 enum Outcome {
-    Both { real: Value, sim: Value },
+    Both { real: Value, sim: Value, notes: Vec<String> },
     Skipped(String),
     Failed(String),
 }
@@ -108,7 +108,7 @@ fn simulate(s: &Scenario, file: &str, machine: &Path, sets: &[String]) -> Result
 }
 
 /// The real run on this host's kernel.
-fn on_host(s: &Scenario, file: &str, quiet: bool) -> Result<Result<Value, Outcome>, Failure> {
+fn on_host(s: &Scenario, file: &str, quiet: bool) -> Result<Result<(Value, Vec<String>), Outcome>, Failure> {
     if s.scheduler.kind == "ext" {
         return Ok(Err(Outcome::Skipped("a sched_ext scheduler; with --vm it runs in the guest".into())));
     }
@@ -117,7 +117,7 @@ fn on_host(s: &Scenario, file: &str, quiet: bool) -> Result<Result<Value, Outcom
     }
     let opts = RealOptions { scheduler: crate::common::sched_label(s), ..Default::default() };
     match schedlab_real::run(s, file, &opts) {
-        Ok(run) => Ok(Ok(serde_json::to_value(&run.results).map_err(|e| Failure::Io(e.to_string()))?)),
+        Ok(run) => Ok(Ok((serde_json::to_value(&run.results).map_err(|e| Failure::Io(e.to_string()))?, run.notes))),
         Err(RealError::Interrupted) => {
             eprintln!("schedlab: {}", RealError::Interrupted);
             std::process::exit(130);
@@ -129,14 +129,14 @@ fn on_host(s: &Scenario, file: &str, quiet: bool) -> Result<Result<Value, Outcom
 }
 
 /// The real run in the sched_ext guest, on as many CPUs as the simulation.
-fn in_guest(path: &Path, s: &Scenario, file: &str, sets: &[String], cpus: usize, quiet: bool) -> Result<Value, Outcome> {
+fn in_guest(path: &Path, s: &Scenario, file: &str, sets: &[String], cpus: usize, quiet: bool) -> Result<(Value, Vec<String>), Outcome> {
     let sched = s.scheduler.sched.as_deref().filter(|_| s.scheduler.kind == "ext");
     let label = crate::common::sched_label(s);
     let variants = crate::vm::guest_variants([(label.as_str(), sched)], file).map_err(|(_, m)| Outcome::Skipped(m))?;
     let guest = crate::vm::interruptible(|| crate::vm::boot(path, s, &variants, sets, cpus, quiet, None)).map_err(|(_, m)| Outcome::Failed(m))?;
     let g = guest.scheds.first().ok_or_else(|| Outcome::Failed(format!("the guest reported nothing (its console: {})", guest.console.display())))?;
     match (&g.json, g.run_failures()) {
-        (Some(j), f) if f.is_empty() => Ok(j.clone()),
+        (Some(j), f) if f.is_empty() => Ok((j.clone(), g.summary.iter().filter_map(|l| l.strip_prefix("note: ").map(str::to_string)).collect())),
         (_, f) => Err(Outcome::Failed(format!("{} (the guest's console: {})", f.join("; "), guest.console.display()))),
     }
 }
@@ -174,7 +174,7 @@ pub fn agree(a: AgreeArgs) -> Result<(), Failure> {
             on_host(s, f, a.quiet)?
         };
         outcomes.push(match real {
-            Ok(real) => Outcome::Both { real, sim },
+            Ok((real, notes)) => Outcome::Both { real, sim, notes },
             Err(o) => o,
         });
     }
@@ -182,7 +182,7 @@ pub fn agree(a: AgreeArgs) -> Result<(), Failure> {
         .iter()
         .zip(outcomes)
         .map(|(f, o)| match o {
-            Outcome::Both { real, sim } => agree::compare(f, &real, &sim),
+            Outcome::Both { real, sim, notes } => ScenarioFigures { notes, ..agree::compare(f, &real, &sim) },
             Outcome::Skipped(why) => ScenarioFigures::not_measured(f, "skipped", &why),
             Outcome::Failed(why) => ScenarioFigures::not_measured(f, "failed", &why),
         })

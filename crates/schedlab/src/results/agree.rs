@@ -98,6 +98,9 @@ pub struct ScenarioFigures {
     pub worst_share_err_pp: Option<f64>,
     /// Medians within [`MEDIAN_GOAL_PCT`] and shares within [`SHARE_GOAL_PP`].
     pub meets_goal: bool,
+    /// What the real run's executor noted (other load on its CPUs, tasks
+    /// set up late, ...): reasons to doubt its figures.
+    pub notes: Vec<String>,
 }
 
 impl ScenarioFigures {
@@ -112,6 +115,7 @@ impl ScenarioFigures {
             worst_median_err_pct: None,
             worst_share_err_pp: None,
             meets_goal: false,
+            notes: Vec::new(),
         }
     }
 
@@ -187,6 +191,7 @@ pub fn compare(scenario: &str, real: &Value, sim: &Value) -> ScenarioFigures {
         worst_median_err_pct,
         worst_share_err_pp,
         meets_goal,
+        notes: Vec::new(),
     }
 }
 
@@ -221,6 +226,11 @@ pub fn tables(all: &[ScenarioFigures]) -> String {
     let mut out = table(&rows);
     for s in all.iter().filter(|s| s.status != "measured") {
         out.push_str(&format!("{}: {} ({})\n", s.scenario, s.status, s.reason));
+    }
+    for s in all {
+        for n in &s.notes {
+            out.push_str(&format!("note: {}: {n}\n", s.scenario));
+        }
     }
     let measured: Vec<&ScenarioFigures> = all.iter().filter(|s| s.status == "measured").collect();
     let met = measured.iter().filter(|s| s.meets_goal).count();
