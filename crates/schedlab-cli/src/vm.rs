@@ -388,6 +388,36 @@ pub fn guest_cpus(vm_cpus: Option<usize>, s: &Scenario, file: &str) -> Result<us
     }
 }
 
+/// The scenario as the guest gets it. The guest has the scenario but not
+/// the files beside it, so the rt-app JSON files its workloads name
+/// (`file`, relative to the scenario) are inlined (`json`).
+fn guest_scenario_text(path: &Path) -> Result<String, RealFailure> {
+    let text = std::fs::read_to_string(path).map_err(|e| (1, format!("{}: {e}", path.display())))?;
+    // A scenario that does not parse reaches the guest as it is, which
+    // reports the error as it would on the host.
+    let Ok(mut table) = text.parse::<toml::Table>() else { return Ok(text) };
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut inlined = false;
+    if let Some(toml::Value::Array(workloads)) = table.get_mut("workload") {
+        for (i, w) in workloads.iter_mut().enumerate() {
+            let Some(w) = w.as_table_mut() else { continue };
+            if w.get("kind").and_then(|k| k.as_str()) != Some("rtapp") {
+                continue;
+            }
+            let Some(file) = w.get("file").and_then(|f| f.as_str()).map(str::to_string) else { continue };
+            let json_path = base.join(&file);
+            let json = std::fs::read_to_string(&json_path).map_err(|e| (2, format!("{}: workload.{i}.file: cannot read {}: {e}", path.display(), json_path.display())))?;
+            w.remove("file");
+            w.insert("json".into(), toml::Value::String(json));
+            inlined = true;
+        }
+    }
+    if !inlined {
+        return Ok(text);
+    }
+    toml::to_string(&table).map_err(|e| (1, format!("{}: {e}", path.display())))
+}
+
 /// Boots the sched_ext kernel once and runs the scenario in it under each
 /// variant in turn: load (libbpf, the real verifier), run, detach, report.
 pub fn boot(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[String], cpus: usize, quiet: bool, trace: Option<&TraceRequest>) -> Result<Guest, RealFailure> {
@@ -414,7 +444,7 @@ pub fn boot_with(path: &Path, s: &Scenario, variants: &[GuestVariant], sets: &[S
     let io = |e: std::io::Error| (1, e.to_string());
     let exe = guest_executor()?;
     std::fs::copy(&exe, guest.join("bin/schedlab")).map_err(|e| (1, format!("{}: {e}", exe.display())))?;
-    std::fs::copy(path, guest.join("scenario.toml")).map_err(io)?;
+    std::fs::write(guest.join("scenario.toml"), guest_scenario_text(path)?).map_err(io)?;
     // Scheduler choices are the loader's business; the rest goes to the guest.
     let guest_sets: Vec<&String> = sets.iter().filter(|x| !x.starts_with("scheduler.")).collect();
     std::fs::write(guest.join("sets"), guest_sets.iter().map(|x| format!("{x}\n")).collect::<String>()).map_err(io)?;
@@ -678,7 +708,25 @@ fn label(n: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::is_static_elf;
+    use super::{guest_scenario_text, is_static_elf};
+
+    #[test]
+    fn the_guest_gets_rtapp_files_inlined() {
+        let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/rtapp-periodic.toml");
+        let text = guest_scenario_text(&shipped).expect("stages");
+        // Parsed from a directory where the JSON's relative path leads nowhere.
+        let s = schedlab::workload::scenario::Scenario::parse(&text, "/scenario.toml", &[]).expect("parses");
+        let rtapp = s.workloads.iter().find_map(|w| match w {
+            schedlab::workload::scenario::WorkloadSpec::Rtapp(r) => Some(r),
+            _ => None,
+        });
+        let r = rtapp.expect("an rt-app workload");
+        assert!(r.file.is_none() && r.json.as_deref().is_some_and(|j| j.contains("tasks")), "{text}");
+        schedlab::workload::world::build(&s, "/scenario.toml").expect("builds without the file");
+        // A scenario without rt-app files goes as it is, comments and all.
+        let plain = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/nice-hogs.toml");
+        assert_eq!(guest_scenario_text(&plain).unwrap(), std::fs::read_to_string(&plain).unwrap());
+    }
 
     /// A minimal ELF64 file whose program headers have these types.
     fn elf(types: &[u32]) -> Vec<u8> {
