@@ -127,6 +127,8 @@ struct Cursor {
     prog: usize,
     pc: usize,
     loops: Vec<u32>,
+    /// rt-app timers: next expiry per timer slot (None before first use).
+    timers: Vec<Option<u64>>,
 }
 
 enum Step {
@@ -155,7 +157,7 @@ fn run_task(plan: &Plan, i: usize) {
     let before = read_counters();
     let mut rng = tp.rng.clone();
     let mut next_wake = plan.start_ns + tp.first_wake_ns;
-    let mut cur = Cursor { prog: tp.prog, pc: 0, loops: vec![0; plan.programs[tp.prog].loop_slots as usize] };
+    let mut cur = Cursor { prog: tp.prog, pc: 0, loops: vec![0; plan.programs[tp.prog].loop_slots as usize], timers: Vec::new() };
     let exited = loop {
         match step(plan, Some(i), tp.workload, &mut cur, &mut rng, &mut next_wake) {
             Step::Next => {}
@@ -209,6 +211,33 @@ fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng
             let lat = sys::now_ns().saturating_sub(*next_wake);
             if let Some(t) = task {
                 plan.shm.push_sample(t, lat);
+            }
+        }
+        Op::Timer { slot, period, absolute, record } => {
+            // As the simulator's: the reference is set at first use; a
+            // missed expiry does not sleep, and a relative timer then
+            // restarts from now.
+            let period = draw_dist(rng, period);
+            let slot = *slot as usize;
+            if cur.timers.len() <= slot {
+                cur.timers.resize(slot + 1, None);
+            }
+            let now = sys::now_ns();
+            let next = cur.timers[slot].unwrap_or(now) + period;
+            cur.timers[slot] = Some(next);
+            if next <= now {
+                if !absolute {
+                    cur.timers[slot] = Some(now);
+                }
+                return Step::Next;
+            }
+            if next >= deadline {
+                sys::sleep_until(deadline);
+                return Step::Stop;
+            }
+            sys::sleep_until(next);
+            if let (true, Some(t)) = (*record, task) {
+                plan.shm.push_sample(t, sys::now_ns().saturating_sub(next));
             }
         }
         Op::Wait { obj } => match plan.objs[*obj as usize] {
@@ -270,7 +299,7 @@ fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng
             if let Ok(0) = sys::fork() {
                 sys::die_with_parent();
                 let before = read_counters();
-                let mut child = Cursor { prog: *prog as usize, pc: 0, loops: vec![0; plan.programs[*prog as usize].loop_slots as usize] };
+                let mut child = Cursor { prog: *prog as usize, pc: 0, loops: vec![0; plan.programs[*prog as usize].loop_slots as usize], timers: Vec::new() };
                 let mut wake = *next_wake;
                 while let Step::Next = step(plan, None, workload, &mut child, rng, &mut wake) {}
                 plan.shm.add_fork(workload, diff(&before, &read_counters()).runtime_ns);

@@ -4,8 +4,8 @@
 //! and wait objects exactly as for a simulation ([`schedlab::workload::world::build`]);
 //! this module then executes those programs with real primitives instead of
 //! simulating them: one process per simulated tgid, one thread per task;
-//! `Run` is busy work measured in thread CPU time, `SleepPeriodic` is
-//! `clock_nanosleep(TIMER_ABSTIME)`, wait objects are pipes or unix sockets
+//! `Run` is busy work measured in thread CPU time, `SleepPeriodic` and
+//! rt-app's `Timer` are `clock_nanosleep(TIMER_ABSTIME)`, wait objects are pipes or unix sockets
 //! (hackbench, stress switch) or futex semaphores, locks are spinlocks in
 //! shared memory, `SetSched` is `sched_setattr`, `SetAffinity` is
 //! `sched_setaffinity`, `Yield`/`YieldTo` are `sched_yield`, `Fork` is
@@ -291,7 +291,13 @@ fn make_plan(sim: &Sim, s: &Scenario, cpu_map: Vec<usize>, spin_per_us: u64) -> 
         .tasks
         .iter()
         .map(|t| {
-            let period = sim.programs[t.prog as usize].ops.iter().find_map(|o| if let Op::SleepPeriodic { period } = o { Some(*period) } else { None });
+            // Room for one sample per period of the task's periodic sleep or
+            // recording rt-app timer (an exponential period: its mean, twice).
+            let period = sim.programs[t.prog as usize].ops.iter().find_map(|o| match o {
+                Op::SleepPeriodic { period } => Some(*period),
+                Op::Timer { period, record: true, .. } => Some(period.mean() / 2),
+                _ => None,
+            });
             period.map_or(0, |p| (s.duration.0 / p.max(1)) as usize + 16).min(4_000_000)
         })
         .collect();
