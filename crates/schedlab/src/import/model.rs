@@ -138,6 +138,10 @@ fn waker_step(tasks: &mut Tasks, waker: i32, ts: u64, step: Step) {
     }
 }
 
+/// What `derive` takes to run on a CPU that a task it believed there was
+/// seen to leave for another (its switch out was lost): no task.
+const LOST_PID: i32 = -1;
+
 /// Derive the task model from events in time order, keeping those in
 /// `[window.0, window.1)` (ns of the trace clock) when a window is given.
 /// The idle tasks (pid 0) are not tasks of the workload.
@@ -205,7 +209,20 @@ pub fn derive(events: &[SchedEvent], window: Option<(u64, u64)>) -> Vec<TaskMode
                         }
                         t.waited += ts - since;
                     }
+                    // Switched in while taken to be running on another CPU:
+                    // its switch out there was lost. Its time there counts
+                    // until now, as the end of a window would count it.
+                    if let Some(since) = t.on_cpu_since {
+                        t.burst += ts - since;
+                    }
                     t.on_cpu_since = Some(ts);
+                }
+                // No other CPU holds it any more; what runs there is unknown
+                // (LOST_PID) until its next switch.
+                for (&c, p) in current.iter_mut() {
+                    if c != ev.cpu && *p == next.pid && next.pid != 0 {
+                        *p = LOST_PID;
+                    }
                 }
             }
             Kind::Wake { task, waker, .. } => {
@@ -268,7 +285,10 @@ pub fn derive(events: &[SchedEvent], window: Option<(u64, u64)>) -> Vec<TaskMode
             if t.exiting && !t.exited {
                 m.steps.push(Step::Exit);
             }
-            let long = (end - t0).saturating_sub(t.runnable_since) * 2 >= end - t0;
+            // Runnable for at least the second half of the trace.
+            let span = end - t0;
+            let runnable = span.saturating_sub(t.runnable_since);
+            let long = runnable >= span - runnable;
             m.runnable_at_end = long && !t.exiting && !t.exited && t.blocked_since.is_none() && (t.on_cpu_since.is_some() || t.waiting.is_some());
             let outside = t.waited_while_idle.iter().filter(|(c, _)| !m.ran_on.contains(c)).map(|(_, &ns)| ns).max().unwrap_or(0);
             let one_cpu = m.ran_on.len() == 1 && t.waited >= PINNED_ONE_CPU_WAIT_NS;
