@@ -268,6 +268,10 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
     let (wdef, rdef) = if pipe { (1_500 + copy, 1_500 + copy) } else { (2_500 + copy, 2_500 + copy) };
     let write_cost = h.write_cost.map_or(wdef, |d| d.0);
     let read_cost = h.read_cost.map_or(rdef, |d| d.0);
+    // What a thread refills after a migration; hackbench's own data is a
+    // 100-byte buffer, so by default nothing (set it to model the stack and
+    // socket lines a thread keeps hot).
+    let working_set = h.working_set.unwrap_or(0);
     let allowed = cpus(sim, &h.cpus, &format!("{prefix}.cpus"))?;
     let nice = check_nice(h.nice.unwrap_or(0), prefix)?;
     sim.metrics[w as usize].finite = true;
@@ -282,7 +286,8 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
         for r in 0..fds {
             // Work counts messages received.
             let prog = add_program(sim, vec![Op::Wait { obj: first_obj + r }, Op::Run(Dist::Const(read_cost)), Op::Work, Op::Loop { to: 0, count: Some(fds * loops), slot: 0 }, Op::Exit]);
-            let t = new_task(format!("hb-g{g}-r{r}"), w, if threads { tgid } else { pid }, Policy::Other, nice, 0, allowed.clone(), prog);
+            let mut t = new_task(format!("hb-g{g}-r{r}"), w, if threads { tgid } else { pid }, Policy::Other, nice, 0, allowed.clone(), prog);
+            t.working_set = working_set;
             pid += 1;
             ids.push(sim.add_task(t));
         }
@@ -296,7 +301,8 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
         ops.push(Op::Exit);
         let prog = add_program(sim, ops);
         for s in 0..fds {
-            let t = new_task(format!("hb-g{g}-s{s}"), w, if threads { tgid } else { pid }, Policy::Other, nice, 0, allowed.clone(), prog);
+            let mut t = new_task(format!("hb-g{g}-s{s}"), w, if threads { tgid } else { pid }, Policy::Other, nice, 0, allowed.clone(), prog);
+            t.working_set = working_set;
             pid += 1;
             ids.push(sim.add_task(t));
         }

@@ -732,6 +732,8 @@ pub struct HackbenchSpec {
     pub write_cost: Option<Duration>,
     /// CPU time a receiver spends per message.
     pub read_cost: Option<Duration>,
+    /// Bytes each thread refills after a migration (default 0: none).
+    pub working_set: Option<u64>,
     /// When the workload starts (default: at 0).
     pub start: Option<Duration>,
 }

@@ -19,6 +19,10 @@ static PRESETS: &[(&str, &str)] = &[
         "epyc-2s-192",
         "dual-socket EPYC, NPS1: 2 x 48 cores x SMT2 = 192 CPUs, 6 CCXs of 8 cores per socket",
     ),
+    (
+        "epyc-2s-384",
+        "dual-socket EPYC 9654 (Genoa), NPS1: 2 x 96 cores x SMT2 = 384 CPUs, 12 CCXs of 8 cores (32MB L3) per socket",
+    ),
 ];
 
 /// Shape of a preset as the `uniform` arguments (packages, nodes per
@@ -32,6 +36,7 @@ fn preset_shape(name: &str) -> Option<[usize; 5]> {
         "amd-16c" => [1, 1, 2, 8, 2],
         "ryzen-3900x" => [1, 1, 4, 3, 2],
         "epyc-2s-192" => [2, 1, 6, 8, 2],
+        "epyc-2s-384" => [2, 1, 12, 8, 2],
         _ => return None,
     })
 }

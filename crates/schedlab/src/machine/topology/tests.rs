@@ -53,6 +53,11 @@ fn preset_counts() {
             (192, 96, 12, 2, 2, 2),
             vec![Smt, Mc, Pkg, Numa],
         ),
+        (
+            "epyc-2s-384",
+            (384, 192, 24, 2, 2, 2),
+            vec![Smt, Mc, Pkg, Numa],
+        ),
     ];
     for (name, counts, domain_levels) in expect {
         let t = preset(name);
