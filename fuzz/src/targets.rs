@@ -180,7 +180,7 @@ fn imported(events: &[schedlab::import::events::SchedEvent]) {
     let part = schedlab::import::model::derive(events, Some((first, mid)));
     assert!(part.iter().map(|t| t.cpu_ns()).sum::<u64>() <= cpu, "a window holds no more CPU time than the whole trace");
     let keep = |_: &schedlab::import::model::TaskModel| true;
-    let o = schedlab::import::replay::Options { window: None, keep: &keep, source: "fuzz", name: "fuzz" };
+    let o = schedlab::import::replay::Options { window: None, keep: &keep, source: "fuzz", name: "fuzz", groups: &Default::default() };
     let (toml, n) = schedlab::import::replay::scenario(events, &o);
     assert_eq!(toml, schedlab::import::replay::scenario(events, &o).0, "the same events give the same scenario");
     if n == 0 || n > 64 || events.iter().any(|e| e.cpu >= 64) {

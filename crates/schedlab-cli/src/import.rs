@@ -41,7 +41,8 @@ pub fn import(a: ImportArgs) -> Result<(), Failure> {
     let file = a.trace.file_name().map_or_else(|| a.trace.display().to_string(), |f| f.to_string_lossy().into_owned());
     let name = a.output.file_stem().filter(|_| a.output.as_os_str() != "-").map_or_else(|| "replay".to_string(), |s| s.to_string_lossy().into_owned());
     let source = format!("{file} ({format:?})");
-    let opts = schedlab::import::replay::Options { window, keep: &keep, source: &source, name: &name };
+    let groups = schedlab::import::task_groups(&data).map_err(bad)?;
+    let opts = schedlab::import::replay::Options { window, keep: &keep, source: &source, name: &name, groups: &groups };
     let (text, n) = schedlab::import::replay::scenario(&events, &opts);
     if n == 0 {
         return Err(Failure::Input(format!("{}: no task left to replay (check --tasks and --window)", a.trace.display())));

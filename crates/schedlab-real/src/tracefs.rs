@@ -27,7 +27,7 @@ use super::{sys, Plan, RealError};
 use schedlab::engine::TaskId;
 use schedlab::sched::task::Task;
 use schedlab::import::tracefs_line::{parse_line, Event, Line, Thr, EVENTS};
-use schedlab::results::trace::{trace_pid, PerfettoWriter, ThreadInfo, Who};
+use schedlab::results::trace::{trace_pid, PerfettoWriter, TaskGroup, ThreadInfo, Waker, Who};
 
 /// What `--trace` asks of a real run.
 #[derive(Clone, Debug)]
@@ -132,6 +132,13 @@ pub(crate) struct Converter<'a> {
     others: std::collections::BTreeSet<i64>,
     pub stats: TraceStats,
     pub last_ns: u64,
+    /// The task groups (autogroups) of the threads named so far: path ->
+    /// (cpu.weight, trace pids).
+    groups: BTreeMap<String, (u64, Vec<i64>)>,
+    /// The scenario's tasks' group: this process's autogroup, which its
+    /// workers inherit, unless the scenario has cgroups (then they run in
+    /// cpu cgroups of their own, where no autogroup applies).
+    own_group: Option<(String, u64)>,
 }
 
 impl<'a> Converter<'a> {
@@ -140,7 +147,8 @@ impl<'a> Converter<'a> {
         for (i, t) in tasks.iter().enumerate() {
             leaders.entry(t.tgid).or_insert(i as TaskId);
         }
-        Converter { out, pids, tasks, start_ns, cpu_map, leaders, others: Default::default(), stats: TraceStats::default(), last_ns: 0 }
+        let own_group = if tasks.iter().all(|t| t.cgroup == "/") { autogroup_of(std::process::id() as i32) } else { None };
+        Converter { out, pids, tasks, start_ns, cpu_map, leaders, others: Default::default(), stats: TraceStats::default(), last_ns: 0, groups: BTreeMap::new(), own_group }
     }
 
     fn cpu(&self, host: i64) -> Option<usize> {
@@ -159,6 +167,9 @@ impl<'a> Converter<'a> {
                 let leader = self.leaders[&task.tgid];
                 let process = self.tasks[leader as usize].name.clone();
                 self.out.describe(ThreadInfo { tid: pid, name: task.name.clone(), tgid: trace_pid(Some(leader)), process, ppid: Some(1) });
+                if let Some((path, w)) = &self.own_group {
+                    self.groups.entry(path.clone()).or_insert((*w, Vec::new())).1.push(pid);
+                }
             }
             return Who { pid, comm: &task.name, prio: t.prio };
         }
@@ -167,6 +178,9 @@ impl<'a> Converter<'a> {
             if let Some(tgid) = proc_tgid(t.pid) {
                 let process = std::fs::read_to_string(format!("/proc/{tgid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| t.comm.to_string());
                 self.out.describe(ThreadInfo { tid: pid, name: t.comm.to_string(), tgid: self.pids.trace_pid(tgid), process, ppid: None });
+            }
+            if let Some((path, w)) = autogroup_of(t.pid) {
+                self.groups.entry(path).or_insert((w, Vec::new())).1.push(pid);
             }
         }
         Who { pid, comm: t.comm, prio: t.prio }
@@ -185,7 +199,7 @@ impl<'a> Converter<'a> {
                 let waker = self.who(Thr { comm: l.comm, pid: l.pid, prio: 120 }).pid;
                 let t = self.who(task);
                 let target = self.cpu(target_cpu).map_or(target_cpu, |c| c as i64);
-                self.out.wake(ts, cpu, waker, kind, t, target);
+                self.out.wake(ts, cpu, Waker { pid: waker, irq_flags: l.irq_flags }, kind, t, target);
             }
             Event::Migrate { task, .. } => {
                 self.stats.migrations += 1;
@@ -195,6 +209,37 @@ impl<'a> Converter<'a> {
             Event::Fork { .. } | Event::Exit { .. } => {}
         }
     }
+}
+
+/// The autogroup (CONFIG_SCHED_AUTOGROUP) the kernel schedules thread
+/// `pid` in, as (path, cpu.weight), from /proc while it lives: its
+/// session's, "/autogroup-N nice K" in /proc/PID/autogroup, which applies
+/// while the thread is in the root cpu cgroup (task_wants_autogroup). None
+/// when autogroups are off, for a kernel thread (no autogroup), a thread in
+/// a cpu cgroup, or one that is gone.
+fn autogroup_of(pid: i32) -> Option<(String, u64)> {
+    if std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled").ok()?.trim() != "1" {
+        return None;
+    }
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let entries: Vec<(&str, &str)> = cgroups.lines().filter_map(|l| l.split_once(':')?.1.split_once(':')).collect();
+    let cpu_path = match entries.iter().find(|(c, _)| c.split(',').any(|x| x == "cpu")) {
+        Some((_, p)) => *p,
+        // cgroup v2: its path counts when the root enables the cpu controller.
+        None => {
+            let enabled = std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control").is_ok_and(|s| s.split_whitespace().any(|c| c == "cpu"));
+            entries.iter().find(|(c, _)| c.is_empty()).map_or("/", |(_, p)| if enabled { p } else { "/" })
+        }
+    };
+    if cpu_path != "/" {
+        return None;
+    }
+    let ag = std::fs::read_to_string(format!("/proc/{pid}/autogroup")).ok()?;
+    let (path, nice) = ag.trim().split_once(" nice ")?;
+    let nice: i32 = nice.trim().parse().ok()?;
+    // cpu.weight of the group's load weight (100 for nice 0's 1024).
+    let w = schedlab::sched::task::PRIO_TO_WEIGHT[(nice + 20).clamp(0, 39) as usize] as u64;
+    Some((path.to_string(), ((w * 100 + 512) / 1024).clamp(1, 10_000)))
 }
 
 /// A thread's process id, from /proc while it lives.
@@ -368,7 +413,8 @@ impl Recording {
                 return Err(RealError::Interrupted);
             }
         }
-        let Converter { mut out, mut stats, others, last_ns, .. } = conv;
+        let Converter { mut out, mut stats, others, last_ns, groups, .. } = conv;
+        out.task_groups(&groups.into_iter().map(|(path, (weight, tids))| TaskGroup { path, weight, tids }).collect::<Vec<_>>());
         out.finish_at(last_ns).map_err(|e| RealError::Io(format!("{}: {e}", self.path.display())))?;
         stats.written = out.events_written;
         stats.lost = lost;

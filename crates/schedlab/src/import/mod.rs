@@ -88,6 +88,16 @@ pub fn read(data: &[u8]) -> Result<Vec<events::SchedEvent>, ImportError> {
     }
 }
 
+/// The task groups a trace names, trace pid -> (path, cpu.weight): the
+/// sessions' autogroups of a `run --real --trace` recording; other traces
+/// name none.
+pub fn task_groups(data: &[u8]) -> Result<std::collections::BTreeMap<i32, (String, u64)>, ImportError> {
+    match detect(data)? {
+        Format::Perfetto => perfetto::task_groups(data),
+        _ => Ok(Default::default()),
+    }
+}
+
 #[cfg(test)]
 mod tests;
 

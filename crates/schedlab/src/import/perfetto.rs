@@ -2,7 +2,9 @@
 //! schedlab writes (simulated runs and `run --real --trace`) and the ones
 //! Perfetto's `traced` records with the ftrace data source, in either of
 //! its encodings: `FtraceEvent`s (sched_switch, sched_waking,
-//! sched_wakeup, sched_wakeup_new, sched_process_fork, sched_process_exit)
+//! sched_wakeup, sched_wakeup_new, sched_process_fork, sched_process_exit;
+//! a wakeup whose `common_flags` mark an interrupt context has no task for
+//! waker)
 //! and the `compact_sched` arrays (switches and wakings; the prev task of a
 //! switch is the next of the previous one on that CPU, and the waker of a
 //! waking is the task current on its CPU).
@@ -14,6 +16,7 @@
 //! ftrace_event.proto, sched.proto).
 
 use super::events::{Kind, LeftAs, SchedEvent, TraceTask};
+use super::tracefs_line::IRQ_CONTEXT;
 use super::ImportError;
 
 /// A protobuf message being read: its bytes and their offset in the file.
@@ -159,12 +162,13 @@ impl Reader {
     }
 
     fn event(&mut self, m: Msg<'_>, cpu: u32) -> Result<(), ImportError> {
-        let (mut ts, mut pid) = (None, 0i32);
+        let (mut ts, mut pid, mut flags) = (None, 0i32, 0u64);
         let mut body = None;
         for (f, v, at) in m.fields()? {
             match f {
                 1 => ts = Some(v.int()),
                 2 => pid = v.int() as i32,
+                5 => flags = v.int(),
                 4 | 17 | 20 | 114 | 238 | 239 => body = Some((f, v.msg().ok_or_else(|| err(at, format!("FtraceEvent field {f} as a message")))?)),
                 _ => {}
             }
@@ -188,7 +192,12 @@ impl Reader {
             }
             238 => Kind::Exit { task: TraceTask { pid: int32(2), comm: text(1), prio: int32(4) as i64 } },
             239 => Kind::Fork { parent: int32(2), child: TraceTask { pid: int32(4), comm: text(3), prio: 120 } },
-            _ => Kind::Wake { task: TraceTask { pid: int32(2), comm: text(1), prio: int32(3) as i64 }, waker: pid, new: f == 114 },
+            // In an interrupt (common_flags), the current task is not the
+            // waker: the wakeup is a timer's or a device's (pid 0).
+            _ => {
+                let waker = if flags as u32 & IRQ_CONTEXT != 0 { 0 } else { pid };
+                Kind::Wake { task: TraceTask { pid: int32(2), comm: text(1), prio: int32(3) as i64 }, waker, new: f == 114 }
+            }
         };
         self.out.push(SchedEvent { ts_ns: ts, cpu, kind });
         Ok(())
@@ -281,6 +290,42 @@ pub fn read(data: &[u8]) -> Result<Vec<SchedEvent>, ImportError> {
     }
     if !out.iter().any(|e| matches!(e.kind, Kind::Switch { .. })) {
         return Err(err(data.len(), "at least one sched_switch event (record the ftrace events sched/sched_switch and sched/sched_waking)"));
+    }
+    Ok(out)
+}
+
+/// The task groups a trace names (real mode writes them:
+/// [`PerfettoWriter::task_groups`](crate::results::trace::PerfettoWriter::task_groups)),
+/// as trace pid -> (group path, cpu.weight); empty when it names none.
+pub fn task_groups(data: &[u8]) -> Result<std::collections::BTreeMap<i32, (String, u64)>, ImportError> {
+    use crate::results::trace::task_group_fields as g;
+    let mut out = std::collections::BTreeMap::new();
+    for (_, packet, _) in (Msg { data, base: 0 }).fields()? {
+        let Some(packet) = packet.msg() else { continue };
+        for (f, v, at) in packet.fields()? {
+            if f != g::PACKET_TASK_GROUPS {
+                continue;
+            }
+            let groups = v.msg().ok_or_else(|| err(at, "the task groups as a message"))?;
+            for (f, v, at) in groups.fields()? {
+                if f != g::TASK_GROUP {
+                    continue;
+                }
+                let (mut path, mut weight, mut tids) = (String::new(), 100, Vec::new());
+                for (f, v, _) in v.msg().ok_or_else(|| err(at, "a task group as a message"))?.fields()? {
+                    match (f, v) {
+                        (g::GROUP_PATH, v) => path = v.str(),
+                        (g::GROUP_WEIGHT, v) => weight = v.int(),
+                        (g::GROUP_TID, Val::Bytes(b)) => tids.extend(b.packed()?),
+                        (g::GROUP_TID, v) => tids.push(v.int()),
+                        _ => {}
+                    }
+                }
+                for t in tids {
+                    out.insert(t as i32, (path.clone(), weight));
+                }
+            }
+        }
     }
     Ok(out)
 }

@@ -19,6 +19,9 @@ pub struct Options<'a> {
     pub source: &'a str,
     /// The scenario's name.
     pub name: &'a str,
+    /// The task group of each trace pid that has one ([`super::task_groups`]):
+    /// (path, cpu.weight). Each becomes a `[[cgroup]]` holding its tasks.
+    pub groups: &'a BTreeMap<i32, (String, u64)>,
 }
 
 /// A duration rounded to microseconds, exact to them: "850us", "2.25ms", "1.500001s".
@@ -83,9 +86,16 @@ pub fn scenario(events: &[SchedEvent], o: &Options<'_>) -> (String, usize) {
          # timer (\"sleep\") or by another task (\"wait NAME\", matched by NAME's \"wake\"\n\
          # or \"fork\"), kept as dependencies, not times; \"run to end\": still runnable\n\
          # when the trace ended. Policy and nice come from the trace's priorities;\n\
-         # cpus from a task kept waiting while a CPU it never used sat idle.\n",
+         # cpus from a task kept waiting while a CPU it never used sat idle;\n\
+         # cgroups from the task groups (sessions' autogroups) the trace names.\n",
     );
     let _ = writeln!(out, "name = {}\nseed = 1\nduration = {}\n\n[machine]\ncpus = {nr_cpus}\n", quote(o.name), quote(&fmt_us((end - t0).max(1000))));
+    // The task groups of the kept tasks (sessions' autogroups): the kernel
+    // schedules each as one entity beside the others, as a cgroup.
+    let groups: BTreeMap<&str, u64> = kept.iter().filter_map(|m| o.groups.get(&m.pid)).map(|(p, w)| (p.as_str(), *w)).collect();
+    for (path, weight) in &groups {
+        let _ = writeln!(out, "[[cgroup]]\npath = {}\nweight = {weight}\n", quote(path));
+    }
     for m in &kept {
         let steps = steps_of(m, &names);
         let _ = writeln!(out, "[[workload]]\nkind = \"replay\"\nname = {}\npid = {}", quote(&names[&m.pid]), m.pid);
@@ -102,6 +112,9 @@ pub fn scenario(events: &[SchedEvent], o: &Options<'_>) -> (String, usize) {
         if let Some(cpus) = &m.pinned {
             let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
             let _ = writeln!(out, "cpus = \"{}\"", list.join(","));
+        }
+        if let Some((path, _)) = o.groups.get(&m.pid) {
+            let _ = writeln!(out, "cgroup = {}", quote(path));
         }
         if m.start_ns > 0 {
             let _ = writeln!(out, "start = {}", quote(&fmt_us(m.start_ns)));

@@ -4,7 +4,7 @@ use super::events::{Kind, LeftAs};
 use super::model::{derive, Step, WokenBy};
 use super::replay::{fmt_us, scenario, Options};
 use super::{detect, read, Format};
-use crate::results::trace::{PerfettoWriter, WakeKind, Who};
+use crate::results::trace::{PerfettoWriter, WakeKind, Waker, Who};
 
 /// A Vec<u8> the writer can own while the test keeps a handle.
 #[derive(Clone, Default)]
@@ -26,7 +26,7 @@ fn own_trace() -> Vec<u8> {
     let mut w = PerfettoWriter::new(Box::new(buf.clone()), 2, None);
     let (idle, a, b) = (Who { pid: 0, comm: "swapper", prio: 120 }, Who { pid: 1, comm: "a", prio: 120 }, Who { pid: 2, comm: "b", prio: 125 });
     w.switch(1_000, 0, idle, 0, a);
-    w.wake(3_000_000, 0, 1, WakeKind::Waking, b, 1);
+    w.wake(3_000_000, 0, Waker { pid: 1, irq_flags: 0 }, WakeKind::Waking, b, 1);
     w.switch(3_100_000, 1, idle, 0, b);
     w.switch(4_000_000, 1, b, 1, idle);
     w.switch(5_000_000, 0, a, 0x10, idle);
@@ -145,7 +145,7 @@ fn perf_script_reads_forks_and_exits() {
 fn the_scenario_is_readable_deterministic_and_runs() {
     let ev = read(PERF.as_bytes()).unwrap();
     let keep = |_: &super::model::TaskModel| true;
-    let o = Options { window: None, keep: &keep, source: "perf.txt", name: "t" };
+    let o = Options { window: None, keep: &keep, source: "perf.txt", name: "t", groups: &Default::default() };
     let (text, n) = scenario(&ev, &o);
     // perf itself only leaves the CPU (no run seen): not a task to replay.
     assert_eq!(n, 2);
@@ -210,7 +210,7 @@ fn mutated_traces_never_panic() {
         let Ok(ev) = read(&d) else { continue };
         let _ = derive(&ev, Some((ev[0].ts_ns, ev[0].ts_ns + 1_000_000)));
         let keep = |_: &super::model::TaskModel| true;
-        let (text, n) = scenario(&ev, &Options { window: None, keep: &keep, source: "m", name: "m" });
+        let (text, n) = scenario(&ev, &Options { window: None, keep: &keep, source: "m", name: "m", groups: &Default::default() });
         if n > 0 {
             let s = crate::workload::scenario::Scenario::parse(&text, "m.toml", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));
             if ev.iter().all(|e| e.cpu < 64) {
@@ -219,4 +219,62 @@ fn mutated_traces_never_panic() {
         }
     }
     assert!(built >= n / 4, "mutations that still read and build: {built} of {}", n * 3);
+}
+
+/// A wakeup in an interrupt (a timer's, on whatever task the interrupt came
+/// in on) has no task for waker, in text and in Perfetto traces: the sleep
+/// ends on time in the replay instead of waiting for the interrupted task.
+#[test]
+fn a_wakeup_in_an_interrupt_is_no_dependency_on_the_interrupted_task() {
+    let text = "\
+ a-1 [000] d..2.  100.000000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=a next_pid=1 next_prio=120
+ b-2 [001] d..2.  100.000000: sched_switch: prev_comm=b prev_pid=2 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+ a-1 [000] d.h2.  100.001000: sched_waking: comm=b pid=2 prio=120 target_cpu=001
+ a-1 [000] d..2.  100.002000: sched_waking: comm=b pid=2 prio=120 target_cpu=001
+";
+    let ev = read(text.as_bytes()).unwrap();
+    let wakers: Vec<i32> = ev.iter().filter_map(|e| if let Kind::Wake { waker, .. } = e.kind { Some(waker) } else { None }).collect();
+    assert_eq!(wakers, [0, 1], "in the hardirq (h) the waker is no task; in task context it is a");
+    let buf = Buf::default();
+    let mut w = PerfettoWriter::new(Box::new(buf.clone()), 2, None);
+    let (idle, a, b) = (Who { pid: 0, comm: "swapper", prio: 120 }, Who { pid: 1, comm: "a", prio: 120 }, Who { pid: 2, comm: "b", prio: 120 });
+    w.switch(1_000, 0, idle, 0, a);
+    w.switch(1_000, 1, b, 1, idle);
+    w.wake(1_000_000, 0, Waker { pid: 1, irq_flags: crate::import::tracefs_line::TRACE_FLAG_HARDIRQ }, WakeKind::Waking, b, 1);
+    w.switch(1_100_000, 1, idle, 0, b);
+    w.finish_at(2_000_000).unwrap();
+    drop(w);
+    let data = buf.0.borrow().clone();
+    let ev = read(&data).unwrap();
+    let tasks = derive(&ev, None);
+    let b = tasks.iter().find(|t| t.pid == 2).unwrap();
+    assert_eq!(b.steps[0], Step::Sleep { ns: 999_000, by: WokenBy::Timer });
+    assert!(!tasks.iter().find(|t| t.pid == 1).unwrap().steps.iter().any(|s| matches!(s, Step::Wake(_))));
+}
+
+/// The task groups real mode writes (sessions' autogroups) read back, and
+/// each becomes a cgroup of the replay holding its tasks.
+#[test]
+fn task_groups_read_back_and_become_cgroups() {
+    use crate::results::trace::TaskGroup;
+    let buf = Buf::default();
+    let mut w = PerfettoWriter::new(Box::new(buf.clone()), 1, None);
+    let (idle, a, b) = (Who { pid: 0, comm: "swapper", prio: 120 }, Who { pid: 1, comm: "a", prio: 120 }, Who { pid: 2, comm: "b", prio: 139 });
+    w.switch(1_000, 0, idle, 0, a);
+    w.switch(2_000_000, 0, a, 1, b);
+    w.switch(4_000_000, 0, b, 1, idle);
+    w.task_groups(&[TaskGroup { path: "/autogroup-5".into(), weight: 100, tids: vec![1] }, TaskGroup { path: "/autogroup-9".into(), weight: 3, tids: vec![2] }]);
+    w.finish_at(5_000_000).unwrap();
+    drop(w);
+    let data = buf.0.borrow().clone();
+    let groups = super::task_groups(&data).unwrap();
+    assert_eq!(groups[&1], ("/autogroup-5".to_string(), 100));
+    assert_eq!(groups[&2], ("/autogroup-9".to_string(), 3));
+    let ev = read(&data).unwrap();
+    let keep = |_: &super::model::TaskModel| true;
+    let (text, n) = scenario(&ev, &Options { window: None, keep: &keep, source: "t", name: "t", groups: &groups });
+    assert_eq!(n, 2);
+    assert!(text.contains("[[cgroup]]\npath = \"/autogroup-9\"\nweight = 3\n"), "{text}");
+    assert!(text.contains("name = \"b\"\npid = 2\nnice = 19\ncgroup = \"/autogroup-9\"\n"), "{text}");
+    crate::workload::scenario::Scenario::parse(&text, "t.toml", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"));
 }

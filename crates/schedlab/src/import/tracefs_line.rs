@@ -73,8 +73,38 @@ pub struct Line<'a> {
     pub pid: i32,
     /// That task's comm.
     pub comm: &'a str,
+    /// The interrupt context the event happened in, as the kernel's
+    /// trace_entry flag bits ([`IRQ_CONTEXT`]; 0: task context, or a line
+    /// without the flags column): in an interrupt, `pid` is the task the
+    /// interrupt came in on, not the waker of a wakeup.
+    pub irq_flags: u32,
     /// The event and its fields.
     pub ev: Event<'a>,
+}
+
+/// trace_entry flags (include/linux/trace_events.h): TRACE_FLAG_HARDIRQ,
+/// TRACE_FLAG_SOFTIRQ, TRACE_FLAG_NMI.
+pub const TRACE_FLAG_HARDIRQ: u32 = 0x08;
+/// Serving a softirq.
+pub const TRACE_FLAG_SOFTIRQ: u32 = 0x10;
+/// In an NMI.
+pub const TRACE_FLAG_NMI: u32 = 0x40;
+/// The flag bits of an interrupt context.
+pub const IRQ_CONTEXT: u32 = TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ | TRACE_FLAG_NMI;
+
+/// The interrupt-context bits of the latency-format flags column
+/// ("d.h2.", "dNs1", ...): its third letter, as trace_print_lat_fmt
+/// prints it (Z: NMI in a hardirq, z: NMI, H: hardirq in a softirq, h:
+/// hardirq, s: softirq).
+fn irq_flags(column: &str) -> u32 {
+    match column.chars().nth(2) {
+        Some('Z') => TRACE_FLAG_NMI | TRACE_FLAG_HARDIRQ,
+        Some('z') => TRACE_FLAG_NMI,
+        Some('H') => TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ,
+        Some('h') => TRACE_FLAG_HARDIRQ,
+        Some('s') => TRACE_FLAG_SOFTIRQ,
+        _ => 0,
+    }
 }
 
 /// The events [`parse_line`] reads (the ones a recording enables).
@@ -108,7 +138,9 @@ pub fn parse_line(line: &str) -> Option<Line<'_>> {
     let (comm, pid) = task.rsplit_once('-')?;
     let (comm, pid) = (comm.trim_start(), pid.parse().ok()?);
     let ev = parse_event(name, fields)?;
-    Some(Line { ts_ns, cpu, pid, comm, ev })
+    // The flags column, when the line has one, sits between the CPU and the time.
+    let irq_flags = head[close + 1..].split_whitespace().next().map_or(0, irq_flags);
+    Some(Line { ts_ns, cpu, pid, comm, irq_flags, ev })
 }
 
 /// The fields of event `name` (one of [`PARSED`]), as the kernel prints

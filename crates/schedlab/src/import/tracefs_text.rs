@@ -5,7 +5,7 @@
 //! shares the collection of events (`Collect`).
 
 use super::events::{Kind, LeftAs, SchedEvent, TraceTask};
-use super::tracefs_line::{parse_line, Event, Thr};
+use super::tracefs_line::{parse_line, Event, Thr, IRQ_CONTEXT};
 use super::ImportError;
 use crate::results::trace::WakeKind;
 
@@ -77,8 +77,11 @@ pub fn read(text: &str) -> Result<Vec<SchedEvent>, ImportError> {
     read_lines(text, tracefs_line, &LineForm { head: "a tracefs line '<comm>-<pid> [cpu] <secs.usecs>", event_prefix: ": " })
 }
 
+/// A tracefs line as (time, CPU, task, event); an event in interrupt
+/// context names no task (0, as the idle task): the task it interrupted is
+/// not the waker of a wakeup there (a timer's, an I/O completion's).
 fn tracefs_line(line: &str) -> Option<(u64, u32, i32, Event<'_>)> {
-    parse_line(line).map(|l| (l.ts_ns, l.cpu, l.pid, l.ev))
+    parse_line(line).map(|l| (l.ts_ns, l.cpu, if l.irq_flags & IRQ_CONTEXT != 0 { 0 } else { l.pid }, l.ev))
 }
 
 /// A text format's line parser: (time in ns, CPU, task, event) of a line.

@@ -349,6 +349,7 @@ mod fields {
     /// ftrace_event.proto: FtraceEvent.
     pub(super) const EVENT_TIMESTAMP: u32 = 1;
     pub(super) const EVENT_PID: u32 = 2;
+    pub(super) const EVENT_COMMON_FLAGS: u32 = 5;
     pub(super) const EVENT_SCHED_SWITCH: u32 = 4;
     pub(super) const EVENT_SCHED_WAKEUP: u32 = 17;
     pub(super) const EVENT_SCHED_WAKING: u32 = 20;
@@ -377,6 +378,33 @@ mod fields {
     pub(super) const THREAD_TID: u32 = 1;
     pub(super) const THREAD_NAME: u32 = 2;
     pub(super) const THREAD_TGID: u32 = 3;
+}
+
+/// The packet field of [`PerfettoWriter::task_groups`] and its message's
+/// fields (not Perfetto's: its readers skip a field they do not know).
+pub mod task_group_fields {
+    /// TracePacket: the task groups.
+    pub const PACKET_TASK_GROUPS: u32 = 1977;
+    /// The task groups: one group each.
+    pub const TASK_GROUP: u32 = 1;
+    /// A group: its path.
+    pub const GROUP_PATH: u32 = 1;
+    /// A group: its weight (cpu.weight).
+    pub const GROUP_WEIGHT: u32 = 2;
+    /// A group: a thread's trace pid (repeated).
+    pub const GROUP_TID: u32 = 3;
+}
+
+/// A task group of the traced host the kernel schedules as one entity (a
+/// session's autogroup) and the threads of the trace in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskGroup {
+    /// Its name as a cgroup path, e.g. "/autogroup-54".
+    pub path: String,
+    /// Its weight as cpu.weight (100: the weight of nice 0).
+    pub weight: u64,
+    /// The trace pids of its threads.
+    pub tids: Vec<i64>,
 }
 
 /// The pid a task has in traces: task id + 1, as pid 0 is the idle task.
@@ -412,6 +440,18 @@ pub struct ThreadInfo {
     pub process: String,
     /// The parent process, when known.
     pub ppid: Option<i64>,
+}
+
+/// What ran a wakeup tracepoint: the task current on the CPU, and the
+/// interrupt it ran in, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Waker {
+    /// The current task's pid (the event's pid): the waker in task context,
+    /// the interrupted task in an interrupt.
+    pub pid: i64,
+    /// The trace_entry interrupt-context bits (hardirq 0x08, softirq 0x10,
+    /// NMI 0x40), written as FtraceEvent.common_flags; 0 in task context.
+    pub irq_flags: u32,
 }
 
 /// The wakeup tracepoints a trace can hold.
@@ -506,11 +546,11 @@ impl PerfettoWriter {
         pb::bytes(&mut body, fields::SWITCH_NEXT_COMM, next.comm.as_bytes());
         pb::int(&mut body, fields::SWITCH_NEXT_PID, next.pid);
         pb::int(&mut body, fields::SWITCH_NEXT_PRIO, next.prio);
-        self.push(ts, cpu, prev.pid, fields::EVENT_SCHED_SWITCH, &body);
+        self.push(ts, cpu, prev.pid, 0, fields::EVENT_SCHED_SWITCH, &body);
     }
 
-    /// A wakeup tracepoint on `cpu`, run by `waker_pid`, for `task`.
-    pub fn wake(&mut self, ts: Ns, cpu: usize, waker_pid: i64, kind: WakeKind, task: Who, target_cpu: i64) {
+    /// A wakeup tracepoint on `cpu`, run by `waker`, for `task`.
+    pub fn wake(&mut self, ts: Ns, cpu: usize, waker: Waker, kind: WakeKind, task: Who, target_cpu: i64) {
         if !self.in_window(ts) {
             return;
         }
@@ -525,10 +565,10 @@ impl PerfettoWriter {
             WakeKind::Wakeup => fields::EVENT_SCHED_WAKEUP,
             WakeKind::WakeupNew => fields::EVENT_SCHED_WAKEUP_NEW,
         };
-        self.push(ts, cpu, waker_pid, field, &body);
+        self.push(ts, cpu, waker.pid, waker.irq_flags, field, &body);
     }
 
-    fn push(&mut self, ts: Ns, cpu: usize, pid: i64, field: u32, body: &[u8]) {
+    fn push(&mut self, ts: Ns, cpu: usize, pid: i64, common_flags: u32, field: u32, body: &[u8]) {
         if self.bufs.len() <= cpu {
             self.bufs.resize(cpu + 1, (Vec::new(), 0));
         }
@@ -536,6 +576,9 @@ impl PerfettoWriter {
         let mut e = Vec::with_capacity(body.len() + 16);
         pb::uint(&mut e, fields::EVENT_TIMESTAMP, ts);
         pb::uint(&mut e, fields::EVENT_PID, pid as u64);
+        if common_flags != 0 {
+            pb::uint(&mut e, fields::EVENT_COMMON_FLAGS, common_flags as u64);
+        }
         pb::bytes(&mut e, field, body);
         pb::bytes(&mut buf.0, fields::BUNDLE_EVENT, &e);
         buf.1 += 1;
@@ -568,6 +611,30 @@ impl PerfettoWriter {
         if let Err(e) = self.out.write_all(&head).and_then(|_| self.out.write_all(packet)) {
             self.error = Some(e);
         }
+    }
+
+    /// One packet naming the task groups of the traced threads: TracePacket
+    /// field 1977 (not Perfetto's), repeated `group` (1): `path` (1),
+    /// `weight` (2), `tid` (3, repeated). Written by real mode, read by
+    /// `schedlab import-trace`.
+    pub fn task_groups(&mut self, groups: &[TaskGroup]) {
+        if groups.is_empty() {
+            return;
+        }
+        let mut msg = Vec::new();
+        for g in groups {
+            let mut m = Vec::new();
+            pb::bytes(&mut m, task_group_fields::GROUP_PATH, g.path.as_bytes());
+            pb::uint(&mut m, task_group_fields::GROUP_WEIGHT, g.weight);
+            for &t in &g.tids {
+                pb::int(&mut m, task_group_fields::GROUP_TID, t);
+            }
+            pb::bytes(&mut msg, task_group_fields::TASK_GROUP, &m);
+        }
+        let mut packet = Vec::new();
+        pb::bytes(&mut packet, task_group_fields::PACKET_TASK_GROUPS, &msg);
+        pb::uint(&mut packet, fields::PACKET_SEQUENCE_ID, 1);
+        self.write_packet(&packet);
     }
 
     /// A ProcessTree packet for the threads named since the last one.
@@ -661,7 +728,7 @@ impl TraceSink for PerfettoWriter {
                 self.describe_task(waker, tasks);
                 self.describe_task(Some(task), tasks);
                 let kind = if matches!(ev, TraceEvent::Waking { .. }) { WakeKind::Waking } else { WakeKind::WakeupNew };
-                self.wake(ts, cpu as usize, trace_pid(waker), kind, who(tasks, Some(task), ""), target_cpu as i64);
+                self.wake(ts, cpu as usize, Waker { pid: trace_pid(waker), irq_flags: 0 }, kind, who(tasks, Some(task), ""), target_cpu as i64);
             }
         }
     }

@@ -14,7 +14,8 @@
 //!   task (a wake, spelled for the reader);
 //! - `"run to end"`: burn CPU until the run ends (the task was still
 //!   runnable when the trace ended);
-//! - `"exit"`.
+//! - `"exit"`: the task exits (steps after it are never reached); a task
+//!   that exits reports a makespan, from its `start` to its exit.
 //!
 //! Each (waker, wakee) pair has a wait object of its own (an unbounded
 //! token counter), so a wakeup can only end the wait it was recorded for.
@@ -146,6 +147,8 @@ pub fn build(sim: &mut Sim, w: u32, tgid: u32, r: &ReplaySpec, links: &Links, pr
             }
         }
     }
+    // A task that exits has a makespan: from its start to its exit.
+    sim.metrics[w as usize].finite = ops.iter().any(|o| matches!(o, Op::Exit));
     let prog = crate::workload::add_program(sim, ops);
     let mut t = new_task(r.name.clone(), w, tgid, policy, nice, r.priority.unwrap_or(0), allowed, prog);
     if let Some(cg) = &r.cgroup {
