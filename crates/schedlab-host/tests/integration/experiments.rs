@@ -236,8 +236,8 @@ fn server_run(cache: bool, seed: u64) -> (u64, u64) {
 
 /// Experiment 004: cache-aware scheduling keeps each server process's threads in
 /// the LLC that holds its working set: fewer cross-LLC refills and message
-/// transfers. In the model the throughput gain is small (+6.0%, +2.2% over
-/// seeds 1 and 2) and the tail latency gain large (p99 -56%, -47%).
+/// transfers. In the model the throughput gain is small (+6.3%, +4.9% over
+/// seeds 1 and 2) and the tail latency gain large (p99 -57%, -54%).
 #[test]
 fn exp004_sched_cache_on_multi_instance_server() {
     let (mut off_sum, mut on_sum, mut off_p99_sum, mut on_p99_sum) = (0, 0, 0, 0);

@@ -424,6 +424,11 @@ impl Sim {
         self.scx_gp_task_ran(n);
         class_of(self.task(n).class).set_next_task(self, cpu, n, true);
         let start = now.max(self.rq(cpu).irq_until);
+        // Interrupt work still charged to this CPU is not the new task's
+        // time: its clock starts when that work is done.
+        if start > now {
+            self.task_mut(n).se.exec_start = start;
+        }
         let migration_cost = self.tunables.fair.migration_cost_ns;
         let mut switch_cost = self.costs.context_switch_ns;
         if self.rq(cpu).last_tgid != Some(self.task(n).tgid) {

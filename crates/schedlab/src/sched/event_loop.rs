@@ -239,10 +239,11 @@ impl Sim {
         self.scx_irq_exit_begin(cpu);
         if self.rq(cpu).need_resched {
             let until = self.rq(cpu).irq_until;
-            // A task that blocks calls schedule() itself, at once; one that
-            // is preempted (or the idle task) is switched at the return from
-            // the interrupt.
-            let preempted = self.rq(cpu).curr.is_none_or(|c| self.task(c).state == TaskState::Runnable);
+            // A task that is preempted is switched at the return from the
+            // interrupt. A task that blocks calls schedule() itself, at once,
+            // and the idle task leaves at once too: the task switched in
+            // starts its clock when the handler is done (switch_in).
+            let preempted = self.rq(cpu).curr.is_some_and(|c| self.task(c).state == TaskState::Runnable);
             if preempted && until > self.now() {
                 // The handler's work charged to this CPU runs first, on the
                 // interrupted task's time (as without IRQ_TIME_ACCOUNTING);
