@@ -13,9 +13,9 @@ fn schedlab(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_schedlab")).args(args).output().expect("run schedlab")
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+
+use common::repo;
 
 fn scenario(name: &str) -> String {
     repo().join("scenarios").join(name).display().to_string()
@@ -103,23 +103,9 @@ fn agree_refuses_bad_input_in_one_line() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// None when the sched_ext guest's tools are there; else the reason, which
-/// fails the test under CI=true (as in vm.rs).
-fn vm_skip_reason() -> Option<String> {
-    let out = Command::new("bash").arg(repo().join("scripts/scx-vm")).arg("check").output().expect("run bash");
-    if out.status.success() {
-        return None;
-    }
-    let why = String::from_utf8_lossy(&out.stderr).trim().replace('\n', "; ");
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but the sched_ext VM test cannot run: {why} (scripts/ensure-real-tools installs these)");
-    }
-    Some(why)
-}
-
 #[test]
 fn agree_in_the_sched_ext_guest() {
-    if let Some(why) = vm_skip_reason() {
+    if let Some(why) = common::vm_skip_reason() {
         eprintln!("skipped: {why}");
         return;
     }

@@ -10,21 +10,13 @@
 
 use std::process::Command;
 
-fn repo() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+
+use common::repo;
 
 /// None when the tools are there; else the reason, which fails the test in CI.
 fn skip_reason() -> Option<String> {
-    let out = Command::new("bash").arg(repo().join("scripts/scx-vm")).arg("check").output().expect("run bash");
-    if out.status.success() {
-        return None;
-    }
-    let why = String::from_utf8_lossy(&out.stderr).trim().replace('\n', "; ");
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but the sched_ext VM test cannot run: {why} (scripts/ensure-real-tools installs these)");
-    }
-    Some(why)
+    common::vm_skip_reason()
 }
 
 /// One guest at a time: two emulated 2-CPU guests at once on a small
