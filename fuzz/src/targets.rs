@@ -174,11 +174,13 @@ pub fn import_perf(data: &[u8]) {
 /// which must parse and build, and come out the same twice.
 fn imported(events: &[schedlab::import::events::SchedEvent]) {
     let all = schedlab::import::model::derive(events, None);
-    let cpu: u64 = all.iter().map(|t| t.cpu_ns()).sum();
+    // Summed wide: CPU time over many CPUs of a trace spanning centuries
+    // of timestamps passes u64.
+    let cpu: u128 = all.iter().map(|t| t.cpu_ns() as u128).sum();
     let (first, last) = (events[0].ts_ns, events[events.len() - 1].ts_ns);
     let mid = first + (last - first) / 2;
     let part = schedlab::import::model::derive(events, Some((first, mid)));
-    assert!(part.iter().map(|t| t.cpu_ns()).sum::<u64>() <= cpu, "a window holds no more CPU time than the whole trace");
+    assert!(part.iter().map(|t| t.cpu_ns() as u128).sum::<u128>() <= cpu, "a window holds no more CPU time than the whole trace");
     let keep = |_: &schedlab::import::model::TaskModel| true;
     let o = schedlab::import::replay::Options { window: None, keep: &keep, source: "fuzz", name: "fuzz", groups: &Default::default() };
     let (toml, n) = schedlab::import::replay::scenario(events, &o);
