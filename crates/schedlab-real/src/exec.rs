@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::shm::{Counters, Slot};
 use super::{sys, Plan, RealObj};
 use schedlab::engine::rng::draw_dist;
-use schedlab::sched::task::{Op, Policy};
+use schedlab::sched::task::{next_timer_expiry, Op, Policy};
 
 pub(crate) fn policy_num(p: Policy) -> u32 {
     match p {
@@ -214,23 +214,8 @@ fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng
             }
         }
         Op::Timer { slot, period, absolute, record } => {
-            // As the simulator's: the reference is set at first use; a
-            // missed expiry does not sleep, and a relative timer then
-            // restarts from now.
             let period = draw_dist(rng, period);
-            let slot = *slot as usize;
-            if cur.timers.len() <= slot {
-                cur.timers.resize(slot + 1, None);
-            }
-            let now = sys::now_ns();
-            let next = cur.timers[slot].unwrap_or(now) + period;
-            cur.timers[slot] = Some(next);
-            if next <= now {
-                if !absolute {
-                    cur.timers[slot] = Some(now);
-                }
-                return Step::Next;
-            }
+            let Some(next) = next_timer_expiry(&mut cur.timers, *slot as usize, sys::now_ns(), period, *absolute) else { return Step::Next };
             if next >= deadline {
                 sys::sleep_until(deadline);
                 return Step::Stop;

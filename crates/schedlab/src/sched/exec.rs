@@ -5,7 +5,7 @@
 use crate::engine::{Cpu, Event, TaskId};
 use crate::sched::wf;
 use crate::sched::sim::Sim;
-use crate::sched::task::{Dist, Measure, Op, TaskState};
+use crate::sched::task::{next_timer_expiry, Dist, Measure, Op, TaskState};
 use crate::engine::time::Ns;
 
 /// Upper bound on instant steps in a row; a program that loops without ever
@@ -306,21 +306,10 @@ impl Sim {
                     }
                     let period = self.draw(p, &period);
                     let t = self.task_mut(p);
-                    let slot = slot as usize;
-                    if t.timers.len() <= slot {
-                        t.timers.resize(slot + 1, None);
-                    }
-                    // The reference is set at the timer's first use.
-                    let next = t.timers[slot].unwrap_or(now) + period;
-                    t.timers[slot] = Some(next);
-                    if next <= now {
-                        // Missed: no sleep; a relative timer restarts from now.
-                        if !absolute {
-                            t.timers[slot] = Some(now);
-                        }
+                    let Some(next) = next_timer_expiry(&mut t.timers, slot as usize, now, period, absolute) else {
                         t.pc += 1;
                         continue;
-                    }
+                    };
                     t.next_wake = next;
                     t.measure_on_run = true;
                     self.sleep_until(cpu, p, next);

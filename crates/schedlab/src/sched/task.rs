@@ -324,6 +324,26 @@ pub enum Op {
     },
 }
 
+/// `Op::Timer`'s expiry rule, for the simulator and real mode alike: timer
+/// `slot` of `timers` advances by `period` from its reference (`now` at its
+/// first use). Returns the expiry to sleep until, or None when it has
+/// already passed: a missed expiry does not sleep, and a relative (not
+/// `absolute`) timer then restarts from now.
+pub fn next_timer_expiry(timers: &mut Vec<Option<Ns>>, slot: usize, now: Ns, period: Ns, absolute: bool) -> Option<Ns> {
+    if timers.len() <= slot {
+        timers.resize(slot + 1, None);
+    }
+    let next = timers[slot].unwrap_or(now) + period;
+    timers[slot] = Some(next);
+    if next > now {
+        return Some(next);
+    }
+    if !absolute {
+        timers[slot] = Some(now);
+    }
+    None
+}
+
 /// What `Op::Record` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Measure {
