@@ -116,15 +116,11 @@ fn on_host(s: &Scenario, file: &str, quiet: bool) -> Result<Result<(Value, Vec<S
         eprintln!("schedlab: {file}: running for real for {}", schedlab::engine::time::fmt_ns(s.duration.0));
     }
     let opts = RealOptions { scheduler: crate::common::sched_label(s), ..Default::default() };
-    match schedlab_real::run(s, file, &opts) {
+    match crate::real::run_or_exit(s, file, &opts) {
         Ok(run) => Ok(Ok((serde_json::to_value(&run.results).map_err(|e| Failure::Io(e.to_string()))?, run.notes))),
-        Err(RealError::Interrupted) => {
-            eprintln!("schedlab: {}", RealError::Interrupted);
-            std::process::exit(130);
-        }
         Err(RealError::Privilege(m)) => Err(Failure::Input(format!("agree: {file}: {m}"))),
         Err(RealError::Input(m)) => Ok(Err(Outcome::Skipped(m))),
-        Err(RealError::Io(m)) => Ok(Err(Outcome::Failed(m))),
+        Err(e) => Ok(Err(Outcome::Failed(e.to_string()))),
     }
 }
 
@@ -136,7 +132,7 @@ fn in_guest(path: &Path, s: &Scenario, file: &str, sets: &[String], cpus: usize,
     let guest = crate::vm::interruptible(|| crate::vm::boot(path, s, &variants, sets, cpus, quiet, None)).map_err(|(_, m)| Outcome::Failed(m))?;
     let g = guest.scheds.first().ok_or_else(|| Outcome::Failed(format!("the guest reported nothing (its console: {})", guest.console.display())))?;
     match (&g.json, g.run_failures()) {
-        (Some(j), f) if f.is_empty() => Ok((j.clone(), g.summary.iter().filter_map(|l| l.strip_prefix("note: ").map(str::to_string)).collect())),
+        (Some(j), f) if f.is_empty() => Ok((j.clone(), g.notes())),
         (_, f) => Err(Outcome::Failed(format!("{} (the guest's console: {})", f.join("; "), guest.console.display()))),
     }
 }

@@ -81,7 +81,7 @@ fn guest_runs(a: &CompareArgs, variants: &[Variant], scenarios: &[Scenario], lab
             return Err(Failure::Io(format!("--vm: the guest reported nothing for {} (its console: {})", v.label, guest.console.display())));
         };
         let mut notes = g.run_failures();
-        notes.extend(g.summary.iter().filter_map(|l| l.strip_prefix("note: ").map(str::to_string)));
+        notes.extend(g.notes());
         let results = g.json.clone().unwrap_or(Value::Null);
         out.push(Real { results, scx: g.real_scx(), notes });
     }

@@ -104,17 +104,25 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
 }
 
 /// One real run on this host. An interrupted run (every worker already
-/// killed and reaped) ends the process with status 130.
-pub fn run_on_host(s: &Scenario, file: &str, opts: &RealOptions) -> Result<real::RealRun, RealFailure> {
+/// killed and reaped) ends the process with status 130; other errors are
+/// the caller's.
+pub fn run_or_exit(s: &Scenario, file: &str, opts: &RealOptions) -> Result<real::RealRun, RealError> {
     match real::run(s, file, opts) {
-        Ok(r) => Ok(r),
         Err(RealError::Interrupted) => {
             eprintln!("schedlab: {}", RealError::Interrupted);
             std::process::exit(130);
         }
-        Err(e @ (RealError::Input(_) | RealError::Privilege(_))) => Err((2, e.to_string())),
-        Err(e) => Err((1, e.to_string())),
+        other => other,
     }
+}
+
+/// [`run_or_exit`] with its errors as exit statuses: 2 bad input or missing
+/// privilege, 1 I/O.
+pub fn run_on_host(s: &Scenario, file: &str, opts: &RealOptions) -> Result<real::RealRun, RealFailure> {
+    run_or_exit(s, file, opts).map_err(|e| match e {
+        RealError::Input(_) | RealError::Privilege(_) => (2, e.to_string()),
+        _ => (1, e.to_string()),
+    })
 }
 
 pub fn emit(r: &Results, json: Option<&Path>, quiet: bool) -> Result<(), RealFailure> {

@@ -63,6 +63,11 @@ impl GuestSched {
         })
     }
 
+    /// What the guest's executor noted about the run (its "note: " lines).
+    pub fn notes(&self) -> Vec<String> {
+        self.summary.iter().filter_map(|l| l.strip_prefix("note: ").map(str::to_string)).collect()
+    }
+
     /// The workload did not run to the end in the guest.
     pub fn run_failures(&self) -> Vec<String> {
         let mut p = Vec::new();

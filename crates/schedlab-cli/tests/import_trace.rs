@@ -7,6 +7,10 @@
 
 use std::process::Command;
 
+mod common;
+
+use common::trace_skip_reason;
+
 fn schedlab(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_schedlab")).args(args).output().expect("run schedlab")
 }
@@ -26,18 +30,6 @@ fn runtimes(json: &[u8]) -> (f64, f64) {
     (rt("hogs-0"), rt("hogs-1"))
 }
 
-/// None when `run --real --trace` can record here; else why not (which
-/// fails the test under CI=true), as in tests/real.rs.
-fn trace_skip_reason(stderr: &str, code: Option<i32>) -> Option<String> {
-    if code != Some(2) || !stderr.contains("tracefs") {
-        return None;
-    }
-    let why = stderr.trim().to_string();
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but the real-mode trace test cannot run: {why}");
-    }
-    Some(why)
-}
 
 #[test]
 fn a_real_trace_of_nice_hogs_replays_with_the_real_shares() {

@@ -4,6 +4,10 @@
 
 use std::process::Command;
 
+mod common;
+
+use common::trace_skip_reason;
+
 fn schedlab(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_schedlab")).args(args).output().expect("run schedlab")
 }
@@ -176,18 +180,6 @@ fn tracefs_state() -> (bool, Vec<String>) {
     (!points.is_empty(), instances)
 }
 
-/// None when `run --real --trace` can record here; else why not, which
-/// fails the test under CI=true.
-fn trace_skip_reason(stderr: &str, code: Option<i32>) -> Option<String> {
-    if code != Some(2) || !stderr.contains("tracefs") {
-        return None;
-    }
-    let why = stderr.trim().to_string();
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but the real-mode trace test cannot run: {why}");
-    }
-    Some(why)
-}
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("schedlab-real-{}-{name}", std::process::id()));

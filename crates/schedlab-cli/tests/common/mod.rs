@@ -1,4 +1,5 @@
-//! Helpers shared by the CLI's integration test binaries.
+//! Helpers shared by the CLI's integration test binaries (each uses some).
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -18,6 +19,19 @@ pub fn vm_skip_reason() -> Option<String> {
     let why = String::from_utf8_lossy(&out.stderr).trim().replace('\n', "; ");
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("CI=true but the sched_ext VM test cannot run: {why} (scripts/ensure-real-tools installs these)");
+    }
+    Some(why)
+}
+
+/// None when `run --real --trace` can record here (`code` and `stderr` of
+/// such a run); else why not, which fails the calling test under CI=true.
+pub fn trace_skip_reason(stderr: &str, code: Option<i32>) -> Option<String> {
+    if code != Some(2) || !stderr.contains("tracefs") {
+        return None;
+    }
+    let why = stderr.trim().to_string();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true but the real-mode trace test cannot run: {why}");
     }
     Some(why)
 }
