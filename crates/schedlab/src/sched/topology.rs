@@ -180,6 +180,8 @@ struct SharedGroups {
     all: Arc<[CpuMask]>,
     /// The group each CPU of the span belongs to (u32::MAX outside).
     owner: Vec<u32>,
+    /// Whether the groups partition the span (no NUMA overlap).
+    disjoint: bool,
 }
 
 impl Topology {
@@ -310,24 +312,38 @@ impl Topology {
             });
             owner[member] = g;
         }
-        SharedGroups { all: all.into(), owner }
+        // Overlapping groups (NUMA levels) cover more than the span's weight.
+        let disjoint = all.iter().map(CpuMask::weight).sum::<usize>() == span.weight();
+        SharedGroups { all: all.into(), owner, disjoint }
     }
 
     /// `cpu`'s order of the shared groups, in the kernel's order: walk the
     /// span with `for_each_cpu_wrap` from `cpu` and add each not yet
     /// covered CPU's child span (`build_sched_groups()`).
     fn groups_from(&self, cpu: usize, span: &CpuMask, sg: &SharedGroups) -> SchedGroups {
-        let mut covered = vec![false; self.nr_cpus()];
         let mut order: Vec<u32> = Vec::new();
-        for member in span.iter_wrap(cpu) {
-            if covered[member] {
-                continue;
+        if sg.disjoint {
+            // The groups partition the span: a CPU is covered exactly when
+            // its own group has been taken.
+            let mut taken = vec![false; sg.all.len()];
+            for member in span.iter_wrap(cpu) {
+                let g = sg.owner[member];
+                if !std::mem::replace(&mut taken[g as usize], true) {
+                    order.push(g);
+                }
             }
-            let g = sg.owner[member];
-            order.push(g);
-            for c in sg.all[g as usize].iter() {
-                if let Some(x) = covered.get_mut(c) {
-                    *x = true;
+        } else {
+            let mut covered = vec![false; self.nr_cpus()];
+            for member in span.iter_wrap(cpu) {
+                if covered[member] {
+                    continue;
+                }
+                let g = sg.owner[member];
+                order.push(g);
+                for c in sg.all[g as usize].iter() {
+                    if let Some(x) = covered.get_mut(c) {
+                        *x = true;
+                    }
                 }
             }
         }
