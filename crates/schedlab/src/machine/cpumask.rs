@@ -351,6 +351,43 @@ impl CpuMask {
             })
     }
 
+    /// The first CPU of `self & a` (and `& b` when given) at or after
+    /// `start`, else the lowest one below it: what
+    /// `iter_wrap(start).find(..)` over the intersection finds, without
+    /// building it (the kernel's `cpumask_next_and_wrap()`). A `start`
+    /// beyond the mask searches from CPU 0.
+    pub fn next_and_wrap(&self, a: &CpuMask, b: Option<&CpuMask>, start: usize) -> Option<usize> {
+        self.debug_check_size(a);
+        let (x, y) = (self.words(), a.words());
+        let z = b.map(CpuMask::words);
+        let word = |i: usize| x[i] & y.get(i).copied().unwrap_or(0) & z.map_or(!0, |z| z.get(i).copied().unwrap_or(0));
+        let found = |i: usize, w: u64| Some(i * WORD_BITS + w.trailing_zeros() as usize);
+        let start = if start >= self.nr_bits { 0 } else { start };
+        let (si, sb) = (start / WORD_BITS, start % WORD_BITS);
+        if si >= x.len() {
+            return None;
+        }
+        let first = word(si);
+        let above = first & (!0u64 << sb);
+        if above != 0 {
+            return found(si, above);
+        }
+        for i in si + 1..x.len() {
+            let w = word(i);
+            if w != 0 {
+                return found(i, w);
+            }
+        }
+        for i in 0..si {
+            let w = word(i);
+            if w != 0 {
+                return found(i, w);
+            }
+        }
+        let below = first & ((1u64 << sb) - 1);
+        (below != 0).then(|| si * WORD_BITS + below.trailing_zeros() as usize)
+    }
+
     fn debug_check_size(&self, other: &CpuMask) {
         debug_assert_eq!(
             self.nr_bits, other.nr_bits,
@@ -618,6 +655,25 @@ mod tests {
 
     fn parse(s: &str, nr: usize) -> Vec<usize> {
         cpus(&CpuMask::parse_cpulist(s, nr).unwrap())
+    }
+
+    proptest::proptest! {
+        /// next_and_wrap() finds what walking the intersection from
+        /// `start` with iter_wrap() finds first.
+        #[test]
+        fn next_and_wrap_is_the_wrapped_walk(
+            nr in 1usize..300,
+            a in proptest::collection::vec(0usize..300, 0..40),
+            b in proptest::collection::vec(0usize..300, 0..200),
+            c in proptest::option::of(proptest::collection::vec(0usize..300, 0..200)),
+            start in 0usize..320,
+        ) {
+            let m = |v: &Vec<usize>| CpuMask::from_cpus(nr, v.iter().copied().filter(|&x| x < nr));
+            let (ma, mb) = (m(&a), m(&b));
+            let mc = c.as_ref().map(m);
+            let want = ma.iter_wrap(start).find(|&x| mb.test(x) && mc.as_ref().is_none_or(|mc| mc.test(x)));
+            proptest::prop_assert_eq!(ma.next_and_wrap(&mb, mc.as_ref(), start), want);
+        }
     }
 
     #[test]

@@ -29,26 +29,24 @@ impl Sim {
     pub(crate) fn scx_set_builtin_idle(&mut self, cpu: Cpu, idle: bool) {
         let c = cpu as usize;
         let node = self.topo.node_of(c);
-        let siblings = self.topo.smt_siblings(c).clone();
+        let siblings = self.topo.smt_siblings(c);
         let per_node = self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0;
         let masks = if per_node { &mut self.scx.idle_node[node] } else { &mut self.scx.idle };
         if idle {
             masks.cpu.set(c);
-            if siblings.iter().all(|s| masks.cpu.test(s)) {
-                masks.smt.or_assign(&siblings);
+            if siblings.is_subset_of(&masks.cpu) {
+                masks.smt.or_assign(siblings);
             }
         } else {
             masks.cpu.clear(c);
-            masks.smt.andnot_assign(&siblings);
+            masks.smt.andnot_assign(siblings);
         }
     }
 
-    fn idle_masks_for(&mut self, cpu: usize) -> &mut crate::sched::ext::IdleMasks {
-        if self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0 {
-            let node = self.topo.node_of(cpu);
-            &mut self.scx.idle_node[node]
-        } else {
-            &mut self.scx.idle
+    fn idle_masks_for(&self, cpu: usize) -> &crate::sched::ext::IdleMasks {
+        match self.scx_cpu_node_if_enabled(cpu) {
+            Some(node) => &self.scx.idle_node[node],
+            None => &self.scx.idle,
         }
     }
 
@@ -56,10 +54,13 @@ impl Sim {
     /// of a core also takes the core out of the SMT mask.
     pub(crate) fn scx_test_and_clear_idle(&mut self, cpu: Cpu) -> bool {
         let c = cpu as usize;
-        let siblings = self.topo.smt_siblings(c).clone();
-        let m = self.idle_masks_for(c);
+        let siblings = self.topo.smt_siblings(c);
+        let m = match self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0 {
+            true => &mut self.scx.idle_node[self.topo.node_of(c)],
+            false => &mut self.scx.idle,
+        };
         if m.smt.test(c) {
-            m.smt.andnot_assign(&siblings);
+            m.smt.andnot_assign(siblings);
         }
         if m.cpu.test(c) {
             m.cpu.clear(c);
@@ -69,13 +70,18 @@ impl Sim {
         }
     }
 
-    /// cpumask_any_and_distribute(): the first CPU of `a & b` after this
-    /// CPU's previous pick, wrapping, so that repeated picks spread out.
-    fn any_and_distribute(&mut self, a: &CpuMask, b: &CpuMask) -> Option<usize> {
+    /// cpumask_any_and_distribute(): the first CPU of the idle mask `smt`
+    /// (else `cpu`) of `node`, `allowed` and `extra` after this CPU's
+    /// previous pick, wrapping, so that repeated picks spread out.
+    fn any_and_distribute(&mut self, node: Option<usize>, smt: bool, allowed: &CpuMask, extra: Option<&CpuMask>) -> Option<usize> {
         let this = self.this_cpu as usize;
-        let start = self.rqs[this].scx.distribute_prev + 1;
-        let n = self.nr_cpus();
-        let found = a.iter_wrap(start % n).find(|&c| b.test(c))?;
+        let start = (self.rqs[this].scx.distribute_prev + 1) % self.nr_cpus();
+        let m = match node {
+            Some(n) => &self.scx.idle_node[n],
+            None => &self.scx.idle,
+        };
+        let idle = if smt { &m.smt } else { &m.cpu };
+        let found = idle.next_and_wrap(allowed, extra, start)?;
         self.rqs[this].scx.distribute_prev = found;
         Some(found)
     }
@@ -90,24 +96,23 @@ impl Sim {
     /// pick_idle_cpu_in_node(): an idle CPU of `allowed` in the idle masks
     /// of `node` (`None`: the global ones), whole idle cores first.
     fn pick_idle_cpu_in_node(&mut self, allowed: &CpuMask, node: Option<usize>, flags: u64) -> Option<Cpu> {
+        self.pick_idle_cpu_in_node_and(allowed, None, node, flags)
+    }
+
+    /// pick_idle_cpu_in_node() over `allowed & extra`, without building
+    /// the intersection.
+    fn pick_idle_cpu_in_node_and(&mut self, allowed: &CpuMask, extra: Option<&CpuMask>, node: Option<usize>, flags: u64) -> Option<Cpu> {
         let smt_active = self.scx.smt_active;
         loop {
-            let (cpu_mask, smt_mask) = {
-                let m = match node {
-                    Some(n) => &self.scx.idle_node[n],
-                    None => &self.scx.idle,
-                };
-                (m.cpu.clone(), m.smt.clone())
-            };
             let mut pick = None;
             if smt_active {
-                pick = self.any_and_distribute(&smt_mask, allowed);
+                pick = self.any_and_distribute(node, true, allowed, extra);
                 if pick.is_none() && flags & pick_idle_flags::CORE != 0 {
                     return None;
                 }
             }
             if pick.is_none() {
-                pick = self.any_and_distribute(&cpu_mask, allowed);
+                pick = self.any_and_distribute(node, false, allowed, extra);
             }
             let cpu = pick? as Cpu;
             if self.scx_test_and_clear_idle(cpu) {
@@ -140,11 +145,7 @@ impl Sim {
     }
 
     pub(crate) fn node_mask(&self, node: usize) -> CpuMask {
-        self.scx.node_masks[node].clone()
-    }
-
-    fn llc_mask(&self, cpu: usize) -> CpuMask {
-        self.scx.llc_masks[self.topo.llc_of(cpu)].clone()
+        CpuMask::clone(&self.scx.node_masks[node])
     }
 
     /// scx_select_cpu_dfl(): the default wakeup placement. Returns the CPU
@@ -173,9 +174,11 @@ impl Sim {
             };
         }
         let node = self.scx_cpu_node_if_enabled(pc);
-        let llc = self.llc_mask(pc);
-        let llc_allowed = llc.and(&allowed);
-        let node_allowed = self.node_mask(self.topo.node_of(pc)).and(&allowed);
+        // The LLC and node searches look in `allowed` within these spans
+        // (shared, not copied: no mask is built per wakeup).
+        let llc = std::sync::Arc::clone(&self.scx.llc_masks[self.topo.llc_of(pc)]);
+        let node_span = std::sync::Arc::clone(&self.scx.node_masks[self.topo.node_of(pc)]);
+        let spans = [&*llc, &*node_span];
         // A synchronous wakeup from a CPU that shares the cache: the waker's
         // CPU, if its local DSQ is empty and nothing else waits there.
         if wake_flags & (wf::SYNC as u64) != 0 && allowed.test(this as usize) && llc.test(this as usize) {
@@ -190,8 +193,8 @@ impl Sim {
             if prev_core_idle && self.scx_test_and_clear_idle(prev) {
                 return (prev, true);
             }
-            for m in [&llc_allowed, &node_allowed] {
-                if let Some(c) = self.pick_idle_cpu_in_node(m, node, pick_idle_flags::CORE) {
+            for span in spans {
+                if let Some(c) = self.pick_idle_cpu_in_node_and(&allowed, Some(span), node, pick_idle_flags::CORE) {
                     return (c, true);
                 }
             }
@@ -205,8 +208,8 @@ impl Sim {
         if self.scx_test_and_clear_idle(prev) {
             return (prev, true);
         }
-        for m in [&llc_allowed, &node_allowed] {
-            if let Some(c) = self.pick_idle_cpu_in_node(m, node, 0) {
+        for span in spans {
+            if let Some(c) = self.pick_idle_cpu_in_node_and(&allowed, Some(span), node, 0) {
                 return (c, true);
             }
         }

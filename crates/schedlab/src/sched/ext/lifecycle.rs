@@ -100,8 +100,8 @@ impl Sim {
         st.smt_active = self.topo.max_smt() > 1;
         st.load_error = self.scx.load_error.take();
         st.origin = self.scx.origin.take();
-        st.llc_masks = (0..self.topo.nr_llcs()).map(|l| CpuMask::from_cpus(n, (0..n).filter(|&c| self.topo.llc_of(c) == l))).collect();
-        st.node_masks = (0..nodes).map(|x| CpuMask::from_cpus(n, (0..n).filter(|&c| self.topo.node_of(c) == x))).collect();
+        st.llc_masks = (0..self.topo.nr_llcs()).map(|l| CpuMask::from_cpus(n, (0..n).filter(|&c| self.topo.llc_of(c) == l)).into()).collect();
+        st.node_masks = (0..nodes).map(|x| CpuMask::from_cpus(n, (0..n).filter(|&c| self.topo.node_of(c) == x)).into()).collect();
         *self.scx = st;
         // The per-CPU part starts afresh with the scheduler instance.
         for rq in &mut self.rqs {

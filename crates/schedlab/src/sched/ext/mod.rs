@@ -450,9 +450,9 @@ pub struct ScxSched {
     /// The machine has SMT (sched_smt_active()).
     pub smt_active: bool,
     /// CPUs of each LLC and of each node.
-    pub llc_masks: Vec<CpuMask>,
+    pub llc_masks: Vec<std::sync::Arc<CpuMask>>,
     /// CPUs of each node.
-    pub node_masks: Vec<CpuMask>,
+    pub node_masks: Vec<std::sync::Arc<CpuMask>>,
     /// Why a scheduler scheduled to attach mid-run was refused.
     pub load_error: Option<String>,
     /// Tasks the disable path's grace period still waits for.
