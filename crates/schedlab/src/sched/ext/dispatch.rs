@@ -584,7 +584,7 @@ impl Sim {
     pub(crate) fn scx_reenq_local(&mut self, cpu: Cpu, flags: u64) -> u32 {
         let local = self.scx.local(cpu);
         let open = self.scx_rq_is_open(cpu, 0);
-        let tasks: Vec<TaskId> = self.scx.dsqs[local as usize].list.values().copied().collect();
+        let tasks: Vec<TaskId> = self.scx.dsqs[local as usize].list.values().collect();
         let mut picked = Vec::new();
         for (i, &p) in tasks.iter().enumerate() {
             let immed = self.task(p).scx.has_flag(task_flags::IMMED);

@@ -1,5 +1,5 @@
 //! Dispatch queues (`struct scx_dispatch_q`): FIFO or vtime-ordered lists of
-//! tasks. One ordered map serves both orders: a FIFO DSQ keys tasks by an
+//! tasks. One ordered list serves both orders: a FIFO DSQ keys tasks by an
 //! insertion counter (head inserts count down, tail inserts count up), a
 //! vtime DSQ by `dsq_vtime`; the DSQ's sequence number breaks ties and tells
 //! an iterator which tasks were queued before it started.
@@ -41,6 +41,136 @@ pub type DsqKey = (u64, u64);
 
 const FIFO_MID: u64 = 1 << 63;
 
+/// A DSQ's tasks in key order. Most DSQs hold a handful of tasks (a local
+/// DSQ 0-2), where a sorted vector is cheaper than a B-tree, which
+/// allocates its root when the first task arrives and frees it when the
+/// last one leaves; a DSQ that grows past [`DsqList::SMALL_MAX`] tasks
+/// (a shared FIFO or vtime queue of thousands) moves to a B-tree until it
+/// empties again.
+#[derive(Clone, Debug)]
+pub enum DsqList {
+    /// Up to `SMALL_MAX` entries, sorted by key.
+    Small(Vec<(DsqKey, TaskId)>),
+    /// More.
+    Big(BTreeMap<DsqKey, TaskId>),
+}
+
+impl Default for DsqList {
+    fn default() -> Self {
+        DsqList::Small(Vec::new())
+    }
+}
+
+impl DsqList {
+    /// The longest list kept as a sorted vector.
+    pub const SMALL_MAX: usize = 32;
+
+    /// Entries queued.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            DsqList::Small(v) => v.len(),
+            DsqList::Big(m) => m.len(),
+        }
+    }
+
+    /// Whether nothing is queued.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds an entry (keys are unique: they carry the DSQ's sequence number).
+    pub fn insert(&mut self, key: DsqKey, p: TaskId) {
+        match self {
+            DsqList::Small(v) if v.len() < Self::SMALL_MAX => {
+                let at = v.partition_point(|e| e.0 < key);
+                debug_assert!(v.get(at).is_none_or(|e| e.0 != key), "DSQ key {key:?} inserted twice");
+                v.insert(at, (key, p));
+            }
+            DsqList::Small(v) => {
+                let mut m: BTreeMap<DsqKey, TaskId> = v.drain(..).collect();
+                m.insert(key, p);
+                *self = DsqList::Big(m);
+            }
+            DsqList::Big(m) => {
+                m.insert(key, p);
+            }
+        }
+    }
+
+    /// Removes the entry at `key`, returning its task.
+    pub fn remove(&mut self, key: &DsqKey) -> Option<TaskId> {
+        match self {
+            DsqList::Small(v) => {
+                let at = v.binary_search_by(|e| e.0.cmp(key)).ok()?;
+                Some(v.remove(at).1)
+            }
+            DsqList::Big(m) => {
+                let p = m.remove(key);
+                if m.is_empty() {
+                    *self = DsqList::Small(Vec::with_capacity(Self::SMALL_MAX));
+                }
+                p
+            }
+        }
+    }
+
+    /// The task at `key`.
+    pub fn get(&self, key: &DsqKey) -> Option<&TaskId> {
+        match self {
+            DsqList::Small(v) => v.binary_search_by(|e| e.0.cmp(key)).ok().map(|at| &v[at].1),
+            DsqList::Big(m) => m.get(key),
+        }
+    }
+
+    /// The first entry.
+    pub fn first(&self) -> Option<(DsqKey, TaskId)> {
+        match self {
+            DsqList::Small(v) => v.first().copied(),
+            DsqList::Big(m) => m.iter().next().map(|(&k, &p)| (k, p)),
+        }
+    }
+
+    /// Every entry in key order.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (DsqKey, TaskId)> + '_> {
+        match self {
+            DsqList::Small(v) => Box::new(v.iter().copied()),
+            DsqList::Big(m) => Box::new(m.iter().map(|(&k, &p)| (k, p))),
+        }
+    }
+
+    /// Every task in key order.
+    pub fn values(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.iter().map(|(_, p)| p)
+    }
+
+    /// The first entry after `key` (before it when `rev`) whose sequence
+    /// number is below `max_seq`.
+    fn after(&self, key: Option<DsqKey>, rev: bool, max_seq: u64) -> Option<(DsqKey, TaskId)> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let older = |e: &(DsqKey, TaskId)| e.0 .1 < max_seq;
+        match self {
+            DsqList::Small(v) if rev => {
+                let end = key.map_or(v.len(), |k| v.partition_point(|e| e.0 < k));
+                v[..end].iter().rev().copied().find(older)
+            }
+            DsqList::Small(v) => {
+                let start = key.map_or(0, |k| v.partition_point(|e| e.0 <= k));
+                v[start..].iter().copied().find(older)
+            }
+            DsqList::Big(m) if rev => {
+                let hi = key.map_or(Unbounded, Excluded);
+                m.range((Unbounded, hi)).rev().map(|(&k, &p)| (k, p)).find(older)
+            }
+            DsqList::Big(m) => {
+                let lo = key.map_or(Unbounded, Excluded);
+                m.range((lo, Unbounded)).map(|(&k, &p)| (k, p)).find(older)
+            }
+        }
+    }
+}
+
 /// A dispatch queue (`struct scx_dispatch_q`).
 #[derive(Clone, Debug)]
 pub struct Dsq {
@@ -51,7 +181,7 @@ pub struct Dsq {
     /// The NUMA node it belongs to.
     pub node: u32,
     /// The queued tasks in order: FIFO keys or (vtime, seq).
-    pub list: BTreeMap<DsqKey, TaskId>,
+    pub list: DsqList,
     /// The ordering in use.
     pub order: DsqOrder,
     /// Incremented on every insert (dsq->seq).
@@ -75,7 +205,7 @@ impl Dsq {
             id,
             kind,
             node,
-            list: BTreeMap::new(),
+            list: DsqList::default(),
             order: DsqOrder::Unset,
             seq: 0,
             head_ctr: FIFO_MID,
@@ -137,20 +267,13 @@ impl Dsq {
 
     /// The first entry: the head of a FIFO, the lowest vtime of a priority queue.
     pub fn first(&self) -> Option<(DsqKey, TaskId)> {
-        self.list.iter().next().map(|(&k, &p)| (k, p))
+        self.list.first()
     }
 
     /// The entry after `key` (or before it when `rev`), skipping entries
     /// inserted at or after `max_seq`.
     pub fn next_after(&self, key: Option<DsqKey>, rev: bool, max_seq: u64) -> Option<(DsqKey, TaskId)> {
-        use std::ops::Bound::{Excluded, Unbounded};
-        if rev {
-            let hi = key.map_or(Unbounded, Excluded);
-            self.list.range((Unbounded, hi)).rev().find(|(k, _)| k.1 < max_seq).map(|(&k, &p)| (k, p))
-        } else {
-            let lo = key.map_or(Unbounded, Excluded);
-            self.list.range((lo, Unbounded)).find(|(k, _)| k.1 < max_seq).map(|(&k, &p)| (k, p))
-        }
+        self.list.after(key, rev, max_seq)
     }
 
     /// Takes the DSQ's lock at simulated time `at` for `hold` ns: returns the
@@ -176,7 +299,7 @@ mod tests {
         d.insert_fifo(1, false);
         d.insert_fifo(2, false);
         d.insert_fifo(3, true);
-        let order: Vec<_> = d.list.values().copied().collect();
+        let order: Vec<_> = d.list.values().collect();
         assert_eq!(order, vec![3, 1, 2]);
     }
 
@@ -201,6 +324,44 @@ mod tests {
             cur = Some(k);
         }
         assert_eq!(rev, vec![1, 2, 3]);
+    }
+
+    proptest::proptest! {
+        /// DsqList (sorted vector, then B-tree past SMALL_MAX) answers
+        /// every query as a plain B-tree does, across both forms.
+        #[test]
+        fn list_agrees_with_a_btree(ops in proptest::collection::vec((0u8..4, 0u64..80, 0u64..90, proptest::bool::ANY), 1..300)) {
+            let mut list = DsqList::default();
+            let mut reference: BTreeMap<DsqKey, TaskId> = BTreeMap::new();
+            let mut seq = 0u64;
+            for (op, a, b, rev) in ops {
+                match op {
+                    0 | 1 => {
+                        seq += 1;
+                        list.insert((a, seq), seq as TaskId);
+                        reference.insert((a, seq), seq as TaskId);
+                    }
+                    2 => {
+                        let key = reference.keys().nth(a as usize % reference.len().max(1)).copied().unwrap_or((a, b));
+                        proptest::prop_assert_eq!(list.remove(&key), reference.remove(&key));
+                    }
+                    _ => {
+                        let key = reference.keys().nth(a as usize % reference.len().max(1)).copied();
+                        let cut = if b == 0 { None } else { key };
+                        use std::ops::Bound::{Excluded, Unbounded};
+                        let want = if rev {
+                            reference.range((Unbounded, cut.map_or(Unbounded, Excluded))).rev().map(|(&k, &p)| (k, p)).find(|e| e.0 .1 < b)
+                        } else {
+                            reference.range((cut.map_or(Unbounded, Excluded), Unbounded)).map(|(&k, &p)| (k, p)).find(|e| e.0 .1 < b)
+                        };
+                        proptest::prop_assert_eq!(list.after(cut, rev, b), want);
+                    }
+                }
+                proptest::prop_assert_eq!(list.len(), reference.len());
+                proptest::prop_assert_eq!(list.first(), reference.iter().next().map(|(&k, &p)| (k, p)));
+                proptest::prop_assert!(list.iter().eq(reference.iter().map(|(&k, &p)| (k, p))));
+            }
+        }
     }
 
     #[test]

@@ -42,8 +42,8 @@ impl Sim {
             }
         }
         for (idx, dsq) in self.scx.dsqs.iter().enumerate() {
-            for (key, &p) in &dsq.list {
-                assert_eq!(self.task(p).scx.dsq, Some((idx as u32, *key)), "scx: DSQ {:#x} holds task {p}, whose state names {:?}", dsq.id, self.task(p).scx.dsq);
+            for (key, p) in dsq.list.iter() {
+                assert_eq!(self.task(p).scx.dsq, Some((idx as u32, key)), "scx: DSQ {:#x} holds task {p}, whose state names {:?}", dsq.id, self.task(p).scx.dsq);
             }
         }
         for (c, &nr) in queued.iter().enumerate() {
@@ -51,7 +51,7 @@ impl Sim {
             assert_eq!(rq.nr_running, nr, "scx: cpu{c}'s nr_running is {} but {nr} ext tasks are queued there", rq.nr_running);
             let local = &self.scx.dsqs[self.scx.local(c as Cpu) as usize];
             debug_assert_eq!(local.kind, DsqKind::Local(c as Cpu));
-            let immed = local.list.values().filter(|&&p| self.task(p).scx.has_flag(task_flags::IMMED)).count() as u32;
+            let immed = local.list.values().filter(|&p| self.task(p).scx.has_flag(task_flags::IMMED)).count() as u32;
             assert_eq!(rq.nr_immed, immed, "scx: cpu{c}'s IMMED count is {} but its local DSQ holds {immed} IMMED tasks", rq.nr_immed);
             assert!(rq.nr_immed as usize <= local.nr(), "scx: cpu{c}'s IMMED count {} exceeds its local DSQ's {} tasks", rq.nr_immed, local.nr());
         }
