@@ -127,6 +127,14 @@ pub enum Event {
         /// The CPU returning from the interrupt.
         cpu: Cpu,
     },
+    /// The fair class's high-resolution tick on `cpu` (HRTICK): the
+    /// running task's slice is used up.
+    HrTick {
+        /// The CPU whose hrtick timer fires.
+        cpu: Cpu,
+        /// The runqueue's hrtick generation when armed (re-armed or cancelled: stale).
+        gen: u32,
+    },
     /// The end of the simulation.
     End,
 }
@@ -154,6 +162,7 @@ impl Event {
             Event::CfsPeriod { tg, gen, slack } => (17, (tg as u64) << 33 | (gen as u64) << 1 | slack as u64),
             Event::CgroupWrite { index } => (18, index as u64),
             Event::IrqExit { cpu } => (19, cpu as u64),
+            Event::HrTick { cpu, gen } => (20, (cpu as u64) << 32 | gen as u64),
         }
     }
 }

@@ -385,7 +385,8 @@ impl Sim {
             self.scx_switch_class(cpu, n);
         }
         if next == prev {
-            if prev.is_some() {
+            if let Some(p) = prev {
+                self.hrtick_restart(cpu, p);
                 self.arm_step(cpu);
             }
             return;
@@ -413,8 +414,23 @@ impl Sim {
             self.scx_trace_sched_switch(cpu, preempt, prev, next);
         }
         match next {
-            Some(n) => self.switch_in(cpu, n, prev.is_none()),
-            None => self.switch_to_idle(cpu),
+            Some(n) => {
+                self.switch_in(cpu, n, prev.is_none());
+                self.hrtick_restart(cpu, n);
+            }
+            None => {
+                self.hrtick_clear(cpu);
+                self.switch_to_idle(cpu);
+            }
+        }
+    }
+
+    /// `__schedule()`'s hrtick_clear() and, for a fair pick,
+    /// pick_next_task_fair()'s hrtick_start_fair().
+    fn hrtick_restart(&mut self, cpu: Cpu, next: TaskId) {
+        self.hrtick_clear(cpu);
+        if self.task(next).class == crate::sched::task::ClassId::Fair {
+            self.hrtick_start_fair(cpu, next);
         }
     }
 

@@ -129,6 +129,14 @@ impl Sim {
                 self.engine.account(t, &ev);
                 self.start_workload(workload);
             }
+            Event::HrTick { cpu, gen } => {
+                if self.rq(cpu).hrtick_gen != gen || self.irq_deferred(cpu, t, ev) {
+                    return false;
+                }
+                self.engine.account(t, &ev);
+                self.this_cpu = cpu;
+                self.on_hrtick(cpu);
+            }
             Event::IrqExit { cpu } => {
                 self.engine.account(t, &ev);
                 self.this_cpu = cpu;

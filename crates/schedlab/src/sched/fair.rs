@@ -834,6 +834,26 @@ impl Sim {
         }
     }
 
+    /// task_tick_fair() with `queued` set (the hrtick): entity_tick()
+    /// charges every level and leaves the reschedule to the caller.
+    pub(crate) fn task_tick_fair_queued(&mut self, p: TaskId) {
+        by_groups!(self.entity_ticks_queued(p));
+    }
+
+    fn entity_ticks_queued<const G: bool>(&mut self, p: TaskId) {
+        let mut e = p;
+        loop {
+            let q = self.cfs_rq_of_g::<G>(e);
+            self.update_curr::<G>(q);
+            self.update_load_avg::<G>(q, Some(e));
+            self.update_cfs_group::<G>(e);
+            match self.parent_entity_g::<G>(e) {
+                Some(pe) => e = pe,
+                None => break,
+            }
+        }
+    }
+
     /// task_tick_fair(): entity_tick() at every level.
     fn task_tick_fair<const G: bool>(&mut self, cpu: Cpu, p: TaskId) {
         let mut e = p;
@@ -858,10 +878,19 @@ impl SchedClass for FairClass {
 
     fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
         by_groups!(sim.enqueue_task_fair(cpu, p, flags));
+        // A delayed task's requeue returns before hrtick_update().
+        if flags & enq::DELAYED == 0 {
+            sim.hrtick_update(cpu);
+        }
     }
 
     fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
-        by_groups!(sim.dequeue_task_fair(cpu, p, flags))
+        let done = by_groups!(sim.dequeue_task_fair(cpu, p, flags));
+        // ... and so does a delayed dequeue.
+        if done {
+            sim.hrtick_update(cpu);
+        }
+        done
     }
 
     fn yield_task(&self, sim: &mut Sim, cpu: Cpu) {

@@ -43,6 +43,7 @@ sched_features! {
     DELAY_DEQUEUE = true, "a sleeping task that is not eligible stays queued until its lag is burnt off";
     DELAY_ZERO = true, "a delayed task that is requeued or dequeued has positive lag clipped to zero";
     WAKEUP_PREEMPTION = true, "a waking task may preempt the current one if it is the better EEVDF pick";
+    HRTICK = false, "a high-resolution timer ends the running fair task's slice on time (hrtick_start_fair) instead of the next tick noticing it";
     SCHED_CACHE = false, "cache-aware scheduling: processes prefer the LLC holding their cache (llc_balancing/enabled, experiment 004)";
     SC_VISIT = true, "cache-aware scans read only the CPUs the process visited recently (experiment 004)";
     SC_NODE = false, "cache-aware scans read the CPUs of the current node (without SC_VISIT); neither scans every CPU";

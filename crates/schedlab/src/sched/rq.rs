@@ -178,6 +178,9 @@ pub struct Rq {
     pub busy_since: Ns,
     /// The scheduler tick is armed (false while nohz-idle).
     pub tick_armed: bool,
+    /// Generation of the hrtick timer (`rq->hrtick_timer`, HRTICK): bumped
+    /// to cancel or re-arm it.
+    pub hrtick_gen: u32,
     /// When this CPU next runs periodic balancing, ns (`rq->next_balance`).
     pub next_balance: Ns,
     /// Balancing state per sched-domain level, lowest first.

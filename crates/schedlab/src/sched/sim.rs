@@ -254,7 +254,8 @@ impl IrqCtx {
             | Event::RtBandwidth { .. }
             | Event::CfsPeriod { .. }
             | Event::ScxDeferred { .. }
-            | Event::ScxKick { .. } => IrqCtx::HardIrq,
+            | Event::ScxKick { .. }
+            | Event::HrTick { .. } => IrqCtx::HardIrq,
             Event::ScxTimer { .. } | Event::ScxBypassLb => IrqCtx::SoftIrq,
             _ => IrqCtx::Task,
         }

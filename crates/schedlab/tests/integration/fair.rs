@@ -91,3 +91,25 @@ fn short_slice_task_gets_lower_latency() {
     let wait = |s: &schedlab::sched::sim::Sim| s.tasks.iter().find(|t| t.name == "p-0").unwrap().stats.wait_ns;
     assert!(wait(&s1) < wait(&s2), "short slice wait {} vs default {}", wait(&s1), wait(&s2));
 }
+
+#[test]
+fn hrtick_ends_each_turn_at_the_slice() {
+    // Two CPU hogs share one CPU at HZ 250 with a 0.7 ms slice. The tick
+    // notices a used-up slice only every 4 ms; with HRTICK a timer ends
+    // each turn when its slice is used (hrtick_start_fair), as this
+    // project's host kernel does (README, experiment 001).
+    let mk = |on: bool| format!("duration = \"1s\"\n[machine]\npreset = \"1cpu\"\nhz = 250\n[[workload]]\nkind = \"hog\"\ncount = 2\n[features]\nHRTICK = {on}\n");
+    let turns = |r: &schedlab::results::report::Results| r.tasks.iter().map(|t| t.switches).sum::<u64>();
+    let (_, off) = run(&mk(false));
+    let (_, on) = run(&mk(true));
+    // 1 CPU: the 0.7 ms base slice is not scaled (1 + ilog2(1)).
+    let slice = 700_000u64;
+    // Off: a turn lasts until the first tick after its slice (4 ms);
+    // on: one slice and the 10 us floor at most.
+    let (n_off, n_on) = (turns(&off), turns(&on));
+    assert!((240..=260).contains(&n_off), "tick-ended turns: {n_off} in 1 s");
+    let want = 1_000_000_000 / slice;
+    assert!(n_on >= want * 95 / 100 && n_on <= want * 105 / 100, "hrtick-ended turns: {n_on} in 1 s, a slice each is {want}");
+    assert_eq!(on.features_changed, vec!["HRTICK"]);
+    assert!(on.tasks.iter().all(|t| t.runtime_ns.abs_diff(500_000_000) < 10_000_000), "the hogs share evenly");
+}
