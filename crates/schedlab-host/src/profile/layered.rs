@@ -63,6 +63,9 @@ const MAX_COMM: usize = 16;
 const MAX_PATH: usize = 4096;
 const MAX_LAYER_NAME: usize = 128;
 const MAX_CPUS_U8: usize = 64;
+const MAX_CPUS: usize = 512;
+const MAX_NUMA_NODES: usize = 32;
+const MAX_LLCS: usize = 64;
 const MIN_LAYER_WEIGHT: u32 = 1;
 const MAX_LAYER_WEIGHT: u32 = 10000;
 const DEFAULT_LAYER_WEIGHT: u32 = 100;
@@ -323,6 +326,12 @@ pub(crate) fn verify(specs: &mut [Spec], slice_us: u64, m: &Machine) -> Result<(
     if specs.is_empty() {
         return Err("no layer spec; give at least one (the last one with \"matches\": [[]])".into());
     }
+    // Scheduler::init() and CpuPool::new(): the BPF side's fixed sizes.
+    for (what, n, max) in [("CPUs", m.nr_cpus, MAX_CPUS), ("NUMA nodes", m.nr_nodes, MAX_NUMA_NODES), ("LLCs", m.nr_llcs, MAX_LLCS)] {
+        if n > max {
+            return Err(format!("the machine has {n} {what}; scx_layered 1.1.4 handles at most {max}: use a smaller machine"));
+        }
+    }
     if specs.len() > MAX_LAYERS {
         return Err(format!("{} layer specs; scx_layered takes at most {MAX_LAYERS}", specs.len()));
     }
@@ -380,8 +389,8 @@ pub(crate) fn verify(specs: &mut [Spec], slice_us: u64, m: &Machine) -> Result<(
                     Match::HintEquals(_) | Match::SystemCpuUtilBelow(_) | Match::DsqInsertBelow(_) => {
                         return Err(at(format!("OR block {o}: hint matchers are not reproduced (tasks set hints through a pinned BPF map); remove them")))
                     }
-                    Match::NumaNode(id) if *id as usize >= m.nr_nodes => {
-                        return Err(at(format!("OR block {o}: NumaNode({id}): the machine has nodes 0-{}", m.nr_nodes - 1)))
+                    Match::NumaNode(id) if !m.node.contains(&(*id as usize)) => {
+                        return Err(at(format!("OR block {o}: NumaNode({id}): the machine has no such node ({} nodes)", m.nr_nodes)))
                     }
                     _ => {}
                 }
@@ -405,11 +414,17 @@ pub(crate) fn verify(specs: &mut [Spec], slice_us: u64, m: &Machine) -> Result<(
         if !matches!(c.growth_algo, Growth::Sticky | Growth::Linear | Growth::Reverse) {
             return Err(at(format!("growth_algo {:?} is not reproduced; use \"Sticky\" (the default), \"Linear\" or \"Reverse\"", c.growth_algo)));
         }
-        if let Some(&bad) = c.nodes.iter().find(|&&x| x >= m.nr_nodes) {
-            return Err(at(format!("nodes names node {bad}; the machine has nodes 0-{}", m.nr_nodes - 1)));
+        if let Some(&bad) = c.nodes.iter().find(|x| !m.node.contains(x)) {
+            return Err(at(format!("nodes names node {bad}, which the machine does not have (it has {} nodes)", m.nr_nodes)));
         }
-        if let Some(&bad) = c.llcs.iter().find(|&&x| x >= m.nr_llcs) {
-            return Err(at(format!("llcs names LLC {bad}; the machine has LLCs 0-{}", m.nr_llcs - 1)));
+        if let Some(&bad) = c.llcs.iter().find(|x| !m.llc.contains(x)) {
+            return Err(at(format!("llcs names LLC {bad}, which the machine does not have (it has {} LLCs)", m.nr_llcs)));
+        }
+        for (what, ids) in [("nodes", &c.nodes), ("llcs", &c.llcs)] {
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(d) = ids.iter().find(|&&x| !seen.insert(x)) {
+                return Err(at(format!("{what} names {d} twice; name each once")));
+            }
         }
     }
     Ok(())
@@ -705,5 +720,9 @@ mod tests {
         assert!(e.contains("invalid util_range (0.8, 0.5)"), "{e}");
         let e = plan(&t, &[r#"[{"name": "a", "matches": [[]], "kind": {"Open": {"growth_algo": "Topo"}}}]"#]).unwrap_err();
         assert!(e.contains("growth_algo Topo is not reproduced; use \"Sticky\""), "{e}");
+        let e = plan(&t, &[r#"[{"name": "a", "matches": [[]], "kind": {"Open": {"nodes": [3]}}}]"#]).unwrap_err();
+        assert!(e.contains("nodes names node 3, which the machine does not have (it has 1 nodes)"), "{e}");
+        let e = plan(&t, &[r#"[{"name": "a", "matches": [[{"CommPrefix": "sixteen-bytes-xx"}]], "kind": {"Open": {}}}, {"name": "b", "matches": [[]], "kind": {"Open": {}}}]"#]).unwrap_err();
+        assert!(e.contains("comm prefix \"sixteen-bytes-xx\" is 16 bytes; at most 15 fit"), "{e}");
     }
 }
