@@ -143,3 +143,38 @@ fn layers_take_effect() {
     assert_eq!(ran[..6].iter().sum::<u64>(), 0, "the yielders ran outside CPUs 6-7: {ran:?}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Tasks moved into a cgroup by a cgroup.procs write at 300 ms are matched
+/// again (scx_layered's `cgroup_attach_task` program marks them; they are
+/// matched when they next wake) into a Confined layer of that cgroup
+/// (`CgroupPrefix "conf"`, the layer's path form) on CPUs 0-1.
+#[test]
+fn a_cgroup_move_moves_tasks_into_their_layer() {
+    let dir = std::env::temp_dir().join(format!("schedlab-layered-cg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("cgroup.json");
+    std::fs::write(
+        &f,
+        r#"[{"name": "conf", "matches": [[{"CgroupPrefix": "conf"}]],
+             "kind": {"Confined": {"util_range": [0.5, 0.8], "cpus_range": [2, 2], "growth_algo": "Linear"}}},
+            {"name": "rest", "matches": [[]], "kind": {"Open": {}}}]"#,
+    )
+    .unwrap();
+    let mut s = sim(&format!(
+        "seed = 1\nduration = \"600ms\"\n[machine]\ncpus = 8\n[[cgroup]]\npath = \"/conf\"\n\
+         [[cgroup_write]]\nat = \"300ms\"\npath = \"/conf\"\nprocs = \"web\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"web\"\ncount = 4\nrun = \"exp:2ms\"\nsleep = \"exp:1ms\"\n\
+         [[workload]]\nkind = \"hog\"\nname = \"other\"\ncount = 8\nrun = \"exp:2ms\"\nsleep = \"exp:1ms\"\n\
+         [scheduler]\nkind = \"ext\"\nsched = \"crate:scx_layered@1.1.4\"\nargs = {:?}\n",
+        format!("f:{}", f.display())
+    ));
+    let web = |s: &schedlab::sched::sim::Sim, p: u32| s.task(p).name.starts_with("web");
+    let before = sample(&mut s, 290_000_000, &web);
+    assert!(before[2..].iter().sum::<u64>() > 100, "web ran outside CPUs 0-1 before the move: {before:?}");
+    s.run_until(320_000_000);
+    let after = sample(&mut s, 600_000_000, &web);
+    assert_eq!(s.scx.state, EnableState::Enabled, "{:?}", s.scx.exit);
+    assert!(after[0] + after[1] > 1000, "web ran in its layer: {after:?}");
+    assert_eq!(after[2..].iter().sum::<u64>(), 0, "web ran outside the Confined layer's CPUs after the move: {after:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
