@@ -300,6 +300,14 @@ impl Ctx<'_> {
 pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, ProfileError> {
     let d = &p.def;
     let (vars, positional) = args::parse_all(p, argv)?;
+    if !positional.is_empty() && d.layer_specs.is_none() {
+        return Err(ProfileError {
+            file: "--sched-args".into(),
+            line: 0,
+            field: d.profile.scheduler.clone(),
+            msg: format!("`{}`: the profile declares positional arguments but no step reads them; remove them", positional[0]),
+        });
+    }
     let mut cx = Ctx { p, machine, vars };
     for l in &d.profile.lets {
         let (name, e) = l.get_ref().split_once('=').unwrap_or(("", ""));
@@ -612,5 +620,19 @@ when = "cpu == 1"
         assert!(e.to_string().contains("resize: name either `array`"), "{e}");
         let e = Profile::parse("t.toml", &text.replace("\"queue\"", "\"ringbuf\"")).unwrap_err();
         assert!(e.to_string().contains("inner_map.type: `ringbuf`: use one of hash, array"), "{e}");
+    }
+
+    #[test]
+    fn positional_arguments_need_a_declaration_and_a_reader() {
+        let m = Machine::new(&Topology::flat(2).unwrap());
+        let p = Profile::parse("t.toml", "[profile]\nscheduler = \"t\"\n").unwrap();
+        let e = resolve(&p, &m, &["spec".into()]).unwrap_err().to_string();
+        assert!(e.contains("t takes no positional arguments (got `spec`)"), "{e}");
+        let p = Profile::parse("t.toml", "[profile]\nscheduler = \"t\"\npositional = \"specs\"\n").unwrap();
+        let e = resolve(&p, &m, &["spec".into()]).unwrap_err().to_string();
+        assert!(e.contains("`spec`: the profile declares positional arguments but no step reads them"), "{e}");
+        assert!(resolve(&p, &m, &[]).is_ok());
+        let e = Profile::parse("t.toml", "[profile]\nscheduler = \"t\"\n\n[layer_specs]\ndefault = \"x.json\"\n").unwrap_err().to_string();
+        assert!(e.contains("layer_specs: the specs come from the positional arguments: declare them"), "{e}");
     }
 }
