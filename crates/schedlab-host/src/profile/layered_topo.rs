@@ -425,3 +425,46 @@ fn refresh_xnuma(w: &mut dyn FnMut(String, Value), specs: &[Spec], nodes: &[usiz
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedlab::machine::topology::Topology;
+
+    fn specs(algos: &[&str], nodes: &str) -> Vec<Spec> {
+        let one = |a: &str| format!(r#"{{"name": "l", "matches": [], "kind": {{"Confined": {{"util_range": [0.0, 1.0], "growth_algo": "{a}", "nodes": {nodes}}}}}}}"#);
+        serde_json::from_str(&format!("[{}]", algos.iter().map(|a| one(a)).collect::<Vec<_>>().join(","))).unwrap()
+    }
+
+    /// The layer's core order, node by node in its node order.
+    fn order(topo: &Topology, specs: &[Spec], idx: usize) -> Vec<usize> {
+        let m = Machine::new(topo);
+        let sp = Spans::new(&m);
+        let nodes: Vec<usize> = sp.node.keys().copied().collect();
+        let per_node = core_orders(specs, idx, &sp, &nodes);
+        node_order(specs, idx, &nodes).into_iter().flat_map(|n| per_node[&n].clone()).collect()
+    }
+
+    /// Upstream's own expectations (scx_layered 1.1.4's lib.rs tests, on
+    /// its 1-node and 2-node test machines of 2 LLCs x 4 cores x 2 threads
+    /// per node).
+    #[test]
+    fn growth_orders_match_upstreams_tests() {
+        let n1 = Topology::uniform("t", 1, 1, 2, 4, 2).unwrap();
+        let n2 = Topology::uniform("t", 1, 2, 2, 4, 2).unwrap();
+        assert_eq!(order(&n1, &specs(&["Sticky"], "[]"), 0), (0..8).collect::<Vec<_>>());
+        assert_eq!(order(&n2, &specs(&["Sticky"], "[]"), 0), (0..16).collect::<Vec<_>>());
+        assert_eq!(order(&n1, &specs(&["Linear"], "[]"), 0), (0..8).collect::<Vec<_>>());
+        assert_eq!(order(&n2, &specs(&["Linear"], "[]"), 0), (0..16).collect::<Vec<_>>());
+        assert_eq!(order(&n2, &specs(&["Linear"], "[1]"), 0), (8..16).collect::<Vec<_>>());
+        assert_eq!(order(&n1, &specs(&["Reverse"], "[]"), 0), (0..8).rev().collect::<Vec<_>>());
+        let three = specs(&["Sticky", "Sticky", "Sticky"], "[]");
+        let (o0, o1, o2) = (order(&n1, &three, 0), order(&n1, &three, 1), order(&n1, &three, 2));
+        assert!(o0[0] != o1[0] && o1[0] != o2[0], "{o0:?} {o1:?} {o2:?}");
+        for o in [&o0, &o1, &o2] {
+            let mut s = o.clone();
+            s.sort_unstable();
+            assert_eq!(s, (0..8).collect::<Vec<_>>());
+        }
+    }
+}
