@@ -75,6 +75,7 @@ mod scx_enums;
 pub mod source;
 mod state;
 mod struct_ops;
+mod tracepoints;
 #[cfg(test)]
 mod tests;
 
@@ -255,6 +256,9 @@ pub struct HostedScheduler {
     progs: BTreeMap<String, usize>,
     /// The SEC("tp_btf/sched_switch") program, 0 if none.
     tp_sched_switch: usize,
+    /// The other SEC("tp_btf/NAME") programs by NAME (struct_ops.rs hosts
+    /// cgroup_attach_task, task_rename and hw_pressure_update).
+    tracepoints: BTreeMap<String, usize>,
     fpe_slots: Vec<usize>,
     source: PathBuf,
     /// The published crate (name, version) the sources come from.
@@ -387,6 +391,8 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let (tracing, progs): (BTreeMap<String, usize>, BTreeMap<String, usize>) =
         progs.into_iter().partition(|(n, _)| n.starts_with("tp_btf/"));
     let tp_sched_switch = tracing.get("tp_btf/sched_switch").copied().unwrap_or(0);
+    let tracepoints: BTreeMap<String, usize> =
+        tracing.iter().filter_map(|(n, &f)| n.strip_prefix("tp_btf/").filter(|t| *t != "sched_switch").map(|t| (t.to_string(), f))).collect();
 
     let names = || tables.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
     let ops = match (&cfg.ops, tables.len()) {
@@ -428,6 +434,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         globals,
         progs,
         tp_sched_switch,
+        tracepoints,
         fpe_slots,
         source: source.to_path_buf(),
         origin: spec.origin.clone(),

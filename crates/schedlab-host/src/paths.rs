@@ -67,8 +67,13 @@ fn parse(target: &str) -> Option<Path> {
 /// `sizeof` of the array and of its element, per member its offset in the
 /// enclosing type, and the size of what is written, in that order.
 fn template(p: &Path) -> Vec<String> {
+    template_from(p.base.clone(), p.base_index.len(), &p.steps)
+}
+
+/// [`template`] from a base C expression with `levels` indices.
+fn template_from(base: String, levels: usize, steps: &[Step]) -> Vec<String> {
     let mut out = Vec::new();
-    let mut e = p.base.clone();
+    let mut e = base;
     let level = |e: &mut String, n: usize, out: &mut Vec<String>| {
         for _ in 0..n {
             out.push(format!("sizeof({e})"));
@@ -76,14 +81,31 @@ fn template(p: &Path) -> Vec<String> {
             out.push(format!("sizeof({e})"));
         }
     };
-    level(&mut e, p.base_index.len(), &mut out);
-    for s in &p.steps {
+    level(&mut e, levels, &mut out);
+    for s in steps {
         out.push(format!("__builtin_offsetof(__typeof__({e}), {})", s.member));
         e = format!("{e}.{}", s.member);
         level(&mut e, s.index.len(), &mut out);
     }
     out.push(format!("sizeof({e})"));
     out
+}
+
+/// The C expression of a map's value type: `(*MAP.value)`.
+fn map_value(map: &str) -> String {
+    format!("(*{map}.value)")
+}
+
+/// The member path `.a[i].b` of a map value (see [`map_member_exprs`]).
+fn member_steps(member: &str) -> Option<Vec<Step>> {
+    let rest = member.strip_prefix('.')?;
+    rest.split('.').map(|p| indexed(p).map(|(member, index)| Step { member, index })).collect()
+}
+
+/// The C constant expressions a write into member `member` (`.a[i].b`)
+/// of map `map`'s value needs.
+pub(crate) fn map_member_exprs(map: &str, member: &str) -> Vec<String> {
+    member_steps(member).map(|s| template_from(map_value(map), 0, &s)).unwrap_or_default()
 }
 
 /// The C constant expressions a write to `target` needs (none when it is
@@ -93,20 +115,11 @@ pub(crate) fn exprs(target: &str) -> Vec<String> {
 }
 
 impl HostedScheduler {
-    /// Writes `value` to the path `target` (see the module doc): integers
-    /// little-endian in the member's size, text NUL-padded into a char
-    /// array.
-    pub(crate) fn set_path(&self, target: &str, value: &Value) -> Result<(), String> {
-        let p = parse(target).ok_or_else(|| format!("`{target}` is not NAME[i].member... with numeric indices"))?;
-        let base = self
-            .rodata
-            .iter()
-            .chain(&self.globals)
-            .find(|g| g.name == p.base)
-            .ok_or_else(|| format!("`{}`: no global of that name (a .bss/.data/.rodata variable)", p.base))?;
-        let consts = template(&p);
+    /// The offset and size of what a path addresses, from the constants
+    /// the object recorded for its template, checking every index.
+    fn locate(&self, target: &str, consts: &[String], base_index: &[u64], steps: &[Step], base: &str) -> Result<(usize, usize), String> {
         let mut vals = Vec::with_capacity(consts.len());
-        for c in &consts {
+        for c in consts {
             vals.push(self.c_const(c).ok_or_else(|| format!("`{c}` was not recorded at load (the profile did not name `{target}` before load)"))?);
         }
         let mut vals = vals.into_iter();
@@ -123,12 +136,54 @@ impl HostedScheduler {
             }
             Ok(())
         };
-        index(&p.base_index, &mut next, &mut off, &p.base)?;
-        for s in &p.steps {
+        index(base_index, &mut next, &mut off, base)?;
+        for s in steps {
             off += next();
             index(&s.index, &mut next, &mut off, &s.member)?;
         }
-        let size = next();
+        Ok((off, next()))
+    }
+
+    /// Writes `bytes` at member `member` (`.a[i].b`, at most its size) of
+    /// map `map`'s element `key`: CPU `cpu`'s copy of a per-CPU map, as
+    /// user space writes a member of a value it looked up (scx_layered's
+    /// `cpu_ctxs`, `llc_data`, `node_data`).
+    pub(crate) fn patch_map(&self, map: &str, key: u32, cpu: u32, nr_cpus: u32, member: &str, bytes: &[u8]) -> Result<(), String> {
+        let steps = member_steps(member).ok_or_else(|| format!("`{member}` is not a member path like .a[1].b"))?;
+        let what = format!("{map}{member}");
+        let (off, size) = self.locate(&what, &template_from(map_value(map), 0, &steps), &[], &steps, map)?;
+        if bytes.len() > size {
+            return Err(format!("`{what}` is {size} bytes; {} do not fit", bytes.len()));
+        }
+        let done = self.with_map(map, |m| {
+            if off + bytes.len() > m.def.value_size as usize {
+                return Err(format!("`{what}` lies outside the map's {}-byte value", m.def.value_size));
+            }
+            let k = key.to_ne_bytes();
+            let p = if m.def.kind == crate::maps::MapKind::PercpuArray { m.lookup_percpu(&k, cpu, nr_cpus) } else { m.lookup(&k, cpu, nr_cpus) };
+            if p.is_null() {
+                return Err(format!("`{map}` has no element {key}"));
+            }
+            // SAFETY: `p` points at value_size bytes of the map's storage;
+            // the range was checked against it above.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(off), bytes.len()) };
+            Ok(())
+        });
+        done.ok_or_else(|| format!("no map `{map}`; the scheduler's maps are: {}", self.map_names().join(", ")))?
+    }
+
+    /// Writes `value` to the path `target` (see the module doc): integers
+    /// little-endian in the member's size, text NUL-padded into a char
+    /// array.
+    pub(crate) fn set_path(&self, target: &str, value: &Value) -> Result<(), String> {
+        let p = parse(target).ok_or_else(|| format!("`{target}` is not NAME[i].member... with numeric indices"))?;
+        let base = self
+            .rodata
+            .iter()
+            .chain(&self.globals)
+            .find(|g| g.name == p.base)
+            .ok_or_else(|| format!("`{}`: no global of that name (a .bss/.data/.rodata variable)", p.base))?;
+        let (off, size) = self.locate(target, &template(&p), &p.base_index, &p.steps, &p.base)?;
         let bytes: Vec<u8> = match value {
             Value::Int(v) if matches!(size, 1 | 2 | 4 | 8) => v.to_le_bytes()[..size].to_vec(),
             Value::Bool(b) if matches!(size, 1 | 2 | 4 | 8) => (*b as u64).to_le_bytes()[..size].to_vec(),

@@ -407,6 +407,14 @@ impl ExtOps for HostedScheduler {
         self.state.call_c(sim, Callee::Tracepoint("sched_switch"), f, [ctx.as_mut_ptr() as u64, 0, 0, 0]);
     }
 
+    fn traces(&self, tp: &str) -> bool {
+        crate::tracepoints::HOSTED.contains(&tp) && self.tracepoints.contains_key(tp)
+    }
+
+    fn trace_event(&self, sim: &mut Sim, ev: &schedlab::sched::ext::ops::TraceEvent) {
+        self.fire_tracepoint(sim, ev);
+    }
+
     fn timer_fired(&self, sim: &mut Sim, timer: u64) {
         if self.state.dead() {
             return;

@@ -102,6 +102,16 @@ pub enum ApplyError {
         /// The profile line.
         origin: String,
     },
+    /// A write into a member of a map element (scx-load has no such command).
+    #[error("{origin}: scx-load cannot write members of map elements (`{map}{member}`); real runs of this profile are not supported")]
+    MapPatchUnwired {
+        /// The profile line.
+        origin: String,
+        /// The map.
+        map: String,
+        /// The member.
+        member: String,
+    },
 }
 
 /// A value as the rodata parser reads it (booleans as 1 and 0, which
@@ -122,9 +132,17 @@ pub fn load_config(plan: &Plan, cfg: &mut LoadConfig) {
     }
     // Writes into members of array elements need offsets and sizes the
     // object records (host::paths).
+    let mut known: std::collections::BTreeSet<String> = cfg.c_consts.iter().cloned().collect();
     for w in &plan.writes {
         for e in crate::paths::exprs(&w.target) {
-            if !cfg.c_consts.contains(&e) {
+            if known.insert(e.clone()) {
+                cfg.c_consts.push(e);
+            }
+        }
+    }
+    for p in &plan.patches {
+        for e in crate::paths::map_member_exprs(&p.map, &p.member) {
+            if known.insert(e.clone()) {
                 cfg.c_consts.push(e);
             }
         }
@@ -160,6 +178,11 @@ pub fn before_attach(h: &HostedScheduler, sim: &mut Sim, plan: &Plan) -> Result<
     for m in &plan.inner_maps {
         h.create_inner_map(&m.outer, m.slot, m.map_type, m.key_size, m.value_size, m.max_entries)
             .map_err(|err| ApplyError::InnerMap { origin: m.origin.clone(), err })?;
+    }
+    let nr_cpus = sim.nr_cpus() as u32;
+    for p in &plan.patches {
+        h.patch_map(&p.map, p.key, p.cpu, nr_cpus, &p.member, &p.bytes)
+            .map_err(|e| ApplyError::Write { origin: p.origin.clone(), who: who.clone(), err: e.into() })?;
     }
     let mut later = Vec::new();
     for r in &plan.runs {

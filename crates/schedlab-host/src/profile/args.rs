@@ -93,6 +93,14 @@ pub fn usage(p: &Profile) -> String {
 /// The flags' values: defaults, then `args` as the binary parses them.
 /// Errors name the flag and list the ones the profile knows.
 pub fn parse(p: &Profile, args: &[String]) -> Result<BTreeMap<String, Value>, ProfileError> {
+    parse_all(p, args).map(|(vars, _)| vars)
+}
+
+/// [`parse`], and the positional arguments in order: a profile that
+/// declares `profile.positional` (scx_layered's layer specs) takes them;
+/// any other refuses them.
+pub fn parse_all(p: &Profile, args: &[String]) -> Result<(BTreeMap<String, Value>, Vec<String>), ProfileError> {
+    let mut positional = Vec::new();
     let sched = &p.def.profile.scheduler;
     let err = |msg: String| ProfileError { file: "--sched-args".into(), line: 0, field: sched.clone(), msg };
     let mut vals = BTreeMap::new();
@@ -118,7 +126,9 @@ pub fn parse(p: &Profile, args: &[String]) -> Result<BTreeMap<String, Value>, Pr
         let w = args[i].as_str();
         i += 1;
         if w == "--" {
-            if i < args.len() {
+            if p.def.profile.positional.is_some() {
+                positional.extend(args[i..].iter().cloned());
+            } else if i < args.len() {
                 return Err(err(format!("{sched} takes no positional arguments (got `{}`)", args[i])));
             }
             break;
@@ -159,11 +169,13 @@ pub fn parse(p: &Profile, args: &[String]) -> Result<BTreeMap<String, Value>, Pr
                 set(&mut vals, f, &v)?;
                 break;
             }
+        } else if p.def.profile.positional.is_some() {
+            positional.push(w.to_string());
         } else {
             return Err(err(format!("{sched} takes no positional arguments (got `{w}`); flags are: {}", usage(p))));
         }
     }
-    Ok(vals)
+    Ok((vals, positional))
 }
 
 #[cfg(test)]

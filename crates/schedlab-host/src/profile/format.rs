@@ -9,6 +9,7 @@
 //! let = ["smt_enabled = !disable_smt && smt"]   # derived values, in order
 //! ops_flags = ["ENQ_LAST", "BUILTIN_IDLE_PER_NODE if numa_enabled"]
 //! ops_flags_mode = "replace"         # the loader assigns .flags (or "add")
+//! positional = "layer specs"         # optional: the binary takes positional arguments
 //!
 //! [[flag]]                           # the scheduler's own command line
 //! long = "slice-us"                  # --slice-us; read as `slice_us`
@@ -45,7 +46,18 @@
 //! phase = "load"                     # "load" (before attach) or "attach" (after)
 //! cpu = "0"                          # the CPU it runs on
 //! on_error = "fail"                  # a non-zero return: "fail" or "warn"
+//!
+//! [layer_specs]                      # scx_layered's layer config (layered.rs), from the
+//! default = "scx_layered.json"       # positional arguments; this file without any
 //! ```
+//!
+//! Named steps (`[arena_lib]`, `[layer_specs]`) are translations a
+//! `[[set]]` expression cannot say sanely (a JSON document walked three
+//! levels deep, seeded shuffles, a core allocator); each is one Rust
+//! module named by its table, and what it produces goes through the same
+//! [`Plan`](super::resolve::Plan) as every other entry: writes (members of
+//! array elements in `.bss` included, `layers[0].matches[1].matches[0].kind`),
+//! writes into members of map values (`cpu_ctxs` per CPU), syscall runs.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -90,6 +102,11 @@ pub struct Header {
     /// "replace": the loader assigns `ops.flags`; "add" (the default): added to the source's.
     #[serde(default)]
     pub ops_flags_mode: Option<Spanned<String>>,
+    /// What the binary's positional arguments are (e.g. "layer specs"):
+    /// without it the command line takes none. A step that reads them
+    /// (`[layer_specs]`) gets them in order.
+    #[serde(default)]
+    pub positional: Option<String>,
 }
 
 /// A `[[flag]]` entry: one option of the scheduler's command line.
@@ -319,6 +336,9 @@ pub struct ProfileDef {
     /// scx_arena's `ArenaLib::setup()` (see arena_lib.rs).
     #[serde(default)]
     pub arena_lib: Option<super::arena_lib::ArenaLibDef>,
+    /// scx_layered's layer specs (see layered.rs).
+    #[serde(default)]
+    pub layer_specs: Option<super::layered::LayerSpecsDef>,
 }
 
 /// A profile with the text it came from (for line numbers).
@@ -473,6 +493,11 @@ impl Profile {
         }
         if let Some(a) = &d.arena_lib {
             super::arena_lib::check(self, a)?;
+        }
+        if let Some(l) = &d.layer_specs {
+            if d.profile.positional.is_none() {
+                return Err(self.err(l.default.span(), "layer_specs", "the specs come from the positional arguments: declare them with `positional = \"layer specs\"` under [profile]"));
+            }
         }
         for sc in &d.syscall {
             self.check_each(sc.each(), "syscall")?;

@@ -22,6 +22,8 @@ pub(crate) mod arena_lib;
 pub mod args;
 pub(crate) mod expr;
 pub mod format;
+pub mod layered;
+pub(crate) mod layered_topo;
 pub(crate) mod machine;
 pub(crate) mod resolve;
 pub mod wire;
@@ -50,6 +52,14 @@ pub const SHIPPED: &[(&str, &str, &str)] = &[
     ("scx_pair", "scx_pair.toml", include_str!("../../profiles/scx_pair.toml")),
     ("central", "central.toml", include_str!("../../profiles/central.toml")),
 ];
+
+/// Data files profiles name (`[layer_specs] default`): (file name, text).
+pub const SHIPPED_DATA: &[(&str, &str)] = &[("scx_layered.json", include_str!("../../profiles/scx_layered.json"))];
+
+/// A shipped data file by name.
+pub fn shipped_data(name: &str) -> Option<&'static str> {
+    SHIPPED_DATA.iter().find(|d| d.0 == name).map(|d| d.1)
+}
 
 /// The scheduler (and version, if known) a `--sched` value or source path
 /// names: `crate:scx_bpfland@1.1.4`, a path inside an unpacked crate

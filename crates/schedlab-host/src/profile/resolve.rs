@@ -86,6 +86,11 @@ pub struct Plan {
     pub runs: Vec<Run>,
     /// scx_arena's set-up, after the load-phase runs.
     pub arena_lib: Option<super::arena_lib::ArenaLibSetup>,
+    /// Map members user space writes after load, before the runs
+    /// (scx_layered's per-CPU contexts and proximity maps).
+    pub patches: Vec<super::layered::MapPatch>,
+    /// The CPUs each layer starts with (`[layer_specs]`), for reports.
+    pub layer_cpus: Vec<Vec<usize>>,
 }
 
 /// A map the loader creates into a map-in-map after load.
@@ -294,7 +299,16 @@ impl Ctx<'_> {
 /// Resolves `p` for `machine` with the scheduler's command line `argv`.
 pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, ProfileError> {
     let d = &p.def;
-    let mut cx = Ctx { p, machine, vars: args::parse(p, argv)? };
+    let (vars, positional) = args::parse_all(p, argv)?;
+    if !positional.is_empty() && d.layer_specs.is_none() {
+        return Err(ProfileError {
+            file: "--sched-args".into(),
+            line: 0,
+            field: d.profile.scheduler.clone(),
+            msg: format!("`{}`: the profile declares positional arguments but no step reads them; remove them", positional[0]),
+        });
+    }
+    let mut cx = Ctx { p, machine, vars };
     for l in &d.profile.lets {
         let (name, e) = l.get_ref().split_once('=').unwrap_or(("", ""));
         let v = cx.eval(&[], l, e, "profile.let")?;
@@ -435,6 +449,23 @@ pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, 
                 origin: cx.origin(sc.prog.span()),
             });
         }
+    }
+    if let Some(l) = &d.layer_specs {
+        let origin = cx.origin(l.default.span());
+        let dir = std::path::Path::new(&p.file).parent().map(|d| d.to_path_buf()).unwrap_or_default();
+        let default = l.default.get_ref();
+        let default = if super::shipped_data(default).is_some() || dir.as_os_str().is_empty() { default.clone() } else { dir.join(default).display().to_string() };
+        let shipped = |name: &str| super::shipped_data(name);
+        let setup = super::layered::setup(machine, &cx.vars, &positional, &default, &shipped, &origin).map_err(|m| ProfileError {
+            file: if positional.is_empty() { p.file.clone() } else { "--sched-args".into() },
+            line: if positional.is_empty() { super::format::line_of(&p.text, l.default.span().start) } else { 0 },
+            field: if positional.is_empty() { "layer_specs.default".into() } else { d.profile.scheduler.clone() },
+            msg: m,
+        })?;
+        plan.writes.extend(setup.writes);
+        plan.patches.extend(setup.patches);
+        plan.runs.extend(setup.runs);
+        plan.layer_cpus = setup.layer_cpus;
     }
     if let Some(a) = &d.arena_lib {
         let int = |v: &Option<Spanned<toml::Value>>, field: &str, default: u64| -> Result<u64, ProfileError> {
@@ -589,5 +620,19 @@ when = "cpu == 1"
         assert!(e.to_string().contains("resize: name either `array`"), "{e}");
         let e = Profile::parse("t.toml", &text.replace("\"queue\"", "\"ringbuf\"")).unwrap_err();
         assert!(e.to_string().contains("inner_map.type: `ringbuf`: use one of hash, array"), "{e}");
+    }
+
+    #[test]
+    fn positional_arguments_need_a_declaration_and_a_reader() {
+        let m = Machine::new(&Topology::flat(2).unwrap());
+        let p = Profile::parse("t.toml", "[profile]\nscheduler = \"t\"\n").unwrap();
+        let e = resolve(&p, &m, &["spec".into()]).unwrap_err().to_string();
+        assert!(e.contains("t takes no positional arguments (got `spec`)"), "{e}");
+        let p = Profile::parse("t.toml", "[profile]\nscheduler = \"t\"\npositional = \"specs\"\n").unwrap();
+        let e = resolve(&p, &m, &["spec".into()]).unwrap_err().to_string();
+        assert!(e.contains("`spec`: the profile declares positional arguments but no step reads them"), "{e}");
+        assert!(resolve(&p, &m, &[]).is_ok());
+        let e = Profile::parse("t.toml", "[profile]\nscheduler = \"t\"\n\n[layer_specs]\ndefault = \"x.json\"\n").unwrap_err().to_string();
+        assert!(e.contains("layer_specs: the specs come from the positional arguments: declare them"), "{e}");
     }
 }

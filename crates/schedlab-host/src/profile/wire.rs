@@ -74,6 +74,9 @@ pub fn write(plan: &Plan) -> Result<String, super::apply::ApplyError> {
             Value::Str(_) => return Err(super::apply::ApplyError::StringInArray { origin: w.origin.clone() }),
         }
     }
+    if let Some(p) = plan.patches.first() {
+        return Err(super::apply::ApplyError::MapPatchUnwired { origin: p.origin.clone(), map: p.map.clone(), member: p.member.clone() });
+    }
     let bits = plan.flag_bits()?;
     let _ = writeln!(o, "flags {} {bits:#x}", if plan.replace_flags { "replace" } else { "add" });
     for m in &plan.maps {
@@ -130,6 +133,8 @@ mod tests {
                 nodes: vec![TopoNode { id: 0, mask: vec![3] }],
                 origin: String::new(),
             }),
+            patches: vec![],
+            layer_cpus: vec![],
         };
         let t = write(&plan).unwrap();
         let lines: Vec<&str> = t.lines().collect();
@@ -153,5 +158,13 @@ mod tests {
                 "arena_node 0 0300000000000000",
             ]
         );
+    }
+
+    #[test]
+    fn map_member_writes_are_refused_for_real_runs() {
+        let patch = super::super::layered::MapPatch { map: "cpu_ctxs".into(), key: 0, cpu: 1, member: ".cpu".into(), bytes: vec![1, 0, 0, 0], origin: "p.toml:3".into() };
+        let plan = Plan { scheduler: "x".into(), patches: vec![patch], ..Plan::default() };
+        let e = write(&plan).unwrap_err().to_string();
+        assert_eq!(e, "p.toml:3: scx-load cannot write members of map elements (`cpu_ctxs.cpu`); real runs of this profile are not supported");
     }
 }

@@ -13,6 +13,7 @@ mod faults;
 mod fuzz_corpus;
 mod golden;
 mod host;
+mod layered;
 mod profiles;
 mod scheds;
 mod upstream;

@@ -499,6 +499,6 @@ impl Sim {
         if self.task(p).state == TaskState::Dead {
             return self.task(p).cgrp == g;
         }
-        self.cgroup_attach_tasks(&[p], g)
+        self.cgroup_attach(&[p], g, false)
     }
 }

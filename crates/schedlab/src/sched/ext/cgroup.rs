@@ -243,6 +243,14 @@ impl Sim {
     /// together): the cpuset's check, then scx_cgroup_can_attach, then
     /// sched_move_task() for each. false: refused (nothing moved).
     pub fn cgroup_attach_tasks(&mut self, tasks: &[TaskId], g: u32) -> bool {
+        self.cgroup_attach(tasks, g, true)
+    }
+
+    /// [`Sim::cgroup_attach_tasks`]; `threadgroup`: a write to cgroup.procs
+    /// (the whole process) rather than cgroup.threads. On success the
+    /// `cgroup_attach_task` tracepoint fires for the first task (the
+    /// leader), as cgroup_attach_task() does after the migration.
+    pub(crate) fn cgroup_attach(&mut self, tasks: &[TaskId], g: u32, threadgroup: bool) -> bool {
         let eff = self.cg.groups[g as usize].effective_cpus.clone();
         let live: Vec<TaskId> = tasks.iter().copied().filter(|&p| self.task(p).state != crate::sched::task::TaskState::Dead).collect();
         // cpuset_can_attach() runs first (cpuset's subsystem id is lower).
@@ -252,7 +260,7 @@ impl Sim {
         if self.scx_cgroup_can_attach(&live, g) != 0 {
             return false;
         }
-        for p in live {
+        for &p in &live {
             if self.task(p).cgrp == g {
                 continue;
             }
@@ -262,6 +270,10 @@ impl Sim {
             if mask != self.task(p).cpus_allowed {
                 self.set_cpus_allowed(p, mask);
             }
+        }
+        if let Some(&leader) = live.first() {
+            let cpu = self.this_cpu;
+            self.scx_trace_event(cpu, &super::ops::TraceEvent::CgroupAttachTask { cgrp: g, leader, threadgroup });
         }
         true
     }

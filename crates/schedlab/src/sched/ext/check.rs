@@ -388,6 +388,12 @@ impl<T: ExtOps> ExtOps for Checked<T> {
     fn sched_switch(&self, sim: &mut Sim, preempt: bool, prev: Option<TaskId>, next: Option<TaskId>) {
         self.inner.sched_switch(sim, preempt, prev, next)
     }
+    fn traces(&self, tp: &str) -> bool {
+        self.inner.traces(tp)
+    }
+    fn trace_event(&self, sim: &mut Sim, ev: &super::ops::TraceEvent) {
+        self.inner.trace_event(sim, ev)
+    }
     fn attached(&self, sim: &mut Sim) {
         self.inner.attached(sim)
     }

@@ -164,11 +164,17 @@ impl Sim {
         let c = &mut t.scx.c;
         c.pid = p as i32 + 1;
         c.tgid = t.tgid as i32;
+        self.scx_task_added_comm(p);
+        self.scx_sync_task_c(p);
+    }
+
+    /// The C task_struct's `comm` from the task's name.
+    fn scx_task_added_comm(&mut self, p: TaskId) {
+        let t = &mut self.tasks[p as usize];
         let name = t.name.as_bytes();
         let len = name.len().min(15);
-        c.comm = [0; 16];
-        c.comm[..len].copy_from_slice(&name[..len]);
-        self.scx_sync_task_c(p);
+        t.scx.c.comm = [0; 16];
+        t.scx.c.comm[..len].copy_from_slice(&name[..len]);
     }
 
     /// Refreshes the C task_struct fields the kernel owns.
@@ -667,6 +673,37 @@ impl Sim {
         self.scx.cost_acc += self.costs.scx_op_ns;
         ops.sched_switch(self, preempt, prev, next);
         self.this_cpu = saved;
+    }
+
+    /// A kernel tracepoint fires on `cpu` (see [`super::ops::TraceEvent`]):
+    /// the scheduler's program for it runs there, outside any op (charged
+    /// one callback's cost), if it attached one.
+    pub fn scx_trace_event(&mut self, cpu: Cpu, ev: &super::ops::TraceEvent) {
+        if self.scx.state != EnableState::Enabled {
+            return;
+        }
+        let Some(ops) = self.scx.ops.clone() else { return };
+        if !ops.traces(ev.name()) {
+            return;
+        }
+        let saved = self.this_cpu;
+        self.this_cpu = cpu;
+        self.scx.cost_acc += self.costs.scx_op_ns;
+        ops.trace_event(self, ev);
+        self.this_cpu = saved;
+    }
+
+    /// __set_task_comm(): `trace_task_rename()` with the old name still in
+    /// place, then the new name (15 bytes at most, as `comm` holds).
+    pub fn set_task_comm(&mut self, p: TaskId, comm: &str) {
+        let cpu = self.task(p).cpu;
+        let mut name = comm.to_string();
+        while name.len() > 15 {
+            name.pop();
+        }
+        self.scx_trace_event(cpu, &super::ops::TraceEvent::TaskRename { task: p, comm: name.clone() });
+        self.task_mut(p).name = name;
+        self.scx_task_added_comm(p);
     }
 
     /// A scheduler timer fires (bpf_timer).

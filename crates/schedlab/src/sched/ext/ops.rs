@@ -648,6 +648,18 @@ pub trait ExtOps {
     fn sched_switch(&self, sim: &mut Sim, preempt: bool, prev: Option<TaskId>, next: Option<TaskId>) {
         let _ = (sim, preempt, prev, next);
     }
+    /// Whether the scheduler attaches a program to tracepoint `tp` (one of
+    /// [`TraceEvent::name`]'s): asked before each such event.
+    fn traces(&self, tp: &str) -> bool {
+        let _ = tp;
+        false
+    }
+    /// A kernel tracepoint other than `sched_switch` fired (a cgroup
+    /// attach, a rename, a capacity-pressure change); called only when
+    /// [`ExtOps::traces`] says the scheduler attached to it.
+    fn trace_event(&self, sim: &mut Sim, ev: &TraceEvent) {
+        let _ = (sim, ev);
+    }
     /// The attach is complete (ops.init() succeeded and the tasks were
     /// switched): what a scheduler's user space does right after
     /// `bpf_map__attach_struct_ops()` (e.g. scx_tickless starting its timer
@@ -660,6 +672,50 @@ pub trait ExtOps {
     /// scheduler defines exit_task. Hosted schedulers drop its local storage.
     fn task_freed(&self, sim: &mut Sim, p: TaskId) {
         let _ = (sim, p);
+    }
+}
+
+/// A kernel tracepoint event a scheduler's `SEC("tp_btf/...")` program
+/// may be attached to, with the tracepoint's arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// `trace_cgroup_attach_task(dst_cgrp, path, leader, threadgroup)`:
+    /// a write to cgroup.procs (`threadgroup`: the whole process) or
+    /// cgroup.threads moved `leader` (and its threads) into `cgrp`.
+    CgroupAttachTask {
+        /// The task group moved into.
+        cgrp: u32,
+        /// The task written (a process's leader for cgroup.procs).
+        leader: TaskId,
+        /// Whether the whole thread group moved.
+        threadgroup: bool,
+    },
+    /// `trace_task_rename(task, comm)`: `task` is about to be renamed
+    /// (its old name is still in place).
+    TaskRename {
+        /// The task.
+        task: TaskId,
+        /// The new name.
+        comm: String,
+    },
+    /// `trace_hw_pressure_update(cpu, hw_pressure)`: CPU `cpu` lost
+    /// `pressure` of its 1024 capacity units to thermal or hardware limits.
+    HwPressureUpdate {
+        /// The CPU.
+        cpu: Cpu,
+        /// Capacity lost, 0..=1024.
+        pressure: u64,
+    },
+}
+
+impl TraceEvent {
+    /// The tracepoint's name (`SEC("tp_btf/NAME")`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            TraceEvent::CgroupAttachTask { .. } => "cgroup_attach_task",
+            TraceEvent::TaskRename { .. } => "task_rename",
+            TraceEvent::HwPressureUpdate { .. } => "hw_pressure_update",
+        }
     }
 }
 
@@ -788,6 +844,12 @@ impl<T: ExtOps + ?Sized> ExtOps for std::rc::Rc<T> {
     }
     fn sched_switch(&self, sim: &mut Sim, preempt: bool, prev: Option<TaskId>, next: Option<TaskId>) {
         (**self).sched_switch(sim, preempt, prev, next)
+    }
+    fn traces(&self, tp: &str) -> bool {
+        (**self).traces(tp)
+    }
+    fn trace_event(&self, sim: &mut Sim, ev: &TraceEvent) {
+        (**self).trace_event(sim, ev)
     }
     fn attached(&self, sim: &mut Sim) {
         (**self).attached(sim)
