@@ -64,7 +64,10 @@ struct schedlab_rodata_desc {
 
 struct schedlab_ops_desc {
 	const char *name;
-	/* A struct sched_ext_ops_cid when cid is 1 (the shared prefix lines up). */
+	/*
+	 * A struct sched_ext_ops_cid when cid is 1 (the shared prefix lines
+	 * up). ABI 5: the cid form; address_space(1) globals are arena globals.
+	 */
 	struct sched_ext_ops *ops;
 	u32 cid;
 };
