@@ -403,14 +403,12 @@ fn arena_alloc(h: &HostState, size: usize) -> Option<usize> {
 /// kernel's arena objects (scx_alloc_kern_arena_objs()). Err: the enable
 /// fails with this message.
 pub(crate) fn enable_cids(sim: &mut Sim, h: &HostState, init_cids: impl FnOnce(&mut Sim) -> i32) -> Result<(), String> {
-    let shard_size = {
+    {
         let mut inner = h.inner.borrow_mut();
         let Some(st) = inner.cid.as_mut() else { return Ok(()) };
         st.tables = Some(CidTables::build(&sim.topo, st.tail.cid_shard_size));
         st.phase = Phase::InitCids;
-        st.tail.cid_shard_size
-    };
-    let _ = shard_size;
+    }
     let ret = init_cids(sim);
     if ret != 0 {
         return Err(format!("ops.init_cids() failed ({ret})"));
@@ -741,23 +739,24 @@ pub(super) extern "C" fn scx_bpf_cid_override(cpu_to_cid: *const i32, cpu_cnt: u
             return;
         }
         let np = sim.nr_cpus() as u32;
-        // The kernel copies the arrays only when the counts are in range,
-        // then reports the bad count.
-        let copy = |p: *const i32, n: u32, ok: bool| -> Vec<i32> {
-            if !ok || p.is_null() || !arena_holds(h, p as usize, n as usize * 4) {
-                return vec![0; if ok { 0 } else { n.min(np + 1) as usize }];
-            }
-            // SAFETY: `n` i32s inside the scheduler's arena (checked).
-            unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec()
-        };
-        let c2c = copy(cpu_to_cid, cpu_cnt, cpu_cnt == np);
-        let ss = copy(shard_start, shard_cnt, shard_cnt > 0 && shard_cnt <= np);
-        if (cpu_cnt == np && c2c.len() != np as usize) || (shard_cnt > 0 && shard_cnt <= np && ss.len() != shard_cnt as usize) {
-            bad(sim, "scx_bpf_cid_override: the arrays are not arena memory".into());
+        // The counts are checked before the arrays are read.
+        if cpu_cnt != np {
+            bad(sim, format!("scx_bpf_cid_override: cpu_to_cid expected {np} entries, got {cpu_cnt}"));
             return;
         }
-        let c2c = if cpu_cnt == np { c2c } else { vec![0; cpu_cnt.min(np + 1) as usize] };
-        let ss = if shard_cnt > 0 && shard_cnt <= np { ss } else { vec![0; if shard_cnt == 0 { 0 } else { np as usize + 1 }] };
+        if shard_cnt == 0 || shard_cnt > np {
+            bad(sim, format!("scx_bpf_cid_override: invalid shard_start count {shard_cnt}"));
+            return;
+        }
+        let read = |p: *const i32, n: u32| -> Option<Vec<i32>> {
+            (!p.is_null() && arena_holds(h, p as usize, n as usize * 4))
+                // SAFETY: `n` i32s inside the scheduler's arena (checked).
+                .then(|| unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec())
+        };
+        let (Some(c2c), Some(ss)) = (read(cpu_to_cid, cpu_cnt), read(shard_start, shard_cnt)) else {
+            bad(sim, "scx_bpf_cid_override: the arrays must be arena memory".into());
+            return;
+        };
         let r = {
             let mut inner = h.inner.borrow_mut();
             match inner.cid.as_mut().and_then(|s| s.tables.as_mut()) {

@@ -181,7 +181,12 @@ pub(super) extern "C" fn scx_bpf_reenqueue_local() -> u32 {
 }
 
 pub(super) extern "C" fn scx_bpf_dsq_reenq(dsq_id: u64, reenq_flags: u64) {
-    with_ctx(|sim, _| k::scx_bpf_dsq_reenq(sim, dsq_id, reenq_flags))
+    with_ctx(|sim, h| {
+        // find_dsq_for_dispatch(): a cid-form LOCAL_ON | cid names a CPU.
+        if let Some(dsq_id) = super::cid::dsq_in(sim, h, dsq_id) {
+            k::scx_bpf_dsq_reenq(sim, dsq_id, reenq_flags)
+        }
+    })
 }
 
 pub(super) extern "C" fn scx_bpf_kick_cpu(cpu: i32, flags: u64) {

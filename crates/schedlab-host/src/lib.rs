@@ -24,6 +24,9 @@
 //! - `loader`: dlopen of a private copy, `schedlab_attach()`, rodata writes;
 //! - `struct_ops`: the `ExtOps` callbacks, each packing its arguments as the
 //!   BPF_PROG context and calling the object's program;
+//! - `cid`, `struct_ops_cid`, `sub`: the 7.3 cid form (`struct
+//!   sched_ext_ops_cid`): cid numbering and translation, cmasks, the cid
+//!   and sub-scheduler kfuncs;
 //! - `state`: per-scheduler state and the thread-local context;
 //! - `ffi`, `kptr`, `mapfns`, `rtfns`: the `extern "C"` kfuncs and helpers;
 //! - `maps`: BPF map semantics, with `ringbuf`, `arena` and `perf` for

@@ -192,3 +192,16 @@ fn every_declarator_of_a_global_is_a_global() {
     let names: Vec<(&str, usize)> = s.globals.iter().map(|g| (g.name.as_str(), g.dims)).collect();
     assert_eq!(names, [("nr_a", 0), ("nr_b", 0), ("nr_c", 1), ("nr_d", 0), ("nr_e", 0)]);
 }
+
+#[test]
+fn address_space_1_globals_are_arena_globals_and_cid_ops_are_tables() {
+    // `__arena_global` under __BPF_FEATURE_ADDR_SPACE_CAST: LLVM puts the
+    // global into the arena's section, GCC ignores the attribute.
+    let src = "struct qa { int a; };\nstruct qa __attribute__((address_space(1))) qa;\n\
+               int __attribute__((address_space(2))) other;\n\
+               struct sched_ext_ops_cid cid_ops = { .name = \"x\" };\nstruct sched_ext_ops cpu_ops;\n";
+    let s = scan(src);
+    assert_eq!(s.arena_globals, ["qa"]);
+    assert_eq!(s.ops, ["cid_ops", "cpu_ops"]);
+    assert_eq!(s.ops_cid, [true, false]);
+}
