@@ -233,7 +233,7 @@ impl CidTables {
 
 /// SCX_CMASK_NR_WORDS(): storage words covering `nr_cids` at any base.
 pub(crate) fn cmask_nr_words(nr_cids: u32) -> u32 {
-    ((nr_cids as u64 + 63) / 64 + 1) as u32
+    ((nr_cids as u64).div_ceil(64) + 1) as u32
 }
 
 /// Bytes of a `struct scx_cmask` with storage for `nr_cids`: the header
@@ -642,7 +642,7 @@ pub(super) extern "C" fn scx_bpf_cid_curr(cid: i32) -> *mut TaskStructC {
         }
         let Ok(cpu) = cpu_of(sim, h, cid) else { return std::ptr::null_mut() };
         match k::scx_bpf_cpu_curr(sim, cpu as i32) {
-            Some(curr) => super::rtfns::curr_ptr(sim, h, cpu as u32, curr),
+            Some(curr) => super::rtfns::curr_ptr(sim, h, cpu, curr),
             None => std::ptr::null_mut(),
         }
     })
@@ -707,8 +707,8 @@ pub(super) extern "C" fn scx_bpf_cidperf_set(cid: i32, perf: u32) -> i32 {
     })
 }
 
-/// scx_bpf_tid_to_task(): the live task with `tid` (tids are task index
-/// + 1 here, see abi.rs), NULL for none; an error without
+/// scx_bpf_tid_to_task(): the live task with `tid` (here a tid is the
+/// task index plus one, see abi.rs), NULL for none; an error without
 /// SCX_OPS_TID_TO_TASK. A task leaves the table when it dies
 /// (sched_ext_dead()).
 pub(super) extern "C" fn scx_bpf_tid_to_task(tid: u64) -> *mut TaskStructC {
