@@ -176,7 +176,7 @@ fn generated_table_names_everything() {
     assert!(c.contains("(u32)sizeof(*stats.value)"));
     assert!(c.contains("(u32)(sizeof(*q0.value_size) / sizeof(int))"));
     assert!(c.contains("sizeof(cpus[0])"));
-    assert!(c.contains("{ \"simple_ops\", &simple_ops }"));
+    assert!(c.contains("{ \"simple_ops\", (struct sched_ext_ops *)&simple_ops, 0 }"), "{c}");
     assert!(c.contains("__attribute__((weak)) __typeof__(CONFIG_X) CONFIG_X;"));
     let bad = Scan {
         maps: vec![ScannedMap { name: "m".into(), members: vec!["key".into()], slots: vec![], special: vec![] }],

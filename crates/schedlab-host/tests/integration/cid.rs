@@ -4,7 +4,7 @@
 //! checks every cid it is given against the cid kfuncs, records the
 //! cmasks of ops.set_cmask(), dispatches a task pinned to CPU 1 to
 //! `SCX_DSQ_LOCAL_ON | cid`, and calls the sub-scheduler kfuncs as a root
-//! with no children.
+//! with no children, and reenqueues its user DSQ (scx_bpf_dsq_reenq()).
 
 use std::rc::Rc;
 
@@ -32,6 +32,9 @@ struct Report {
     pinned_local_on: u64,
     tid_bad: u64,
     cid_of_cpu1: u64,
+    reenq_calls: u64,
+    reenq_kfunc: u64,
+    reenq_other: u64,
     cmask_words: [u64; MAX_PIDS],
     cmask_hdr: [u64; MAX_PIDS],
 }
@@ -72,4 +75,9 @@ fn cid_form_translates_cids_cmasks_and_local_on() {
     assert_eq!((r.caps_ret, r.caps_word, r.caps_hdr), (0, 0xffff_ffff, 32));
     assert_eq!(r.grant_ret, -19);
     assert_eq!(r.sub_dispatch, 0);
+    // scx_bpf_dsq_reenq() of the user DSQ: its tasks came back to
+    // ops.enqueue() with SCX_ENQ_REENQ and SCX_TASK_REENQ_KFUNC.
+    assert!(r.reenq_calls >= 16);
+    assert!(r.reenq_kfunc > 0, "{} reenqueues", r.reenq_kfunc);
+    assert_eq!(r.reenq_other, 0);
 }

@@ -54,6 +54,9 @@ struct report {
 	u64 pinned_local_on;
 	u64 tid_bad;
 	u64 cid_of_cpu1;
+	u64 reenq_calls;
+	u64 reenq_kfunc;
+	u64 reenq_other;
 	u64 cmask_words[MAX_PIDS];
 	u64 cmask_hdr[MAX_PIDS];
 };
@@ -83,6 +86,12 @@ void BPF_STRUCT_OPS(cid_enqueue, struct task_struct *p, u64 enq_flags)
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | scx_bpf_cpu_to_cid(1), SCX_SLICE_DFL, enq_flags);
 		return;
 	}
+	if (enq_flags & SCX_ENQ_REENQ) {
+		if ((p->scx.flags & SCX_TASK_REENQ_REASON_MASK) == SCX_TASK_REENQ_KFUNC)
+			rep.reenq_kfunc++;
+		else
+			rep.reenq_other++;
+	}
 	if (scx_bpf_tid_to_task(p->scx.tid) != p)
 		rep.tid_bad++;
 	scx_bpf_dsq_insert(p, SHARED_DSQ, SCX_SLICE_DFL, enq_flags);
@@ -94,6 +103,9 @@ void BPF_STRUCT_OPS(cid_dispatch, s32 cid, struct task_struct *prev)
 		rep.dispatch_bad++;
 	if (scx_bpf_sub_dispatch___compat(2))
 		rep.sub_dispatch++;
+	/* Now and then, every task on the user DSQ back to ops.enqueue(). */
+	if (!(++rep.reenq_calls % 16))
+		scx_bpf_dsq_reenq(SHARED_DSQ, 0);
 	scx_bpf_dsq_move_to_local(SHARED_DSQ);
 }
 
