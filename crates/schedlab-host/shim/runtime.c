@@ -741,6 +741,9 @@ static u32 rcu_depth;
 /* Objects, lists, rbtrees, dynptrs, resilient locks, strings. */
 #include "runtime_ds.c"
 
+/* The 7.3 cid form: cids, cmasks, sub-scheduler caps. */
+#include "runtime_cid.c"
+
 long bpf_spin_lock(struct bpf_spin_lock *lock)
 {
 	if (!lock) {
@@ -815,6 +818,8 @@ EXPORT struct schedlab_module *schedlab_attach(void *(*resolve)(const char *name
 	missing |= !h_##name;
 	SCHEDLAB_HOST_FNS(RESOLVE)
 	SCHEDLAB_HOST_VOID_FNS(RESOLVE_VOID)
+	SCHEDLAB_CID_HOST_FNS(RESOLVE)
+	SCHEDLAB_CID_HOST_VOID_FNS(RESOLVE_VOID)
 	if (missing)
 		return NULL;
 	__schedlab_module.end_call = end_call;

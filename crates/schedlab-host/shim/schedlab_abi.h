@@ -11,7 +11,7 @@
 #ifndef __SCHEDLAB_ABI_H__
 #define __SCHEDLAB_ABI_H__
 
-#define SCHEDLAB_ABI_VERSION 4
+#define SCHEDLAB_ABI_VERSION 5
 
 /* One `SEC(".maps")` definition. */
 struct schedlab_map_desc {
@@ -64,7 +64,12 @@ struct schedlab_rodata_desc {
 
 struct schedlab_ops_desc {
 	const char *name;
+	/*
+	 * A struct sched_ext_ops_cid when cid is 1 (the shared prefix lines
+	 * up). ABI 5: the cid form; address_space(1) globals are arena globals.
+	 */
 	struct sched_ext_ops *ops;
+	u32 cid;
 };
 
 /* A SEC("syscall") program: int prog(void *ctx). */

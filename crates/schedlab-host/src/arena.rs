@@ -93,6 +93,12 @@ impl Arena {
         true
     }
 
+    /// Whether `[addr, addr + len)` lies inside the arena's mapping.
+    pub(crate) fn contains(&self, addr: usize, len: usize) -> bool {
+        let b = self.base as usize;
+        !self.base.is_null() && addr >= b && addr.checked_add(len).is_some_and(|e| e <= b + self.pages as usize * PAGE)
+    }
+
     fn free_run(&self, first: u32, cnt: u32) -> bool {
         (first..first + cnt).all(|p| !self.used.contains(&p) && !self.reserved.contains(&p))
     }

@@ -15,7 +15,7 @@ use std::ffi::CString;
 
 use schedlab::sched::sim::Sim;
 
-use super::kobj::{CgroupC, CssC, CssSetC, KernfsNodeC, CGROUP_SUBSYS_COUNT, ROOT_CGROUP_ID};
+use super::kobj::{CgroupC, CssC, CssSetC, KernfsNodeC, ScxTaskGroupC, TaskGroupC, CGROUP_SUBSYS_COUNT, CPU_CGRP_ID, ROOT_CGROUP_ID};
 
 /// Deepest cgroup level the host lays out (`ancestors[]` has one slot per
 /// level up to this); cgroup v2's own default limit is far above what a
@@ -34,6 +34,8 @@ struct CgroupObj {
     _kn: Box<KernfsNodeC>,
     _name: CString,
     cset: Box<CssSetC>,
+    /// The cpu controller's state (`cgrp->subsys[cpu_cgrp_id]`).
+    tg: Box<TaskGroupC>,
 }
 
 /// The cgroups lent to one scheduler.
@@ -71,6 +73,7 @@ impl Cgroups {
                     level: level as i32,
                     max_depth: i32::MAX,
                     kn: &mut *kn,
+                    subsys: [std::ptr::null_mut(); CGROUP_SUBSYS_COUNT],
                     ancestors: [],
                 },
                 ancestors: [std::ptr::null_mut(); MAX_LEVEL + 1],
@@ -87,10 +90,26 @@ impl Cgroups {
             alloc.ancestors[level] = me;
             let css: *mut CssC = &mut alloc.cg.self_;
             let cset = Box::new(CssSetC { subsys: [css; CGROUP_SUBSYS_COUNT], dfl_cgrp: me });
+            let ptg = tg.parent.map_or(std::ptr::null_mut(), |p| &mut self.objs[p as usize].tg.css as *mut CssC);
+            let mut tgc = Box::new(TaskGroupC { css: CssC { cgroup: me, parent: ptg }, scx: ScxTaskGroupC::default() });
+            alloc.cg.subsys = [css; CGROUP_SUBSYS_COUNT];
+            alloc.cg.subsys[CPU_CGRP_ID] = &mut tgc.css;
             self.by_addr.insert(me as usize, g);
-            self.objs.push(CgroupObj { alloc, _kn: kn, _name: name, cset });
+            self.objs.push(CgroupObj { alloc, _kn: kn, _name: name, cset, tg: tgc });
         }
         Ok(())
+    }
+
+    /// Brings task group `g`'s `tg->scx` up to date with the simulator's
+    /// cpu.weight, cpu.max and cpu.idle (what the kernel keeps there).
+    pub(super) fn sync_tg(&mut self, sim: &Sim, g: u32) {
+        let (Some(o), Some(tg)) = (self.objs.get_mut(g as usize), sim.cg.groups.get(g as usize)) else { return };
+        o.tg.scx.weight = tg.weight;
+        o.tg.scx.idle = tg.idle;
+        o.tg.scx.bw_period_us = tg.max.period_ns / 1000;
+        // RUNTIME_INF reads as u64::MAX, as the kernel stores it.
+        o.tg.scx.bw_quota_us = tg.max.quota_ns.map_or(u64::MAX, |q| q / 1000);
+        o.tg.scx.bw_burst_us = tg.max.burst_ns / 1000;
     }
 
     /// Task group `g`'s `struct cgroup` (None: not created yet).

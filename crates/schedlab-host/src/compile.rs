@@ -24,6 +24,7 @@ use super::HostError;
 pub const SHIM_FILES: &[(&str, &str)] = &[
     ("include/vmlinux.h", include_str!("../shim/include/vmlinux.h")),
     ("include/schedlab_kobj.h", include_str!("../shim/include/schedlab_kobj.h")),
+    ("include/schedlab_cid.h", include_str!("../shim/include/schedlab_cid.h")),
     ("include/bpf/bpf_helpers.h", include_str!("../shim/include/bpf/bpf_helpers.h")),
     ("include/bpf/bpf_tracing.h", include_str!("../shim/include/bpf/bpf_tracing.h")),
     ("include/bpf/bpf_core_read.h", include_str!("../shim/include/bpf/bpf_core_read.h")),
@@ -49,6 +50,7 @@ pub const SHIM_FILES: &[(&str, &str)] = &[
     ("schedlab_abi.h", include_str!("../shim/schedlab_abi.h")),
     ("runtime.c", include_str!("../shim/runtime.c")),
     ("runtime_ds.c", include_str!("../shim/runtime_ds.c")),
+    ("runtime_cid.c", include_str!("../shim/runtime_cid.c")),
 ];
 
 /// Language and code generation flags for every scheduler.

@@ -106,6 +106,7 @@ pub(super) extern "C" fn __scx_bpf_select_cpu_and(
 pub(super) extern "C" fn scx_bpf_dsq_insert(p: *const TaskStructC, dsq_id: u64, slice: u64, enq_flags: u64) -> bool {
     with_ctx(|sim, h| {
         let Some(p) = h.task_of(sim, p, "scx_bpf_dsq_insert") else { return false };
+        let Some((dsq_id, enq_flags)) = super::cid::dsq_args(sim, h, dsq_id, enq_flags) else { return false };
         k::scx_bpf_dsq_insert(sim, p, dsq_id, slice, enq_flags)
     })
 }
@@ -119,6 +120,7 @@ pub(super) extern "C" fn scx_bpf_dsq_insert_vtime(
 ) -> bool {
     with_ctx(|sim, h| {
         let Some(p) = h.task_of(sim, p, "scx_bpf_dsq_insert_vtime") else { return false };
+        let Some((dsq_id, enq_flags)) = super::cid::dsq_args(sim, h, dsq_id, enq_flags) else { return false };
         k::scx_bpf_dsq_insert_vtime(sim, p, dsq_id, slice, vtime, enq_flags)
     })
 }
@@ -155,6 +157,7 @@ pub(super) extern "C" fn scx_bpf_dsq_move(it: *mut DsqIterC, p: *const TaskStruc
     with_ctx(|sim, h| {
         let it = need!(sim, iter(it), "scx_bpf_dsq_move");
         let Some(p) = h.task_of(sim, p, "scx_bpf_dsq_move") else { return false };
+        let Some((dsq_id, enq_flags)) = super::cid::dsq_args(sim, h, dsq_id, enq_flags) else { return false };
         k::scx_bpf_dsq_move(sim, it, p, dsq_id, enq_flags)
     })
 }
@@ -168,6 +171,7 @@ pub(super) extern "C" fn scx_bpf_dsq_move_vtime(
     with_ctx(|sim, h| {
         let it = need!(sim, iter(it), "scx_bpf_dsq_move_vtime");
         let Some(p) = h.task_of(sim, p, "scx_bpf_dsq_move_vtime") else { return false };
+        let Some((dsq_id, enq_flags)) = super::cid::dsq_args(sim, h, dsq_id, enq_flags) else { return false };
         k::scx_bpf_dsq_move_vtime(sim, it, p, dsq_id, enq_flags)
     })
 }
@@ -177,7 +181,12 @@ pub(super) extern "C" fn scx_bpf_reenqueue_local() -> u32 {
 }
 
 pub(super) extern "C" fn scx_bpf_dsq_reenq(dsq_id: u64, reenq_flags: u64) {
-    with_ctx(|sim, _| k::scx_bpf_dsq_reenq(sim, dsq_id, reenq_flags))
+    with_ctx(|sim, h| {
+        // find_dsq_for_dispatch(): a cid-form LOCAL_ON | cid names a CPU.
+        if let Some(dsq_id) = super::cid::dsq_in(sim, h, dsq_id) {
+            k::scx_bpf_dsq_reenq(sim, dsq_id, reenq_flags)
+        }
+    })
 }
 
 pub(super) extern "C" fn scx_bpf_kick_cpu(cpu: i32, flags: u64) {
@@ -185,7 +194,10 @@ pub(super) extern "C" fn scx_bpf_kick_cpu(cpu: i32, flags: u64) {
 }
 
 pub(super) extern "C" fn scx_bpf_dsq_nr_queued(dsq_id: u64) -> i32 {
-    with_ctx(|sim, _| k::scx_bpf_dsq_nr_queued(sim, dsq_id))
+    with_ctx(|sim, h| match super::cid::dsq_in(sim, h, dsq_id) {
+        Some(dsq_id) => k::scx_bpf_dsq_nr_queued(sim, dsq_id),
+        None => -22,
+    })
 }
 
 pub(super) extern "C" fn scx_bpf_dsq_peek(dsq_id: u64) -> *mut TaskStructC {

@@ -70,8 +70,33 @@ pub(super) struct CgroupC {
     pub level: i32,
     pub max_depth: i32,
     pub kn: *mut KernfsNodeC,
+    /// Each controller's css (`cgrp->subsys[]`): the cpu controller's is
+    /// the cgroup's `struct task_group` (cgroup.rs), the others its `self`.
+    pub subsys: [*mut CssC; CGROUP_SUBSYS_COUNT],
     /// A flexible array in C; cgroup.rs allocates its slots right after.
     pub ancestors: [*mut CgroupC; 0],
+}
+
+/// `cpu_cgrp_id` (schedlab_kobj.h).
+pub(super) const CPU_CGRP_ID: usize = 1;
+
+/// `struct scx_task_group` (include/linux/sched/ext.h).
+#[repr(C)]
+#[derive(Default)]
+pub(super) struct ScxTaskGroupC {
+    pub flags: u32,
+    pub weight: u32,
+    pub bw_period_us: u64,
+    pub bw_quota_us: u64,
+    pub bw_burst_us: u64,
+    pub idle: bool,
+}
+
+/// `struct task_group` as far as BPF reads it: its css, then `scx`.
+#[repr(C)]
+pub(super) struct TaskGroupC {
+    pub css: CssC,
+    pub scx: ScxTaskGroupC,
 }
 
 /// CGROUP_SUBSYS_COUNT of the shim's `struct css_set`.

@@ -24,6 +24,9 @@
 //! - `loader`: dlopen of a private copy, `schedlab_attach()`, rodata writes;
 //! - `struct_ops`: the `ExtOps` callbacks, each packing its arguments as the
 //!   BPF_PROG context and calling the object's program;
+//! - `cid`, `struct_ops_cid`, `sub`: the 7.3 cid form (`struct
+//!   sched_ext_ops_cid`): cid numbering and translation, cmasks, the cid
+//!   and sub-scheduler kfuncs;
 //! - `state`: per-scheduler state and the thread-local context;
 //! - `ffi`, `kptr`, `mapfns`, `rtfns`: the `extern "C"` kfuncs and helpers;
 //! - `maps`: BPF map semantics, with `ringbuf`, `arena` and `perf` for
@@ -57,6 +60,7 @@ mod arena;
 mod arena_lib;
 pub(crate) mod paths;
 mod cgroup;
+mod cid;
 pub mod compile;
 mod ffi;
 pub mod fetch;
@@ -75,6 +79,8 @@ mod scx_enums;
 pub mod source;
 mod state;
 mod struct_ops;
+mod struct_ops_cid;
+mod sub;
 mod tracepoints;
 #[cfg(test)]
 mod tests;
@@ -377,7 +383,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         // SAFETY: see above.
         let o = unsafe { &*o.cast::<loader::OpsDescC>() };
         // SAFETY: string literal of the object.
-        tables.push((unsafe { c_str(o.name) }, o.ops));
+        tables.push((unsafe { c_str(o.name) }, o.ops, o.cid != 0));
     }
     let mut progs = BTreeMap::new();
     for p in table(m.progs.cast(), m.nr_progs, std::mem::size_of::<loader::ProgDescC>()) {
@@ -394,16 +400,19 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let tracepoints: BTreeMap<String, usize> =
         tracing.iter().filter_map(|(n, &f)| n.strip_prefix("tp_btf/").filter(|t| *t != "sched_switch").map(|t| (t.to_string(), f))).collect();
 
-    let names = || tables.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
-    let ops = match (&cfg.ops, tables.len()) {
+    let names = || tables.iter().map(|(n, _, _)| n.as_str()).collect::<Vec<_>>().join(", ");
+    let (ops, cid_form) = match (&cfg.ops, tables.len()) {
         (_, 0) => return Err(ops_err("no `struct sched_ext_ops` definition (SCX_OPS_DEFINE)".into())),
-        (None, 1) => tables[0].1,
+        (None, 1) => (tables[0].1, tables[0].2),
         (None, _) => return Err(ops_err(format!("several ops tables ({}); choose one", names()))),
-        (Some(want), _) => match tables.iter().find(|(n, _)| n == want) {
-            Some((_, p)) => *p,
+        (Some(want), _) => match tables.iter().find(|(n, _, _)| n == want) {
+            Some((_, p, c)) => (*p, *c),
             None => return Err(ops_err(format!("no ops table `{want}`; the source defines: {}", names()))),
         },
     };
+    if cid_form {
+        inner.cid = Some(cid_state(&inner, ops).map_err(ops_err)?);
+    }
     // SAFETY: `ops` points at the scheduler's ops variable.
     let ops_ref = unsafe { &*ops };
     let name_len = ops_ref.name.iter().position(|&b| b == 0).unwrap_or(ops_ref.name.len());
@@ -455,6 +464,22 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     }
     hosted.state.budget_ns.set(cfg.op_timeout_ns.unwrap_or(fault::DEFAULT_BUDGET_NS));
     Ok(hosted)
+}
+
+/// A cid-form scheduler's state: bpf_scx_reg_cid() requires exactly one
+/// arena map (the kernel finds it through the struct_ops programs; here,
+/// the object's), and the ops after `priv` (schedlab_cid.h).
+fn cid_state(inner: &Inner, ops: *mut SchedExtOpsC) -> Result<cid::CidState, String> {
+    let arenas: Vec<usize> = inner.maps.iter().enumerate().filter(|(_, m)| m.def.kind == MapKind::Arena).map(|(i, _)| i).collect();
+    let arena = match arenas[..] {
+        [a] => a,
+        [] => return Err("cid-form scheduler must use a BPF arena map (sched_ext refuses it)".into()),
+        _ => return Err("cid-form scheduler uses multiple arena maps (sched_ext refuses it)".into()),
+    };
+    // SAFETY: a struct sched_ext_ops_cid: its prefix is SchedExtOpsC and
+    // the tail follows `priv` (8-aligned, as the C layout has it).
+    let tail = unsafe { ops.cast::<u8>().add(std::mem::size_of::<SchedExtOpsC>()).cast::<cid::CidOpsTailC>().read() };
+    Ok(cid::CidState::new(tail, arena))
 }
 
 /// Gives every RESIZABLE_ARRAY() its storage: `resize` elements where the

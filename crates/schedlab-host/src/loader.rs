@@ -121,6 +121,8 @@ pub(crate) struct RodataDescC {
 pub(crate) struct OpsDescC {
     pub name: *const c_char,
     pub ops: *mut SchedExtOpsC,
+    /// 1: a `struct sched_ext_ops_cid` (its prefix is laid out as SchedExtOpsC).
+    pub cid: u32,
 }
 
 #[repr(C)]
@@ -159,7 +161,7 @@ pub(crate) struct MapFieldC {
     pub size: u32,
 }
 
-pub(crate) const ABI_VERSION: u32 = 4;
+pub(crate) const ABI_VERSION: u32 = 5;
 
 /// A rodata variable as the loader sees it.
 #[derive(Clone, Debug)]
@@ -193,7 +195,7 @@ thread_local! {
 extern "C" fn resolve(name: *const c_char) -> *mut c_void {
     // SAFETY: the runtime passes string literals.
     let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-    match ffi::lookup(&name) {
+    match ffi::lookup(&name).or_else(|| super::cid::lookup(&name)) {
         Some(f) => f,
         None => {
             MISSING.with(|m| m.borrow_mut().push(name.into_owned()));

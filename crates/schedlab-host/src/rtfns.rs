@@ -45,7 +45,7 @@ fn map_of(sim: &mut Sim, h: &HostState, map: *mut c_void, kinds: &[MapKind], wha
 }
 
 /// The task on `cpu` as a C pointer: the running task or the idle task.
-fn curr_ptr(sim: &mut Sim, h: &HostState, cpu: u32, curr: Option<u32>) -> *mut TaskStructC {
+pub(super) fn curr_ptr(sim: &mut Sim, h: &HostState, cpu: u32, curr: Option<u32>) -> *mut TaskStructC {
     match curr {
         Some(p) => h.task_ptr(sim, p),
         None => h.who_ptr(sim, Who::Idle(cpu)),
@@ -141,10 +141,14 @@ pub(super) extern "C" fn schedlab_this_cpu() -> u32 {
 pub(super) fn cgroup_ptr(sim: &mut Sim, h: &HostState, g: u32) -> *mut CgroupC {
     let mut i = h.inner.borrow_mut();
     if let Some(p) = i.cgroups.ptr(g) {
+        i.cgroups.sync_tg(sim, g);
         return p;
     }
     match i.cgroups.ensure(sim) {
-        Ok(()) => i.cgroups.ptr(g).unwrap_or(std::ptr::null_mut()),
+        Ok(()) => {
+            i.cgroups.sync_tg(sim, g);
+            i.cgroups.ptr(g).unwrap_or(std::ptr::null_mut())
+        }
         Err(e) => {
             drop(i);
             bad(sim, e);

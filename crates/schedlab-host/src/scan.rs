@@ -17,7 +17,8 @@
 //! - any other scalar object in .bss or .data is a global the scheduler
 //!   writes (its counters, as user space reads them from the object's
 //!   .bss/.data maps).
-//! - `struct sched_ext_ops NAME = {...};` is an ops table.
+//! - `struct sched_ext_ops NAME = {...};` is an ops table (`struct
+//!   sched_ext_ops_cid`: a cid-form one).
 //! - a function carrying `__schedlab_sec("syscall")` is a syscall program.
 //! - `extern T NAME __schedlab_kconfig;` gets a weak zero definition.
 //!
@@ -114,6 +115,8 @@ pub(super) struct Scan {
     /// .bss/.data objects: scalars and one-dimensional arrays.
     pub globals: Vec<ScannedRodata>,
     pub ops: Vec<String>,
+    /// For each of `ops`: a `struct sched_ext_ops_cid` (the 7.3 cid form).
+    pub ops_cid: Vec<bool>,
     pub syscalls: Vec<String>,
     /// `SEC("tp_btf/NAME")` programs: (function, tracepoint NAME).
     pub tracing: Vec<(String, String)>,
@@ -201,6 +204,13 @@ fn strip_attrs(item: &[Tok]) -> (Vec<Tok>, Vec<String>) {
                 // Adjacent literals concatenate: SEC("." "data" "." "x").
                 let lit: String = item[i + 2..end].iter().map(|t| t.text.trim_matches('"')).collect();
                 secs.push(lit);
+            }
+            // LLVM places an address_space(1) global in the arena's
+            // section (what `__arena_global` means under
+            // __BPF_FEATURE_ADDR_SPACE_CAST); GCC ignores the attribute.
+            let group: Vec<&str> = item[i + 1..end].iter().map(|t| t.text.as_str()).collect();
+            if group.windows(4).any(|w| w == ["address_space", "(", "1", ")"]) {
+                secs.push(".addr_space.1".into());
             }
             i = end + 1;
             continue;
@@ -535,11 +545,13 @@ pub(super) fn scan(preprocessed: &str) -> Scan {
             continue; // function definition
         }
         let body = &t[..t.len() - 1];
-        if let Some(i) = words.windows(3).position(|w| w[0] == "struct" && w[1] == "sched_ext_ops" && w[2] != "{") {
+        let ops_struct = |w: &[&str]| w[0] == "struct" && matches!(w[1], "sched_ext_ops" | "sched_ext_ops_cid") && w[2] != "{";
+        if let Some(i) = words.windows(3).position(ops_struct) {
             let after = t.get(i + 2);
             let next = t.get(i + 3).map(|t| t.text.as_str());
             if let (Some(name), Some("=" | ";" | ",")) = (after.filter(|t| t.ident), next) {
                 s.ops.push(name.text.clone());
+                s.ops_cid.push(words[i + 1] == "sched_ext_ops_cid");
             }
             continue;
         }
@@ -828,8 +840,9 @@ pub(super) fn generate(scan: &Scan, source: &str, abi_header: &str, part: Part, 
     let _ = writeln!(c, "\t{{ 0 }}\n}};");
 
     open(&mut c, 4);
-    for o in &scan.ops {
-        let _ = writeln!(c, "\t{{ {}, &{o} }},", c_str(o));
+    for (i, o) in scan.ops.iter().enumerate() {
+        let cid = u32::from(scan.ops_cid.get(i).copied().unwrap_or(false));
+        let _ = writeln!(c, "\t{{ {}, (struct sched_ext_ops *)&{o}, {cid} }},", c_str(o));
     }
     let _ = writeln!(c, "\t{{ 0 }}\n}};");
 

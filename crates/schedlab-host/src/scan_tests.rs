@@ -176,7 +176,7 @@ fn generated_table_names_everything() {
     assert!(c.contains("(u32)sizeof(*stats.value)"));
     assert!(c.contains("(u32)(sizeof(*q0.value_size) / sizeof(int))"));
     assert!(c.contains("sizeof(cpus[0])"));
-    assert!(c.contains("{ \"simple_ops\", &simple_ops }"));
+    assert!(c.contains("{ \"simple_ops\", (struct sched_ext_ops *)&simple_ops, 0 }"), "{c}");
     assert!(c.contains("__attribute__((weak)) __typeof__(CONFIG_X) CONFIG_X;"));
     let bad = Scan {
         maps: vec![ScannedMap { name: "m".into(), members: vec!["key".into()], slots: vec![], special: vec![] }],
@@ -191,4 +191,17 @@ fn every_declarator_of_a_global_is_a_global() {
     let s = scan("u64 nr_a, nr_b, nr_c[4];\nstruct tag;\nstatic u64 nr_d = 1, nr_e;\n");
     let names: Vec<(&str, usize)> = s.globals.iter().map(|g| (g.name.as_str(), g.dims)).collect();
     assert_eq!(names, [("nr_a", 0), ("nr_b", 0), ("nr_c", 1), ("nr_d", 0), ("nr_e", 0)]);
+}
+
+#[test]
+fn address_space_1_globals_are_arena_globals_and_cid_ops_are_tables() {
+    // `__arena_global` under __BPF_FEATURE_ADDR_SPACE_CAST: LLVM puts the
+    // global into the arena's section, GCC ignores the attribute.
+    let src = "struct qa { int a; };\nstruct qa __attribute__((address_space(1))) qa;\n\
+               int __attribute__((address_space(2))) other;\n\
+               struct sched_ext_ops_cid cid_ops = { .name = \"x\" };\nstruct sched_ext_ops cpu_ops;\n";
+    let s = scan(src);
+    assert_eq!(s.arena_globals, ["qa"]);
+    assert_eq!(s.ops, ["cid_ops", "cpu_ops"]);
+    assert_eq!(s.ops_cid, [true, false]);
 }

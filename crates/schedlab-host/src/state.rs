@@ -99,6 +99,10 @@ pub(super) struct Inner {
     /// The addresses of maps user space created (`create_inner_map`).
     #[allow(clippy::vec_box)] // boxes keep their addresses; the Vec only owns them
     pub inner_maps: Vec<Box<u64>>,
+    /// A cid-form scheduler's layout and arena objects (cid.rs).
+    pub cid: Option<super::cid::CidState>,
+    /// SCX_OPS_TID_TO_TASK was set at enable (the core does not know the flag).
+    pub tid_to_task: bool,
 }
 
 pub(super) struct HostState {
@@ -189,6 +193,9 @@ pub(super) enum Callee<'a> {
     Timer,
     ForEach,
     Tracepoint(&'a str),
+    /// An op the core has no [`Op`](schedlab::sched::ext::ops::Op) for
+    /// (the cid form's ops.init_cids()).
+    Named(&'a str),
 }
 
 impl std::fmt::Display for Callee<'_> {
@@ -199,6 +206,7 @@ impl std::fmt::Display for Callee<'_> {
             Callee::Timer => f.write_str("a bpf_timer callback"),
             Callee::ForEach => f.write_str("a bpf_for_each_map_elem() callback"),
             Callee::Tracepoint(tp) => write!(f, "SEC(\"tp_btf/{tp}\") program"),
+            Callee::Named(op) => write!(f, "ops.{op}()"),
         }
     }
 }

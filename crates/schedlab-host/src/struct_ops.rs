@@ -74,7 +74,7 @@ pub(super) struct ExitInfoC {
 }
 
 impl HostedScheduler {
-    fn f(&self, op: Op) -> usize {
+    pub(super) fn f(&self, op: Op) -> usize {
         self.fns[op.index()]
     }
 
@@ -91,11 +91,11 @@ impl HostedScheduler {
         self.state.call_c(sim, Callee::Op(op), f, [args.as_mut_ptr() as u64, 0, 0, 0])
     }
 
-    fn call_void(&self, sim: &mut Sim, op: Op, args: &mut [u64]) {
+    pub(super) fn call_void(&self, sim: &mut Sim, op: Op, args: &mut [u64]) {
         self.call_op(sim, op, args);
     }
 
-    fn call_s32(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<i32> {
+    pub(super) fn call_s32(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<i32> {
         self.call_op(sim, op, args).map(|r| r as i32)
     }
 
@@ -103,7 +103,7 @@ impl HostedScheduler {
         self.call_op(sim, op, args).map(|r| r as u8 != 0)
     }
 
-    fn task(&self, sim: &mut Sim, p: TaskId) -> u64 {
+    pub(super) fn task(&self, sim: &mut Sim, p: TaskId) -> u64 {
         self.state.task_ptr(sim, p) as u64
     }
 
@@ -143,7 +143,8 @@ impl ExtOps for HostedScheduler {
     }
 
     fn flags(&self) -> u64 {
-        self.ops().flags | self.extra_flags
+        // SCX_OPS_TID_TO_TASK (7.3) is the host's (cid.rs, scx_bpf_tid_to_task).
+        (self.ops().flags | self.extra_flags) & !super::cid::OPS_TID_TO_TASK
     }
 
     fn timeout_ms(&self) -> u32 {
@@ -155,7 +156,8 @@ impl ExtOps for HostedScheduler {
     }
 
     fn has(&self, op: Op) -> bool {
-        self.f(op) != 0
+        // The cid form's set_cmask() follows ops.enable() (struct_ops_cid.rs).
+        self.f(op) != 0 || (op == Op::Enable && self.cid_form() && self.f(Op::SetCpumask) != 0)
     }
 
     /// The scheduler's own counters: every 8-byte integer global of .bss
@@ -170,8 +172,8 @@ impl ExtOps for HostedScheduler {
     }
 
     fn select_cpu(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u64) -> Cpu {
-        let mut a = [self.task(sim, p), prev_cpu as u64, wake_flags];
-        match self.call_s32(sim, Op::SelectCpu, &mut a) {
+        let mut a = [self.task(sim, p), self.cpu_arg(prev_cpu), wake_flags];
+        match self.call_s32(sim, Op::SelectCpu, &mut a).map(|c| self.cpu_ret(sim, c)) {
             Some(cpu) if cpu >= 0 => cpu as Cpu,
             Some(cpu) => {
                 bad(sim, format!("invalid CPU {cpu} from ops.select_cpu()"));
@@ -193,7 +195,7 @@ impl ExtOps for HostedScheduler {
 
     fn dispatch(&self, sim: &mut Sim, cpu: Cpu, prev: Option<TaskId>) {
         let prev = prev.map_or(0, |p| self.task(sim, p));
-        self.call_void(sim, Op::Dispatch, &mut [cpu as u64, prev])
+        self.call_void(sim, Op::Dispatch, &mut [self.cpu_arg(cpu), prev])
     }
 
     fn tick(&self, sim: &mut Sim, p: TaskId) {
@@ -232,13 +234,16 @@ impl ExtOps for HostedScheduler {
     }
 
     fn set_cpumask(&self, sim: &mut Sim, p: TaskId) {
+        if self.cid_form() {
+            return self.cid_set_cmask(sim, p);
+        }
         let t = self.task(sim, p);
         let mask = t + std::mem::offset_of!(TaskStructC, cpus_mask) as u64;
         self.call_void(sim, Op::SetCpumask, &mut [t, mask])
     }
 
     fn update_idle(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
-        self.call_void(sim, Op::UpdateIdle, &mut [cpu as u64, idle as u64])
+        self.call_void(sim, Op::UpdateIdle, &mut [self.cpu_arg(cpu), idle as u64])
     }
 
     fn cpu_acquire(&self, sim: &mut Sim, cpu: Cpu) {
@@ -276,6 +281,9 @@ impl ExtOps for HostedScheduler {
     }
 
     fn enable(&self, sim: &mut Sim, p: TaskId) {
+        if self.cid_form() {
+            return self.cid_enable(sim, p);
+        }
         let mut a = [self.task(sim, p)];
         self.call_void(sim, Op::Enable, &mut a)
     }
@@ -292,7 +300,8 @@ impl ExtOps for HostedScheduler {
 
     fn dump_cpu(&self, sim: &mut Sim, cpu: Cpu, idle: bool) {
         let mut ctx = DumpCtxC::now(sim);
-        self.call_void(sim, Op::DumpCpu, &mut [&mut ctx as *mut DumpCtxC as u64, cpu as u64, idle as u64])
+        let cpu = self.cpu_arg(cpu);
+        self.call_void(sim, Op::DumpCpu, &mut [&mut ctx as *mut DumpCtxC as u64, cpu, idle as u64])
     }
 
     fn dump_task(&self, sim: &mut Sim, p: TaskId) {
@@ -349,6 +358,10 @@ impl ExtOps for HostedScheduler {
     }
 
     fn init(&self, sim: &mut Sim) -> i32 {
+        self.state.inner.borrow_mut().tid_to_task = (self.ops().flags | self.extra_flags) & super::cid::OPS_TID_TO_TASK != 0;
+        if self.cid_form() {
+            return self.cid_init(sim);
+        }
         self.call_s32(sim, Op::Init, &mut []).unwrap_or(0)
     }
 
@@ -370,6 +383,9 @@ impl ExtOps for HostedScheduler {
     }
 
     fn attached(&self, sim: &mut Sim) {
+        if self.cid_form() {
+            self.cid_renotify_idle(sim);
+        }
         let runs = std::mem::take(&mut *self.after_attach.borrow_mut());
         for r in runs {
             let mut ctx = r.ctx.clone();

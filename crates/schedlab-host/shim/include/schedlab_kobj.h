@@ -23,6 +23,16 @@ struct kernfs_node {
 	const char *name;
 };
 
+/* include/linux/cgroup_subsys.h's order with CONFIG_CPUSETS and CONFIG_CGROUP_SCHED. */
+enum cgroup_subsys_id {
+	cpuset_cgrp_id,
+	cpu_cgrp_id,
+	cpuacct_cgrp_id,
+	io_cgrp_id,
+	memory_cgrp_id,
+	CGROUP_SUBSYS_COUNT = 14,
+};
+
 struct cgroup_subsys_state {
 	struct cgroup *cgroup;
 	struct cgroup_subsys_state *parent;
@@ -34,6 +44,8 @@ struct cgroup {
 	int level;
 	int max_depth;
 	struct kernfs_node *kn;
+	/* Each controller's css; cpu_cgrp_id's is the cgroup's task_group. */
+	struct cgroup_subsys_state *subsys[14];
 	/* ancestors[level] is the cgroup itself; the root has level 0. */
 	struct cgroup *ancestors[];
 };

@@ -164,6 +164,8 @@ struct sched_ext_entity {
 	u64 dsq_vtime;
 	bool disallow;
 	u8 __schedlab_pad[7];
+	/* 7.3: unique, never reused; scx_bpf_tid_to_task() looks it up. */
+	u64 tid;
 };
 
 struct mm_struct;
@@ -813,10 +815,26 @@ struct sched_ext_ops {
 
 #include "schedlab_kobj.h"
 
-/* The CPU controller's group (kernel/sched/sched.h), as far as BPF reads it. */
+/* include/linux/sched/ext.h: a task group's sched_ext state. */
+struct scx_task_group {
+	u32 flags;
+	u32 weight;
+	u64 bw_period_us;
+	u64 bw_quota_us;
+	u64 bw_burst_us;
+	bool idle;
+};
+
+/*
+ * The CPU controller's group (kernel/sched/sched.h), as far as BPF reads it:
+ * `cgrp->subsys[cpu_cgrp_id]` is its css (host/cgroup.rs).
+ */
 struct task_group {
 	struct cgroup_subsys_state css;
+	struct scx_task_group scx;
 };
+
+#include "schedlab_cid.h"
 
 #include "schedlab_native.h"
 

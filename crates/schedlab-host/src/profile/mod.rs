@@ -50,6 +50,7 @@ pub const SHIPPED: &[(&str, &str, &str)] = &[
     ("scx_central", "scx_central.toml", include_str!("../../profiles/scx_central.toml")),
     ("scx_flatcg", "scx_flatcg.toml", include_str!("../../profiles/scx_flatcg.toml")),
     ("scx_pair", "scx_pair.toml", include_str!("../../profiles/scx_pair.toml")),
+    ("scx_qmap", "scx_qmap.toml", include_str!("../../profiles/scx_qmap.toml")),
     ("central", "central.toml", include_str!("../../profiles/central.toml")),
 ];
 

@@ -89,7 +89,7 @@ pub const SCHEDULERS: &[Entry] = &[
     e("crate:scx_lavd@1.1.4", Pass),
     e("crate:scx_layered@1.1.4", Pass),
     e("kernel:scx_simple", Pass),
-    e("kernel:scx_qmap", Known("does not compile: the 7.3 source uses the cid / sub-scheduler API (scx_bpf_task_cid, ...)")),
+    e("kernel:scx_qmap", Pass),
     e("kernel:scx_central", Pass),
     Entry { sched: "kernel:scx_cpu0", args: "", spreads: false, expect: Pass },
     e("kernel:scx_sdt", Pass),

@@ -4,6 +4,7 @@
 //! own (crates/schedlab/tests/integration) need no hosted scheduler.
 
 mod bpfrt;
+mod cid;
 mod determinism;
 mod ecosystem;
 mod experiments;

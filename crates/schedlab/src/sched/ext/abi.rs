@@ -105,6 +105,9 @@ pub struct SchedExtEntityC {
     pub disallow: u8,
     /// Padding to the C layout.
     pub _pad: [u8; 7],
+    /// `tid` (7.3): the task's sched_ext id, unique and never reused
+    /// (`scx_bpf_tid_to_task()` looks it up).
+    pub tid: u64,
 }
 
 /// `struct load_weight`.
@@ -324,7 +327,9 @@ impl TaskStructC {
             // Any non-NULL value: schedulers only compare it with NULL.
             mm: core::ptr::NonNull::<u8>::dangling().as_ptr().cast(),
             se: SchedEntityC::default(),
-            scx: SchedExtEntityC::default(),
+            // The kernel hands out tids from 1 and never reuses them;
+            // task indexes are never reused either.
+            scx: SchedExtEntityC { tid: id as u64 + 1, ..SchedExtEntityC::default() },
             comm: [0; 16],
             utime: 0,
             stime: 0,

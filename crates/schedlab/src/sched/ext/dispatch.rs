@@ -513,6 +513,19 @@ impl Sim {
         self.scx_schedule_deferred(cpu);
     }
 
+    /// schedule_dsq_reenq() for user DSQ `dsq`: this CPU reenqueues it.
+    pub(crate) fn scx_schedule_reenq_user(&mut self, cpu: Cpu, dsq: u32, flags: u64) {
+        if self.scx.bypassing {
+            return;
+        }
+        let r = &mut self.rqs[cpu as usize].scx;
+        match r.reenq_users.iter_mut().find(|(d, _)| *d == dsq) {
+            Some(e) => e.1 |= flags,
+            None => r.reenq_users.push((dsq, flags)),
+        }
+        self.scx_schedule_deferred(cpu);
+    }
+
     /// schedule_deferred_locked() / schedule_deferred(): deferred work of
     /// `cpu` runs at the end of that CPU's balance or wakeup if one is in
     /// progress (balance callback, wakeup hook); otherwise through irq_work,
@@ -575,6 +588,26 @@ impl Sim {
                 break;
             }
             self.scx_reenq_local(cpu, flags);
+        }
+        // process_deferred_reenq_users(): reenq_user() of each DSQ, every
+        // task from the head back to ops.enqueue() (SCX_TASK_REENQ_KFUNC).
+        while !self.rqs[c].scx.reenq_users.is_empty() {
+            let (dsq, flags) = self.rqs[c].scx.reenq_users.remove(0);
+            if self.scx.dsqs[dsq as usize].destroyed || flags & REENQ_ANY == 0 {
+                continue;
+            }
+            let tasks: Vec<TaskId> = self.scx.dsqs[dsq as usize].list.values().collect();
+            for p in tasks {
+                if self.scx.bypassing || self.task(p).scx.dsq.map(|d| d.0) != Some(dsq) {
+                    continue;
+                }
+                self.scx_dispatch_dequeue(p);
+                self.scx.stats.reenqueued += 1;
+                self.task_mut(p).scx.c.scx.flags |= reenq_reason::KFUNC;
+                let tcpu = self.task(p).cpu;
+                self.scx_do_enqueue(tcpu, p, enq_flags::REENQ, None);
+                self.task_mut(p).scx.c.scx.flags &= !reenq_reason::MASK;
+            }
         }
     }
 

@@ -326,7 +326,7 @@ pub fn scx_bpf_reenqueue_local(sim: &mut Sim) -> u32 {
     sim.scx_reenq_local(cpu, crate::sched::ext::ops::REENQ_ANY)
 }
 
-/// scx_bpf_dsq_reenq() (7.1): asynchronous reenqueue of a local DSQ.
+/// scx_bpf_dsq_reenq() (7.1): asynchronous reenqueue of a local or user DSQ.
 pub fn scx_bpf_dsq_reenq(sim: &mut Sim, id: u64, reenq_flags: u64) {
     kf(sim);
     if reenq_flags & !crate::sched::ext::ops::REENQ_ANY != 0 {
@@ -338,6 +338,14 @@ pub fn scx_bpf_dsq_reenq(sim: &mut Sim, id: u64, reenq_flags: u64) {
     } else if id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON {
         let Some(c) = valid_cpu(sim, (id & dsq_id::LOCAL_CPU_MASK) as i32, "") else { return };
         c
+    } else if let Some(&dsq) = sim.scx.user_dsqs.get(&id) {
+        // A user DSQ: reenqueued from this CPU's deferred work.
+        let cpu = this_cpu(sim);
+        sim.scx_schedule_reenq_user(cpu, dsq, crate::sched::ext::ops::REENQ_ANY);
+        return;
+    } else if id & dsq_id::BUILTIN == 0 {
+        sim.scx_error(format!("non-existent DSQ 0x{id:x} for reenq"));
+        return;
     } else {
         sim.scx_error(format!("DSQ 0x{id:x} not allowed for reenq"));
         return;

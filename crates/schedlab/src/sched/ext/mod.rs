@@ -218,6 +218,9 @@ pub struct ScxRq {
     /// A reenqueue of the local DSQ is requested: SCX_REENQ_ANY, or 0 for
     /// the IMMED-only pass; None when nothing is pending.
     pub reenq_local: Option<u64>,
+    /// User DSQs (index into `dsqs`) whose reenqueue this CPU runs, with
+    /// their SCX_REENQ_* flags (`deferred_reenq_users`, 7.1).
+    pub reenq_users: Vec<(u32, u64)>,
     /// Reenqueue passes in the current deferred run (loop guard).
     pub reenq_repeat: u32,
     /// scx_bpf_cpuperf_set() target (recorded; CPU speed is not modelled).
@@ -241,6 +244,7 @@ impl Default for ScxRq {
             next_idle: false,
             nr_immed: 0,
             reenq_local: None,
+            reenq_users: Vec::new(),
             reenq_repeat: 0,
             cpuperf: 1024,
         }
