@@ -837,10 +837,12 @@ impl Sim {
     /// task_tick_fair() with `queued` set (the hrtick): entity_tick()
     /// charges every level and leaves the reschedule to the caller.
     pub(crate) fn task_tick_fair_queued(&mut self, p: TaskId) {
-        by_groups!(self.entity_ticks_queued(p));
+        by_groups!(self.entity_ticks(p));
     }
 
-    fn entity_ticks_queued<const G: bool>(&mut self, p: TaskId) {
+    /// entity_tick() at every level: charge the running entity and refresh
+    /// the load averages and group shares.
+    fn entity_ticks<const G: bool>(&mut self, p: TaskId) {
         let mut e = p;
         loop {
             let q = self.cfs_rq_of_g::<G>(e);
@@ -856,17 +858,7 @@ impl Sim {
 
     /// task_tick_fair(): entity_tick() at every level.
     fn task_tick_fair<const G: bool>(&mut self, cpu: Cpu, p: TaskId) {
-        let mut e = p;
-        loop {
-            let q = self.cfs_rq_of_g::<G>(e);
-            self.update_curr::<G>(q);
-            self.update_load_avg::<G>(q, Some(e));
-            self.update_cfs_group::<G>(e);
-            match self.parent_entity_g::<G>(e) {
-                Some(pe) => e = pe,
-                None => break,
-            }
-        }
+        self.entity_ticks::<G>(p);
         self.task_tick_cache(cpu, p);
     }
 }
