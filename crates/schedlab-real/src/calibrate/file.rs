@@ -15,6 +15,7 @@
 //! | `migrate_task`   | `migrate` minus `context_switch` (to the stopper) minus `wakeup_busy` (the moved task starting on the busy target), if > 0 |
 //! | `xllc_msg`       | `xllc_extra` (busy wakeup across LLCs minus within one), where there are two LLCs, if > 0 and its p10..p90 excludes 0 |
 //! | `hz`             | jiffies per second                                         |
+//! | `features.HRTICK`| `turn`: two CPU-bound threads on one CPU end their turns at the slice (hrtick) or at the tick after it ([`hrtick`]) |
 //!
 //! `scan_cpu` has no measured counterpart and keeps its default. Figures
 //! with no field (fork, exit, the idle exit, the timer wheel, the raw
@@ -65,6 +66,38 @@ pub fn costs(c: &Calibration) -> (Vec<Mapped>, Vec<(&'static str, String)>) {
     (set, left)
 }
 
+/// The default fair slice of this many CPUs (sysctl_sched_base_slice,
+/// 0.7 ms scaled by 1 + ilog2(min(CPUs, 8)), the default log scaling).
+fn default_slice_ns(cpus: usize) -> f64 {
+    let n = cpus.clamp(1, 8);
+    700_000.0 * (1 + n.ilog2()) as f64
+}
+
+/// Whether this kernel ends a fair task's turn when its slice is used up
+/// (`SCHED_FEAT(HRTICK)`), from the `turn` figure: the median turn of two
+/// CPU-bound threads sharing a CPU is the slice with the hrtick, and the
+/// first tick at or after the slice without it. `Err` says why it cannot
+/// tell (no figure, no tick rate, or a slice that is about a whole number
+/// of ticks).
+pub fn hrtick(c: &Calibration) -> Result<bool, String> {
+    let turn = c.get("turn").ok_or("the turn probe gave no figure")?;
+    let hz = c.hz.ok_or("the tick rate was not measured")?;
+    let cpus = c.lscpu.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).count();
+    let slice = default_slice_ns(cpus);
+    let tick = 1e9 / hz as f64;
+    let at_tick = (slice / tick).ceil() * tick;
+    let what = format!("median turn {} against the default slice {} ({cpus} CPUs) and the tick after it {}", fmt(turn.median), fmt(slice), fmt(at_tick));
+    if (at_tick - slice).abs() < 0.15 * slice {
+        return Err(format!("{what}: too close to tell apart"));
+    }
+    let near = |x: f64| (turn.median - x).abs() < 0.2 * x;
+    match (near(slice), near(at_tick)) {
+        (true, false) => Ok(true),
+        (false, true) => Ok(false),
+        _ => Err(format!("{what}: near neither")),
+    }
+}
+
 /// The figures no cost field takes.
 const COMMENT_ONLY: &[&str] = &["context_switch_process", "wakeup_idle", "idle_exit", "wakeup_xllc_idle", "wakeup_xllc_busy", "hrtimer", "hrtimer_default_slack", "timer_wheel", "fork", "fork_child_runs", "exit"];
 
@@ -105,6 +138,16 @@ pub fn machine_toml(c: &Calibration, lscpu: &str) -> String {
     let _ = writeln!(s, "\n[machine.costs]");
     for m in &set {
         let _ = writeln!(s, "# {}\n{} = \"{}ns\"", m.from, m.field, m.ns);
+    }
+    match hrtick(c) {
+        Ok(on) => {
+            let why = c.get("turn").map(|t| t.describe()).unwrap_or_default();
+            let how = if on { "end at the slice: the hrtick" } else { "last to the tick after the slice: no hrtick" };
+            let _ = writeln!(s, "\n[machine.features]\n# turns of two CPU-bound threads on one CPU, {why}: they {how}\nHRTICK = {on}");
+        }
+        Err(why) => {
+            let _ = writeln!(s, "\n# HRTICK not set, the simulator's default (off) stays: {why}");
+        }
     }
     s
 }
@@ -171,6 +214,7 @@ mod tests {
                 f("migrate", st(12_000.0)),
                 f("fork", st(90_000.0)),
                 f("xllc_extra", Err("not measurable here: one LLC".into())),
+                f("turn", st(1_412_000.0)),
             ],
             lscpu: "# CPU,Core,Socket,Node,,L1d,L1i,L2,L3\n0,0,0,0,,0,0,0,0\n1,1,0,0,,1,1,1,0\n".into(),
             hz: Some(250),
@@ -223,9 +267,34 @@ mod tests {
         assert_eq!(c.xllc_msg, None);
         assert_eq!(c.scan_cpu, None);
         assert_eq!(s.machine.hz, Some(250));
+        assert_eq!(s.machine.features.get("HRTICK").and_then(|v| v.as_bool()), Some(true), "{text}");
         let topo = schedlab::workload::world::topology(&s, &file).unwrap();
         assert_eq!(topo.nr_cpus(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn turns_tell_the_hrtick_from_the_tick() {
+        // 2 CPUs: a 1.4 ms slice; HZ 250: the tick after it is at 4 ms.
+        let mut c = sample();
+        assert_eq!(hrtick(&c), Ok(true));
+        c.figures.retain(|f| f.key != "turn");
+        c.figures.push(Figure { key: "turn", what: "test", stat: st(3_990_000.0) });
+        assert_eq!(hrtick(&c), Ok(false));
+        // At HZ 1000 the tick after 1.4 ms is 2 ms: still apart.
+        c.hz = Some(1000);
+        c.figures.retain(|f| f.key != "turn");
+        c.figures.push(Figure { key: "turn", what: "test", stat: st(2_001_000.0) });
+        assert_eq!(hrtick(&c), Ok(false));
+        // 8 CPUs at HZ 250: 2.8 ms against 4 ms; neither near 3.3 ms.
+        c.hz = Some(250);
+        c.lscpu = (0..8).fold(String::from("# CPU,Core,Socket,Node,,L1d,L1i,L2,L3\n"), |s, i| format!("{s}{i},{i},0,0,,{i},{i},{i},0\n"));
+        c.figures.retain(|f| f.key != "turn");
+        c.figures.push(Figure { key: "turn", what: "test", stat: st(3_300_000.0) });
+        assert!(hrtick(&c).unwrap_err().contains("near neither"));
+        // 8 CPUs at HZ 1000: 2.8 ms against 3 ms, too close to tell.
+        c.hz = Some(1000);
+        assert!(hrtick(&c).unwrap_err().contains("too close"));
     }
 
     #[test]

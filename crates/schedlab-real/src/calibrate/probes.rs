@@ -98,6 +98,12 @@ pub(super) fn all(plan: &Plan, a: usize, b: Option<usize>, x: Option<usize>) -> 
         None => fig("migrate", "migration", None, no_pair),
     });
 
+    // How the kernel ends a CPU-bound task's turn: at a tick, or on time.
+    out.push(match turns(plan, a) {
+        Ok(v) => fig("turn", "two CPU-bound threads on one CPU: how long each runs before the other gets the CPU", Stat::of(&v), "no complete turns"),
+        Err(e) => Figure { key: "turn", what: "turns of two CPU-bound threads", stat: Err(err(e)) },
+    });
+
     // Fork and exit.
     match fork_exit(plan, a) {
         Ok((f, c, e)) => {
@@ -108,6 +114,68 @@ pub(super) fn all(plan: &Plan, a: usize, b: Option<usize>, x: Option<usize>) -> 
         Err(e) => out.push(Figure { key: "fork", what: "fork and exit", stat: Err(err(e)) }),
     }
     out
+}
+
+/// Two SCHED_OTHER processes (as real mode runs a scenario's tasks) spin
+/// on `cpu` for a while, each reading the clock in a loop: a gap of over
+/// 50 us between two reads is the other one's turn (an interrupt takes a
+/// few us). Returns the length of every complete turn, ns. With only the
+/// tick to notice a used-up slice a turn lasts to the tick after it; with
+/// the hrtick it ends on time. (On Linux 6.18.44 two threads of one
+/// process measured tick-long turns where two processes measured
+/// slice-long ones; real mode's tasks are processes.)
+fn turns(plan: &Plan, cpu: usize) -> io::Result<Vec<f64>> {
+    const GAP_NS: u64 = 50_000;
+    let run_ns = if plan.rounds < 24 { 300_000_000 } else { 1_000_000_000 };
+    std::thread::scope(|s| {
+        s.spawn(|| -> io::Result<Vec<f64>> {
+            pin(cpu)?;
+            let start = sys::now_ns() + 5_000_000;
+            let mut kids = Vec::new();
+            for _ in 0..2 {
+                // One pipe each: a report longer than PIPE_BUF is not
+                // written atomically.
+                let (r, w) = sys::pipe_files()?;
+                let pid = sys::fork()?;
+                if pid == 0 {
+                    drop(r);
+                    let mut w = w;
+                    let mut out: Vec<u8> = Vec::new();
+                    sys::sleep_until(start);
+                    let (mut last, mut began) = (sys::now_ns(), None::<u64>);
+                    loop {
+                        let t = sys::now_ns();
+                        if t - start >= run_ns {
+                            break;
+                        }
+                        if t - last > GAP_NS {
+                            // The turn that ended at `last` began at `began`;
+                            // the first one may have begun before the run.
+                            if let Some(b) = began {
+                                out.extend_from_slice(&(last - b).to_ne_bytes());
+                            }
+                            began = Some(t);
+                        }
+                        last = t;
+                    }
+                    let ok = w.write_all(&out).is_ok();
+                    sys::exit_now(if ok { 0 } else { 1 });
+                }
+                drop(w);
+                kids.push((pid, r));
+            }
+            let mut v = Vec::new();
+            for (pid, mut r) in kids {
+                let mut buf = Vec::new();
+                r.read_to_end(&mut buf)?;
+                sys::wait_child(pid)?;
+                v.extend(buf.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()) as f64));
+            }
+            Ok(v)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("turn probe thread panicked")))
+    })
 }
 
 /// Pins the calling thread to `cpu`.

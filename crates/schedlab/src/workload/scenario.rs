@@ -262,6 +262,12 @@ pub struct MachineSpec {
     pub costs: CostSpec,
     /// Windows during which CPUs run with interrupts disabled.
     pub irqoff: Option<IrqOffSpec>,
+    /// Kernel feature switches the machine's kernel runs with
+    /// (`[machine.features]`, e.g. `HRTICK = true` as `schedlab calibrate`
+    /// measures it); the scenario's `[features]` and `--feature` override
+    /// them.
+    #[serde(default)]
+    pub features: BTreeMap<String, toml::Value>,
 }
 
 /// IRQ-disabled windows: on each CPU, windows of `length` separated by gaps

@@ -173,14 +173,15 @@ pub fn build_with(s: &Scenario, file: &str, topo: Topology, ext: &dyn ExtLoader)
     if let Some(d) = s.scheduler.migration_cost {
         tunables.fair.migration_cost_ns = d.0;
     }
+    // The machine's kernel first, then the scenario's own switches.
     let mut features = Features::default();
-    for (name, v) in &s.features {
-        let f = Feature::from_name(name).ok_or_else(|| bad(format!("features.{name}: {}", crate::sched::features::FeatureError::Unknown(name.to_string()))))?;
+    for (table, name, v) in s.machine.features.iter().map(|(n, v)| ("machine.features", n, v)).chain(s.features.iter().map(|(n, v)| ("features", n, v))) {
+        let f = Feature::from_name(name).ok_or_else(|| bad(format!("{table}.{name}: {}", crate::sched::features::FeatureError::Unknown(name.to_string()))))?;
         let on = match v {
             toml::Value::Boolean(b) => *b,
-            toml::Value::String(s) => parse_switch(s).ok_or_else(|| bad(format!("features.{name}: {s:?} is not a switch: expected true/false or \"on\"/\"off\"")))?,
+            toml::Value::String(s) => parse_switch(s).ok_or_else(|| bad(format!("{table}.{name}: {s:?} is not a switch: expected true/false or \"on\"/\"off\"")))?,
             toml::Value::Integer(i) if *i == 0 || *i == 1 => *i == 1,
-            other => return Err(bad(format!("features.{name}: {other} is not a switch: expected true or false"))),
+            other => return Err(bad(format!("{table}.{name}: {other} is not a switch: expected true or false"))),
         };
         features.set(f, on);
     }
