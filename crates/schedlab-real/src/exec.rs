@@ -42,40 +42,27 @@ pub fn calibrate_spin() -> u64 {
     best.max(1)
 }
 
-/// Burns `ns` of CPU time in spin chunks of ~20 us, the way a CPU hog
-/// does: without entering the kernel. The time is counted from the
-/// vDSO's monotonic clock, a chunk at a time, and a chunk that took much
-/// longer than its spin count says (the thread was preempted or
-/// interrupted meanwhile) counts only what it should have taken. Reading
-/// this thread's CPU clock instead (CLOCK_THREAD_CPUTIME_ID) is a system
-/// call that runs the scheduler's update_curr() (task_sched_runtime()),
-/// which ends a turn as soon as its slice is used up: a "hog" polling it
-/// every 20 us gave up the CPU at its 1.4 ms slice where a pure hog runs
-/// to the 4 ms tick (README, experiment 001). Preemption does not count,
-/// as in the simulator's `Run`. False when the deadline came first.
+/// Burns `ns` of this thread's CPU time (not wall time: preemption does not
+/// count, as in the simulator's `Run`). False when the deadline came first.
 /// Between chunks it notes the CPU it is on in `seen` (affinity checks).
 fn busy(ns: u64, spin_per_us: u64, deadline: u64, seen: Option<&Slot>) -> bool {
-    const CHUNK_NS: u64 = 20_000;
-    let mut left = ns;
-    let mut last = sys::now_ns();
-    while left > 0 {
+    let target = sys::thread_cpu_ns() + ns;
+    loop {
         if let Some(s) = seen {
             s.saw_cpu(sys::current_cpu());
         }
-        if last >= deadline {
+        let now_cpu = sys::thread_cpu_ns();
+        if now_cpu >= target {
+            return true;
+        }
+        if sys::now_ns() >= deadline {
             return false;
         }
-        let chunk = left.min(CHUNK_NS);
-        spin((chunk * spin_per_us / 1000).max(1));
-        let now = sys::now_ns();
-        // Up to 25 % (and 2 us) over the spin's own time is the spin;
-        // beyond that the thread was away and only the spin is counted.
-        let took = now.saturating_sub(last);
-        let counted = if took > chunk + chunk / 4 + 2_000 { chunk } else { took.max(1) };
-        left = left.saturating_sub(counted);
-        last = now;
+        // Spin for at most 20 us between clock reads, so a long Run still
+        // notices the deadline and a short one does not overshoot much.
+        let left = (target - now_cpu).min(20_000);
+        spin((left * spin_per_us / 1000).max(1));
     }
-    true
 }
 
 /// This thread's schedstat and /proc sched counters.
