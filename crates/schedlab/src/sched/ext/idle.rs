@@ -28,10 +28,9 @@ impl Sim {
 
     pub(crate) fn scx_set_builtin_idle(&mut self, cpu: Cpu, idle: bool) {
         let c = cpu as usize;
-        let node = self.topo.node_of(c);
+        let node = self.scx_cpu_node_if_enabled(c);
         let siblings = self.topo.smt_siblings(c);
-        let per_node = self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0;
-        let masks = if per_node { &mut self.scx.idle_node[node] } else { &mut self.scx.idle };
+        let masks = self.scx.idle_masks_mut(node);
         if idle {
             masks.cpu.set(c);
             if siblings.is_subset_of(&masks.cpu) {
@@ -44,21 +43,16 @@ impl Sim {
     }
 
     fn idle_masks_for(&self, cpu: usize) -> &crate::sched::ext::IdleMasks {
-        match self.scx_cpu_node_if_enabled(cpu) {
-            Some(node) => &self.scx.idle_node[node],
-            None => &self.scx.idle,
-        }
+        self.scx.idle_masks(self.scx_cpu_node_if_enabled(cpu))
     }
 
     /// scx_idle_test_and_clear_cpu(): claim an idle CPU. Claiming one CPU
     /// of a core also takes the core out of the SMT mask.
     pub(crate) fn scx_test_and_clear_idle(&mut self, cpu: Cpu) -> bool {
         let c = cpu as usize;
+        let node = self.scx_cpu_node_if_enabled(c);
         let siblings = self.topo.smt_siblings(c);
-        let m = match self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE != 0 {
-            true => &mut self.scx.idle_node[self.topo.node_of(c)],
-            false => &mut self.scx.idle,
-        };
+        let m = self.scx.idle_masks_mut(node);
         if m.smt.test(c) {
             m.smt.andnot_assign(siblings);
         }
@@ -76,10 +70,7 @@ impl Sim {
     fn any_and_distribute(&mut self, node: Option<usize>, smt: bool, allowed: &CpuMask, extra: Option<&CpuMask>) -> Option<usize> {
         let this = self.this_cpu as usize;
         let start = (self.rqs[this].scx.distribute_prev + 1) % self.nr_cpus();
-        let m = match node {
-            Some(n) => &self.scx.idle_node[n],
-            None => &self.scx.idle,
-        };
+        let m = self.scx.idle_masks(node);
         let idle = if smt { &m.smt } else { &m.cpu };
         let found = idle.next_and_wrap(allowed, extra, start)?;
         self.rqs[this].scx.distribute_prev = found;
@@ -249,10 +240,7 @@ impl Sim {
 
     /// Refreshes the C copies of the idle masks for a scheduler to read.
     pub(crate) fn scx_idle_masks_c(&mut self, node: Option<usize>) -> (&CpumaskC, &CpumaskC) {
-        let m = match node {
-            Some(n) => &mut self.scx.idle_node[n],
-            None => &mut self.scx.idle,
-        };
+        let m = self.scx.idle_masks_mut(node);
         m.cpu_c.assign(&m.cpu);
         m.smt_c.assign(&m.smt);
         (&m.cpu_c, &m.smt_c)

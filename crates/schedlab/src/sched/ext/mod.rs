@@ -477,6 +477,23 @@ pub struct ScxSched {
 }
 
 impl ScxSched {
+    /// The idle masks of `node` with per-node idle tracking, the global
+    /// ones for `None` (what scx_cpu_node_if_enabled() selects).
+    pub(crate) fn idle_masks(&self, node: Option<usize>) -> &IdleMasks {
+        match node {
+            Some(n) => &self.idle_node[n],
+            None => &self.idle,
+        }
+    }
+
+    /// [`idle_masks`](Self::idle_masks), to change.
+    pub(crate) fn idle_masks_mut(&mut self, node: Option<usize>) -> &mut IdleMasks {
+        match node {
+            Some(n) => &mut self.idle_node[n],
+            None => &mut self.idle,
+        }
+    }
+
     /// The state before any scheduler is loaded.
     pub fn new(nr_cpus: usize, nr_nodes: usize) -> Self {
         let empty = IdleMasks {
