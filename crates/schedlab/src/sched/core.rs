@@ -425,14 +425,6 @@ impl Sim {
         }
     }
 
-    /// `__schedule()`'s hrtick_clear() and, for a fair pick,
-    /// pick_next_task_fair()'s hrtick_start_fair().
-    fn hrtick_restart(&mut self, cpu: Cpu, next: TaskId) {
-        self.hrtick_clear(cpu);
-        if self.task(next).class == crate::sched::task::ClassId::Fair {
-            self.hrtick_start_fair(cpu, next);
-        }
-    }
 
     fn switch_in(&mut self, cpu: Cpu, n: TaskId, from_idle: bool) {
         let now = self.now();

@@ -35,6 +35,15 @@ impl Sim {
         }
     }
 
+    /// `__schedule()`'s hrtick_clear() and, for a fair pick,
+    /// pick_next_task_fair()'s hrtick_start_fair().
+    pub(crate) fn hrtick_restart(&mut self, cpu: Cpu, next: TaskId) {
+        self.hrtick_clear(cpu);
+        if self.task(next).class == ClassId::Fair {
+            self.hrtick_start_fair(cpu, next);
+        }
+    }
+
     /// hrtick_start_fair(): arm the timer for the rest of `p`'s slice when
     /// other fair tasks wait; a task already past its slice is rescheduled.
     pub(crate) fn hrtick_start_fair(&mut self, cpu: Cpu, p: TaskId) {
