@@ -634,13 +634,20 @@ pub(super) extern "C" fn scx_bpf_cid_topo(cid: i32, out: *mut CidTopo, size: usi
     })
 }
 
+/// The CPU of `cid` for the cid kfuncs that wrap a CPU kfunc (whose cost
+/// they pay): None, with the error, in a cpu-form program or for an
+/// invalid cid.
+fn kfunc_cpu(sim: &mut Sim, h: &HostState, what: &str, cid: i32) -> Option<Cpu> {
+    if !is_cid(h) {
+        need_cid(sim, h, what);
+        return None;
+    }
+    cpu_of(sim, h, cid).ok()
+}
+
 pub(super) extern "C" fn scx_bpf_cid_curr(cid: i32) -> *mut TaskStructC {
     with_ctx(|sim, h| {
-        if !is_cid(h) {
-            need_cid(sim, h, "scx_bpf_cid_curr");
-            return std::ptr::null_mut();
-        }
-        let Ok(cpu) = cpu_of(sim, h, cid) else { return std::ptr::null_mut() };
+        let Some(cpu) = kfunc_cpu(sim, h, "scx_bpf_cid_curr", cid) else { return std::ptr::null_mut() };
         match k::scx_bpf_cpu_curr(sim, cpu as i32) {
             Some(curr) => super::rtfns::curr_ptr(sim, h, cpu, curr),
             None => std::ptr::null_mut(),
@@ -659,11 +666,7 @@ pub(super) extern "C" fn scx_bpf_online_cmask() -> *const u8 {
 
 pub(super) extern "C" fn scx_bpf_kick_cid(cid: i32, flags: u64) {
     with_ctx(|sim, h| {
-        if !is_cid(h) {
-            need_cid(sim, h, "scx_bpf_kick_cid");
-            return;
-        }
-        if let Ok(cpu) = cpu_of(sim, h, cid) {
+        if let Some(cpu) = kfunc_cpu(sim, h, "scx_bpf_kick_cid", cid) {
             k::scx_bpf_kick_cpu(sim, cpu as i32, flags);
         }
     })
@@ -671,21 +674,13 @@ pub(super) extern "C" fn scx_bpf_kick_cid(cid: i32, flags: u64) {
 
 pub(super) extern "C" fn scx_bpf_cidperf_cap(cid: i32) -> u32 {
     with_ctx(|sim, h| {
-        if !is_cid(h) {
-            need_cid(sim, h, "scx_bpf_cidperf_cap");
-            return 1024;
-        }
-        cpu_of(sim, h, cid).map_or(1024, |cpu| k::scx_bpf_cpuperf_cap(sim, cpu as i32))
+        kfunc_cpu(sim, h, "scx_bpf_cidperf_cap", cid).map_or(1024, |cpu| k::scx_bpf_cpuperf_cap(sim, cpu as i32))
     })
 }
 
 pub(super) extern "C" fn scx_bpf_cidperf_cur(cid: i32) -> u32 {
     with_ctx(|sim, h| {
-        if !is_cid(h) {
-            need_cid(sim, h, "scx_bpf_cidperf_cur");
-            return 1024;
-        }
-        cpu_of(sim, h, cid).map_or(1024, |cpu| k::scx_bpf_cpuperf_cur(sim, cpu as i32))
+        kfunc_cpu(sim, h, "scx_bpf_cidperf_cur", cid).map_or(1024, |cpu| k::scx_bpf_cpuperf_cur(sim, cpu as i32))
     })
 }
 
@@ -693,11 +688,7 @@ pub(super) extern "C" fn scx_bpf_cidperf_cur(cid: i32) -> u32 {
 /// error) for a bad cid or target. A root holds SCX_CAP_PERF everywhere.
 pub(super) extern "C" fn scx_bpf_cidperf_set(cid: i32, perf: u32) -> i32 {
     with_ctx(|sim, h| {
-        if !is_cid(h) {
-            need_cid(sim, h, "scx_bpf_cidperf_set");
-            return -EINVAL;
-        }
-        let Ok(cpu) = cpu_of(sim, h, cid) else { return -EINVAL };
+        let Some(cpu) = kfunc_cpu(sim, h, "scx_bpf_cidperf_set", cid) else { return -EINVAL };
         k::scx_bpf_cpuperf_set(sim, cpu as i32, perf);
         if perf > 1024 {
             -EINVAL
