@@ -81,6 +81,7 @@ pub fn run(args: &RealArgs, path: PathBuf, sets: Vec<String>, json: Option<PathB
         // Emulated CPUs are slow to create threads.
         opts.setup_ns = 2_000_000_000;
         opts.grace_ns = 20_000_000_000;
+        opts.busy_clock = real::BusyClock::Poll;
     }
     if !quiet {
         eprintln!("schedlab: running {} for real on this host for {}", scenario.title(&file), schedlab::engine::time::fmt_ns(scenario.duration.0));

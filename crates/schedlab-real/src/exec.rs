@@ -45,24 +45,67 @@ pub fn calibrate_spin() -> u64 {
 /// Burns `ns` of this thread's CPU time (not wall time: preemption does not
 /// count, as in the simulator's `Run`). False when the deadline came first.
 /// Between chunks it notes the CPU it is on in `seen` (affinity checks).
-fn busy(ns: u64, spin_per_us: u64, deadline: u64, seen: Option<&Slot>) -> bool {
+///
+/// Reading the thread's CPU clock is a system call that runs the
+/// scheduler's `update_curr()`, and that ends the turn once the slice is
+/// used up: a task that reads it every few microseconds has its turns cut
+/// at the slice, where a purely CPU-bound task runs on to the next tick.
+/// [`BusyClock::Sparse`] therefore spins on the vDSO's monotonic clock
+/// (no kernel entry) for as long as the burst could still need, and reads
+/// the CPU clock only then: wall time is never less than CPU time, so it
+/// never overshoots, and a thread that ran uninterrupted reads it once per
+/// burst. [`BusyClock::Poll`] reads it every 20 us; see [`BusyClock`].
+fn busy(ns: u64, spin_per_us: u64, deadline: u64, seen: Option<&Slot>, clock: BusyClock) -> bool {
     let target = sys::thread_cpu_ns() + ns;
     loop {
-        if let Some(s) = seen {
-            s.saw_cpu(sys::current_cpu());
-        }
         let now_cpu = sys::thread_cpu_ns();
         if now_cpu >= target {
             return true;
         }
-        if sys::now_ns() >= deadline {
+        let now = sys::now_ns();
+        if now >= deadline {
             return false;
         }
-        // Spin for at most 20 us between clock reads, so a long Run still
-        // notices the deadline and a short one does not overshoot much.
-        let left = (target - now_cpu).min(20_000);
-        spin((left * spin_per_us / 1000).max(1));
+        let left = target - now_cpu;
+        match clock {
+            BusyClock::Poll => {
+                if let Some(s) = seen {
+                    s.saw_cpu(sys::current_cpu());
+                }
+                // At most 20 us between clock reads, so a long Run still
+                // notices the deadline and a short one does not overshoot much.
+                spin((left.min(20_000) * spin_per_us / 1000).max(1));
+            }
+            BusyClock::Sparse => {
+                let until = (now + left).min(deadline);
+                loop {
+                    if let Some(s) = seen {
+                        s.saw_cpu(sys::current_cpu());
+                    }
+                    let now = sys::now_ns();
+                    if now >= until {
+                        break;
+                    }
+                    spin(((until - now).min(20_000) * spin_per_us / 1000).max(1));
+                }
+            }
+        }
     }
+}
+
+/// How [`busy`] measures the CPU time a `Run` has used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusyClock {
+    /// Read the thread's CPU clock only when the wall clock says the burst
+    /// may be done: turns end where the kernel ends a CPU-bound task's
+    /// turns (the tick, a wakeup preemption), not at every slice's end.
+    Sparse,
+    /// Read it every 20 us. The sched_ext VM uses this: under
+    /// single-threaded TCG, vCPUs whose tasks never enter the kernel
+    /// starved the other vCPU's short tasks (hackbench senders that did
+    /// not run in 2 s), and the per-read `update_curr()` keeps the guest's
+    /// turns at the slice.
+    Poll,
 }
 
 /// This thread's schedstat and /proc sched counters.
@@ -189,7 +232,7 @@ fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng
     match op {
         Op::Run(d) => {
             let ns = draw_dist(rng, d);
-            if !busy(ns, plan.spin_per_us, deadline, slot.as_ref()) {
+            if !busy(ns, plan.spin_per_us, deadline, slot.as_ref(), plan.busy_clock) {
                 return Step::Stop;
             }
         }
@@ -332,4 +375,22 @@ fn step(plan: &Plan, task: Option<usize>, workload: usize, cur: &mut Cursor, rng
         }
     }
     Step::Next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of counting burn at least the CPU time asked for, and a
+    /// deadline that has passed stops them.
+    #[test]
+    fn busy_burns_the_cpu_time_asked_for() {
+        let spin_per_us = calibrate_spin();
+        for clock in [BusyClock::Sparse, BusyClock::Poll] {
+            let t0 = sys::thread_cpu_ns();
+            assert!(busy(3_000_000, spin_per_us, u64::MAX, None, clock));
+            assert!(sys::thread_cpu_ns() - t0 >= 3_000_000, "{clock:?}");
+            assert!(!busy(1_000_000_000, spin_per_us, sys::now_ns(), None, clock), "{clock:?}");
+        }
+    }
 }

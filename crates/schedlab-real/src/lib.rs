@@ -44,7 +44,7 @@ use schedlab::sched::sim::Sim;
 use schedlab::sched::task::{Op, Policy};
 use schedlab::engine::time::fmt_ns;
 
-pub use exec::calibrate_spin;
+pub use exec::{calibrate_spin, BusyClock};
 pub use tracefs::{TraceRequest, TraceStats};
 
 /// Why a real run could not be done.
@@ -77,11 +77,13 @@ pub struct RealOptions {
     pub trace: Option<TraceRequest>,
     /// Run a scenario's workloads without making its cgroups (`--no-cgroups`).
     pub no_cgroups: bool,
+    /// How a `Run` step measures its CPU time (sparse on a host, polled in the VM).
+    pub busy_clock: exec::BusyClock,
 }
 
 impl Default for RealOptions {
     fn default() -> Self {
-        RealOptions { setup_ns: 300_000_000, grace_ns: 3_000_000_000, scheduler: "eevdf".into(), trace: None, no_cgroups: false }
+        RealOptions { setup_ns: 300_000_000, grace_ns: 3_000_000_000, scheduler: "eevdf".into(), trace: None, no_cgroups: false, busy_clock: exec::BusyClock::Sparse }
     }
 }
 
@@ -156,6 +158,7 @@ pub(crate) struct Plan {
     pub start_ns: u64,
     pub deadline_ns: u64,
     pub spin_per_us: u64,
+    pub busy_clock: exec::BusyClock,
     /// Host CPU of each scenario CPU.
     pub cpu_map: Vec<usize>,
     /// The scenario's [[cgroup_write]]s, applied by the controller on time.
@@ -197,6 +200,7 @@ pub fn run(scenario: &Scenario, file: &str, opts: &RealOptions) -> Result<RealRu
     }
     let spin_per_us = calibrate_spin();
     let mut plan = make_plan(&sim, &s, cpu_map.clone(), spin_per_us)?;
+    plan.busy_clock = opts.busy_clock;
     // The scenario's cgroups, removed when this goes out of scope: after
     // every worker is reaped, whether the run ends, fails or is interrupted.
     let host_cgroups = if opts.no_cgroups { None } else { cgroups::HostCgroups::create(&sim, &cpu_map)? };
@@ -338,7 +342,7 @@ fn make_plan(sim: &Sim, s: &Scenario, cpu_map: Vec<usize>, spin_per_us: u64) -> 
             rng: sim.task_rngs[t.id as usize].clone(),
         })
         .collect();
-    Ok(Plan { tasks, programs: sim.programs.clone(), affinity_masks: sim.affinity_masks.clone(), objs, shm, start_ns: 0, deadline_ns: 0, spin_per_us, cpu_map, cgroup_writes: {
+    Ok(Plan { tasks, programs: sim.programs.clone(), affinity_masks: sim.affinity_masks.clone(), objs, shm, start_ns: 0, deadline_ns: 0, spin_per_us, busy_clock: exec::BusyClock::Sparse, cpu_map, cgroup_writes: {
         // In time order (stable: equal times keep the scenario's order, as the simulator's event queue does).
         let mut w = sim.cg.writes.clone();
         w.sort_by_key(|w| w.at);
