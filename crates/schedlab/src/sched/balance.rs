@@ -12,7 +12,7 @@ use crate::sched::wf;
 use crate::sched::sim::Sim;
 use crate::sched::task::ClassId;
 use crate::engine::time::{Ns, NSEC_PER_MSEC};
-use crate::sched::topology::SchedDomain;
+use crate::sched::topology::{Group, SchedDomain};
 
 const SCHED_CAPACITY_SCALE: u64 = 1024;
 
@@ -341,9 +341,10 @@ impl Sim {
         cpu
     }
 
-    fn group_stats(&self, group: &CpuMask) -> GroupStats {
+    fn group_stats(&self, group: &[u32]) -> GroupStats {
         let mut s = GroupStats::default();
-        for c in group.iter() {
+        for &c in group {
+            let c = c as usize;
             let rq = self.rq(c as Cpu);
             s.load += rq.cfs.avg.load_avg;
             s.util += self.cpu_util(c as Cpu);
@@ -354,7 +355,8 @@ impl Sim {
                 s.idle_cpus += 1;
             }
             s.weight += 1;
-            if self.topo.smt_siblings(c).first() == Some(c) {
+            // The core's lowest-numbered sibling (validated: thread 0).
+            if self.topo.cpus[c].thread == 0 {
                 s.cores += 1;
             }
         }
@@ -367,14 +369,14 @@ impl Sim {
         let allowed = &self.task(p).cpus_allowed;
         let pct = sd.imbalance_pct as u64;
         let mut local: Option<(GroupType, GroupStats)> = None;
-        let mut idlest: Option<(GroupType, GroupStats, &CpuMask)> = None;
-        for g in &sd.groups {
+        let mut idlest: Option<(GroupType, GroupStats, Group<'_>)> = None;
+        for g in sd.groups.groups() {
             if !g.intersects(allowed) {
                 continue;
             }
-            let s = self.group_stats(g);
+            let s = self.group_stats(g.cpus);
             let ty = s.classify(pct);
-            if g.test(this_cpu as usize) {
+            if g.cpus.binary_search(&this_cpu).is_ok() {
                 local = Some((ty, s));
                 continue;
             }
@@ -394,6 +396,7 @@ impl Sim {
             }
         }
         let (ity, is, g) = idlest?;
+        let g = g.mask;
         let Some((lty, ls)) = local else { return Some(g.clone()) };
         if lty < ity {
             return None;
@@ -547,10 +550,10 @@ impl Sim {
         if idle == IdleType::NewlyIdle {
             return self.rq(cpu).nr_running == 0;
         }
-        let local = &sd.groups[0];
-        match local.iter().find(|&c| self.idle_cpu(c as Cpu)) {
-            Some(first_idle) => first_idle == cpu as usize,
-            None => local.first() == Some(cpu as usize),
+        let Some(local) = sd.groups.groups().next() else { return true };
+        match local.cpus.iter().find(|&&c| self.idle_cpu(c as Cpu)) {
+            Some(&first_idle) => first_idle == cpu as u32,
+            None => local.cpus.first() == Some(&(cpu as u32)),
         }
     }
 
@@ -602,13 +605,13 @@ impl Sim {
     fn find_busiest(&self, cpu: Cpu, level: usize, sd: &SchedDomain, idle: IdleType) -> Option<(Cpu, Migration, i64)> {
         let pct = sd.imbalance_pct as u64;
         let mut local = GroupStats::default();
-        let mut busiest: Option<(GroupType, GroupStats, &CpuMask)> = None;
+        let mut busiest: Option<(GroupType, GroupStats, Group<'_>)> = None;
         let (mut total_load, mut total_cap) = (0u64, 0u64);
-        for g in &sd.groups {
-            let s = self.group_stats(g);
+        for g in sd.groups.groups() {
+            let s = self.group_stats(g.cpus);
             total_load += s.load;
             total_cap += s.capacity;
-            if g.test(cpu as usize) {
+            if g.cpus.binary_search(&cpu).is_ok() {
                 local = s;
                 continue;
             }
@@ -689,8 +692,9 @@ impl Sim {
         }
         // find_busiest_queue()
         let busiest_rq = bgroup
+            .cpus
             .iter()
-            .map(|c| c as Cpu)
+            .map(|&c| c as Cpu)
             .filter(|&c| self.rq(c).cfs.h_nr_runnable > 0)
             .max_by_key(|&c| {
                 let rq = self.rq(c);

@@ -220,7 +220,14 @@ fn update_load_avg(sa: &mut SchedAvg, load: u64) {
 /// `last_update_time` is in ns; sums and `period_contrib` are in PELT units
 /// (see the module docs for the scaling of each field).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct SchedAvg {
+    /// Load average (same units as the weight).
+    pub load_avg: u64,
+    /// Runnable average (1024 per continuously runnable task).
+    pub runnable_avg: u64,
+    /// Utilization average (1024 == always running).
+    pub util_avg: u64,
     /// Clock (ns) up to which the sums are accounted; advances in whole
     /// 1024 ns units.
     pub last_update_time: u64,
@@ -234,12 +241,6 @@ pub struct SchedAvg {
     pub util_sum: u32,
     /// Units already accounted in the current (incomplete) period, 0..1024.
     pub period_contrib: u32,
-    /// Load average (same units as the weight).
-    pub load_avg: u64,
-    /// Runnable average (1024 per continuously runnable task).
-    pub runnable_avg: u64,
-    /// Utilization average (1024 == always running).
-    pub util_avg: u64,
 }
 
 impl SchedAvg {

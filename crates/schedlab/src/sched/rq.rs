@@ -10,7 +10,14 @@ use crate::engine::time::Ns;
 /// A fair-class queue: a CPU's root one (`rq.cfs`) or a task group's on
 /// one CPU (`tg->cfs_rq[cpu]`, in [`crate::sched::cgroup::TaskGroups`]).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct CfsRq {
+    /// Tasks queued here or below that are not delayed (h_nr_runnable).
+    pub h_nr_runnable: u32,
+    /// Queued entities including curr and delayed ones (cfs_rq->nr_queued).
+    pub nr_queued: u32,
+    /// Runqueue-level load average.
+    pub avg: SchedAvg,
     /// Queued entities other than `curr`, ordered by (deadline, entity id:
     /// a task id, or a group entity's with the high bit set).
     pub timeline: BTreeSet<(u64, TaskId)>,
@@ -19,12 +26,8 @@ pub struct CfsRq {
     pub curr: Option<TaskId>,
     /// Nominated buddy (yield_to, NEXT_BUDDY).
     pub next: Option<TaskId>,
-    /// Queued entities including curr and delayed ones (cfs_rq->nr_queued).
-    pub nr_queued: u32,
     /// Tasks queued here or below, delayed ones included (h_nr_queued).
     pub h_nr_queued: u32,
-    /// Tasks queued here or below that are not delayed (h_nr_runnable).
-    pub h_nr_runnable: u32,
     /// Sum of queued weights, curr and delayed included (cfs_rq->load.weight).
     pub load_weight: u64,
     /// Σ (v_i - zero_vruntime) * w_i over the timeline (cfs_rq->avg_vruntime).
@@ -38,8 +41,6 @@ pub struct CfsRq {
     /// The root's: queued tasks by the time they were last picked (rq->cfs_tasks, whose
     /// tail holds the cache-coldest tasks that load balancing tries first).
     pub lru: BTreeSet<(Ns, TaskId)>,
-    /// Runqueue-level load average.
-    pub avg: SchedAvg,
     /// CFS bandwidth (a group runqueue under cpu.max): runtime left from
     /// the group's pool, whether it is limited, throttled, and since when.
     pub runtime_remaining: i64,
@@ -139,13 +140,14 @@ pub struct CpuStats {
 
 /// One CPU's runqueue.
 #[derive(Debug, Default)]
+#[repr(C, align(64))]
 pub struct Rq {
-    /// The CPU (`rq->cpu`).
-    pub cpu: Cpu,
     /// The running task (`rq->curr`), None when idle.
     pub curr: Option<TaskId>,
     /// All queued tasks of all classes, the running one included (rq->nr_running).
     pub nr_running: u32,
+    /// The CPU (`rq->cpu`).
+    pub cpu: Cpu,
     /// The root fair runqueue (`rq->cfs`).
     pub cfs: CfsRq,
     /// The RT runqueue (`rq->rt`).

@@ -114,7 +114,36 @@ struct LevelSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchedGroups {
     all: Arc<[CpuMask]>,
+    /// Each group's CPUs, ascending: balancing walks every CPU of every
+    /// group of a span, and a mask's walk reads all its words (64 of them
+    /// per group on a 4,096-CPU machine, for a 1-CPU group).
+    cpus: Arc<[Box<[u32]>]>,
     order: GroupOrder,
+}
+
+/// One balancing group: its span and its CPUs.
+#[derive(Clone, Copy, Debug)]
+pub struct Group<'a> {
+    /// The group's span.
+    pub mask: &'a CpuMask,
+    /// The same CPUs, ascending.
+    pub cpus: &'a [u32],
+}
+
+impl Group<'_> {
+    /// Whether the group shares a CPU with `m`, by whichever is shorter:
+    /// its CPU list or the mask's words.
+    pub fn intersects(&self, m: &CpuMask) -> bool {
+        if self.cpus.len() * 4 < m.words().len() {
+            self.cpus.iter().any(|&c| m.test(c as usize))
+        } else {
+            self.mask.intersects(m)
+        }
+    }
+}
+
+fn cpu_lists(all: &[CpuMask]) -> Arc<[Box<[u32]>]> {
+    all.iter().map(|m| m.iter().map(|c| c as u32).collect()).collect()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,7 +157,8 @@ enum GroupOrder {
 impl SchedGroups {
     /// Groups given in this CPU's order (tests, single-CPU builds).
     pub fn new(groups: Vec<CpuMask>) -> SchedGroups {
-        SchedGroups { all: groups.into(), order: GroupOrder::Rotate(0) }
+        let all: Arc<[CpuMask]> = groups.into();
+        SchedGroups { cpus: cpu_lists(&all), all, order: GroupOrder::Rotate(0) }
     }
 
     /// How many groups.
@@ -151,6 +181,14 @@ impl SchedGroups {
     /// The groups in this CPU's order: its own group first.
     pub fn iter(&self) -> impl Iterator<Item = &CpuMask> + '_ {
         (0..self.all.len()).map(move |i| &self.all[self.index(i)])
+    }
+
+    /// The groups with their CPU lists, in this CPU's order.
+    pub fn groups(&self) -> impl Iterator<Item = Group<'_>> + '_ {
+        (0..self.all.len()).map(move |i| {
+            let k = self.index(i);
+            Group { mask: &self.all[k], cpus: &self.cpus[k] }
+        })
     }
 }
 
@@ -178,6 +216,7 @@ impl PartialEq<Vec<CpuMask>> for SchedGroups {
 /// One distinct domain span's groups, shared by the CPUs it spans.
 struct SharedGroups {
     all: Arc<[CpuMask]>,
+    cpus: Arc<[Box<[u32]>]>,
     /// The group each CPU of the span belongs to (u32::MAX outside).
     owner: Vec<u32>,
     /// Whether the groups partition the span (no NUMA overlap).
@@ -314,7 +353,8 @@ impl Topology {
         }
         // Overlapping groups (NUMA levels) cover more than the span's weight.
         let disjoint = all.iter().map(CpuMask::weight).sum::<usize>() == span.weight();
-        SharedGroups { all: all.into(), owner, disjoint }
+        let all: Arc<[CpuMask]> = all.into();
+        SharedGroups { cpus: cpu_lists(&all), all, owner, disjoint }
     }
 
     /// `cpu`'s order of the shared groups, in the kernel's order: walk the
@@ -351,14 +391,14 @@ impl Topology {
         let first = order.first().copied().unwrap_or(0);
         let rotation = order.len() == sg.all.len() && order.iter().enumerate().all(|(i, &g)| g == (first + i as u32) % len);
         if rotation {
-            return SchedGroups { all: sg.all.clone(), order: GroupOrder::Rotate(first) };
+            return SchedGroups { all: sg.all.clone(), cpus: sg.cpus.clone(), order: GroupOrder::Rotate(first) };
         }
         // Overlapping groups (NUMA levels) may not all be taken: keep
         // exactly those this CPU's walk took.
         if order.len() != sg.all.len() {
             return SchedGroups::new(order.iter().map(|&g| sg.all[g as usize].clone()).collect());
         }
-        SchedGroups { all: sg.all.clone(), order: GroupOrder::Explicit(order.into()) }
+        SchedGroups { all: sg.all.clone(), cpus: sg.cpus.clone(), order: GroupOrder::Explicit(order.into()) }
     }
 }
 
