@@ -552,8 +552,8 @@ impl Sim {
         }
         let Some(local) = sd.groups.groups().next() else { return true };
         match local.cpus.iter().find(|&&c| self.idle_cpu(c as Cpu)) {
-            Some(&first_idle) => first_idle == cpu as u32,
-            None => local.cpus.first() == Some(&(cpu as u32)),
+            Some(&first_idle) => first_idle == cpu,
+            None => local.cpus.first() == Some(&cpu),
         }
     }
 
