@@ -9,7 +9,8 @@
  * __SCX_NAME`) from the running kernel's BTF as scx_utils' enum init and
  * the kernel's SCX_ENUM_INIT() do, applies a resolved loader profile (the
  * line format of schedlab's schedlab_host::profile::wire: array resizes,
- * rodata/.data/.bss writes, ops.flags, map updates, SEC("syscall")
+ * rodata/.data/.bss writes, ops.flags, map updates, writes into members
+ * of map elements (looked up, patched, written back), SEC("syscall")
  * programs run with their argument struct on a given CPU, before and right
  * after the attach), sets read-only options (const volatile globals),
  * loads it (the kernel's verifier checks every program) and attaches its
@@ -193,8 +194,61 @@ static const struct btf_type *resolved(const struct btf *btf, __u32 id, __u32 *o
 }
 
 /*
- * Where `target` lives: a global NAME, then any of `.member` (struct
- * members, by name) and `[N]` (array elements), e.g.
+ * Walks `path` from type `id` of `btf`: any of `.member` (struct members,
+ * by name) and `[N]` (array elements),
+ * e.g. `[3].neighbor_ids[129]` or `.prox_maps[2].llcs`. Adds the byte
+ * offset of what it reaches to *off and returns its type (its id in
+ * *out_id), or NULL when a step does not exist.
+ */
+static const struct btf_type *walk_path(const struct btf *btf, __u32 id, const char *path, __u32 *off, __u32 *out_id)
+{
+	__u32 tid;
+	const struct btf_type *t = resolved(btf, id, &tid);
+	const char *rest = path;
+
+	while (*rest && t) {
+		if (*rest == '[') {
+			/* An array element. */
+			char *end;
+			unsigned long n = strtoul(rest + 1, &end, 10);
+			if (*end != ']' || !btf_is_array(t) || n >= btf_array(t)->nelems)
+				return NULL;
+			__s64 es = btf__resolve_size(btf, btf_array(t)->type);
+			if (es <= 0)
+				return NULL;
+			*off += (__u32)(n * es);
+			t = resolved(btf, btf_array(t)->type, &tid);
+			rest = end + 1;
+			continue;
+		}
+		/* A struct member, by name. */
+		char mname[256];
+		size_t ml = strcspn(rest + 1, ".[");
+		if (*rest != '.' || ml >= sizeof(mname) || !btf_is_composite(t))
+			return NULL;
+		memcpy(mname, rest + 1, ml);
+		mname[ml] = 0;
+		const struct btf_member *m = btf_members(t);
+		int found = 0;
+		for (int k = 0; k < btf_vlen(t); k++, m++) {
+			if (strcmp(btf__name_by_offset(btf, m->name_off), mname) == 0) {
+				*off += btf_member_bit_offset(t, k) / 8;
+				t = resolved(btf, m->type, &tid);
+				found = 1;
+				break;
+			}
+		}
+		if (!found)
+			return NULL;
+		rest += 1 + ml;
+	}
+	if (t && out_id)
+		*out_id = tid;
+	return t;
+}
+
+/*
+ * Where `target` lives: a global NAME, then a path (walk_path), e.g.
  * cpdom_ctxs[3].neighbor_ids[129]; with element INDEX (-1: none) of an
  * array at the end. Sets the map, the byte offset and the size of what is
  * written.
@@ -205,7 +259,6 @@ static struct bpf_map *locate(struct bpf_object *obj, const char *target, long i
 	struct bpf_map *map;
 	char base[256];
 	size_t bl = strcspn(target, ".[");
-	const char *rest0 = target + bl;
 
 	if (bl >= sizeof(base))
 		return NULL;
@@ -221,44 +274,7 @@ static struct bpf_map *locate(struct bpf_object *obj, const char *target, long i
 			if (strcmp(btf__name_by_offset(btf, var->name_off), base))
 				continue;
 			__u32 o = vs->offset, tid;
-			const struct btf_type *t = resolved(btf, var->type, &tid);
-			const char *rest = rest0;
-			while (*rest && t) {
-				if (*rest == '[') {
-					/* An array element. */
-					char *end;
-					unsigned long n = strtoul(rest + 1, &end, 10);
-					if (*end != ']' || !btf_is_array(t) || n >= btf_array(t)->nelems)
-						return NULL;
-					__s64 es = btf__resolve_size(btf, btf_array(t)->type);
-					if (es <= 0)
-						return NULL;
-					o += (__u32)(n * es);
-					t = resolved(btf, btf_array(t)->type, &tid);
-					rest = end + 1;
-					continue;
-				}
-				/* A struct member, by name. */
-				char mname[256];
-				size_t ml = strcspn(rest + 1, ".[");
-				if (*rest != '.' || ml >= sizeof(mname) || !btf_is_composite(t))
-					return NULL;
-				memcpy(mname, rest + 1, ml);
-				mname[ml] = 0;
-				const struct btf_member *m = btf_members(t);
-				int found = 0;
-				for (int k = 0; k < btf_vlen(t); k++, m++) {
-					if (strcmp(btf__name_by_offset(btf, m->name_off), mname) == 0) {
-						o += btf_member_bit_offset(t, k) / 8;
-						t = resolved(btf, m->type, &tid);
-						found = 1;
-						break;
-					}
-				}
-				if (!found)
-					return NULL;
-				rest += 1 + ml;
-			}
+			const struct btf_type *t = walk_path(btf, var->type, target + bl, &o, &tid);
 			if (!t)
 				return NULL;
 			if (index >= 0) {
@@ -443,7 +459,7 @@ static int profile_before_load(struct bpf_object *obj, struct bpf_map *ops, stru
 			if (set_ops_flags(obj, ops, 0, bits))
 				return -1;
 		} else if (strncmp(l, "map ", 4) && strncmp(l, "run ", 4) && strncmp(l, "ops ", 4) && strncmp(l, "inner ", 6) &&
-			   strncmp(l, "arena_lib ", 10) && strncmp(l, "arena_node ", 11)) {
+			   strncmp(l, "member ", 7) && strncmp(l, "arena_lib ", 10) && strncmp(l, "arena_node ", 11)) {
 			fprintf(stderr, "scx-load: profile %s: line %d: cannot read `%s`\n", p->path, i + 1, l);
 			return -1;
 		}
@@ -495,6 +511,81 @@ static int profile_maps(struct bpf_object *obj, struct profile *p)
 			return -1;
 		}
 	}
+	return 0;
+}
+
+/*
+ * Writes into members of map elements (`member MAP KEY CPU PATH HEX`),
+ * after the map updates and map-in-map creations and before the runs of
+ * the load phase, as the simulation applies them: the element is looked
+ * up, the bytes go to PATH's offset inside the map's value type (CPU's
+ * copy of a per-CPU map) and the element is written back.
+ */
+static int profile_members(struct bpf_object *obj, struct profile *p)
+{
+	static unsigned char bytes[1 << 16];
+	const struct btf *btf = bpf_object__btf(obj);
+	int ncpus = libbpf_num_possible_cpus(), done = 0;
+
+	for (int i = 1; i < p->n; i++) {
+		char name[256], path[512], hx[1 << 17];
+		unsigned int key;
+		int cpu;
+		if (sscanf(p->lines[i], "member %255s %u %d %511s %131071s", name, &key, &cpu, path, hx) != 5)
+			continue;
+		struct bpf_map *m = bpf_object__find_map_by_name(obj, name);
+		long len = unhex(hx, bytes, sizeof(bytes));
+		if (!m || len < 0) {
+			fprintf(stderr, "scx-load: profile: member %s%s: %s\n", name, path, m ? "bad bytes" : "no such map");
+			return -1;
+		}
+		__u32 vid = bpf_map__btf_value_type_id(m), off = 0, tid = 0;
+		const struct btf_type *t = btf && vid ? walk_path(btf, vid, path, &off, &tid) : NULL;
+		__s64 size = t ? btf__resolve_size(btf, tid) : -1;
+		if (size <= 0) {
+			fprintf(stderr, "scx-load: profile: member %s%s: no such member in the map's value type%s\n", name, path,
+				vid ? "" : " (the map has no BTF value type)");
+			return -1;
+		}
+		__u32 vs = bpf_map__value_size(m);
+		if (len > size || off + len > vs) {
+			fprintf(stderr, "scx-load: profile: member %s%s: %ld bytes do not fit its %lld bytes at offset %u of a %u-byte value\n", name, path,
+				len, (long long)size, off, vs);
+			return -1;
+		}
+		if (bpf_map__key_size(m) != sizeof(key)) {
+			fprintf(stderr, "scx-load: profile: member %s%s: the map's key is %u bytes, not a u32\n", name, path, bpf_map__key_size(m));
+			return -1;
+		}
+		enum bpf_map_type ty = bpf_map__type(m);
+		int percpu = ty == BPF_MAP_TYPE_PERCPU_ARRAY || ty == BPF_MAP_TYPE_PERCPU_HASH || ty == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+		/* A per-CPU map reads and writes every possible CPU's copy, each 8-byte aligned. */
+		size_t stride = percpu ? ((vs + 7) & ~7u) : vs;
+		if (percpu && (ncpus <= 0 || cpu < 0 || cpu >= ncpus)) {
+			fprintf(stderr, "scx-load: profile: member %s%s: CPU %d is not one of the %d possible CPUs\n", name, path, cpu, ncpus);
+			return -1;
+		}
+		unsigned char *val = calloc(percpu ? ncpus : 1, stride);
+		if (!val) {
+			fprintf(stderr, "scx-load: profile: member %s%s: out of memory\n", name, path);
+			return -1;
+		}
+		if (bpf_map_lookup_elem(bpf_map__fd(m), &key, val)) {
+			fprintf(stderr, "scx-load: profile: member %s%s: bpf_map_lookup_elem(key %u): %s\n", name, path, key, strerror(errno));
+			free(val);
+			return -1;
+		}
+		memcpy(val + (percpu ? (size_t)cpu * stride : 0) + off, bytes, len);
+		int err = bpf_map_update_elem(bpf_map__fd(m), &key, val, 0);
+		free(val);
+		if (err) {
+			fprintf(stderr, "scx-load: profile: member %s%s: bpf_map_update_elem(key %u): %s\n", name, path, key, strerror(errno));
+			return -1;
+		}
+		done++;
+	}
+	if (done)
+		printf("SCX_PROFILE_MEMBERS %d\n", done);
 	return 0;
 }
 
@@ -772,7 +863,7 @@ int main(int argc, char **argv)
 		printf("SCX_LOAD_FAILED load: %s (the verifier log is above)\n", strerror(-err));
 		return 1;
 	}
-	if (p && (profile_maps(obj, p) || profile_runs(obj, p, "load") || profile_arena_lib(obj, p))) {
+	if (p && (profile_maps(obj, p) || profile_members(obj, p) || profile_runs(obj, p, "load") || profile_arena_lib(obj, p))) {
 		printf("SCX_LOAD_FAILED profile %s (see above)\n", p->path);
 		return 1;
 	}

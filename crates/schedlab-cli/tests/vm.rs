@@ -156,11 +156,12 @@ fn root_cgroup_tasks_compete_with_child_cgroups_in_the_vm() {
     }
 }
 
-/// The published crate the VM compare runs beside the shipped schedulers.
+/// The published crates the VM compare runs beside the shipped schedulers.
 const P2DQ: &str = "crate:scx_p2dq@1.1.4";
+const LAYERED: &str = "crate:scx_layered@1.1.4";
 
 /// `compare --real --vm`: the guest kernel's fair class, every shipped
-/// scheduler, scx_p2dq from its crate and one that fails on purpose, in one boot, each beside its
+/// scheduler, scx_p2dq and scx_layered from their crates and one that fails on purpose, in one boot, each beside its
 /// simulation. Loading, every task running, affinity and the exit kind must
 /// agree for all; CPU shares for the fair class and the schedulers that
 /// share the pinned hogs' CPU plainly.
@@ -173,9 +174,11 @@ fn compare_real_vm_agrees_with_the_simulation() {
     let _one = one_guest();
     let scenario = format!("{}/tests/data/vm-mixed.toml", env!("CARGO_MANIFEST_DIR"));
     let error = format!("{}/../schedlab-host/tests/schedulers/error.bpf.c", env!("CARGO_MANIFEST_DIR"));
-    // A published multi-object crate too: linked with libbpf's static
-    // linker and set up by its profile's [arena_lib] step in the guest.
-    let names = format!("eevdf,{},{P2DQ},{error}", shipped().join(","));
+    // Published multi-object crates too: linked with libbpf's static
+    // linker; p2dq set up by its profile's [arena_lib] step in the guest,
+    // layered by its [layer_specs] step (writes into members of map
+    // elements: scx-load's `member` lines).
+    let names = format!("eevdf,{},{P2DQ},{LAYERED},{error}", shipped().join(","));
     let out_dir = std::env::temp_dir().join(format!("schedlab-vm-compare-{}", std::process::id()));
     let t0 = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_schedlab"))
@@ -187,7 +190,7 @@ fn compare_real_vm_agrees_with_the_simulation() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
     let all = v["real_vs_sim"].as_array().expect("checks per variant");
-    assert_eq!(all.len(), shipped().len() + 3, "{v:#}");
+    assert_eq!(all.len(), shipped().len() + 4, "{v:#}");
     let check = |a: &serde_json::Value, what: &str| a["checks"].as_array().unwrap().iter().find(|c| c["what"] == what).cloned();
     for a in all {
         let variant = a["variant"].as_str().unwrap();

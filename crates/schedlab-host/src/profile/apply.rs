@@ -1,7 +1,8 @@
 //! Carrying out a [`Plan`] on a hosted scheduler, in the order a libbpf
 //! loader does: (open) resize arrays and set rodata, set ops flags, (load)
-//! update maps, write .bss/.data and run the SEC("syscall") programs of the
-//! load phase; those of the attach phase run right after the attach
+//! update maps, write .bss/.data, write members of map elements and run the
+//! SEC("syscall") programs of the load phase; those of the attach phase
+//! run right after the attach
 //! ([`schedlab::sched::ext::ops::ExtOps::attached`]).
 //!
 //! Resizes happen inside [`crate::load`] (from
@@ -101,16 +102,6 @@ pub enum ApplyError {
     StringInArray {
         /// The profile line.
         origin: String,
-    },
-    /// A write into a member of a map element (scx-load has no such command).
-    #[error("{origin}: scx-load cannot write members of map elements (`{map}{member}`); real runs of this profile are not supported")]
-    MapPatchUnwired {
-        /// The profile line.
-        origin: String,
-        /// The map.
-        map: String,
-        /// The member.
-        member: String,
     },
 }
 

@@ -13,6 +13,11 @@
 //! map NAME KEYHEX VALUEHEX          bpf_map_update_elem() after load
 //! inner OUTER SLOT TYPE KEY VAL MAX bpf_map_create(TYPE, KEY, VAL, MAX) after the
 //!                                   map updates, put into slot SLOT of map OUTER
+//! member MAP KEY CPU PATH HEX       after those: element KEY (u32) of MAP looked up, the
+//!                                   bytes written into member PATH (`.a[i].b`, offset and
+//!                                   width from the map's value BTF; they must fit) of CPU's
+//!                                   copy (per-CPU maps; CPU ignored otherwise), written back;
+//!                                   all before the load runs, as apply::before_attach
 //! run load|attach PROG CPU FAIL HEX bpf_prog_test_run_opts() pinned to CPU
 //! arena_lib STATIC ALIGN M0 M1 M2 M3 M4 TYPE
 //!                                   scx_arena's ArenaLib::setup() after the load runs:
@@ -74,9 +79,6 @@ pub fn write(plan: &Plan) -> Result<String, super::apply::ApplyError> {
             Value::Str(_) => return Err(super::apply::ApplyError::StringInArray { origin: w.origin.clone() }),
         }
     }
-    if let Some(p) = plan.patches.first() {
-        return Err(super::apply::ApplyError::MapPatchUnwired { origin: p.origin.clone(), map: p.map.clone(), member: p.member.clone() });
-    }
     let bits = plan.flag_bits()?;
     let _ = writeln!(o, "flags {} {bits:#x}", if plan.replace_flags { "replace" } else { "add" });
     for m in &plan.maps {
@@ -84,6 +86,11 @@ pub fn write(plan: &Plan) -> Result<String, super::apply::ApplyError> {
     }
     for m in &plan.inner_maps {
         let _ = writeln!(o, "inner {} {} {} {} {} {}", m.outer, m.slot, m.map_type, m.key_size, m.value_size, m.max_entries);
+    }
+    // Applied after the map updates and inner maps, before the load-phase
+    // runs, as apply::before_attach does.
+    for p in &plan.patches {
+        let _ = writeln!(o, "member {} {} {} {} {}", p.map, p.key, p.cpu, p.member, hex(&p.bytes));
     }
     for r in &plan.runs {
         let phase = if r.phase == Phase::Load { "load" } else { "attach" };
@@ -103,6 +110,7 @@ pub fn write(plan: &Plan) -> Result<String, super::apply::ApplyError> {
 #[cfg(test)]
 mod tests {
     use super::super::arena_lib::{ArenaLibSetup, TopoNode};
+    use super::super::layered::MapPatch;
     use super::super::resolve::{InnerMap, MapWrite, Run, Write as W};
     use super::*;
 
@@ -133,7 +141,10 @@ mod tests {
                 nodes: vec![TopoNode { id: 0, mask: vec![3] }],
                 origin: String::new(),
             }),
-            patches: vec![],
+            patches: vec![
+                MapPatch { map: "cpu_ctxs".into(), key: 0, cpu: 2, member: ".prox_map.cpus".into(), bytes: vec![2, 0, 3, 0], origin: String::new() },
+                MapPatch { map: "llc_data".into(), key: 1, cpu: 0, member: ".prox_maps[2].sys_end".into(), bytes: vec![4, 0, 0, 0], origin: String::new() },
+            ],
             layer_cpus: vec![],
         };
         let t = write(&plan).unwrap();
@@ -153,6 +164,8 @@ mod tests {
                 "flags replace 0x2",
                 "map m 0100 -",
                 "inner qs 2 22 0 4 64",
+                "member cpu_ctxs 0 2 .prox_map.cpus 02000300",
+                "member llc_data 1 0 .prox_maps[2].sys_end 04000000",
                 "run attach p 3 1 ff",
                 "arena_lib 8 0 1 1 2 1 0 struct t",
                 "arena_node 0 0300000000000000",
@@ -161,10 +174,20 @@ mod tests {
     }
 
     #[test]
-    fn map_member_writes_are_refused_for_real_runs() {
-        let patch = super::super::layered::MapPatch { map: "cpu_ctxs".into(), key: 0, cpu: 1, member: ".cpu".into(), bytes: vec![1, 0, 0, 0], origin: "p.toml:3".into() };
-        let plan = Plan { scheduler: "x".into(), patches: vec![patch], ..Plan::default() };
-        let e = write(&plan).unwrap_err().to_string();
-        assert_eq!(e, "p.toml:3: scx-load cannot write members of map elements (`cpu_ctxs.cpu`); real runs of this profile are not supported");
+    fn layereds_map_member_writes_come_before_its_load_runs() {
+        let topo = schedlab::machine::topology::Topology::flat(4).unwrap();
+        let p = super::super::shipped("scx_layered").expect("shipped profile");
+        let plan = super::super::resolve(&p, &super::super::Machine::new(&topo), &[]).unwrap();
+        let t = write(&plan).unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        let members: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].starts_with("member ")).collect();
+        assert_eq!(members.len(), plan.patches.len());
+        // CPU 3's copy of cpu_ctxs gets its id, as init_cpus() writes it.
+        assert!(lines.contains(&"member cpu_ctxs 0 3 .cpu 03000000"), "{t}");
+        assert!(lines.iter().any(|l| l.starts_with("member llc_data 0 0 .prox_maps[31].llcs ")), "{t}");
+        assert!(lines.iter().any(|l| l.starts_with("member node_data 0 0 .prox_map.nodes ")), "{t}");
+        let first_run = lines.iter().position(|l| l.starts_with("run load ")).expect("refresh_node_ctx runs at load");
+        let last_map = lines.iter().rposition(|l| l.starts_with("map ") || l.starts_with("inner ")).unwrap_or(0);
+        assert!(members.iter().all(|&i| i > last_map && i < first_run), "{t}");
     }
 }
