@@ -184,12 +184,12 @@ impl Sim {
         }
         let prev_cpu = self.select_cache_cpu(p, prev_cpu);
         let sync = wake_flags & wf::SYNC != 0;
-        let allowed_here = self.task(p).cpus_allowed.test(this_cpu as usize);
+        let allowed_here = self.task(p).allowed_on(this_cpu as usize);
         let want_affine = allowed_here && !self.wake_wide(p);
         let mut new_cpu = prev_cpu;
         if want_affine {
             let domains = &self.domains[this_cpu as usize];
-            if let Some(sd) = domains.iter().find(|sd| sd.flags.wake_affine && sd.span.test(prev_cpu as usize)) {
+            if let Some(sd) = domains.iter().find(|sd| sd.flags.wake_affine && sd.spans(prev_cpu as usize)) {
                 if this_cpu != prev_cpu {
                     new_cpu = self.wake_affine(sd, p, this_cpu, prev_cpu, sync);
                 }
@@ -199,7 +199,7 @@ impl Sim {
     }
 
     fn allowed_idle(&self, p: TaskId, cpu: Cpu) -> bool {
-        self.task(p).cpus_allowed.test(cpu as usize) && self.idle_cpu(cpu)
+        self.task(p).allowed_on(cpu as usize) && self.idle_cpu(cpu)
     }
 
     /// select_idle_sibling(): an idle CPU sharing the LLC with `target`, else target.
@@ -334,9 +334,9 @@ impl Sim {
             if new_cpu == cpu {
                 continue;
             }
-            let weight = sd.span.weight();
+            let weight = sd.span_weight;
             cpu = new_cpu;
-            level = self.domains[cpu as usize].iter().take_while(|d| d.span.weight() < weight).count();
+            level = self.domains[cpu as usize].iter().take_while(|d| d.span_weight < weight).count();
         }
         cpu
     }
@@ -561,7 +561,7 @@ impl Sim {
     pub(crate) fn sched_balance_rq(&mut self, cpu: Cpu, level: usize, idle: IdleType) -> u32 {
         let sd = self.domains[cpu as usize][level].clone();
         self.rq_mut(cpu).stats.balance_runs += 1;
-        let cost = sd.span.weight() as u64 * self.costs.scan_cpu_ns;
+        let cost = sd.span_weight as u64 * self.costs.scan_cpu_ns;
         if idle == IdleType::NewlyIdle {
             self.charge_irq(cpu, cost);
         }
@@ -673,7 +673,7 @@ impl Sim {
                 } else {
                     (local.idle_cpus as i64 - bs.idle_cpus as i64).max(0)
                 };
-                if sd.flags.numa && imb <= 2 && local.nr_running < (sd.span.weight() as u32 / 4).max(1) {
+                if sd.flags.numa && imb <= 2 && local.nr_running < (sd.span_weight / 4).max(1) {
                     // adjust_numa_imbalance(): tolerate a small imbalance between nodes.
                     imb = 0;
                 }
@@ -746,7 +746,7 @@ impl Sim {
                 break;
             }
             let t = self.task(p);
-            if t.class != ClassId::Fair || t.se.sched_delayed || !t.cpus_allowed.test(dst as usize) {
+            if t.class != ClassId::Fair || t.se.sched_delayed || !t.allowed_on(dst as usize) {
                 continue;
             }
             // throttled_lb_pair(): a task of a throttled group stays put.
@@ -813,7 +813,7 @@ impl Sim {
     /// Active balancing: the stopper on `src` pushes its running task to `dst`.
     fn active_balance(&mut self, src: Cpu, dst: Cpu) -> bool {
         let Some(p) = self.rq(src).curr else { return false };
-        if self.rq(src).nr_running != 1 || self.task(p).class != ClassId::Fair || !self.task(p).cpus_allowed.test(dst as usize) || !self.idle_cpu(dst) {
+        if self.rq(src).nr_running != 1 || self.task(p).class != ClassId::Fair || !self.task(p).allowed_on(dst as usize) || !self.idle_cpu(dst) {
             return false;
         }
         self.preempt_and_migrate(src, p, dst);

@@ -225,7 +225,7 @@ impl Sim {
         let Some(pref) = mm.preferred else { return prev };
         let llc = self.topo.llc_of(pref as usize);
         // Already in the preferred LLC: no migration within it.
-        if self.topo.llc_of(prev as usize) == llc || !self.task(p).cpus_allowed.test(pref as usize) || self.llc_overaggregated(llc) {
+        if self.topo.llc_of(prev as usize) == llc || !self.task(p).allowed_on(pref as usize) || self.llc_overaggregated(llc) {
             return prev;
         }
         pref

@@ -182,7 +182,7 @@ impl Sim {
         let prev_cpu = self.task(p).cpu;
         let cls = class_of(self.task(p).class);
         let mut cpu = cls.select_task_rq(self, p, prev_cpu, wake_flags | wf::TTWU);
-        if !self.task(p).cpus_allowed.test(cpu as usize) {
+        if !self.task(p).allowed_on(cpu as usize) {
             cpu = self.select_fallback_rq(p, prev_cpu);
         }
         let mut flags = enq::WAKEUP;
@@ -244,7 +244,7 @@ impl Sim {
         let cls = class_of(self.task(p).class);
         cls.task_fork(self, p);
         let mut cpu = cls.select_task_rq(self, p, parent_cpu, wf::FORK);
-        if !self.task(p).cpus_allowed.test(cpu as usize) {
+        if !self.task(p).allowed_on(cpu as usize) {
             cpu = self.select_fallback_rq(p, parent_cpu);
         }
         self.task_mut(p).cpu = cpu;
@@ -444,7 +444,11 @@ impl Sim {
         }
         let tgid = self.task(n).tgid;
         self.rq_mut(cpu).last_tgid = Some(tgid);
-        self.task_mut(n).ran_on.set(cpu as usize);
+        let t = self.task_mut(n);
+        if t.ran_on_last != cpu {
+            t.ran_on_last = cpu;
+            t.ran_on.set(cpu as usize);
+        }
         {
             let rq = self.rq_mut(cpu);
             rq.curr = Some(n);

@@ -100,7 +100,7 @@ impl Sim {
             return Some(prev);
         }
         for sd in &self.domains[prev as usize] {
-            if let Some(&c) = candidates.iter().find(|&&c| sd.span.test(c as usize)) {
+            if let Some(&c) = candidates.iter().find(|&&c| sd.spans(c as usize)) {
                 return Some(c);
             }
         }
@@ -146,7 +146,7 @@ impl Sim {
         let overloaded: Vec<Cpu> = (0..self.nr_cpus() as Cpu).filter(|&c| c != cpu && self.rq(c).rt.overloaded()).collect();
         for src in overloaded {
             let this_prio = self.rq(cpu).rt.highest_prio();
-            let candidate = self.rq(src).rt.pushable.iter().find(|&&(_, p)| self.task(p).cpus_allowed.test(cpu as usize)).copied();
+            let candidate = self.rq(src).rt.pushable.iter().find(|&&(_, p)| self.task(p).allowed_on(cpu as usize)).copied();
             let Some((prio, p)) = candidate else { continue };
             if prio >= this_prio {
                 continue;

@@ -119,7 +119,7 @@ impl Sim {
             t.cpus_allowed = mask;
         }
         self.scx_set_cpumask(p);
-        if self.task(p).cpus_allowed.test(cpu as usize) {
+        if self.task(p).allowed_on(cpu as usize) {
             if rt_queued && self.rq(cpu).curr != Some(p) && self.task(p).nr_cpus_allowed > 1 {
                 self.rq_mut(cpu).rt.pushable.insert((prio, p));
             }

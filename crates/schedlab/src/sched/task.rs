@@ -415,6 +415,9 @@ pub struct Task {
     pub nr_cpus_allowed: u32,
     /// Every CPU the task has run on (results: affinity checks).
     pub ran_on: CpuMask,
+    /// The CPU `ran_on` last recorded: a switch-in on the same CPU leaves
+    /// the mask (heap words beyond 256 CPUs) untouched.
+    pub ran_on_last: Cpu,
     /// Lifecycle state.
     pub state: TaskState,
     /// task_cpu(p): the runqueue the task belongs to.
@@ -503,6 +506,15 @@ impl Task {
     /// TASK_RUNNING: runnable or on a CPU.
     pub fn is_running_state(&self) -> bool {
         self.state == TaskState::Runnable
+    }
+
+    /// Whether the task may run on `cpu` (`cpumask_test_cpu(cpu, p->cpus_ptr)`).
+    /// A task allowed everywhere (`nr_cpus_allowed`, kept with the mask,
+    /// covers the machine) is answered without reading the mask, whose
+    /// words live on the heap beyond 256 CPUs.
+    #[inline]
+    pub fn allowed_on(&self, cpu: usize) -> bool {
+        self.nr_cpus_allowed as usize == self.cpus_allowed.nr_bits() || self.cpus_allowed.test(cpu)
     }
 }
 

@@ -78,6 +78,8 @@ pub struct SchedDomain {
     pub level: DomainLevel,
     /// CPUs covered by the domain.
     pub span: CpuMask,
+    /// How many: `sd->span_weight`.
+    pub span_weight: u32,
     /// The balancing groups: spans of the child level covering `span`
     /// (single CPUs for the lowest level). The group containing the owning
     /// CPU comes first, the rest follow in `for_each_cpu_wrap` order from
@@ -95,6 +97,16 @@ pub struct SchedDomain {
     pub busy_factor: u32,
     /// Balance attempts before cache-hot tasks may be migrated.
     pub cache_nice_tries: u32,
+}
+
+impl SchedDomain {
+    /// Whether `cpu` is in the span. A span of the whole machine answers
+    /// without reading the mask (heap words beyond 256 CPUs, one mask per
+    /// CPU and level).
+    #[inline]
+    pub fn spans(&self, cpu: usize) -> bool {
+        self.span_weight as usize == self.span.nr_bits() || self.span.test(cpu)
+    }
 }
 
 /// One candidate level of the hierarchy, before degenerate levels are
@@ -413,6 +425,7 @@ fn initial_domain(spec: LevelSpec, span: &CpuMask, groups: SchedGroups) -> Sched
     let mut domain = SchedDomain {
         level: spec.level,
         span: span.clone(),
+        span_weight: weight as u32,
         groups,
         flags: DomainFlags {
             wake_affine: true,

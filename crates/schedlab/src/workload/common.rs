@@ -100,6 +100,7 @@ pub fn new_task(name: String, workload: u32, tgid: u32, policy: Policy, nice: i3
         class: crate::sched::task::ClassId::Fair,
         nr_cpus_allowed: allowed.weight() as u32,
         ran_on: CpuMask::new(allowed.nr_bits()),
+        ran_on_last: u32::MAX,
         cpus_allowed: allowed,
         state: TaskState::New,
         cpu: 0,

@@ -299,7 +299,7 @@ impl Sim {
 
     /// task_can_run_on_remote_rq().
     pub(crate) fn scx_can_run_on(&mut self, p: TaskId, cpu: Cpu, enforce: bool) -> bool {
-        if !self.task(p).cpus_allowed.test(cpu as usize) {
+        if !self.task(p).allowed_on(cpu as usize) {
             if enforce {
                 let comm = self.task_comm(p);
                 self.scx_error(format!("SCX_DSQ_LOCAL[_ON] target CPU {cpu} not allowed for {comm}"));
@@ -388,7 +388,7 @@ impl Sim {
         while let Some((key, p)) = self.scx.dsqs[dsq as usize].next_after(cursor, false, u64::MAX) {
             scanned += 1;
             cursor = Some(key);
-            if self.task(p).cpus_allowed.test(cpu as usize) {
+            if self.task(p).allowed_on(cpu as usize) {
                 found = Some(p);
                 break;
             }
