@@ -145,11 +145,19 @@ impl Sim {
     /// tracking the LLC and node searches look in prev's node's idle masks
     /// and the last one goes on to the other nodes, nearest first.
     pub(crate) fn scx_select_cpu_dfl(&mut self, p: TaskId, prev: Cpu, wake_flags: u64, allowed: Option<&CpuMask>, flags: u64) -> (Cpu, bool) {
-        let task_mask = self.task(p).cpus_allowed.clone();
-        let allowed = match allowed {
-            Some(a) => a.and(&task_mask),
-            None => task_mask,
+        // The search reads the task's affinity, not the task: it is lent out
+        // for the search instead of copied (a heap copy per wakeup beyond
+        // 256 CPUs), and put back whichever way the search ends.
+        let task_mask = std::mem::replace(&mut self.task_mut(p).cpus_allowed, CpuMask::new(0));
+        let r = match allowed {
+            Some(a) => self.select_cpu_dfl_in(prev, wake_flags, &a.and(&task_mask), flags),
+            None => self.select_cpu_dfl_in(prev, wake_flags, &task_mask, flags),
         };
+        self.task_mut(p).cpus_allowed = task_mask;
+        r
+    }
+
+    fn select_cpu_dfl_in(&mut self, prev: Cpu, wake_flags: u64, allowed: &CpuMask, flags: u64) -> (Cpu, bool) {
         let this = self.this_cpu;
         let pc = prev as usize;
         let prev_ok = allowed.test(pc);
@@ -159,7 +167,7 @@ impl Sim {
             // prev is not usable: skip the topology steps and search from
             // the waker's node.
             let node = self.scx_cpu_node_if_enabled(this as usize);
-            return match self.scx_pick_idle(&allowed, flags, node) {
+            return match self.scx_pick_idle(allowed, flags, node) {
                 Some(c) => (c, true),
                 None => (fallback, false),
             };
@@ -185,11 +193,11 @@ impl Sim {
                 return (prev, true);
             }
             for span in spans {
-                if let Some(c) = self.pick_idle_cpu_in_node_and(&allowed, Some(span), node, pick_idle_flags::CORE) {
+                if let Some(c) = self.pick_idle_cpu_in_node_and(allowed, Some(span), node, pick_idle_flags::CORE) {
                     return (c, true);
                 }
             }
-            if let Some(c) = self.scx_pick_idle(&allowed, flags | pick_idle_flags::CORE, node) {
+            if let Some(c) = self.scx_pick_idle(allowed, flags | pick_idle_flags::CORE, node) {
                 return (c, true);
             }
             if flags & pick_idle_flags::CORE != 0 {
@@ -200,11 +208,11 @@ impl Sim {
             return (prev, true);
         }
         for span in spans {
-            if let Some(c) = self.pick_idle_cpu_in_node_and(&allowed, Some(span), node, 0) {
+            if let Some(c) = self.pick_idle_cpu_in_node_and(allowed, Some(span), node, 0) {
                 return (c, true);
             }
         }
-        match self.scx_pick_idle(&allowed, flags, node) {
+        match self.scx_pick_idle(allowed, flags, node) {
             Some(c) => (c, true),
             None => (fallback, false),
         }
