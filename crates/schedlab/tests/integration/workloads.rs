@@ -45,7 +45,7 @@ fn hackbench_charges_the_machines_message_costs() {
 #[test]
 fn message_cost_fields_reject_bad_durations_by_name() {
     let text = "duration = \"1s\"\n[machine]\npreset = \"2cpu\"\n[machine.costs]\nmsg_read_socket = \"fast\"\n[[workload]]\nkind = \"hog\"\ncount = 1\n";
-    let e = schedlab::workload::scenario::Scenario::parse(text, "bad-costs.toml", &[]).err().expect("a bad duration parsed").to_string();
+    let e = schedlab::workload::scenario::Scenario::parse(text, "bad-costs.toml", &[]).expect_err("a bad duration parsed").to_string();
     assert!(e.contains("bad-costs.toml") && e.contains("msg_read_socket"), "{e}");
 }
 
