@@ -172,8 +172,9 @@ pub(crate) struct Plan {
 /// before a `Post` and the one just after a `Wait` on a hackbench object.
 /// Real mode writes and reads the message on a real pipe or socket, so the
 /// kernel charges that cost itself; spinning the modelled cost as well
-/// would pay for every message twice (measured here: 11.1 us of CPU per
-/// socket message with the spin, 5.7 us without, for a model of 5.0 us).
+/// would pay for every message twice (measured on a 2-vCPU guest: 11.1 us
+/// of CPU per socket message with the model's 2 x 2.5 us spun, 2.8-3.2 us
+/// with the system calls alone).
 fn syscall_runs(programs: &[schedlab::sched::task::Program], hackbench_obj: &[bool]) -> Vec<Vec<bool>> {
     let hb = |op: Option<&Op>, post: bool| match op {
         Some(Op::Post { obj, .. }) if post => hackbench_obj.get(*obj as usize).copied().unwrap_or(false),
