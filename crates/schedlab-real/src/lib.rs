@@ -173,7 +173,7 @@ pub(crate) struct Plan {
 /// Real mode writes and reads the message on a real pipe or socket, so the
 /// kernel charges that cost itself; spinning the modelled cost as well
 /// would pay for every message twice (measured on a 2-vCPU guest: 11.1 us
-/// of CPU per socket message with the model's 2 x 2.5 us spun, 2.8-3.2 us
+/// of CPU per socket message with the model's 2 x 2.5 us spun, 2.8-3.4 us
 /// with the system calls alone).
 fn syscall_runs(programs: &[schedlab::sched::task::Program], hackbench_obj: &[bool]) -> Vec<Vec<bool>> {
     let hb = |op: Option<&Op>, post: bool| match op {
