@@ -48,7 +48,7 @@ fn calibrate_writes_a_machine_file_that_runs() {
         assert!(n > 0 && p10 <= m && m <= p90, "{key}: {fig}");
     }
     // Costs of single events are positive and below a second.
-    for key in ["context_switch", "context_switch_process", "hrtimer", "hrtimer_default_slack", "hrtimer_busy", "fork", "exit"] {
+    for key in ["context_switch", "context_switch_process", "hrtimer", "hrtimer_default_slack", "hrtimer_busy", "fork", "exit", "msg_write_pipe", "msg_read_pipe", "msg_write_socket", "msg_read_socket"] {
         let m = median(&v, key).unwrap_or_else(|| panic!("{key} not measured: {}", v["figures"][key]));
         assert!(m > 0.0 && m < 1e9, "{key}: {m} ns");
     }
@@ -70,6 +70,11 @@ fn calibrate_writes_a_machine_file_that_runs() {
     let cs = costs["context_switch"].as_str().expect("context_switch set");
     assert_eq!(cs, format!("{}ns", v["costs"]["context_switch"]));
     assert!(costs.contains_key("timer_slack"), "{text}");
+    // The message costs go into the file as measured.
+    for key in ["msg_write_pipe", "msg_read_pipe", "msg_write_socket", "msg_read_socket"] {
+        let c = costs[key].as_str().unwrap_or_else(|| panic!("{key} not set: {text}"));
+        assert_eq!(c, format!("{}ns", v["costs"][key]), "{text}");
+    }
     let lscpu = dir.join(t["machine"]["lscpu"].as_str().unwrap());
     let cpus = std::fs::read_to_string(&lscpu).unwrap().lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).count();
 
@@ -104,5 +109,11 @@ fn a_machine_file_with_bad_keys_is_bad_input() {
     let out = schedlab(&["run", &scenario, "--machine", &m.display().to_string(), "--quiet"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("context_swich"));
+    // A value that is not a duration: the file and the field's path are named.
+    std::fs::write(&m, "[machine]\ncpus = 2\n[machine.costs]\nmsg_write_socket = \"quick\"\n").unwrap();
+    let out = schedlab(&["run", &scenario, "--machine", &m.display().to_string(), "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&m.display().to_string()) && err.contains("machine.costs.msg_write_socket") && err.contains("quick"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

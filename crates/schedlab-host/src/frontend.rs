@@ -160,7 +160,18 @@ fn machine_file(path: &Path, sets: &[String]) -> Result<Option<schedlab::workloa
         schedlab::workload::scenario::apply_set(&mut root, set).map_err(|e| Failure::Input(format!("--set {set} (on --machine {m}): {e}")))?;
     }
     let machine = root.remove("machine").unwrap_or_else(|| toml::Value::Table(toml::Table::new()));
-    let mut spec: schedlab::workload::scenario::MachineSpec = machine.try_into().map_err(|e: toml::de::Error| Failure::Input(format!("--machine {m}: [machine]: {}", e.message())))?;
+    let mut spec: schedlab::workload::scenario::MachineSpec = serde_path_to_error::deserialize(machine).map_err(|e| {
+        let msg = e.inner().message().to_string();
+        // An unknown key is reported at its parent: name the key itself.
+        let key = msg.strip_prefix("unknown field `").and_then(|r| r.split('`').next());
+        let path = match (e.path().to_string(), key) {
+            (p, Some(k)) if p == "." || p.is_empty() => format!("machine.{k}"),
+            (p, Some(k)) => format!("machine.{p}.{k}"),
+            (p, None) if p == "." || p.is_empty() => "machine".to_string(),
+            (p, None) => format!("machine.{p}"),
+        };
+        Failure::Input(format!("--machine {m}: {path}: {msg}"))
+    })?;
     let dir = path.canonicalize().map_err(|e| Failure::Io(format!("--machine {m}: {e}")))?.parent().map(Path::to_path_buf).unwrap_or_default();
     for p in [&mut spec.lscpu, &mut spec.sysfs].into_iter().flatten() {
         if p.is_relative() {

@@ -14,6 +14,7 @@
 //! | `timer_slack`    | `timer_slack` (default-slack overshoot minus 1 ns-slack overshoot), if > 0 and its p10..p90 excludes 0 |
 //! | `migrate_task`   | `migrate` minus `context_switch` (to the stopper) minus `wakeup_busy` (the moved task starting on the busy target), if > 0 |
 //! | `xllc_msg`       | `xllc_extra` (busy wakeup across LLCs minus within one), where there are two LLCs, if > 0 and its p10..p90 excludes 0 |
+//! | `msg_write_pipe`, `msg_read_pipe`, `msg_write_socket`, `msg_read_socket` | the same figures: one 100-byte write() or read() that neither blocks nor wakes anyone; hackbench charges them per message, and the scheduler's switch and wakeup costs where it blocks and wakes |
 //! | `hz`             | jiffies per second                                         |
 //! | `features.HRTICK`| `turn`: two CPU-bound threads on one CPU end their turns at the slice (hrtick) or at the tick after it ([`hrtick`]) |
 //!
@@ -62,6 +63,9 @@ pub fn costs(c: &Calibration) -> (Vec<Mapped>, Vec<(&'static str, String)>) {
     let mig = get("migrate").zip(cs).zip(wb).map(|((m, cs), w)| (m.median - cs.median - w.median, format!("{} minus context_switch {} minus wakeup_busy {}", d("migrate", &m), fmt(cs.median), fmt(w.median))));
     put("migrate_task", mig, "not measurable here: one CPU");
     put("xllc_msg", paired("xllc_extra"), "not measurable here: one LLC");
+    for field in ["msg_write_pipe", "msg_read_pipe", "msg_write_socket", "msg_read_socket"] {
+        put(field, get(field).map(|s| (s.median, d(field, &s))), "the message probe failed");
+    }
     left.push(("scan_cpu", "nothing here measures it".to_string()));
     (set, left)
 }
@@ -99,7 +103,7 @@ pub fn hrtick(c: &Calibration) -> Result<bool, String> {
 }
 
 /// The figures no cost field takes.
-const COMMENT_ONLY: &[&str] = &["context_switch_process", "wakeup_idle", "idle_exit", "wakeup_xllc_idle", "wakeup_xllc_busy", "hrtimer", "hrtimer_default_slack", "timer_wheel", "fork", "fork_child_runs", "exit"];
+const COMMENT_ONLY: &[&str] = &["context_switch_process", "wakeup_idle", "idle_exit", "wakeup_xllc_idle", "wakeup_xllc_busy", "hrtimer", "hrtimer_default_slack", "timer_wheel", "fork", "fork_child_runs", "exit", "msg_write_wakes"];
 
 /// The machine file's text; `lscpu` is the side file's name as written in
 /// it (relative to the machine file).
@@ -215,6 +219,11 @@ mod tests {
                 f("fork", st(90_000.0)),
                 f("xllc_extra", Err("not measurable here: one LLC".into())),
                 f("turn", st(1_412_000.0)),
+                f("msg_write_pipe", st(292.0)),
+                f("msg_read_pipe", st(301.6)),
+                f("msg_write_socket", st(850.0)),
+                f("msg_read_socket", Err("failed: test".into())),
+                f("msg_write_wakes", st(9_800.0)),
             ],
             lscpu: "# CPU,Core,Socket,Node,,L1d,L1i,L2,L3\n0,0,0,0,,0,0,0,0\n1,1,0,0,,1,1,1,0\n".into(),
             hz: Some(250),
@@ -235,6 +244,11 @@ mod tests {
         assert_eq!(get("wakeup"), Some(4_000 - 1_930));
         assert_eq!(get("timer_slack"), Some(50_100));
         assert_eq!(get("migrate_task"), Some(12_000 - 1_930 - 6_000));
+        assert_eq!(get("msg_write_pipe"), Some(292));
+        assert_eq!(get("msg_read_pipe"), Some(302));
+        assert_eq!(get("msg_write_socket"), Some(850));
+        assert_eq!(get("msg_read_socket"), None);
+        assert_eq!(get("msg_write_wakes"), None);
         // Negative or unmeasured: left out, with the reason.
         assert_eq!(get("mm_switch"), None);
         assert_eq!(get("xllc_msg"), None);
@@ -242,6 +256,7 @@ mod tests {
         assert!(why("mm_switch").contains("spans 0"), "{left:?}");
         assert!(why("xllc_msg").contains("one LLC"), "{left:?}");
         assert!(why("scan_cpu").contains("nothing"), "{left:?}");
+        assert!(why("msg_read_socket").contains("message probe"), "{left:?}");
     }
 
     #[test]
@@ -266,6 +281,8 @@ mod tests {
         assert_eq!(c.mm_switch, None);
         assert_eq!(c.xllc_msg, None);
         assert_eq!(c.scan_cpu, None);
+        assert_eq!((c.msg_write_pipe, c.msg_read_pipe, c.msg_write_socket, c.msg_read_socket), (Some(Duration(292)), Some(Duration(302)), Some(Duration(850)), None));
+        assert!(text.contains("msg_write_wakes") && text.contains("9.80 us"), "{text}");
         assert_eq!(s.machine.hz, Some(250));
         assert_eq!(s.machine.features.get("HRTICK").and_then(|v| v.as_bool()), Some(true), "{text}");
         let topo = schedlab::workload::world::topology(&s, &file).unwrap();

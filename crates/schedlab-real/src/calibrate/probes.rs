@@ -75,6 +75,22 @@ pub(super) fn all(plan: &Plan, a: usize, b: Option<usize>, x: Option<usize>) -> 
         None => out.push(fig("wakeup_idle", "cross-CPU wakeups", None, no_pair)),
     }
 
+    // Messages: a write and a read that neither block nor wake anyone.
+    match messages(plan, a) {
+        Ok(m) => {
+            out.push(fig("msg_write_pipe", "100-byte write() to a pipe, nobody to wake, one thread", Stat::of(&m.write_pipe), "no samples"));
+            out.push(fig("msg_read_pipe", "100-byte read() from a pipe with data, one thread", Stat::of(&m.read_pipe), "no samples"));
+            out.push(fig("msg_write_socket", "100-byte write() to a unix stream socket, nobody to wake, one thread", Stat::of(&m.write_socket), "no samples"));
+            out.push(fig("msg_read_socket", "100-byte read() from a unix stream socket with data, one thread", Stat::of(&m.read_socket), "no samples"));
+        }
+        Err(e) => out.push(Figure { key: "msg_write_pipe", what: "pipe and socket messages", stat: Err(err(e)) }),
+    }
+    out.push(match b.map(|b| waking_writes(plan, a, b)) {
+        Some(Ok(v)) => fig("msg_write_wakes", "100-byte pipe write() that wakes a reader blocked on an idle CPU, writer's time", Stat::of(&v), "no samples"),
+        Some(Err(e)) => Figure { key: "msg_write_wakes", what: "waking writes", stat: Err(err(e)) },
+        None => fig("msg_write_wakes", "waking writes", None, no_pair),
+    });
+
     // Timers, on the target CPU (the only one, on a single-CPU machine).
     let t = b.unwrap_or(a);
     match timers(plan, t) {
@@ -341,6 +357,128 @@ fn pingpong(iters: usize, process: bool) -> io::Result<f64> {
             rt
         })
     }
+}
+
+/// Per-call costs of message writes and reads (ns), one sample per round.
+struct Messages {
+    write_pipe: Vec<f64>,
+    read_pipe: Vec<f64>,
+    write_socket: Vec<f64>,
+    read_socket: Vec<f64>,
+}
+
+/// Messages per batch of the message probe: far below what a pipe (16
+/// pages, 655 such messages) or a unix socket's send buffer (212992 bytes
+/// at ~676 bytes of truesize each, 315) holds, so no write blocks.
+const MSG_BATCH: usize = 32;
+
+/// hackbench's message size (its DATASIZE).
+const MSG_BYTES: usize = 100;
+
+/// Message costs: a thread pinned to `cpu` writes [`MSG_BATCH`] 100-byte
+/// messages into a pipe (and a unix stream socket pair), timing the batch,
+/// then reads them back, timing that batch: nothing blocks and nobody
+/// waits, so each call is the system call, its locking and the copy, what
+/// hackbench pays per message when its peer does not have to be woken.
+/// One sample per round and kind: the batch's time per call; the kinds
+/// alternate within a round, and a first round warms up.
+fn messages(plan: &Plan, cpu: usize) -> io::Result<Messages> {
+    std::thread::scope(|s| {
+        s.spawn(|| -> io::Result<Messages> {
+            pin(cpu)?;
+            let mut m = Messages { write_pipe: Vec::new(), read_pipe: Vec::new(), write_socket: Vec::new(), read_socket: Vec::new() };
+            let (mut pr, mut pw) = sys::pipe_files()?;
+            let (mut sw, mut sr) = std::os::unix::net::UnixStream::pair()?;
+            let mut buf = [0x5au8; MSG_BYTES];
+            for round in 0..=plan.rounds {
+                let (w, r) = batch(&mut pw, &mut pr, &mut buf)?;
+                let (ws, rs) = batch(&mut sw, &mut sr, &mut buf)?;
+                if round > 0 {
+                    m.write_pipe.push(w);
+                    m.read_pipe.push(r);
+                    m.write_socket.push(ws);
+                    m.read_socket.push(rs);
+                }
+            }
+            Ok(m)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("message probe thread panicked")))
+    })
+}
+
+/// [`MSG_BATCH`] writes then as many reads; ns per write and per read.
+fn batch(w: &mut impl Write, r: &mut impl Read, buf: &mut [u8; MSG_BYTES]) -> io::Result<(f64, f64)> {
+    let t0 = sys::now_ns();
+    for _ in 0..MSG_BATCH {
+        w.write_all(buf)?;
+    }
+    let t1 = sys::now_ns();
+    for _ in 0..MSG_BATCH {
+        r.read_exact(buf)?;
+    }
+    let t2 = sys::now_ns();
+    let n = MSG_BATCH as f64;
+    Ok(((t1 - t0) as f64 / n, (t2 - t1) as f64 / n))
+}
+
+/// A write that wakes its reader: a reader pinned to `b` blocks in read(2)
+/// on a pipe; the writer, pinned to `a`, waits a random 150-650 us (the
+/// reader's CPU goes idle), then times its own 100-byte write(), which
+/// now includes try_to_wake_up and the IPI to the idle CPU (in a VM, the
+/// trap that sends it). Compare with `msg_write_pipe`, the same write
+/// with nobody to wake. One sample per write, ns.
+fn waking_writes(plan: &Plan, a: usize, b: usize) -> io::Result<Vec<f64>> {
+    let n = plan.blocks * plan.per_block;
+    let (mut r, mut w) = sys::pipe_files()?;
+    let (done, gone) = (&AtomicU64::new(0), &AtomicBool::new(false));
+    let mut rng = Rng::new();
+    let gaps: Vec<u64> = (0..=n).map(|_| rng.range(150_000, 650_000)).collect();
+    std::thread::scope(|s| {
+        let reader = s.spawn(move || -> io::Result<()> {
+            let mut run = || -> io::Result<()> {
+                pin(b)?;
+                let mut buf = [0u8; MSG_BYTES];
+                loop {
+                    match r.read(&mut buf)? {
+                        0 => return Ok(()),
+                        k => {
+                            done.fetch_add(k as u64, Ordering::SeqCst);
+                        }
+                    }
+                }
+            };
+            let out = run();
+            gone.store(true, Ordering::SeqCst);
+            out
+        });
+        // The writer owns the write end: when it stops, the reader reads EOF.
+        let writer = s.spawn(move || -> io::Result<Vec<f64>> {
+            pin(a)?;
+            let buf = [0x5au8; MSG_BYTES];
+            let mut v = Vec::with_capacity(n);
+            for (i, gap) in gaps.iter().enumerate() {
+                // The previous message is read: the reader is back in read(2).
+                while done.load(Ordering::SeqCst) < (i * MSG_BYTES) as u64 {
+                    if gone.load(Ordering::SeqCst) {
+                        return Err(io::Error::other("the reader stopped"));
+                    }
+                    std::hint::spin_loop();
+                }
+                sys::sleep_until(sys::now_ns() + gap);
+                let t0 = sys::now_ns();
+                w.write_all(&buf)?;
+                let t1 = sys::now_ns();
+                if i > 0 {
+                    v.push((t1 - t0) as f64); // the first one warms up
+                }
+            }
+            Ok(v)
+        });
+        let v = writer.join().unwrap_or_else(|_| Err(io::Error::other("writer panicked")));
+        let rd = reader.join().unwrap_or_else(|_| Err(io::Error::other("reader panicked")));
+        rd.and(v)
+    })
 }
 
 /// Wakeup latencies in blocks (ns): to an idle and a busy target in the

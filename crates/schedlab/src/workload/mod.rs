@@ -262,10 +262,10 @@ fn build_hackbench(sim: &mut Sim, w: u32, tgid: u32, h: &HackbenchSpec, prefix: 
     // send buffer (wmem_default, 212992 bytes) is charged per skb truesize
     // (~datasize + 576 bytes of overhead for small messages).
     let capacity = if pipe { (65536 / datasize).max(1) } else { (212_992 / (datasize + 576)).max(1) };
-    // The base costs include copying a 100-byte message; larger messages
-    // copy the rest at ~10 bytes per ns.
-    let copy = datasize.saturating_sub(100) / 10;
-    let (wdef, rdef) = if pipe { (1_500 + copy, 1_500 + copy) } else { (2_500 + copy, 2_500 + copy) };
+    // The machine's cost of a write and a read that neither block nor wake
+    // anyone (calibrate measures them); blocking and waking are the
+    // scheduler's, charged where it pays them.
+    let (wdef, rdef) = sim.costs.msg_ns(pipe, datasize);
     let write_cost = h.write_cost.map_or(wdef, |d| d.0);
     let read_cost = h.read_cost.map_or(rdef, |d| d.0);
     // What a thread refills after a migration; hackbench's own data is a

@@ -307,6 +307,14 @@ pub struct CostSpec {
     pub rq_lock: Option<Duration>,
     /// The part of `migrate_task` done under the source runqueue's lock.
     pub rq_detach: Option<Duration>,
+    /// One 100-byte pipe write() that neither blocks nor wakes anyone.
+    pub msg_write_pipe: Option<Duration>,
+    /// One 100-byte pipe read() with data in the pipe.
+    pub msg_read_pipe: Option<Duration>,
+    /// One 100-byte unix stream socket write() that neither blocks nor wakes anyone.
+    pub msg_write_socket: Option<Duration>,
+    /// One 100-byte unix stream socket read() with data queued.
+    pub msg_read_socket: Option<Duration>,
 }
 
 /// `[scheduler]`: the class that runs the workloads and its tunables.
@@ -734,9 +742,11 @@ pub struct HackbenchSpec {
     pub cpus: Option<CpuList>,
     /// Nice value of the tasks.
     pub nice: Option<i32>,
-    /// CPU cost of one write / one read (defaults depend on ipc).
+    /// CPU cost of one write (default: the machine's `msg_write_pipe` or
+    /// `msg_write_socket` plus the copy beyond 100 bytes).
     pub write_cost: Option<Duration>,
-    /// CPU time a receiver spends per message.
+    /// CPU time a receiver spends per message (default: the machine's
+    /// `msg_read_pipe` or `msg_read_socket` plus the copy beyond 100 bytes).
     pub read_cost: Option<Duration>,
     /// Bytes each thread refills after a migration (default 0: none).
     pub working_set: Option<u64>,

@@ -155,6 +155,10 @@ pub fn build_with(s: &Scenario, file: &str, topo: Topology, ext: &dyn ExtLoader)
     set(&mut costs.xllc_msg_ns, &c.xllc_msg);
     set(&mut costs.rq_lock_ns, &c.rq_lock);
     set(&mut costs.rq_detach_ns, &c.rq_detach);
+    set(&mut costs.msg_write_pipe_ns, &c.msg_write_pipe);
+    set(&mut costs.msg_read_pipe_ns, &c.msg_read_pipe);
+    set(&mut costs.msg_write_socket_ns, &c.msg_write_socket);
+    set(&mut costs.msg_read_socket_ns, &c.msg_read_socket);
     let mut tunables = Tunables::default();
     if let Some(b) = &s.scheduler.rt_bandwidth {
         tunables.rt.rt_bandwidth = match b.as_str() {

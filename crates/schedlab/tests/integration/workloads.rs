@@ -14,6 +14,42 @@ fn hackbench_delivers_every_message_and_finishes() {
 }
 
 #[test]
+fn hackbench_charges_the_machines_message_costs() {
+    let hb = |ipc: &str, costs: &str| {
+        let (s, r) = run(&format!("duration = \"10s\"\n[machine]\npreset = \"2cpu\"\n{costs}[[workload]]\nkind = \"hackbench\"\ngroups = 1\nfds = 4\nloops = 50\nmode = \"threads\"\nipc = \"{ipc}\"\n"));
+        let runtime = |part: &str| s.tasks.iter().filter(|t| t.name.contains(part)).map(|t| t.stats.runtime_ns).sum::<u64>();
+        (r.workloads[0].makespan_ns.unwrap(), runtime("-s"), runtime("-r"))
+    };
+    // 4 senders x 4 receivers x 50 loops = 800 messages, each written and read once.
+    let msgs = 4 * 4 * 50;
+    let (base, sent, recvd) = hb("socket", "");
+    assert!(sent >= msgs * 2_500 && recvd >= msgs * 2_500, "{sent} {recvd}");
+    // The socket costs move the socket run only, writes and reads apart.
+    let (slow, sent_slow, recvd_slow) = hb("socket", "[machine.costs]\nmsg_write_socket = \"10us\"\nmsg_read_pipe = \"20us\"\n");
+    assert!(slow > base, "makespan {slow} not above {base}");
+    assert!(sent_slow >= msgs * 10_000, "{sent_slow}");
+    // msg_read_pipe (20 us) is not a socket's: it would be 16 ms of reads.
+    assert!(recvd_slow < msgs * 10_000, "{recvd_slow}");
+    let (fast, _, recvd_fast) = hb("socket", "[machine.costs]\nmsg_read_socket = \"300ns\"\n");
+    assert!(fast < base, "makespan {fast} not below {base}");
+    assert!(recvd_fast < msgs * 2_500, "{recvd_fast}");
+    // Pipes take the pipe costs; a workload's own write_cost still wins.
+    let (pipe, _, _) = hb("pipe", "[machine.costs]\nmsg_write_pipe = \"10us\"\nmsg_read_pipe = \"10us\"\n");
+    let (pipe_base, _, _) = hb("pipe", "");
+    assert!(pipe > pipe_base, "{pipe} {pipe_base}");
+    let (s, _) = run("duration = \"10s\"\n[machine]\npreset = \"2cpu\"\n[machine.costs]\nmsg_write_pipe = \"10us\"\n[[workload]]\nkind = \"hackbench\"\ngroups = 1\nfds = 2\nloops = 10\nipc = \"pipe\"\nwrite_cost = \"1us\"\n");
+    let sent: u64 = s.tasks.iter().filter(|t| t.name.contains("-s")).map(|t| t.stats.runtime_ns).sum();
+    assert!(sent < 2 * 2 * 10 * 10_000, "write_cost did not override the machine: senders ran {sent} ns");
+}
+
+#[test]
+fn message_cost_fields_reject_bad_durations_by_name() {
+    let text = "duration = \"1s\"\n[machine]\npreset = \"2cpu\"\n[machine.costs]\nmsg_read_socket = \"fast\"\n[[workload]]\nkind = \"hog\"\ncount = 1\n";
+    let e = schedlab::workload::scenario::Scenario::parse(text, "bad-costs.toml", &[]).expect_err("a bad duration parsed").to_string();
+    assert!(e.contains("bad-costs.toml") && e.contains("msg_read_socket"), "{e}");
+}
+
+#[test]
 fn cyclictest_on_idle_machine_pays_only_the_wakeup_path() {
     let (_, r) = run("duration = \"1s\"\n[machine]\npreset = \"2cpu\"\ncstates = false\n[[workload]]\nkind = \"cyclictest\"\npriority = 99\ninterval = \"1ms\"\n");
     let l = r.workloads[0].latency.as_ref().unwrap();
