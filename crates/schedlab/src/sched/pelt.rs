@@ -220,7 +220,6 @@ fn update_load_avg(sa: &mut SchedAvg, load: u64) {
 /// `last_update_time` is in ns; sums and `period_contrib` are in PELT units
 /// (see the module docs for the scaling of each field).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C)]
 pub struct SchedAvg {
     /// Load average (same units as the weight).
     pub load_avg: u64,
