@@ -110,12 +110,11 @@ pub enum BusyClock {
 
 /// This thread's schedstat and /proc sched counters.
 fn read_counters() -> Counters {
-    let mut c = Counters::default();
     // The run time from the thread's CPU clock, not schedstat's: schedstat
     // shows sum_exec_runtime as of the last update_curr(), so a thread that
     // ran its whole program in one turn without a tick (a hackbench sender
     // whose writes are its only work) read 0 ns before and after.
-    c.runtime_ns = sys::thread_cpu_ns();
+    let mut c = Counters { runtime_ns: sys::thread_cpu_ns(), ..Counters::default() };
     if let Ok(s) = std::fs::read_to_string("/proc/thread-self/schedstat") {
         let v: Vec<u64> = s.split_whitespace().filter_map(|x| x.parse().ok()).collect();
         c.wait_ns = v.get(1).copied().unwrap_or(0);
