@@ -68,29 +68,29 @@ fn busy(ns: u64, spin_per_us: u64, deadline: u64, seen: Option<&Slot>, clock: Bu
         }
         let left = target - now_cpu;
         match clock {
-            BusyClock::Poll => {
-                if let Some(s) = seen {
-                    s.saw_cpu(sys::current_cpu());
-                }
-                // At most 20 us between clock reads, so a long Run still
-                // notices the deadline and a short one does not overshoot much.
-                spin((left.min(20_000) * spin_per_us / 1000).max(1));
-            }
+            BusyClock::Poll => spin_chunk(left, spin_per_us, seen),
             BusyClock::Sparse => {
                 let until = (now + left).min(deadline);
                 loop {
-                    if let Some(s) = seen {
-                        s.saw_cpu(sys::current_cpu());
-                    }
                     let now = sys::now_ns();
                     if now >= until {
                         break;
                     }
-                    spin(((until - now).min(20_000) * spin_per_us / 1000).max(1));
+                    spin_chunk(until - now, spin_per_us, seen);
                 }
             }
         }
     }
+}
+
+/// Notes the CPU in `seen` and spins for `ns`, at most 20 us: a long Run
+/// still looks at its clocks (and the deadline) often, and a short one does
+/// not overshoot much.
+fn spin_chunk(ns: u64, spin_per_us: u64, seen: Option<&Slot>) {
+    if let Some(s) = seen {
+        s.saw_cpu(sys::current_cpu());
+    }
+    spin((ns.min(20_000) * spin_per_us / 1000).max(1));
 }
 
 /// How [`busy`] measures the CPU time a `Run` has used.

@@ -341,22 +341,21 @@ impl Sim {
         cpu
     }
 
-    fn group_stats(&self, group: &[u32]) -> GroupStats {
+    fn group_stats(&self, group: &[Cpu]) -> GroupStats {
         let mut s = GroupStats::default();
         for &c in group {
-            let c = c as usize;
-            let rq = self.rq(c as Cpu);
+            let rq = self.rq(c);
             s.load += rq.cfs.avg.load_avg;
-            s.util += self.cpu_util(c as Cpu);
+            s.util += self.cpu_util(c);
             s.runnable += rq.cfs.avg.runnable_avg;
             s.nr_running += rq.nr_running;
             s.h_nr_running += rq.cfs.h_nr_runnable;
-            if self.idle_cpu(c as Cpu) {
+            if self.idle_cpu(c) {
                 s.idle_cpus += 1;
             }
             s.weight += 1;
             // The core's lowest-numbered sibling (validated: thread 0).
-            if self.topo.cpus[c].thread == 0 {
+            if self.topo.cpus[c as usize].thread == 0 {
                 s.cores += 1;
             }
         }
@@ -376,7 +375,7 @@ impl Sim {
             }
             let s = self.group_stats(g.cpus);
             let ty = s.classify(pct);
-            if g.cpus.binary_search(&this_cpu).is_ok() {
+            if g.contains(this_cpu) {
                 local = Some((ty, s));
                 continue;
             }
@@ -611,7 +610,7 @@ impl Sim {
             let s = self.group_stats(g.cpus);
             total_load += s.load;
             total_cap += s.capacity;
-            if g.cpus.binary_search(&cpu).is_ok() {
+            if g.contains(cpu) {
                 local = s;
                 continue;
             }

@@ -143,6 +143,11 @@ pub struct Group<'a> {
 }
 
 impl Group<'_> {
+    /// Whether `cpu` is in the group.
+    pub fn contains(&self, cpu: u32) -> bool {
+        self.cpus.binary_search(&cpu).is_ok()
+    }
+
     /// Whether the group shares a CPU with `m`, by whichever is shorter:
     /// its CPU list or the mask's words.
     pub fn intersects(&self, m: &CpuMask) -> bool {
