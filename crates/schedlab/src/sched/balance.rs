@@ -241,15 +241,23 @@ impl Sim {
             .find(|&c| c != prev && self.allowed_idle(p, c))
     }
 
-    /// SIS_UTIL: the number of CPUs worth scanning drops quadratically with
-    /// LLC utilisation and reaches zero around 85% (1 / imbalance_pct).
-    fn sis_util_nr_scan(&self, llc_span: &CpuMask, pct: u64) -> u32 {
-        let weight = llc_span.weight() as u64;
-        let sum_util: u64 = llc_span.iter().map(|c| self.cpu_util(c as Cpu)).sum();
-        let x = sum_util / weight.max(1);
-        let t = x * pct / 100;
-        let y = SCHED_CAPACITY_SCALE.saturating_sub(t * t / SCHED_CAPACITY_SCALE);
-        (weight * y / SCHED_CAPACITY_SCALE) as u32
+    /// update_idle_cpu_scan(): SIS_UTIL's scan budget for the LLC, from the
+    /// utilisation a balance of the LLC's domain just summed. The number of
+    /// CPUs worth scanning drops quadratically with the LLC's average
+    /// utilisation and reaches zero around 85 % (1 / imbalance_pct).
+    fn update_idle_cpu_scan(&self, cpu: Cpu, sd: &SchedDomain, sum_util: u64, idle: IdleType) {
+        if !self.features.on(Feature::SIS_UTIL) || idle == IdleType::NewlyIdle {
+            return;
+        }
+        let llc_weight = self.topo.llc_size(cpu as usize) as u64;
+        if sd.span_weight as u64 != llc_weight {
+            return;
+        }
+        let x = sum_util / llc_weight.max(1);
+        let pct = sd.imbalance_pct as u64;
+        let tmp = (x * x * pct * pct / (10_000 * SCHED_CAPACITY_SCALE)).min(SCHED_CAPACITY_SCALE);
+        let y = (SCHED_CAPACITY_SCALE - tmp) * llc_weight / SCHED_CAPACITY_SCALE;
+        self.llc_nr_idle_scan[self.topo.llc_of(cpu as usize)].set(y as u32);
     }
 
     /// select_idle_cpu(): scan the LLC from target+1 for an idle core or CPU.
@@ -257,12 +265,10 @@ impl Sim {
         let llc = self.topo.llc_of(target as usize);
         let span = self.topo.llc_span[llc].and(&self.task(p).cpus_allowed);
         let mut nr = u32::MAX;
-        if !has_idle_core && self.features.on(Feature::SIS_UTIL) {
-            let pct = self.domains[target as usize]
-                .iter()
-                .find(|d| d.level == crate::sched::topology::DomainLevel::Mc)
-                .map_or(117, |d| d.imbalance_pct as u64);
-            nr = self.sis_util_nr_scan(&self.topo.llc_span[llc].clone(), pct);
+        if self.features.on(Feature::SIS_UTIL) {
+            // The budget the last balance of the LLC left (none left: an
+            // overloaded LLC is unlikely to have an idle CPU or core).
+            nr = self.llc_nr_idle_scan[llc].get();
             if nr == 0 {
                 return None;
             }
@@ -605,11 +611,12 @@ impl Sim {
         let pct = sd.imbalance_pct as u64;
         let mut local = GroupStats::default();
         let mut busiest: Option<(GroupType, GroupStats, Group<'_>)> = None;
-        let (mut total_load, mut total_cap) = (0u64, 0u64);
+        let (mut total_load, mut total_cap, mut sum_util) = (0u64, 0u64, 0u64);
         for g in sd.groups.groups() {
             let s = self.group_stats(g.cpus);
             total_load += s.load;
             total_cap += s.capacity;
+            sum_util += s.util;
             if g.contains(cpu) {
                 local = s;
                 continue;
@@ -633,6 +640,7 @@ impl Sim {
                 busiest = Some((ty, s, g));
             }
         }
+        self.update_idle_cpu_scan(cpu, sd, sum_util, idle);
         let (bty, bs, bgroup) = busiest?;
         let lty = local.classify(pct);
         if lty > bty {

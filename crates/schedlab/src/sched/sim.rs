@@ -70,6 +70,12 @@ pub struct Sim {
     pub irq_ctx: IrqCtx,
     /// Per-LLC "has idle cores" hint (sd_llc_shared->has_idle_cores).
     pub(crate) llc_has_idle_cores: Vec<bool>,
+    /// Per-LLC SIS_UTIL scan budget (sd_llc_shared->nr_idle_scan): how many
+    /// CPUs select_idle_cpu() may look at. Refreshed by update_idle_cpu_scan()
+    /// when a balance of the LLC's domain gathers its statistics; it starts at
+    /// what an idle LLC's balance writes (the LLC's size), as on a machine
+    /// that ran before the scenario began.
+    pub(crate) llc_nr_idle_scan: Vec<std::cell::Cell<u32>>,
     /// Nohz idle balancing state (fair.c's `nohz`).
     pub(crate) nohz: Nohz,
     /// The root domain's balancing state (`struct root_domain`).
@@ -125,6 +131,7 @@ impl Sim {
             })
             .collect();
         let nr_llcs = topo.nr_llcs();
+        let llc_nr_idle_scan = topo.llc_span.iter().map(|s| std::cell::Cell::new(s.weight() as u32)).collect();
         Sim {
             engine: Engine::with_cpus(n),
             nohz: Nohz { idle_cpus: CpuMask::full(n), next_balance: 0 },
@@ -148,6 +155,7 @@ impl Sim {
             this_cpu: 0,
             irq_ctx: IrqCtx::Task,
             llc_has_idle_cores: vec![true; nr_llcs],
+            llc_nr_idle_scan,
             rd: RootDomain::default(),
             next_tgid: 1,
             thread_groups: std::collections::BTreeMap::new(),
