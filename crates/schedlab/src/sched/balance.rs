@@ -263,7 +263,6 @@ impl Sim {
     /// select_idle_cpu(): scan the LLC from target+1 for an idle core or CPU.
     fn select_idle_cpu(&mut self, p: TaskId, target: Cpu, has_idle_core: bool) -> Option<Cpu> {
         let llc = self.topo.llc_of(target as usize);
-        let span = self.topo.llc_span[llc].and(&self.task(p).cpus_allowed);
         let mut nr = u32::MAX;
         if self.features.on(Feature::SIS_UTIL) {
             // The budget the last balance of the LLC left (none left: an
@@ -276,11 +275,15 @@ impl Sim {
         let start = (target as usize + 1) % self.nr_cpus();
         let mut scanned = 0u64;
         let mut idle_cpu = None;
-        let mut seen_cores = CpuMask::new(self.nr_cpus());
+        // The LLC's span & the task's CPUs, walked without building the
+        // intersection (a task allowed everywhere skips the mask test).
+        let llc_span = &self.topo.llc_span[llc];
+        let in_span = |c: usize| llc_span.test(c) && self.task(p).allowed_on(c);
+        let mut seen_cores = has_idle_core.then(|| CpuMask::new(self.nr_cpus()));
         let mut found = None;
-        for c in span.iter_wrap(start) {
+        for c in llc_span.iter_wrap(start).filter(|&c| self.task(p).allowed_on(c)) {
             scanned += 1;
-            if has_idle_core {
+            if let Some(seen_cores) = seen_cores.as_mut() {
                 if seen_cores.test(c) {
                     continue;
                 }
@@ -289,7 +292,7 @@ impl Sim {
                 let mut all_idle = true;
                 for s in sib.iter() {
                     if self.idle_cpu(s as Cpu) {
-                        if idle_cpu.is_none() && span.test(s) {
+                        if idle_cpu.is_none() && in_span(s) {
                             idle_cpu = Some(s as Cpu);
                         }
                     } else {

@@ -45,7 +45,7 @@ use std::rc::Rc;
 
 use hdrhistogram::Histogram;
 
-use crate::machine::cpumask::CpuMask;
+use crate::machine::cpumask::{CpuMask, SummaryMask};
 use crate::engine::{Cpu, TaskId};
 use crate::engine::time::Ns;
 
@@ -366,10 +366,11 @@ impl Default for ScxStats {
 /// The built-in idle masks (`scx_idle_masks`), global and per node.
 #[derive(Clone, Debug)]
 pub struct IdleMasks {
-    /// Idle CPUs.
-    pub cpu: CpuMask,
+    /// Idle CPUs (with a summary of its non-empty words: a search on a
+    /// busy large machine skips the words without idle CPUs).
+    pub cpu: SummaryMask,
     /// CPUs whose whole core is idle.
-    pub smt: CpuMask,
+    pub smt: SummaryMask,
     /// C copies handed to schedulers by scx_bpf_get_idle_*mask().
     pub cpu_c: CpumaskC,
     /// The C copy of `smt`.
@@ -497,8 +498,8 @@ impl ScxSched {
     /// The state before any scheduler is loaded.
     pub fn new(nr_cpus: usize, nr_nodes: usize) -> Self {
         let empty = IdleMasks {
-            cpu: CpuMask::new(nr_cpus),
-            smt: CpuMask::new(nr_cpus),
+            cpu: SummaryMask::new(nr_cpus),
+            smt: SummaryMask::new(nr_cpus),
             cpu_c: CpumaskC::default(),
             smt_c: CpumaskC::default(),
         };
