@@ -202,51 +202,56 @@ impl Ord for Entry {
 /// No pending step in a slot.
 const NO_KEY: u128 = u128::MAX;
 
-/// Per-CPU timers: a tournament tree whose leaves are the CPUs'
-/// (time, seq) keys and whose inner nodes hold the least key below them
-/// with its CPU. Re-arming or cancelling a slot costs O(log CPUs) at most,
-/// and stops as soon as a node comes out unchanged.
+/// Per-CPU timers: a tournament (winner) tree over the CPUs' (time, seq)
+/// keys. Each inner node holds the slot with the least key below it (ties
+/// to the left); the keys live once, per slot. Re-arming or cancelling a
+/// slot replays its path to the root, one sibling comparison per level,
+/// and stops at the first node whose winner is another slot and did not
+/// change.
 #[derive(Debug, Default)]
 struct CpuTimers {
-    /// `nodes[k]` for k in 1..n: the least (key, slot) below node k;
-    /// `nodes[n + i]`: slot i's own key. Padded to a power of two.
-    nodes: Vec<(u128, u32)>,
+    /// Each slot's key (NO_KEY: disarmed). Padded to a power of two.
+    keys: Vec<u128>,
+    /// `win[k]` for k in 1..n: the winning slot below node k, where node k's
+    /// children are 2k and 2k+1 and node n + i is slot i's leaf.
+    win: Vec<u32>,
     /// The generation each armed slot's event carries (step timers).
     gens: Vec<u32>,
+    /// A slot whose event was just popped but whose key is still in the
+    /// tree: the handler usually re-arms the same slot (the next step of
+    /// the task, the next tick), and then one walk up the tree does both.
+    /// Cleared for real before the tree is read again ([`settle`](Self::settle)).
+    popped: Option<usize>,
 }
 
 impl CpuTimers {
     fn new(cpus: usize) -> Self {
         let n = cpus.max(1).next_power_of_two();
-        let mut nodes = vec![(NO_KEY, 0); 2 * n];
-        for (i, leaf) in nodes[n..].iter_mut().enumerate() {
-            leaf.1 = i as u32;
+        let mut win = vec![0u32; n];
+        // Every key is NO_KEY: each node's winner is its leftmost slot.
+        for (k, w) in win.iter_mut().enumerate().skip(1) {
+            let mut leftmost = k;
+            while leftmost < n {
+                leftmost *= 2;
+            }
+            *w = (leftmost - n) as u32;
         }
-        for k in (1..n).rev() {
-            nodes[k] = Self::least(nodes[2 * k], nodes[2 * k + 1]);
-        }
-        CpuTimers { nodes, gens: vec![0; n] }
-    }
-
-    #[inline]
-    fn least(a: (u128, u32), b: (u128, u32)) -> (u128, u32) {
-        if b.0 < a.0 {
-            b
-        } else {
-            a
-        }
+        CpuTimers { keys: vec![NO_KEY; n], win, gens: vec![0; n], popped: None }
     }
 
     /// How many slots (CPUs, padded to a power of two); 0 without timers.
     #[inline]
     fn slots(&self) -> usize {
-        self.nodes.len() / 2
+        self.keys.len()
     }
 
     /// The key slot `slot` holds (NO_KEY when disarmed).
     #[inline]
     fn key(&self, slot: usize) -> u128 {
-        self.nodes[self.slots() + slot].0
+        if self.popped == Some(slot) {
+            return NO_KEY;
+        }
+        self.keys[slot]
     }
 
     /// Slots holding a key.
@@ -254,26 +259,59 @@ impl CpuTimers {
         (0..self.slots()).filter(|&i| self.key(i) != NO_KEY).count()
     }
 
+    /// Takes the earliest slot's key out: it reads as disarmed from now on,
+    /// and leaves the tree when the slot is re-armed or the tree is next read.
     #[inline]
-    fn set(&mut self, slot: usize, key: u128) {
-        let mut k = self.slots() + slot;
-        self.nodes[k].0 = key;
-        while k > 1 {
-            k /= 2;
-            let m = Self::least(self.nodes[2 * k], self.nodes[2 * k + 1]);
-            if self.nodes[k] == m {
-                break;
-            }
-            self.nodes[k] = m;
+    fn pop_first(&mut self, slot: usize) {
+        debug_assert!(self.popped.is_none(), "pop_first() on an unsettled tree");
+        self.popped = Some(slot);
+    }
+
+    /// Clears the popped slot's key if it was not re-armed.
+    #[inline]
+    fn settle(&mut self) {
+        if let Some(slot) = self.popped.take() {
+            self.set(slot, NO_KEY);
         }
     }
 
-    /// The slot with the earliest key, if any is armed.
+    #[inline]
+    fn set(&mut self, slot: usize, key: u128) {
+        if self.popped == Some(slot) {
+            self.popped = None;
+        }
+        let n = self.keys.len();
+        self.keys[slot] = key;
+        let (mut node, mut cand, mut cand_key) = (n + slot, slot as u32, key);
+        while node > 1 {
+            let sib = node ^ 1;
+            let other = if sib >= n { (sib - n) as u32 } else { self.win[sib] };
+            let other_key = self.keys[other as usize];
+            // The left child wins ties.
+            let cand_wins = if node & 1 == 0 { cand_key <= other_key } else { cand_key < other_key };
+            if !cand_wins {
+                (cand, cand_key) = (other, other_key);
+            }
+            node /= 2;
+            if self.win[node] == cand && cand as usize != slot {
+                break;
+            }
+            self.win[node] = cand;
+        }
+    }
+
+    /// The slot with the earliest key, if any is armed (on a settled tree).
     #[inline]
     fn first(&self) -> Option<(usize, u128)> {
-        // The root (for a single CPU, its leaf).
-        let (key, slot) = *self.nodes.get(1)?;
-        (key != NO_KEY).then_some((slot as usize, key))
+        debug_assert!(self.popped.is_none(), "first() on an unsettled tree");
+        let n = self.keys.len();
+        let slot = match n {
+            0 => return None,
+            1 => 0,
+            _ => self.win[1] as usize,
+        };
+        let key = self.keys[slot];
+        (key != NO_KEY).then_some((slot, key))
     }
 }
 
@@ -339,17 +377,19 @@ impl Engine {
     /// Pops the next event, advancing the clock to it.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ns, Event)> {
+        self.steps.settle();
+        self.ticks.settle();
         let heap = self.heap.peek().map_or(NO_KEY, |e| e.key);
         let (step, tick) = (self.steps.first(), self.ticks.first());
         let step_key = step.map_or(NO_KEY, |x| x.1);
         let tick_key = tick.map_or(NO_KEY, |x| x.1);
         let e = if step_key < heap && step_key < tick_key {
             let cpu = step?.0;
-            self.steps.set(cpu, NO_KEY);
+            self.steps.pop_first(cpu);
             Entry { key: step_key, event: Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] } }
         } else if tick_key < heap {
             let cpu = tick?.0;
-            self.ticks.set(cpu, NO_KEY);
+            self.ticks.pop_first(cpu);
             Entry { key: tick_key, event: Event::Tick { cpu: cpu as Cpu } }
         } else {
             self.heap.pop()?
@@ -377,7 +417,9 @@ impl Engine {
     }
 
     /// Time of the next pending event.
-    pub fn peek_time(&self) -> Option<Ns> {
+    pub fn peek_time(&mut self) -> Option<Ns> {
+        self.steps.settle();
+        self.ticks.settle();
         let key = |t: &CpuTimers| t.first().map(|(_, key)| (key >> 64) as Ns);
         let heap = self.heap.peek().map(|e| e.time());
         [key(&self.steps), key(&self.ticks), heap].into_iter().flatten().min()
@@ -516,25 +558,34 @@ mod tests {
     /// same live events come out at the same times in the same order.
     #[test]
     fn cpu_timers_match_a_heap_with_stale_entries() {
-        let cpus = 37;
+        for (cpus, seed) in [(37, 11), (1, 3), (2, 4), (128, 5), (1000, 6)] {
+            timers_against_the_heap(cpus, seed);
+        }
+    }
+
+    fn timers_against_the_heap(cpus: usize, seed: u64) {
         let mut e = Engine::with_cpus(cpus);
         let mut old = Engine::new();
         let mut gens = vec![0u32; cpus];
         let mut live: Vec<Option<u32>> = vec![None; cpus];
         let mut tick_pending = vec![false; cpus];
-        let mut r = crate::engine::rng::Rng::new(11, crate::engine::rng::Stream::Scheduler);
+        let mut r = crate::engine::rng::Rng::new(seed, crate::engine::rng::Stream::Scheduler);
         let mut now = 0;
+        // The reference's clock: it also pops the stale entries, and when
+        // only stale ones are left it runs ahead of the engine's; times
+        // are clamped to it so that both clamp alike.
+        let mut floor = 0;
         for round in 0..50_000u32 {
             let cpu = r.below(cpus as u64) as usize;
             match r.below(6) {
                 0 => {
-                    let at = now + r.below(40);
+                    let at = (now + r.below(40)).max(floor);
                     e.schedule(at, Event::Ipi { cpu: cpu as Cpu });
                     old.schedule(at, Event::Ipi { cpu: cpu as Cpu });
                 }
                 // A CPU has at most one tick pending.
                 5 if !tick_pending[cpu] => {
-                    let at = now + r.below(60);
+                    let at = (now + r.below(60)).max(floor);
                     tick_pending[cpu] = true;
                     e.schedule(at, Event::Tick { cpu: cpu as Cpu });
                     old.schedule(at, Event::Tick { cpu: cpu as Cpu });
@@ -549,6 +600,7 @@ mod tests {
                     gens[cpu] += 1;
                     // Now and then in the past: it fires at once.
                     let at = (now + r.below(100)).saturating_sub(5);
+                    let at = if floor > now { at.max(floor) } else { at };
                     live[cpu] = Some(gens[cpu]);
                     e.set_step(cpu as Cpu, Some(at), gens[cpu]);
                     old.schedule(at, Event::StepDone { cpu: cpu as Cpu, gen: gens[cpu] });
@@ -557,18 +609,43 @@ mod tests {
             if round % 2 == 0 {
                 let got = e.pop();
                 let want = loop {
-                    match old.pop() {
+                    let next = old.pop();
+                    if let Some((t, _)) = next {
+                        floor = t;
+                    }
+                    match next {
                         Some((_, Event::StepDone { cpu, gen })) if live[cpu as usize] != Some(gen) => continue,
                         other => break other,
                     }
                 };
-                assert_eq!(got, want, "round {round}");
+                assert_eq!(got, want, "{cpus} CPUs, round {round}");
                 if let Some((t, ev)) = got {
                     now = t;
                     match ev {
                         Event::StepDone { cpu, .. } => live[cpu as usize] = None,
                         Event::Tick { cpu } => tick_pending[cpu as usize] = false,
                         _ => {}
+                    }
+                    // Mostly, the handler re-arms the CPU whose event fired
+                    // (its next step, its next tick) before anything pops.
+                    if let Event::StepDone { cpu, .. } | Event::Tick { cpu } = ev {
+                        let c = cpu as usize;
+                        match r.below(3) {
+                            0 if !tick_pending[c] => {
+                                let at = (now + r.below(60)).max(floor);
+                                tick_pending[c] = true;
+                                e.schedule(at, Event::Tick { cpu });
+                                old.schedule(at, Event::Tick { cpu });
+                            }
+                            1 => {
+                                gens[c] += 1;
+                                let at = (now + r.below(100)).max(floor);
+                                live[c] = Some(gens[c]);
+                                e.set_step(cpu, Some(at), gens[c]);
+                                old.schedule(at, Event::StepDone { cpu, gen: gens[c] });
+                            }
+                            _ => {}
+                        }
                     }
                 }
             }
