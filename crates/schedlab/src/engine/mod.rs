@@ -203,8 +203,8 @@ impl Ord for Entry {
 const NO_KEY: u128 = u128::MAX;
 
 /// Per-CPU timers: a tournament (winner) tree over the CPUs' (time, seq)
-/// keys. Each inner node holds the slot with the least key below it (ties
-/// to the left); the keys live once, per slot. Re-arming or cancelling a
+/// keys. Each inner node holds the slot with the least key below it; the
+/// keys live once, per slot. Re-arming or cancelling a
 /// slot replays its path to the root, one sibling comparison per level,
 /// and stops at the first node whose winner is another slot and did not
 /// change.
@@ -212,31 +212,32 @@ const NO_KEY: u128 = u128::MAX;
 struct CpuTimers {
     /// Each slot's key (NO_KEY: disarmed). Padded to a power of two.
     keys: Vec<u128>,
-    /// `win[k]` for k in 1..n: the winning slot below node k, where node k's
-    /// children are 2k and 2k+1 and node n + i is slot i's leaf.
+    /// `win[k]`: the winning slot below node k, where node k's children are
+    /// 2k and 2k+1 and node n + i is slot i's leaf (`win[n + i] = i`).
     win: Vec<u32>,
     /// The generation each armed slot's event carries (step timers).
     gens: Vec<u32>,
-    /// A slot whose event was just popped but whose key is still in the
-    /// tree: the handler usually re-arms the same slot (the next step of
-    /// the task, the next tick), and then one walk up the tree does both.
-    /// Cleared for real before the tree is read again ([`settle`](Self::settle)).
-    popped: Option<usize>,
+    /// Keys set since the tree was last read, not yet walked into it:
+    /// a handler often sets one CPU's step more than once (a switch, then
+    /// the first step of the task switched in) and re-arms the CPU whose
+    /// step or tick just popped; only each slot's last key is walked, when
+    /// the tree is next read ([`settle`](Self::settle)). The tree's content
+    /// depends on the keys only, so the order of the walks does not matter.
+    pending: Vec<(usize, u128)>,
 }
 
 impl CpuTimers {
     fn new(cpus: usize) -> Self {
         let n = cpus.max(1).next_power_of_two();
-        let mut win = vec![0u32; n];
-        // Every key is NO_KEY: each node's winner is its leftmost slot.
-        for (k, w) in win.iter_mut().enumerate().skip(1) {
-            let mut leftmost = k;
-            while leftmost < n {
-                leftmost *= 2;
-            }
-            *w = (leftmost - n) as u32;
+        let mut win = vec![0u32; 2 * n];
+        for (i, leaf) in win[n..].iter_mut().enumerate() {
+            *leaf = i as u32;
         }
-        CpuTimers { keys: vec![NO_KEY; n], win, gens: vec![0; n], popped: None }
+        // Every key is NO_KEY: any slot below a node may stand for it.
+        for k in (1..n).rev() {
+            win[k] = win[2 * k];
+        }
+        CpuTimers { keys: vec![NO_KEY; n], win, gens: vec![0; n], pending: Vec::new() }
     }
 
     /// How many slots (CPUs, padded to a power of two); 0 without timers.
@@ -248,10 +249,10 @@ impl CpuTimers {
     /// The key slot `slot` holds (NO_KEY when disarmed).
     #[inline]
     fn key(&self, slot: usize) -> u128 {
-        if self.popped == Some(slot) {
-            return NO_KEY;
+        match self.pending.iter().find(|p| p.0 == slot) {
+            Some(&(_, key)) => key,
+            None => self.keys[slot],
         }
-        self.keys[slot]
     }
 
     /// Slots holding a key.
@@ -259,51 +260,53 @@ impl CpuTimers {
         (0..self.slots()).filter(|&i| self.key(i) != NO_KEY).count()
     }
 
-    /// Takes the earliest slot's key out: it reads as disarmed from now on,
-    /// and leaves the tree when the slot is re-armed or the tree is next read.
-    #[inline]
-    fn pop_first(&mut self, slot: usize) {
-        debug_assert!(self.popped.is_none(), "pop_first() on an unsettled tree");
-        self.popped = Some(slot);
-    }
-
-    /// Clears the popped slot's key if it was not re-armed.
-    #[inline]
-    fn settle(&mut self) {
-        if let Some(slot) = self.popped.take() {
-            self.set(slot, NO_KEY);
-        }
-    }
-
+    /// Sets slot `slot`'s key (NO_KEY disarms it), to be walked into the
+    /// tree when it is next read.
     #[inline]
     fn set(&mut self, slot: usize, key: u128) {
-        if self.popped == Some(slot) {
-            self.popped = None;
+        match self.pending.iter_mut().find(|p| p.0 == slot) {
+            Some(p) => p.1 = key,
+            None => self.pending.push((slot, key)),
         }
+    }
+
+    /// Walks the pending keys into the tree.
+    #[inline]
+    fn settle(&mut self) {
+        while let Some((slot, key)) = self.pending.pop() {
+            self.walk(slot, key);
+        }
+    }
+
+    /// Stores `key` for `slot` and replays its path to the root.
+    fn walk(&mut self, slot: usize, key: u128) {
         let n = self.keys.len();
+        if self.keys[slot] == key {
+            return;
+        }
         self.keys[slot] = key;
+        let (keys, win) = (&self.keys[..], &mut self.win[..]);
         let (mut node, mut cand, mut cand_key) = (n + slot, slot as u32, key);
         while node > 1 {
-            let sib = node ^ 1;
-            let other = if sib >= n { (sib - n) as u32 } else { self.win[sib] };
-            let other_key = self.keys[other as usize];
-            // The left child wins ties.
-            let cand_wins = if node & 1 == 0 { cand_key <= other_key } else { cand_key < other_key };
-            if !cand_wins {
+            // Keys are unique but for NO_KEY, and which disarmed slot
+            // stands for a disarmed subtree does not matter.
+            let other = win[node ^ 1];
+            let other_key = keys[other as usize];
+            if other_key < cand_key {
                 (cand, cand_key) = (other, other_key);
             }
             node /= 2;
-            if self.win[node] == cand && cand as usize != slot {
+            if win[node] == cand && cand as usize != slot {
                 break;
             }
-            self.win[node] = cand;
+            win[node] = cand;
         }
     }
 
     /// The slot with the earliest key, if any is armed (on a settled tree).
     #[inline]
     fn first(&self) -> Option<(usize, u128)> {
-        debug_assert!(self.popped.is_none(), "first() on an unsettled tree");
+        debug_assert!(self.pending.is_empty(), "first() on an unsettled tree");
         let n = self.keys.len();
         let slot = match n {
             0 => return None,
@@ -385,11 +388,11 @@ impl Engine {
         let tick_key = tick.map_or(NO_KEY, |x| x.1);
         let e = if step_key < heap && step_key < tick_key {
             let cpu = step?.0;
-            self.steps.pop_first(cpu);
+            self.steps.set(cpu, NO_KEY);
             Entry { key: step_key, event: Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] } }
         } else if tick_key < heap {
             let cpu = tick?.0;
-            self.ticks.pop_first(cpu);
+            self.ticks.set(cpu, NO_KEY);
             Entry { key: tick_key, event: Event::Tick { cpu: cpu as Cpu } }
         } else {
             self.heap.pop()?
