@@ -42,10 +42,6 @@ impl Sim {
         }
     }
 
-    fn idle_masks_for(&self, cpu: usize) -> &crate::sched::ext::IdleMasks {
-        self.scx.idle_masks(self.scx_cpu_node_if_enabled(cpu))
-    }
-
     /// scx_idle_test_and_clear_cpu(): claim an idle CPU. Claiming one CPU
     /// of a core also takes the core out of the SMT mask.
     pub(crate) fn scx_test_and_clear_idle(&mut self, cpu: Cpu) -> bool {
@@ -157,42 +153,50 @@ impl Sim {
         r
     }
 
+    /// The body of scx_select_cpu_dfl() (7.3), in its order: a
+    /// synchronous wakeup's prev or waker CPU; with SMT, prev's whole idle
+    /// core, then an idle core in prev's LLC, node, anywhere; prev; prev's
+    /// idle SMT sibling; an idle CPU in prev's LLC, node, anywhere. The LLC
+    /// and node steps run only where the static keys enable them (an LLC
+    /// that spans every CPU adds nothing to the last step). Nothing idle:
+    /// prev, not claimed.
     fn select_cpu_dfl_in(&mut self, prev: Cpu, wake_flags: u64, allowed: &CpuMask, flags: u64) -> (Cpu, bool) {
         let this = self.this_cpu;
         let pc = prev as usize;
         let prev_ok = allowed.test(pc);
-        let fallback = if prev_ok { prev } else { allowed.first().unwrap_or(pc) as Cpu };
         self.scx.cost_acc += self.costs.scan_cpu_ns * 4;
-        if !prev_ok {
-            // prev is not usable: skip the topology steps and search from
-            // the waker's node.
-            let node = self.scx_cpu_node_if_enabled(this as usize);
-            return match self.scx_pick_idle(allowed, flags, node) {
-                Some(c) => (c, true),
-                None => (fallback, false),
-            };
-        }
         let node = self.scx_cpu_node_if_enabled(pc);
         // The LLC and node searches look in `allowed` within these spans
         // (shared, not copied: no mask is built per wakeup).
-        let llc = std::sync::Arc::clone(&self.scx.llc_masks[self.topo.llc_of(pc)]);
-        let node_span = std::sync::Arc::clone(&self.scx.node_masks[self.topo.node_of(pc)]);
-        let spans = [&*llc, &*node_span];
-        // A synchronous wakeup from a CPU that shares the cache: the waker's
-        // CPU, if its local DSQ is empty and nothing else waits there.
-        if wake_flags & (wf::SYNC as u64) != 0 && allowed.test(this as usize) && llc.test(this as usize) {
+        let llc = self.scx.selcpu_topo_llc.then(|| std::sync::Arc::clone(&self.scx.llc_masks[self.topo.llc_of(pc)]));
+        let numa = self.scx.selcpu_topo_numa.then(|| std::sync::Arc::clone(&self.scx.node_masks[self.topo.node_of(pc)]));
+        let spans = [llc.as_deref(), numa.as_deref()];
+        if wake_flags & (wf::SYNC as u64) != 0 {
+            // The waker's CPU shares the cache with an idle prev: no migration.
+            if prev_ok && self.topo.cpus_share_cache(this as usize, pc) && self.scx_test_and_clear_idle(prev) {
+                return (prev, true);
+            }
+            // The waker's local DSQ is empty and some CPU idles: the
+            // waker's CPU (claimed if idle, taken either way).
+            let waker_node = self.scx_cpu_node_if_enabled(this as usize);
+            let exiting = self.rq(this).curr.is_some_and(|w| self.task(w).state == crate::sched::task::TaskState::Dead);
             let local = self.scx.local(this);
-            if self.scx.dsqs[local as usize].nr() == 0 && self.rq(this).nr_running <= 1 {
+            if !exiting
+                && self.scx.dsqs[local as usize].nr() == 0
+                && (flags & pick_idle_flags::IN_NODE == 0 || waker_node == node)
+                && !self.scx.idle_masks(waker_node).cpu.is_empty()
+                && allowed.test(this as usize)
+            {
+                self.scx_test_and_clear_idle(this);
                 return (this, true);
             }
         }
         if self.scx.smt_active {
-            // A whole idle core: prev's core first, then the LLC, node, anywhere.
-            let prev_core_idle = self.idle_masks_for(pc).smt.test(pc);
-            if prev_core_idle && self.scx_test_and_clear_idle(prev) {
+            // A whole idle core: prev's, then in the LLC, node, anywhere.
+            if prev_ok && self.scx.idle_masks(node).smt.test(pc) && self.scx_test_and_clear_idle(prev) {
                 return (prev, true);
             }
-            for span in spans {
+            for span in spans.into_iter().flatten() {
                 if let Some(c) = self.pick_idle_cpu_in_node_and(allowed, Some(span), node, pick_idle_flags::CORE) {
                     return (c, true);
                 }
@@ -201,20 +205,30 @@ impl Sim {
                 return (c, true);
             }
             if flags & pick_idle_flags::CORE != 0 {
-                return (fallback, false);
+                return (prev, false);
             }
         }
-        if self.scx_test_and_clear_idle(prev) {
+        if prev_ok && self.scx_test_and_clear_idle(prev) {
             return (prev, true);
         }
-        for span in spans {
+        if self.scx.smt_active {
+            // prev's idle SMT sibling, in CPU order (a core has a few).
+            let mut next = self.topo.smt_siblings(pc).first();
+            while let Some(c) = next {
+                if c != pc && allowed.test(c) && self.scx_test_and_clear_idle(c as Cpu) {
+                    return (c as Cpu, true);
+                }
+                next = self.topo.smt_siblings(pc).next_set(c + 1);
+            }
+        }
+        for span in spans.into_iter().flatten() {
             if let Some(c) = self.pick_idle_cpu_in_node_and(allowed, Some(span), node, 0) {
                 return (c, true);
             }
         }
         match self.scx_pick_idle(allowed, flags, node) {
             Some(c) => (c, true),
-            None => (fallback, false),
+            None => (prev, false),
         }
     }
 
@@ -252,5 +266,82 @@ impl Sim {
         m.cpu_c.assign(&m.cpu);
         m.smt_c.assign(&m.smt);
         (&m.cpu_c, &m.smt_c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use crate::engine::{Cpu, TaskId};
+    use crate::sched::ext::ops::{ExtOps, Op};
+    use crate::sched::sim::Sim;
+    use crate::sched::wf;
+
+    /// No callbacks: the kernel's default paths.
+    struct Nothing;
+    impl ExtOps for Nothing {
+        fn name(&self) -> &str {
+            "nothing"
+        }
+        fn has(&self, _op: Op) -> bool {
+            false
+        }
+    }
+
+    /// A sched_ext simulation on `preset` with one task (its id returned).
+    fn sim_on(preset: &str) -> (Sim, TaskId) {
+        let toml = format!("seed = 1\nduration = \"10ms\"\n[machine]\npreset = \"{preset}\"\n[[workload]]\nkind = \"hog\"\ncount = 1\nrun = \"1ms\"\n");
+        let s = crate::workload::scenario::Scenario::parse(&toml, "t.toml", &[]).unwrap();
+        let mut sim = crate::workload::world::build(&s, "t.toml").unwrap();
+        sim.scx_enable(Rc::new(Nothing)).unwrap();
+        sim.run_until(0);
+        let p = sim.tasks.iter().find(|t| t.workload == 0).expect("the hog").id;
+        (sim, p)
+    }
+
+    /// Marks exactly the CPUs in `idle` idle in the built-in masks.
+    fn idle_only(sim: &mut Sim, idle: &[usize]) {
+        for c in 0..sim.nr_cpus() {
+            sim.scx_set_builtin_idle(c as Cpu, idle.contains(&c));
+        }
+    }
+
+    #[test]
+    fn the_llc_and_node_steps_run_where_the_kernel_enables_them() {
+        let keys = |preset: &str| {
+            let (s, _) = sim_on(preset);
+            (s.scx.selcpu_topo_llc, s.scx.selcpu_topo_numa)
+        };
+        // One LLC: nothing to prefer. Four LLCs on one node: the LLC only.
+        // Two nodes of several LLCs each: both.
+        assert_eq!(keys("4cpu"), (false, false));
+        assert_eq!(keys("ryzen-3900x"), (true, false));
+        assert_eq!(keys("epyc-2s-192"), (true, true));
+    }
+
+    #[test]
+    fn prevs_idle_smt_sibling_comes_before_the_rest_of_the_llc() {
+        // ryzen-3900x: CPU 4's sibling is 16; 5 shares their LLC. No core
+        // is wholly idle, prev is busy: the sibling, although the LLC's
+        // walk would meet 5 first.
+        let (mut sim, p) = sim_on("ryzen-3900x");
+        idle_only(&mut sim, &[5, 16]);
+        assert_eq!(sim.scx_select_cpu_dfl(p, 4, 0, None, 0), (16, true));
+        // Claimed: it is no longer idle.
+        assert!(!sim.scx.idle_masks(None).cpu.test(16));
+    }
+
+    #[test]
+    fn a_sync_wakeup_takes_the_wakers_cpu_when_something_idles() {
+        // The waker (CPU 0) is in another LLC than prev (4) and busy, its
+        // local DSQ is empty and CPU 20 idles: the waker's CPU.
+        let (mut sim, p) = sim_on("ryzen-3900x");
+        idle_only(&mut sim, &[20]);
+        sim.this_cpu = 0;
+        assert_eq!(sim.scx_select_cpu_dfl(p, 4, wf::SYNC as u64, None, 0), (0, true));
+        // Nothing idle anywhere: no shortcut, and prev, unclaimed.
+        idle_only(&mut sim, &[]);
+        assert_eq!(sim.scx_select_cpu_dfl(p, 4, wf::SYNC as u64, None, 0), (4, false));
     }
 }

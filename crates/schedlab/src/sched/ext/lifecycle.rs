@@ -98,6 +98,14 @@ impl Sim {
         st.rng = crate::engine::rng::Rng::new(self.seed, crate::engine::rng::Stream::Scheduler);
         st.bypass_lb_intv_ns = self.scx.bypass_lb_intv_ns;
         st.smt_active = self.topo.max_smt() > 1;
+        // scx_idle_update_selcpu_topology(), from the first CPU's spans.
+        let llc_weight = |c: usize| self.topo.llc_size(c);
+        let numa_weight = |c: usize| (0..n).filter(|&x| self.topo.node_of(x) == self.topo.node_of(c)).count();
+        st.selcpu_topo_llc = n > 0 && llc_weight(0) < n;
+        st.selcpu_topo_numa = n > 0
+            && flags & ops_flags::BUILTIN_IDLE_PER_NODE == 0
+            && numa_weight(0) < n
+            && (0..n).any(|c| llc_weight(c) != numa_weight(c));
         st.load_error = self.scx.load_error.take();
         st.origin = self.scx.origin.take();
         st.llc_masks = (0..self.topo.nr_llcs()).map(|l| CpuMask::from_cpus(n, (0..n).filter(|&c| self.topo.llc_of(c) == l)).into()).collect();

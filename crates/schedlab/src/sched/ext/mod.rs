@@ -454,6 +454,14 @@ pub struct ScxSched {
     pub extra_enq_flags: u64,
     /// The machine has SMT (sched_smt_active()).
     pub smt_active: bool,
+    /// The default CPU selection searches prev's LLC before the rest
+    /// (the `scx_selcpu_topo_llc` static key): only when an LLC does not
+    /// span every CPU.
+    pub selcpu_topo_llc: bool,
+    /// ... and prev's node (`scx_selcpu_topo_numa`): only with several
+    /// nodes whose spans differ from the LLCs', and without per-node idle
+    /// tracking.
+    pub selcpu_topo_numa: bool,
     /// CPUs of each LLC and of each node.
     pub llc_masks: Vec<std::sync::Arc<CpuMask>>,
     /// CPUs of each node.
@@ -541,6 +549,8 @@ impl ScxSched {
             gp_left: 0,
             load_error: None,
             smt_active: false,
+            selcpu_topo_llc: false,
+            selcpu_topo_numa: false,
             llc_masks: Vec::new(),
             node_masks: Vec::new(),
             bypass_lb_intv_ns: 500_000_000,
