@@ -22,7 +22,7 @@ const TIMER_ABS: u64 = 1;
 const TIMER_MAGIC: u64 = 0x7363_686c_6162_746d;
 
 fn map_index(sim: &mut Sim, h: &HostState, map: *mut c_void, what: &str) -> Option<usize> {
-    let i = h.inner.borrow().map_addr.get(&(map as usize)).copied();
+    let i = h.map_at(map as usize);
     if i.is_none() {
         bad(sim, format!("{what}: {:#x} is not a map of this scheduler", map as usize));
     }

@@ -26,7 +26,7 @@ const RB_WAKEUP_FLAGS: u64 = 3;
 
 /// The index of map `map` if it is of one of `kinds`, else an ejection.
 fn map_of(sim: &mut Sim, h: &HostState, map: *mut c_void, kinds: &[MapKind], what: &str) -> Option<usize> {
-    let i = h.inner.borrow().map_addr.get(&(map as usize)).copied();
+    let i = h.map_at(map as usize);
     match i {
         Some(i) if kinds.contains(&h.inner.borrow().maps[i].def.kind) => Some(i),
         Some(i) => {

@@ -109,6 +109,9 @@ pub(super) struct HostState {
     pub inner: RefCell<Inner>,
     /// One-entry cache of the task lookup: (address, task).
     last_task: Cell<(usize, TaskId)>,
+    /// One-entry cache of the map lookup: (address, index). A map's
+    /// address never changes its index (maps are only ever added).
+    last_map: Cell<(usize, usize)>,
     /// Nesting depth of calls into C.
     depth: Cell<u32>,
     /// The runtime's spin lock / RCU balance check.
@@ -223,6 +226,7 @@ impl HostState {
         HostState {
             inner: RefCell::new(inner),
             last_task: Cell::new((0, 0)),
+            last_map: Cell::new((0, 0)),
             depth: Cell::new(0),
             end_call,
             dead: Cell::new(false),
@@ -302,9 +306,28 @@ impl HostState {
 
     fn release_call_memory(&self) {
         let mut i = self.inner.borrow_mut();
-        i.grave.clear();
-        i.grave_masks.clear();
-        i.lent.clear();
+        // Most calls free nothing and borrow no mask: no clearing then
+        // (an empty BTreeSet's clear() still drops and rebuilds it).
+        if !i.grave.is_empty() {
+            i.grave.clear();
+        }
+        if !i.grave_masks.is_empty() {
+            i.grave_masks.clear();
+        }
+        if !i.lent.is_empty() {
+            i.lent.clear();
+        }
+    }
+
+    /// The index of the map at `addr`, if it is one of this scheduler's.
+    pub(super) fn map_at(&self, addr: usize) -> Option<usize> {
+        let (a, i) = self.last_map.get();
+        if a == addr && addr != 0 {
+            return Some(i);
+        }
+        let i = self.inner.borrow().map_addr.get(&addr).copied()?;
+        self.last_map.set((addr, i));
+        Some(i)
     }
 
     /// The C view of task `p`, registered so later arguments can be checked.
