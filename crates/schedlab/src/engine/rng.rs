@@ -120,12 +120,13 @@ impl Rng {
 fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
     let lz = 63 - x.leading_zeros(); // floor(log2 x)
     let int_part = (bits - lz) as u64; // -floor part contribution
-    // mantissa m in [1, 2) as Q62
-    let mut m: u128 = (x as u128) << (62 - lz);
+    // mantissa m in [1, 2) as Q62: below 2^63, so each square is one
+    // 64 x 64 -> 128-bit multiply and fits 64 bits again after the shift.
+    let mut m: u64 = x << (62 - lz);
     let mut frac: u64 = 0;
     for i in (0..32).rev() {
-        m = (m * m) >> 62;
-        if m >= (2u128 << 62) {
+        m = ((m as u128 * m as u128) >> 62) as u64;
+        if m >= 1 << 63 {
             m >>= 1;
             frac |= 1 << i;
         }
@@ -202,6 +203,43 @@ mod tests {
         let sum: u64 = (0..n).map(|_| r.exponential(1_000_000)).sum();
         let mean = sum / n;
         assert!((980_000..1_020_000).contains(&mean), "mean {mean}");
+    }
+
+    /// The squaring in 128-bit arithmetic throughout, as first written.
+    fn neg_log2_wide(x: u64, bits: u32) -> u64 {
+        let lz = 63 - x.leading_zeros();
+        let int_part = (bits - lz) as u64;
+        let mut m: u128 = (x as u128) << (62 - lz);
+        let mut frac: u64 = 0;
+        for i in (0..32).rev() {
+            m = (m * m) >> 62;
+            if m >= (2u128 << 62) {
+                m >>= 1;
+                frac |= 1 << i;
+            }
+        }
+        (int_part << 32).saturating_sub(frac)
+    }
+
+    proptest::proptest! {
+        /// The 64-bit squaring gives the wide one's bits (draws and so
+        /// every result depend on them).
+        #[test]
+        fn narrow_squaring_is_the_wide_one(x in 1u64..=(1 << 53)) {
+            proptest::prop_assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53));
+        }
+    }
+
+    #[test]
+    fn narrow_squaring_at_the_edges() {
+        for x in [1u64, 2, 3, (1 << 52) - 1, 1 << 52, (1 << 52) + 1, (1 << 53) - 1, 1 << 53] {
+            assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53), "{x}");
+        }
+        let mut r = Rng::new(5, Stream::Scheduler);
+        for _ in 0..100_000 {
+            let x = (r.next_u64() >> 11) + 1;
+            assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53), "{x}");
+        }
     }
 
     #[test]
