@@ -9,7 +9,7 @@ use std::rc::Rc;
 use schedlab::engine::{Cpu, TaskId};
 use schedlab::sched::ext::check::Checked;
 use schedlab::sched::ext::kfuncs as kf;
-use schedlab::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ExitKind, ExtOps, Op};
+use schedlab::sched::ext::ops::{dsq_id, enq_flags, kick_flags, DefaultOps, ExitKind, ExtOps, Op};
 use schedlab::sched::ext::EnableState;
 use schedlab::sched::sim::Sim;
 use schedlab::sched::task::{ClassId, TaskState};
@@ -27,17 +27,6 @@ fn ext_sim(toml: &str, ops: Rc<dyn ExtOps>) -> Sim {
     s
 }
 
-/// A scheduler with no callbacks: everything takes the kernel's default
-/// path (default idle selection, the global DSQ).
-struct Nothing;
-impl ExtOps for Nothing {
-    fn name(&self) -> &str {
-        "nothing"
-    }
-    fn has(&self, _op: Op) -> bool {
-        false
-    }
-}
 
 /// scx_simple-like: one vtime-ordered user DSQ.
 #[derive(Default)]
@@ -150,7 +139,7 @@ fn all_tasks_ran(s: &Sim) {
 
 #[test]
 fn default_paths_run_every_task_in_ext() {
-    let ops = Rc::new(Checked::new(Nothing));
+    let ops = Rc::new(Checked::new(DefaultOps));
     let mut s = ext_sim(&mixed(4, 2), ops.clone());
     s.run();
     assert_eq!(s.scx.state, EnableState::Enabled, "exit: {:?}", s.scx.exit);
@@ -720,7 +709,7 @@ count = 2
     if !renice_in_ext {
         s.sched_setattr(b, schedlab::sched::task::Policy::Other, 5, 0);
     }
-    s.scx_enable(Rc::new(Nothing)).unwrap();
+    s.scx_enable(Rc::new(DefaultOps)).unwrap();
     if renice_in_ext {
         s.sched_setattr(b, schedlab::sched::task::Policy::Other, 5, 0);
     }

@@ -5,27 +5,15 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
-use schedlab::sched::ext::ops::{ExtOps, Op};
+use schedlab::sched::ext::ops::DefaultOps;
 use schedlab::sched::sim::Sim;
 
 use crate::sim;
 
-/// The kernel's default paths only (global DSQ, default idle selection).
-struct Nothing;
-
-impl ExtOps for Nothing {
-    fn name(&self) -> &str {
-        "nothing"
-    }
-    fn has(&self, _op: Op) -> bool {
-        false
-    }
-}
-
 /// Eight hogs on 2 CPUs under sched_ext, paused mid-run with tasks queued.
 fn paused() -> Sim {
     let mut s = sim(&crate::hog_mix(2, "50ms", 3, 20));
-    s.scx_enable(Rc::new(Nothing)).unwrap_or_else(|e| panic!("{e}"));
+    s.scx_enable(Rc::new(DefaultOps)).unwrap_or_else(|e| panic!("{e}"));
     s.run_until(20_000_000);
     s.check_scx();
     s

@@ -274,27 +274,16 @@ mod tests {
     use std::rc::Rc;
 
     use crate::engine::{Cpu, TaskId};
-    use crate::sched::ext::ops::{ExtOps, Op};
+    use crate::sched::ext::ops::DefaultOps;
     use crate::sched::sim::Sim;
     use crate::sched::wf;
-
-    /// No callbacks: the kernel's default paths.
-    struct Nothing;
-    impl ExtOps for Nothing {
-        fn name(&self) -> &str {
-            "nothing"
-        }
-        fn has(&self, _op: Op) -> bool {
-            false
-        }
-    }
 
     /// A sched_ext simulation on `preset` with one task (its id returned).
     fn sim_on(preset: &str) -> (Sim, TaskId) {
         let toml = format!("seed = 1\nduration = \"10ms\"\n[machine]\npreset = \"{preset}\"\n[[workload]]\nkind = \"hog\"\ncount = 1\nrun = \"1ms\"\n");
         let s = crate::workload::scenario::Scenario::parse(&toml, "t.toml", &[]).unwrap();
         let mut sim = crate::workload::world::build(&s, "t.toml").unwrap();
-        sim.scx_enable(Rc::new(Nothing)).unwrap();
+        sim.scx_enable(Rc::new(DefaultOps)).unwrap();
         sim.run_until(0);
         let p = sim.tasks.iter().find(|t| t.workload == 0).expect("the hog").id;
         (sim, p)

@@ -719,6 +719,21 @@ impl TraceEvent {
     }
 }
 
+/// A scheduler with no callbacks: every decision takes the kernel's
+/// default path (built-in idle selection, the global DSQ), as a BPF
+/// scheduler that defines only its name would.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DefaultOps;
+
+impl ExtOps for DefaultOps {
+    fn name(&self) -> &str {
+        "nothing"
+    }
+    fn has(&self, _op: Op) -> bool {
+        false
+    }
+}
+
 /// A shared scheduler is a scheduler (lets tests keep a handle on a hosted
 /// one while the class holds another).
 impl<T: ExtOps + ?Sized> ExtOps for std::rc::Rc<T> {
