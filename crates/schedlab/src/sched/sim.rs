@@ -104,6 +104,10 @@ pub struct Sim {
     pub scx: Box<crate::sched::ext::ScxSched>,
     /// A scheduler to load at a later time (Event::ScxAttach).
     pub(crate) scx_pending: Option<std::rc::Rc<dyn crate::sched::ext::ops::ExtOps>>,
+    /// Tasks carry their C `task_struct` views: set once a sched_ext
+    /// scheduler is loaded or enabled ([`Sim::scx_build_views`]); a
+    /// simulation without one never builds them.
+    pub(crate) scx_views: bool,
     /// Tracepoint consumers (Perfetto trace, utilisation timeline); None: tracing off.
     pub(crate) tracer: Option<Box<crate::results::trace::Tracer>>,
     /// The cgroup tree and the task groups' per-CPU fair state.
@@ -168,6 +172,7 @@ impl Sim {
             irqoff: None,
             scx: Box::new(crate::sched::ext::ScxSched::new(n, 1)),
             scx_pending: None,
+            scx_views: false,
             tracer: None,
             cg: Box::new(crate::sched::cgroup::TaskGroups::new(n)),
         }

@@ -220,6 +220,8 @@ pub fn build_with(s: &Scenario, file: &str, topo: Topology, ext: &dyn ExtLoader)
 fn attach_ext(sim: &mut Sim, s: &Scenario, file: &str, ext: &dyn ExtLoader) -> Result<(), ScenarioError> {
     let bad = |msg: String| ScenarioError::invalid(file, None, msg);
     let spec = &s.scheduler;
+    // Loading may already run the scheduler's programs on tasks.
+    sim.scx_build_views();
     let ops = ext.load(sim, s, file)?;
     let name = spec.sched.as_deref().unwrap_or_default();
     if let Some(d) = spec.bypass_lb_interval {

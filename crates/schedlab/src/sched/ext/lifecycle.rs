@@ -53,6 +53,7 @@ impl Sim {
     /// scx_enable(): validate, create the built-in DSQs, ops.init(), then
     /// move every eligible task into ext.
     pub fn scx_enable(&mut self, ops: Rc<dyn ExtOps>) -> Result<(), LoadError> {
+        self.scx_build_views();
         if self.scx.state != EnableState::Disabled {
             return Err(LoadError::Busy);
         }
@@ -165,9 +166,32 @@ impl Sim {
         Ok(())
     }
 
+    /// From now on every task carries its C `task_struct` view: the tasks
+    /// that exist get theirs as if they had had it from their start (built
+    /// and linked into their thread groups in creation order, the dead ones
+    /// then unlinked). Called when a scheduler is loaded or enabled.
+    pub fn scx_build_views(&mut self) {
+        if self.scx_views {
+            return;
+        }
+        self.scx_views = true;
+        for p in 0..self.tasks.len() as TaskId {
+            self.scx_task_added(p);
+        }
+        for p in 0..self.tasks.len() as TaskId {
+            if self.task(p).state == crate::sched::task::TaskState::Dead {
+                self.scx_unlink_thread(p);
+            }
+        }
+    }
+
     /// Fills in the C `task_struct` of a task that was just added (tasks are
-    /// created before or after the scheduler loads).
+    /// created before or after the scheduler loads); nothing before the
+    /// views are built.
     pub(crate) fn scx_task_added(&mut self, p: TaskId) {
+        if !self.scx_views {
+            return;
+        }
         let t = &mut self.tasks[p as usize];
         let c = &mut t.scx.c;
         c.pid = p as i32 + 1;
@@ -179,6 +203,9 @@ impl Sim {
     /// The C task_struct's `comm` from the task's name.
     fn scx_task_added_comm(&mut self, p: TaskId) {
         let t = &mut self.tasks[p as usize];
+        if !t.scx.c.is_built() {
+            return;
+        }
         let name = t.name.as_bytes();
         let len = name.len().min(15);
         t.scx.c.comm = [0; 16];
@@ -188,6 +215,9 @@ impl Sim {
     /// Refreshes the C task_struct fields the kernel owns.
     pub(crate) fn scx_sync_task_c(&mut self, p: TaskId) {
         let t = &mut self.tasks[p as usize];
+        if !t.scx.c.is_built() {
+            return;
+        }
         let parent = t.parent;
         let c = &mut t.scx.c;
         c.prio = t.prio;

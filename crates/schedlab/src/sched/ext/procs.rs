@@ -118,6 +118,9 @@ impl Sim {
     /// that holds it). The leader's task_struct, and so the group's
     /// signal_struct, stays while any thread does (as a zombie leader).
     pub(crate) fn scx_unlink_thread(&mut self, p: TaskId) {
+        if !self.tasks[p as usize].scx.c.is_built() {
+            return;
+        }
         let t = &mut self.tasks[p as usize].scx.c;
         let node: *mut ListHeadC = &mut t.thread_node;
         // SAFETY: linked nodes are in boxed task_structs or signal_structs
@@ -136,6 +139,9 @@ impl Sim {
 
     /// Refreshes `p->sched_class` from the task's class.
     pub(crate) fn scx_sync_sched_class(&mut self, p: TaskId) {
+        if !self.tasks[p as usize].scx.c.is_built() {
+            return;
+        }
         let class = self.task(p).class;
         self.tasks[p as usize].scx.c.sched_class = sched_class_ptr(class);
     }
@@ -169,6 +175,10 @@ mod tests {
                     [[workload]]\nkind = \"hog\"\nname = \"solo\"\ncount = 2\n";
         let sc = Scenario::parse(text, "t.toml", &[]).unwrap();
         let mut sim = crate::workload::world::build(&sc, "t.toml").unwrap();
+        // No sched_ext scheduler here: the views are built on demand, for
+        // the tasks that exist, as loading one does.
+        assert!(!sim.task(0).scx.c.is_built());
+        sim.scx_build_views();
         let mt: Vec<TaskId> = (0..sim.tasks.len() as TaskId).filter(|&p| sim.task(p).name.starts_with("mt-")).collect();
         let solo: Vec<TaskId> = (0..sim.tasks.len() as TaskId).filter(|&p| sim.task(p).name.starts_with("solo-")).collect();
         assert_eq!((mt.len(), solo.len()), (3, 2));
