@@ -307,12 +307,8 @@ impl CpuTimers {
     #[inline]
     fn first(&self) -> Option<(usize, u128)> {
         debug_assert!(self.pending.is_empty(), "first() on an unsettled tree");
-        let n = self.keys.len();
-        let slot = match n {
-            0 => return None,
-            1 => 0,
-            _ => self.win[1] as usize,
-        };
+        // The root (for a single slot, its leaf: win[1] = 0).
+        let slot = *self.win.get(1)? as usize;
         let key = self.keys[slot];
         (key != NO_KEY).then_some((slot, key))
     }

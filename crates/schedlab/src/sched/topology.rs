@@ -106,9 +106,9 @@ pub struct SchedDomain {
 }
 
 impl SchedDomain {
-    /// Whether `cpu` is in the span. A span of the whole machine answers
-    /// without reading the mask (heap words beyond 256 CPUs, one mask per
-    /// CPU and level).
+    /// Whether `cpu` is in the span. A span that is one run of CPU ids
+    /// answers from its bounds, without reading the mask (heap words
+    /// beyond 256 CPUs, one mask per CPU and level).
     #[inline]
     pub fn spans(&self, cpu: usize) -> bool {
         if self.span_hi != 0 {

@@ -101,7 +101,7 @@ impl Sim {
         st.smt_active = self.topo.max_smt() > 1;
         // scx_idle_update_selcpu_topology(), from the first CPU's spans.
         let llc_weight = |c: usize| self.topo.llc_size(c);
-        let numa_weight = |c: usize| (0..n).filter(|&x| self.topo.node_of(x) == self.topo.node_of(c)).count();
+        let numa_weight = |c: usize| self.topo.node_span[self.topo.node_of(c)].weight();
         st.selcpu_topo_llc = n > 0 && llc_weight(0) < n;
         st.selcpu_topo_numa = n > 0
             && flags & ops_flags::BUILTIN_IDLE_PER_NODE == 0
