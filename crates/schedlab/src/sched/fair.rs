@@ -203,7 +203,7 @@ impl Sim {
         cfs.sum_weight += w;
         let fresh = cfs.timeline.insert((deadline, e));
         debug_assert!(fresh, "entity {e:#x} already on the timeline");
-        *cfs.slices.entry(slice).or_insert(0) += 1;
+        cfs.slices.add(slice);
     }
 
     /// Removes an entity from the timeline and the average (__dequeue_entity).
@@ -218,12 +218,7 @@ impl Sim {
         debug_assert!(was, "entity {e:#x} not on the timeline");
         cfs.sum_w_vruntime -= key * w as i128;
         cfs.sum_weight -= w;
-        if let Some(n) = cfs.slices.get_mut(&slice) {
-            *n -= 1;
-            if *n == 0 {
-                cfs.slices.remove(&slice);
-            }
-        }
+        cfs.slices.take(slice);
     }
 
     /// The shortest slice among queued entities, the running one included (cfs_rq_min_slice).
@@ -235,7 +230,7 @@ impl Sim {
                 min = self.se_g::<G>(c).slice;
             }
         }
-        if let Some((&s, _)) = cfs.slices.iter().next() {
+        if let Some(s) = cfs.slices.min() {
             min = min.min(s);
         }
         min

@@ -43,6 +43,7 @@ pub(crate) mod hrtick;
 pub mod features;
 pub mod ipc;
 pub mod metrics;
+pub mod ordset;
 pub mod pelt;
 pub mod rq;
 pub mod rt;

@@ -1,9 +1,10 @@
 //! Per-CPU runqueue state (`struct rq`, `struct cfs_rq`, `struct rt_rq`;
 //! `struct scx_rq` is in sched/ext).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use crate::engine::{Cpu, TaskId};
+use crate::sched::ordset::{Counts, OrdSet};
 use crate::sched::pelt::SchedAvg;
 use crate::engine::time::Ns;
 
@@ -24,7 +25,7 @@ pub struct CfsRq {
     pub avg: SchedAvg,
     /// Queued entities other than `curr`, ordered by (deadline, entity id:
     /// a task id, or a group entity's with the high bit set).
-    pub timeline: BTreeSet<(u64, TaskId)>,
+    pub timeline: OrdSet<(u64, TaskId)>,
     /// The running fair entity, if the CPU runs a fair task. It stays queued
     /// (`on_rq`) but lives outside the timeline and the sums below.
     pub curr: Option<TaskId>,
@@ -41,10 +42,10 @@ pub struct CfsRq {
     /// The reference point keys are taken against; follows the average.
     pub zero_vruntime: u64,
     /// Slices of the timeline's entities, for the minimum slice (cfs_rq_min_slice).
-    pub slices: BTreeMap<Ns, u32>,
+    pub slices: Counts<Ns>,
     /// The root's: queued tasks by the time they were last picked (rq->cfs_tasks, whose
     /// tail holds the cache-coldest tasks that load balancing tries first).
-    pub lru: BTreeSet<(Ns, TaskId)>,
+    pub lru: OrdSet<(Ns, TaskId)>,
     /// CFS bandwidth (a group runqueue under cpu.max): runtime left from
     /// the group's pool, whether it is limited, throttled, and since when.
     pub runtime_remaining: i64,
@@ -66,7 +67,7 @@ pub struct RtRq {
     /// Queued RT tasks, the running one included (`rt_rq->rt_nr_running`).
     pub rt_nr_running: u32,
     /// Queued RT tasks that could run elsewhere and are not running, by (prio, id).
-    pub pushable: BTreeSet<(i32, TaskId)>,
+    pub pushable: OrdSet<(i32, TaskId)>,
     /// RT time consumed in the current bandwidth period.
     pub rt_time: Ns,
     /// RT bandwidth is exhausted for this period (`rt_rq->rt_throttled`).
@@ -79,7 +80,7 @@ impl Default for RtRq {
             queues: (0..100).map(|_| VecDeque::new()).collect(),
             bitmap: [0; 2],
             rt_nr_running: 0,
-            pushable: BTreeSet::new(),
+            pushable: OrdSet::default(),
             rt_time: 0,
             throttled: false,
         }

@@ -1,0 +1,246 @@
+//! An ordered set for runqueue orderings (the fair timeline, RT pushable
+//! tasks): the kernel's rbtrees and plists. A runqueue holds a handful of
+//! entries most of the time, where a sorted vector is several times cheaper
+//! than a B-tree (a binary search and a short move, no node allocation);
+//! a set that grows past [`OrdSet::SMALL_MAX`] entries (a thousand tasks
+//! on one CPU) moves to a B-tree, and back once it shrinks to a quarter of
+//! that, so that a set near the boundary does not convert on every change.
+//! [`Counts`] is the multiset of a runqueue's slices.
+
+use std::collections::{btree_set, BTreeSet};
+
+/// A set of `T` in order.
+#[derive(Clone, Debug)]
+pub enum OrdSet<T> {
+    /// Up to `SMALL_MAX` entries, sorted.
+    Small(Vec<T>),
+    /// More.
+    Big(BTreeSet<T>),
+}
+
+impl<T> Default for OrdSet<T> {
+    fn default() -> Self {
+        OrdSet::Small(Vec::new())
+    }
+}
+
+impl<T: Ord + Copy> OrdSet<T> {
+    /// The largest set kept as a sorted vector.
+    pub const SMALL_MAX: usize = 64;
+
+    /// Entries held.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            OrdSet::Small(v) => v.len(),
+            OrdSet::Big(s) => s.len(),
+        }
+    }
+
+    /// Whether the set is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds `x`; false if it was there already.
+    #[inline]
+    pub fn insert(&mut self, x: T) -> bool {
+        match self {
+            OrdSet::Small(v) => {
+                let Err(at) = v.binary_search(&x) else { return false };
+                if v.len() < Self::SMALL_MAX {
+                    v.insert(at, x);
+                } else {
+                    let mut s: BTreeSet<T> = v.drain(..).collect();
+                    s.insert(x);
+                    *self = OrdSet::Big(s);
+                }
+                true
+            }
+            OrdSet::Big(s) => s.insert(x),
+        }
+    }
+
+    /// Removes `x`; false if it was not there.
+    #[inline]
+    pub fn remove(&mut self, x: &T) -> bool {
+        match self {
+            OrdSet::Small(v) => match v.binary_search(x) {
+                Ok(at) => {
+                    v.remove(at);
+                    true
+                }
+                Err(_) => false,
+            },
+            OrdSet::Big(s) => {
+                let was = s.remove(x);
+                if s.len() <= Self::SMALL_MAX / 4 {
+                    let mut v = Vec::with_capacity(Self::SMALL_MAX);
+                    v.extend(s.iter().copied());
+                    *self = OrdSet::Small(v);
+                }
+                was
+            }
+        }
+    }
+
+    /// Whether `x` is in the set.
+    pub fn contains(&self, x: &T) -> bool {
+        match self {
+            OrdSet::Small(v) => v.binary_search(x).is_ok(),
+            OrdSet::Big(s) => s.contains(x),
+        }
+    }
+
+    /// The least entry.
+    #[inline]
+    pub fn first(&self) -> Option<&T> {
+        match self {
+            OrdSet::Small(v) => v.first(),
+            OrdSet::Big(s) => s.first(),
+        }
+    }
+
+    /// Every entry in order.
+    #[inline]
+    pub fn iter(&self) -> Iter<'_, T> {
+        match self {
+            OrdSet::Small(v) => Iter::Small(v.iter()),
+            OrdSet::Big(s) => Iter::Big(s.iter()),
+        }
+    }
+}
+
+impl<'a, T: Ord + Copy> IntoIterator for &'a OrdSet<T> {
+    type Item = &'a T;
+    type IntoIter = Iter<'a, T>;
+
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+/// The entries of an [`OrdSet`] in order.
+#[derive(Clone, Debug)]
+pub enum Iter<'a, T> {
+    /// Over the sorted vector.
+    Small(std::slice::Iter<'a, T>),
+    /// Over the B-tree.
+    Big(btree_set::Iter<'a, T>),
+}
+
+impl<'a, T> Iterator for Iter<'a, T> {
+    type Item = &'a T;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a T> {
+        match self {
+            Iter::Small(i) => i.next(),
+            Iter::Big(i) => i.next(),
+        }
+    }
+}
+
+impl<T> DoubleEndedIterator for Iter<'_, T> {
+    #[inline]
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match self {
+            Iter::Small(i) => i.next_back(),
+            Iter::Big(i) => i.next_back(),
+        }
+    }
+}
+
+/// A multiset of few distinct values, as (value, count) pairs sorted by
+/// value: the slices of a runqueue's entities, where nearly every entity
+/// has the default slice and a few have their own (sched_attr).
+#[derive(Clone, Debug, Default)]
+pub struct Counts<T>(Vec<(T, u32)>);
+
+impl<T: Ord + Copy> Counts<T> {
+    /// Adds one `x`.
+    #[inline]
+    pub fn add(&mut self, x: T) {
+        match self.0.binary_search_by(|e| e.0.cmp(&x)) {
+            Ok(at) => self.0[at].1 += 1,
+            Err(at) => self.0.insert(at, (x, 1)),
+        }
+    }
+
+    /// Takes one `x` away, if there is one.
+    #[inline]
+    pub fn take(&mut self, x: T) {
+        if let Ok(at) = self.0.binary_search_by(|e| e.0.cmp(&x)) {
+            self.0[at].1 -= 1;
+            if self.0[at].1 == 0 {
+                self.0.remove(at);
+            }
+        }
+    }
+
+    /// The least value held.
+    #[inline]
+    pub fn min(&self) -> Option<T> {
+        self.0.first().map(|e| e.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// Any sequence of inserts and removes leaves the set a B-tree set
+        /// would hold, in the same order, across both representations.
+        #[test]
+        fn agrees_with_a_btree_set(ops in proptest::collection::vec((proptest::bool::ANY, 0u32..200), 1..600)) {
+            let mut set = OrdSet::default();
+            let mut reference = BTreeSet::new();
+            for (add, x) in ops {
+                if add {
+                    proptest::prop_assert_eq!(set.insert(x), reference.insert(x));
+                } else {
+                    proptest::prop_assert_eq!(set.remove(&x), reference.remove(&x));
+                }
+                proptest::prop_assert_eq!(set.len(), reference.len());
+                proptest::prop_assert_eq!(set.first(), reference.first());
+                proptest::prop_assert!(set.contains(&x) == reference.contains(&x));
+            }
+            proptest::prop_assert!(set.iter().eq(reference.iter()));
+            proptest::prop_assert!(set.iter().rev().eq(reference.iter().rev()));
+        }
+    }
+
+    #[test]
+    fn counts_hold_a_multiset() {
+        let mut c = Counts::default();
+        for x in [5u64, 3, 5, 9] {
+            c.add(x);
+        }
+        assert_eq!(c.min(), Some(3));
+        c.take(3);
+        assert_eq!(c.min(), Some(5));
+        c.take(5);
+        assert_eq!(c.min(), Some(5));
+        c.take(5);
+        c.take(7);
+        assert_eq!(c.min(), Some(9));
+        c.take(9);
+        assert_eq!(c.min(), None);
+    }
+
+    #[test]
+    fn grows_into_a_tree_and_shrinks_back() {
+        let mut set = OrdSet::default();
+        for x in 0..=OrdSet::<u32>::SMALL_MAX as u32 {
+            set.insert(x);
+        }
+        assert!(matches!(set, OrdSet::Big(_)));
+        for x in 0..=(OrdSet::<u32>::SMALL_MAX as u32 * 3 / 4) {
+            set.remove(&x);
+        }
+        assert!(matches!(set, OrdSet::Small(_)));
+        assert!(set.iter().copied().eq((OrdSet::<u32>::SMALL_MAX as u32 * 3 / 4 + 1)..=OrdSet::<u32>::SMALL_MAX as u32));
+    }
+}
