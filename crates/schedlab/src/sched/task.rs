@@ -383,10 +383,81 @@ pub struct TaskStats {
 }
 
 /// A simulated task (`struct task_struct`, the parts the scheduler reads).
+///
+/// `repr(C)`, fields in the order the hot path wants them (see below).
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Task {
+    // What the event path reads and writes, together at the start: with
+    // tens of thousands of tasks the tasks do not fit in the caches, and
+    // each event touches one or two of them.
     /// The task's pid (index into `Sim::tasks`).
     pub id: TaskId,
+    /// Lifecycle state.
+    pub state: TaskState,
+    /// task_cpu(p): the runqueue the task belongs to.
+    pub cpu: Cpu,
+    /// Queued on its runqueue (task_on_rq_queued).
+    pub on_rq: bool,
+    /// The class the task is scheduled by (`p->sched_class`).
+    pub class: ClassId,
+    /// Scheduling policy (`p->policy`).
+    pub policy: Policy,
+    /// `p->prio`: the effective priority; below 100 is RT.
+    pub prio: i32,
+    /// Timer generation: a stale Timer event for this task is ignored.
+    pub timer_gen: u32,
+    /// The behaviour program the task runs.
+    pub prog: ProgId,
+    /// Index of the current step in the program.
+    pub pc: u32,
+    /// Number of CPUs in `cpus_allowed` (`p->nr_cpus_allowed`).
+    pub nr_cpus_allowed: u32,
+    /// The CPU `ran_on` last recorded: a switch-in on the same CPU leaves
+    /// the mask (heap words beyond 256 CPUs) untouched.
+    pub ran_on_last: Cpu,
+    /// `p->recent_used_cpu`: a candidate for select_idle_sibling().
+    pub recent_used_cpu: Cpu,
+    // wake_wide() bookkeeping
+    /// wake_wide()'s `p->wakee_flips`: how often the task switched the task it wakes, decayed each second.
+    pub wakee_flips: u32,
+    /// The task this one last woke (`p->last_wakee`).
+    pub last_wakee: Option<TaskId>,
+    /// Spinning on this lock (while on CPU) since `spin_start`.
+    pub spinning: Option<LockId>,
+    /// Record the wakeup latency when the task next gets on a CPU (set by SleepPeriodic).
+    pub measure_on_run: bool,
+    /// The spinner was switched back in and must re-check the lock.
+    pub spin_retry: bool,
+    /// CPU time left in the current `Run` step.
+    pub run_left: Option<Ns>,
+    /// Cache refill time still to be paid before the task progresses.
+    pub refill_left: Ns,
+    /// Time the task last became runnable-but-not-running (for wait accounting).
+    pub wait_start: Option<Ns>,
+    /// Last time this task was switched out (task_hot).
+    pub last_ran: Ns,
+    /// Request start (Op::Stamp), carried through stamped wait objects.
+    pub stamp: Option<Ns>,
+    /// When a `Post` woke the task from a `Wait` (for Measure::Wakeup).
+    pub woken_at: Option<Ns>,
+    /// Intended wake time for latency measurement (SleepPeriodic).
+    pub next_wake: Ns,
+    /// Bytes of cache the task needs warm; drives the migration refill penalty.
+    pub working_set: u64,
+    /// When `wakee_flips` was last halved (`p->wakee_flip_decay_ts`), ns.
+    pub wakee_flip_decay_ts: Ns,
+    /// The fair-class entity (`p->se`).
+    pub se: SchedEntity,
+    /// Iterations done per loop slot.
+    pub loop_counts: Vec<u32>,
+    /// Per-task statistics for the results.
+    pub stats: TaskStats,
+    /// CPUs the task may run on (`p->cpus_ptr`).
+    pub cpus_allowed: CpuMask,
+    /// The RT-class entity (`p->rt`).
+    pub rt: RtEntity,
+    // The rest: identity, setup, results, sched_ext's entity.
     /// `comm`: the workload name and an index.
     pub name: String,
     /// Index of the scenario workload that created the task.
@@ -397,90 +468,26 @@ pub struct Task {
     pub cgroup: String,
     /// The task group of `cgroup` (0: the root).
     pub cgrp: u32,
-    /// Scheduling policy (`p->policy`).
-    pub policy: Policy,
     /// Nice value, -20..19.
     pub nice: i32,
     /// RT priority 1..99 (`p->rt_priority`); 0 for other policies.
     pub rt_priority: u32,
     /// `p->static_prio`: 120 + nice.
     pub static_prio: i32,
-    /// `p->prio`: the effective priority; below 100 is RT.
-    pub prio: i32,
-    /// The class the task is scheduled by (`p->sched_class`).
-    pub class: ClassId,
-    /// CPUs the task may run on (`p->cpus_ptr`).
-    pub cpus_allowed: CpuMask,
-    /// Number of CPUs in `cpus_allowed` (`p->nr_cpus_allowed`).
-    pub nr_cpus_allowed: u32,
     /// Every CPU the task has run on (results: affinity checks).
     pub ran_on: CpuMask,
-    /// The CPU `ran_on` last recorded: a switch-in on the same CPU leaves
-    /// the mask (heap words beyond 256 CPUs) untouched.
-    pub ran_on_last: Cpu,
-    /// Lifecycle state.
-    pub state: TaskState,
-    /// task_cpu(p): the runqueue the task belongs to.
-    pub cpu: Cpu,
-    /// Queued on its runqueue (task_on_rq_queued).
-    pub on_rq: bool,
-    /// The fair-class entity (`p->se`).
-    pub se: SchedEntity,
-    /// The RT-class entity (`p->rt`).
-    pub rt: RtEntity,
-    /// Bytes of cache the task needs warm; drives the migration refill penalty.
-    pub working_set: u64,
-    /// The behaviour program the task runs.
-    pub prog: ProgId,
-    /// Index of the current step in the program.
-    pub pc: u32,
-    /// Iterations done per loop slot.
-    pub loop_counts: Vec<u32>,
-    /// CPU time left in the current `Run` step.
-    pub run_left: Option<Ns>,
     /// Pause-loop exit time while spinning.
     pub ple_deadline: Option<Ns>,
-    /// Intended wake time for latency measurement (SleepPeriodic).
-    pub next_wake: Ns,
-    /// Record the wakeup latency when the task next gets on a CPU (set by SleepPeriodic).
-    pub measure_on_run: bool,
-    /// Timer generation: a stale Timer event for this task is ignored.
-    pub timer_gen: u32,
-    /// Time the task last became runnable-but-not-running (for wait accounting).
-    pub wait_start: Option<Ns>,
-    /// Cache refill time still to be paid before the task progresses.
-    pub refill_left: Ns,
-    /// Spinning on this lock (while on CPU) since `spin_start`.
-    pub spinning: Option<LockId>,
     /// When the task began spinning on `spinning`, ns.
     pub spin_start: Ns,
-    /// The spinner was switched back in and must re-check the lock.
-    pub spin_retry: bool,
     /// Peer tasks for YieldTo (e.g. the vCPUs of the same VM).
     pub peers: Vec<TaskId>,
     /// The task that forked this one (`p->real_parent`); `None` for workload tasks.
     pub parent: Option<TaskId>,
-    // wake_wide() bookkeeping
-    /// wake_wide()'s `p->wakee_flips`: how often the task switched the task it wakes, decayed each second.
-    pub wakee_flips: u32,
-    /// When `wakee_flips` was last halved (`p->wakee_flip_decay_ts`), ns.
-    pub wakee_flip_decay_ts: Ns,
-    /// The task this one last woke (`p->last_wakee`).
-    pub last_wakee: Option<TaskId>,
-    /// `p->recent_used_cpu`: a candidate for select_idle_sibling().
-    pub recent_used_cpu: Cpu,
-    /// Last time this task was switched out (task_hot).
-    pub last_ran: Ns,
     /// When the task was created, ns.
     pub created_at: Ns,
     /// When the task exited, ns.
     pub exited_at: Option<Ns>,
-    /// Per-task statistics for the results.
-    pub stats: TaskStats,
-    /// Request start (Op::Stamp), carried through stamped wait objects.
-    pub stamp: Option<Ns>,
-    /// When a `Post` woke the task from a `Wait` (for Measure::Wakeup).
-    pub woken_at: Option<Ns>,
     /// The per-CPU lock taken by Op::LockCpu.
     pub cpu_lock: Option<LockId>,
     /// rt-app timers: next expiry per timer slot (None before first use).
