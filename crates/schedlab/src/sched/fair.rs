@@ -194,14 +194,14 @@ impl Sim {
     /// Adds an entity to the timeline and the average (__enqueue_entity).
     pub(crate) fn enqueue_timeline<const G: bool>(&mut self, q: Cq, e: Se) {
         let key = self.entity_key::<G>(q, e) as i128;
-        let (w, deadline, slice) = {
+        let (w, deadline, slice, vruntime) = {
             let se = self.se_g::<G>(e);
-            (se.load.weight, se.deadline, se.slice)
+            (se.load.weight, se.deadline, se.slice, se.vruntime)
         };
         let cfs = self.cfs_mut_g::<G>(q);
         cfs.sum_w_vruntime += key * w as i128;
         cfs.sum_weight += w;
-        let fresh = cfs.timeline.insert((deadline, e));
+        let fresh = cfs.timeline.insert((deadline, e, vruntime));
         debug_assert!(fresh, "entity {e:#x} already on the timeline");
         cfs.slices.add(slice);
     }
@@ -209,12 +209,12 @@ impl Sim {
     /// Removes an entity from the timeline and the average (__dequeue_entity).
     pub(crate) fn dequeue_timeline<const G: bool>(&mut self, q: Cq, e: Se) {
         let key = self.entity_key::<G>(q, e) as i128;
-        let (w, deadline, slice) = {
+        let (w, deadline, slice, vruntime) = {
             let se = self.se_g::<G>(e);
-            (se.load.weight, se.deadline, se.slice)
+            (se.load.weight, se.deadline, se.slice, se.vruntime)
         };
         let cfs = self.cfs_mut_g::<G>(q);
-        let was = cfs.timeline.remove(&(deadline, e));
+        let was = cfs.timeline.remove(&(deadline, e, vruntime));
         debug_assert!(was, "entity {e:#x} not on the timeline");
         cfs.sum_w_vruntime -= key * w as i128;
         cfs.sum_weight -= w;
@@ -539,7 +539,7 @@ impl Sim {
     /// keeping a protected current entity (pick_eevdf).
     pub(crate) fn pick_eevdf<const G: bool>(&self, q: Cq, protect: bool) -> Option<Se> {
         let cfs = self.cfs_g::<G>(q);
-        let first = cfs.timeline.iter().next().map(|&(_, p)| p);
+        let first = cfs.timeline.first().map(|&(_, p, _)| p);
         let mut curr = cfs.curr.filter(|&c| self.se_g::<G>(c).on_rq);
         if cfs.nr_queued == 1 {
             return curr.or(first);
@@ -548,7 +548,8 @@ impl Sim {
         // (entity_eligible() for each candidate, without recomputing them).
         let (avg, load) = self.avg_sums::<G>(q);
         let zero = cfs.zero_vruntime;
-        let eligible = |e: Se| avg >= vdiff(self.se_g::<G>(e).vruntime, zero) as i128 * load;
+        let eligible_at = |v: u64| avg >= vdiff(v, zero) as i128 * load;
+        let eligible = |e: Se| eligible_at(self.se_g::<G>(e).vruntime);
         if let Some(c) = curr {
             if !eligible(c) {
                 curr = None;
@@ -560,7 +561,7 @@ impl Sim {
             }
         }
         // The timeline is in deadline order: the first eligible entity is the pick.
-        let best = cfs.timeline.iter().map(|&(_, p)| p).find(|&p| eligible(p));
+        let best = cfs.timeline.iter().find(|&&(_, _, v)| eligible_at(v)).map(|&(_, p, _)| p);
         match (best, curr) {
             (None, c) => c.or(first),
             (Some(b), Some(c)) if vdiff(self.se_g::<G>(c).deadline, self.se_g::<G>(b).deadline) < 0 => Some(c),

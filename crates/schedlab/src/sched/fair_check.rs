@@ -26,6 +26,17 @@ pub(crate) enum CfsViolation {
         /// Its deadline.
         deadline: u64,
     },
+    /// A timeline entry holding another vruntime than its entity's: the
+    /// vruntime changed while the entity was on the timeline.
+    #[error("entity {entity:#x}: timeline holds vruntime {held} != its vruntime {vruntime}")]
+    TimelineVruntime {
+        /// The entity.
+        entity: Se,
+        /// The vruntime its entry holds.
+        held: u64,
+        /// Its vruntime.
+        vruntime: u64,
+    },
     /// An entity on a runqueue's timeline that is not queued there.
     #[error("entity {entity:#x} on cpu{cpu}/tg{tg}'s timeline but not queued there")]
     NotQueued {
@@ -195,10 +206,13 @@ impl Sim {
         let cfs = self.cfs(q);
         let mut sum_w: u64 = 0;
         let mut sum_key: i128 = 0;
-        for &(d, p) in &cfs.timeline {
+        for &(d, p, v) in &cfs.timeline {
             let se = self.se(p);
             if se.deadline != d {
                 return Err(CfsViolation::TimelineKey { entity: p, key: d, deadline: se.deadline });
+            }
+            if se.vruntime != v {
+                return Err(CfsViolation::TimelineVruntime { entity: p, held: v, vruntime: se.vruntime });
             }
             if !se.on_rq || self.cfs_rq_of(p) != q {
                 return Err(CfsViolation::NotQueued { entity: p, cpu, tg });
@@ -232,7 +246,7 @@ impl Sim {
         let (_, load) = self.avg_sums::<true>(q);
         if load > 0 {
             let v = self.avg_vruntime::<true>(q);
-            let entities: Vec<Se> = cfs.timeline.iter().map(|&(_, p)| p).chain(curr).collect();
+            let entities: Vec<Se> = cfs.timeline.iter().map(|&(_, p, _)| p).chain(curr).collect();
             let mut sum_lag: i128 = 0;
             for &p in &entities {
                 let se = self.se(p);
@@ -267,7 +281,7 @@ impl Sim {
             let eligible_min = cfs
                 .timeline
                 .iter()
-                .map(|&(_, p)| p)
+                .map(|&(_, p, _)| p)
                 .chain(curr)
                 .filter(|&p| self.entity_eligible::<true>(q, p))
                 .min_by_key(|&p| (self.se(p).deadline as i128 - cfs.zero_vruntime as i128, p));

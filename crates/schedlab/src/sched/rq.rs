@@ -24,8 +24,11 @@ pub struct CfsRq {
     /// Runqueue-level load average.
     pub avg: SchedAvg,
     /// Queued entities other than `curr`, ordered by (deadline, entity id:
-    /// a task id, or a group entity's with the high bit set).
-    pub timeline: OrdSet<(u64, TaskId)>,
+    /// a task id, or a group entity's with the high bit set), each with its
+    /// vruntime: an entity's vruntime changes only off the timeline, so the
+    /// pick tests eligibility here without a cache miss per candidate (the
+    /// kernel's tree keeps min_vruntime in its nodes for the same reason).
+    pub timeline: OrdSet<(u64, TaskId, u64)>,
     /// The running fair entity, if the CPU runs a fair task. It stays queued
     /// (`on_rq`) but lives outside the timeline and the sums below.
     pub curr: Option<TaskId>,
