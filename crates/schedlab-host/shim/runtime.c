@@ -737,6 +737,8 @@ void *bpf_kptr_xchg(void *dst, void *ptr)
 
 static u32 locks_held;
 static u32 rcu_depth;
+/* Something for end_call to check or free (schedlab_module.end_call_pending). */
+static u32 end_call_pending;
 
 /* Objects, lists, rbtrees, dynptrs, resilient locks, strings. */
 #include "runtime_ds.c"
@@ -760,6 +762,7 @@ long bpf_spin_lock(struct bpf_spin_lock *lock)
 	}
 	lock->val = 1;
 	locks_held++;
+	end_call_pending = 1;
 	return 0;
 }
 
@@ -777,6 +780,7 @@ long bpf_spin_unlock(struct bpf_spin_lock *lock)
 void bpf_rcu_read_lock(void)
 {
 	rcu_depth++;
+	end_call_pending = 1;
 }
 
 void bpf_rcu_read_unlock(void)
@@ -797,6 +801,7 @@ static u32 end_call(void)
 	locks_held = 0;
 	rcu_depth = 0;
 	free_dead_objs();
+	end_call_pending = 0;
 	return bad;
 }
 
@@ -823,5 +828,6 @@ EXPORT struct schedlab_module *schedlab_attach(void *(*resolve)(const char *name
 	if (missing)
 		return NULL;
 	__schedlab_module.end_call = end_call;
+	__schedlab_module.end_call_pending = &end_call_pending;
 	return &__schedlab_module;
 }

@@ -81,6 +81,7 @@ void bpf_obj_drop_impl(void *p, void *meta)
 	h->magic = 0;
 	h->next_dead = dead_objs;
 	dead_objs = h;
+	end_call_pending = 1;
 	live_objs--;
 }
 
@@ -759,6 +760,7 @@ int bpf_res_spin_lock(struct bpf_res_spin_lock *lock)
 		return -EDEADLK;
 	lock->val = 1;
 	res_held[nr_res_held++] = lock;
+	end_call_pending = 1;
 	return 0;
 }
 
