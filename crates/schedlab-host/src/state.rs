@@ -88,7 +88,9 @@ pub(super) struct Inner {
     pub rotor: u32,
     pub timers: BTreeMap<u64, Timer>,
     pub next_timer: u64,
-    /// Memory released during this call, freed when it returns.
+    /// Memory released during this call, freed when it returns. Code that
+    /// adds to it, to `grave_masks` or to `lent` calls
+    /// [`HostState::hold_call_memory`].
     pub grave: Graveyard,
     #[allow(clippy::vec_box)] // boxes keep their addresses; the Vec only owns them
     pub grave_masks: Vec<Box<BpfCpumaskC>>,
@@ -116,6 +118,10 @@ pub(super) struct HostState {
     last_map: Cell<(usize, usize)>,
     /// Nesting depth of calls into C.
     depth: Cell<u32>,
+    /// `grave`, `grave_masks` or `lent` may hold something, to release
+    /// when the outermost call returns (a flag, so that the calls that
+    /// hold nothing, nearly all, need not look into `inner`).
+    call_memory: Cell<bool>,
     /// The runtime's spin lock / RCU balance check.
     end_call: Option<EndCall>,
     /// The object is cid-form (fixed when it is loaded).
@@ -253,6 +259,7 @@ impl HostState {
             last_task: Cell::new((0, 0)),
             last_map: Cell::new((0, 0)),
             depth: Cell::new(0),
+            call_memory: Cell::new(false),
             end_call,
             dead: Cell::new(false),
             last_fault: RefCell::new(None),
@@ -355,13 +362,16 @@ impl HostState {
                 self.run_end_call(sim, e.f);
             }
         }
-        let holds = {
-            let i = self.inner.borrow();
-            !i.grave.is_empty() || !i.grave_masks.is_empty() || !i.lent.is_empty()
-        };
-        if holds {
+        if self.call_memory.get() {
             self.release_call_memory();
         }
+    }
+
+    /// Notes that the call released memory or lent a mask (see
+    /// [`Inner::grave`]).
+    #[inline]
+    pub(super) fn hold_call_memory(&self) {
+        self.call_memory.set(true);
     }
 
     #[cold]
@@ -382,6 +392,7 @@ impl HostState {
     #[cold]
     #[inline(never)]
     fn release_call_memory(&self) {
+        self.call_memory.set(false);
         let mut i = self.inner.borrow_mut();
         // An empty BTreeSet's clear() still drops and rebuilds it.
         if !i.grave.is_empty() {
@@ -477,11 +488,18 @@ impl HostState {
     }
 
     /// The task behind a pointer from C, or an ejection naming `what`.
+    #[inline]
     pub(super) fn task_of(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<TaskId> {
         let addr = c as usize;
-        if addr != 0 && self.last_task.get().0 == addr {
-            return Some(self.last_task.get().1);
+        let (last, p) = self.last_task.get();
+        if addr != 0 && last == addr {
+            return Some(p);
         }
+        self.task_of_slow(sim, addr, what)
+    }
+
+    #[inline(never)]
+    fn task_of_slow(&self, sim: &mut Sim, addr: usize, what: &str) -> Option<TaskId> {
         let found = if addr == 0 { None } else { self.inner.borrow().tasks.get(&addr).copied() };
         match found {
             Some(p) => {
@@ -499,11 +517,19 @@ impl HostState {
     /// Who a task pointer from C is: a simulated task or a CPU's idle
     /// task (kfuncs that accept any task, e.g. bpf_task_acquire() and the
     /// local storage helpers), or an ejection naming `what`.
+    #[inline]
     pub(super) fn who(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<Who> {
         let addr = c as usize;
-        if addr != 0 && self.last_task.get().0 == addr {
-            return Some(Who::Task(self.last_task.get().1));
+        let (last, p) = self.last_task.get();
+        if addr != 0 && last == addr {
+            return Some(Who::Task(p));
         }
+        self.who_slow(sim, c, what)
+    }
+
+    #[inline(never)]
+    fn who_slow(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<Who> {
+        let addr = c as usize;
         let i = self.inner.borrow();
         if let Some(&p) = i.tasks.get(&addr) {
             return Some(Who::Task(p));
@@ -512,7 +538,7 @@ impl HostState {
             return Some(Who::Idle(cpu));
         }
         drop(i);
-        self.task_of(sim, c, what).map(Who::Task)
+        self.task_of_slow(sim, addr, what).map(Who::Task)
     }
 
     /// The C pointer for `who`.
@@ -560,6 +586,7 @@ impl HostState {
     pub(super) fn lend(&self, m: &CpumaskC) -> *const CpumaskC {
         let p = m as *const CpumaskC;
         self.inner.borrow_mut().lent.insert(p as usize);
+        self.hold_call_memory();
         p
     }
 }

@@ -116,6 +116,7 @@ impl HostedScheduler {
     /// map go (freed when the outermost call returns), with their timers.
     fn free_task_storage(&self, sim: &mut Sim, p: TaskId) {
         let owner = maps::owner_key(p);
+        self.state.hold_call_memory();
         let freed: Vec<usize> = {
             let mut inner = self.state.inner.borrow_mut();
             let inner = &mut *inner;
