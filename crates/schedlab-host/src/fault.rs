@@ -9,7 +9,8 @@
 //!   handler puts the thread back where [`call`] was entered, as if the
 //!   callback had returned, and [`call`] reports a [`Caught`]. A stack
 //!   overflow is a SIGSEGV delivered on the thread's alternate signal stack
-//!   (std sets one up for its threads; [`call`] adds one where missing).
+//!   (std sets one up for its threads; [`enter_thread`] adds one where
+//!   missing).
 //! - **Endless loops.** A watchdog thread sees a thread that has been inside
 //!   one outermost call for longer than its budget (wall time, default
 //!   [`DEFAULT_BUDGET_NS`], `scheduler.op_timeout` / `--op-timeout`), and
@@ -305,15 +306,17 @@ mod imp {
         Slot { tid: AtomicI32::new(0), epoch: AtomicU64::new(0), budget: AtomicU64::new(0), kill: AtomicU64::new(u64::MAX) }
     }
     static SLOTS: [Slot; NSLOTS] = [const { free_slot() }; NSLOTS];
-    /// The slot of threads that found none free: the watchdog never reads
-    /// it (their calls have no time limit), and its `kill` never matches.
+    /// The slot of threads not registered, or that found none free: the
+    /// watchdog never reads it (their calls have no time limit), and its
+    /// `kill` never matches.
     static UNWATCHED: Slot = free_slot();
     const NO_SLOT: usize = usize::MAX;
 
     thread_local! {
-        /// This thread's slot (null: not registered yet). A pointer rather
-        /// than an index, so the outermost call needs no bounds check.
-        static MY_SLOT: Cell<*const Slot> = const { Cell::new(std::ptr::null()) };
+        /// This thread's slot, UNWATCHED until [`enter_thread`] finds it
+        /// one. A reference rather than an index, so the outermost call
+        /// needs no bounds check.
+        static MY_SLOT: Cell<&'static Slot> = const { Cell::new(&UNWATCHED) };
         static OWNER: SlotOwner = const { SlotOwner(Cell::new(NO_SLOT)) };
     }
 
@@ -387,11 +390,16 @@ mod imp {
         });
     }
 
-    /// Registers this thread with the watchdog and makes sure it has an
-    /// alternate signal stack (for stack overflows).
-    #[cold]
-    #[inline(never)]
-    fn register() -> *const Slot {
+    /// Prepares this thread for guarded calls: installs the handlers,
+    /// makes sure it has an alternate signal stack (for stack overflows)
+    /// and registers it with the watchdog. The host state of a scheduler
+    /// calls it when it is created; it is neither Send nor Sync, so every
+    /// call into the scheduler is made on a thread that did, and [`call`]
+    /// need not check.
+    pub(crate) fn enter_thread() {
+        if !std::ptr::eq(MY_SLOT.get(), &UNWATCHED) {
+            return;
+        }
         install();
         // SAFETY: querying and setting this thread's alternate stack; the
         // mapping we install is never freed (threads that host schedulers
@@ -421,9 +429,7 @@ mod imp {
                 let _ = std::thread::Builder::new().name("schedlab-op-watchdog".into()).spawn(watchdog);
             });
         }
-        let s: *const Slot = SLOTS.get(slot).unwrap_or(&UNWATCHED);
-        MY_SLOT.set(s);
-        s
+        MY_SLOT.set(SLOTS.get(slot).unwrap_or(&UNWATCHED));
     }
 
     /// Signals threads that stay inside one outermost call past their budget.
@@ -460,12 +466,7 @@ mod imp {
     /// watchdog starts timing it.
     #[inline(always)]
     fn enter_outermost(budget_ns: u64) -> &'static Slot {
-        let mut s = MY_SLOT.get();
-        if s.is_null() {
-            s = register();
-        }
-        // SAFETY: MY_SLOT holds null or a pointer into a static.
-        let s = unsafe { &*s };
+        let s = MY_SLOT.get();
         s.budget.store(budget_ns, Ordering::Relaxed);
         // Only this thread writes its slot's epoch: a load and a store, no
         // read-modify-write, publish it.
@@ -546,11 +547,6 @@ mod imp {
         let in_sched = super::super::fpe::in_scheduler_text(ip);
         if sig == timeout_signal() {
             let s = MY_SLOT.get();
-            if s.is_null() {
-                return true;
-            }
-            // SAFETY: a non-null MY_SLOT points into a static.
-            let s = unsafe { &*s };
             if !in_sched || s.kill.load(Ordering::Acquire) != s.epoch.load(Ordering::Acquire) {
                 // Not now: the watchdog sends it again.
                 return true;
@@ -637,8 +633,10 @@ mod imp {
     }
 
     pub fn install() {}
+
+    pub fn enter_thread() {}
 }
 
-pub(super) use imp::install;
+pub(super) use imp::{enter_thread, install};
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(super) use imp::try_recover;

@@ -21,6 +21,7 @@ const TIMER_ABS: u64 = 1;
 /// Marks a `struct bpf_timer` the host initialised (second opaque word).
 const TIMER_MAGIC: u64 = 0x7363_686c_6162_746d;
 
+#[inline]
 fn map_index(sim: &mut Sim, h: &HostState, map: *mut c_void, what: &str) -> Option<usize> {
     let i = h.map_at(map as usize);
     if i.is_none() {

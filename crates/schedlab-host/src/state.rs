@@ -36,6 +36,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use schedlab::engine::TaskId;
 use schedlab::sched::ext::abi::{CpumaskC, TaskStructC};
 use schedlab::sched::ext::kfuncs;
+use schedlab::sched::ext::ops::Op;
 use schedlab::sched::sim::Sim;
 
 use super::fault::{self, ObjInfo};
@@ -221,12 +222,12 @@ fn kfunc_panicked(payload: Box<dyn Any + Send>, ctx: Ctx) {
 /// What the host was calling when hosted code faulted, for the message.
 #[derive(Clone, Copy)]
 pub(super) enum Callee<'a> {
-    Op(schedlab::sched::ext::ops::Op),
+    Op(Op),
     Syscall(&'a str),
     Timer,
     ForEach,
     Tracepoint(&'a str),
-    /// An op the core has no [`Op`](schedlab::sched::ext::ops::Op) for
+    /// An op the core has no [`Op`] for
     /// (the cid form's ops.init_cids()).
     Named(&'a str),
 }
@@ -253,6 +254,9 @@ pub(super) fn bad(sim: &mut Sim, msg: String) {
 
 impl HostState {
     pub(super) fn new(inner: Inner, end_call: Option<EndCall>, obj: ObjInfo) -> HostState {
+        // A HostState stays on this thread (a raw pointer makes it neither
+        // Send nor Sync), so this is where its calls will be made.
+        fault::enter_thread();
         HostState {
             cid_form: inner.cid.is_some(),
             inner: RefCell::new(inner),
@@ -284,17 +288,35 @@ impl HostState {
     /// arguments, guarded (fault.rs): None if it faulted or did not
     /// return in time, which ejects the scheduler (SCX_EXIT_ERROR) with a
     /// message naming `what`, the address and the source line.
-    #[inline]
     pub(super) fn call_c(&self, sim: &mut Sim, what: Callee, f: usize, args: [u64; 4]) -> Option<u64> {
-        let budget = self.budget_ns.get();
         let cost0 = sim.scx.cost_acc;
-        match self.call(sim, || fault::call(f, args, budget)) {
+        match self.guarded(sim, f, args) {
             Ok(r) => Some(r),
             Err(c) => {
                 self.caught(sim, what, &c, cost0);
                 None
             }
         }
+    }
+
+    /// [`call_c`](Self::call_c) for ops.`op`, whose one argument is its
+    /// context: the common case, with every argument in a register.
+    #[inline(never)]
+    pub(super) fn call_op(&self, sim: &mut Sim, op: Op, f: usize, ctx: u64) -> Option<u64> {
+        let cost0 = sim.scx.cost_acc;
+        match self.guarded(sim, f, [ctx, 0, 0, 0]) {
+            Ok(r) => Some(r),
+            Err(c) => {
+                self.caught(sim, Callee::Op(op), &c, cost0);
+                None
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn guarded(&self, sim: &mut Sim, f: usize, args: [u64; 4]) -> Result<u64, Box<fault::Caught>> {
+        let budget = self.budget_ns.get();
+        self.call(sim, || fault::call(f, args, budget))
     }
 
     #[cold]
@@ -407,6 +429,7 @@ impl HostState {
     }
 
     /// The index of the map at `addr`, if it is one of this scheduler's.
+    #[inline]
     pub(super) fn map_at(&self, addr: usize) -> Option<usize> {
         let (a, i) = self.last_map.get();
         if a == addr && addr != 0 {

@@ -88,7 +88,7 @@ impl HostedScheduler {
         if f == 0 || (self.state.dead() && op != Op::Exit) {
             return None;
         }
-        self.state.call_c(sim, Callee::Op(op), f, [args.as_mut_ptr() as u64, 0, 0, 0])
+        self.state.call_op(sim, op, f, args.as_mut_ptr() as u64)
     }
 
     pub(super) fn call_void(&self, sim: &mut Sim, op: Op, args: &mut [u64]) {
