@@ -740,6 +740,17 @@ static u32 rcu_depth;
 /* Something for end_call to check or free (schedlab_module.end_call_pending). */
 static u32 end_call_pending;
 
+/*
+ * Raised before the state it announces changes: a call abandoned in between
+ * (a timeout lands anywhere in the object's text) still gets its end_call.
+ * The fence keeps the compiler from sinking the store past that change.
+ */
+static void end_call_needed(void)
+{
+	end_call_pending = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
 /* Objects, lists, rbtrees, dynptrs, resilient locks, strings. */
 #include "runtime_ds.c"
 
@@ -760,9 +771,9 @@ long bpf_spin_lock(struct bpf_spin_lock *lock)
 		h_schedlab_error("bpf_spin_lock: only one lock may be held at a time");
 		return 0;
 	}
+	end_call_needed();
 	lock->val = 1;
 	locks_held++;
-	end_call_pending = 1;
 	return 0;
 }
 
@@ -779,8 +790,8 @@ long bpf_spin_unlock(struct bpf_spin_lock *lock)
 
 void bpf_rcu_read_lock(void)
 {
+	end_call_needed();
 	rcu_depth++;
-	end_call_pending = 1;
 }
 
 void bpf_rcu_read_unlock(void)
