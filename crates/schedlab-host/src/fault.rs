@@ -307,8 +307,8 @@ mod imp {
     }
     static SLOTS: [Slot; NSLOTS] = [const { free_slot() }; NSLOTS];
     /// The slot of threads not registered, or that found none free: the
-    /// watchdog never reads it (their calls have no time limit), and its
-    /// `kill` never matches.
+    /// watchdog never reads it (their calls have no time limit), its `kill`
+    /// never matches, and its epoch, shared, means nothing.
     static UNWATCHED: Slot = free_slot();
     const NO_SLOT: usize = usize::MAX;
 
@@ -468,8 +468,8 @@ mod imp {
     fn enter_outermost(budget_ns: u64) -> &'static Slot {
         let s = MY_SLOT.get();
         s.budget.store(budget_ns, Ordering::Relaxed);
-        // Only this thread writes its slot's epoch: a load and a store, no
-        // read-modify-write, publish it.
+        // Only this thread writes its slot's epoch, so a load and a store
+        // do (no locked read-modify-write); Release publishes the budget.
         s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
         s
     }
