@@ -737,6 +737,19 @@ void *bpf_kptr_xchg(void *dst, void *ptr)
 
 static u32 locks_held;
 static u32 rcu_depth;
+/* Something for end_call to check or free (schedlab_module.end_call_pending). */
+static u32 end_call_pending;
+
+/*
+ * Raised before the state it announces changes: a call abandoned in between
+ * (a timeout lands anywhere in the object's text) still gets its end_call.
+ * The fence keeps the compiler from sinking the store past that change.
+ */
+static void end_call_needed(void)
+{
+	end_call_pending = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
 
 /* Objects, lists, rbtrees, dynptrs, resilient locks, strings. */
 #include "runtime_ds.c"
@@ -758,6 +771,7 @@ long bpf_spin_lock(struct bpf_spin_lock *lock)
 		h_schedlab_error("bpf_spin_lock: only one lock may be held at a time");
 		return 0;
 	}
+	end_call_needed();
 	lock->val = 1;
 	locks_held++;
 	return 0;
@@ -776,6 +790,7 @@ long bpf_spin_unlock(struct bpf_spin_lock *lock)
 
 void bpf_rcu_read_lock(void)
 {
+	end_call_needed();
 	rcu_depth++;
 }
 
@@ -797,6 +812,7 @@ static u32 end_call(void)
 	locks_held = 0;
 	rcu_depth = 0;
 	free_dead_objs();
+	end_call_pending = 0;
 	return bad;
 }
 
@@ -823,5 +839,6 @@ EXPORT struct schedlab_module *schedlab_attach(void *(*resolve)(const char *name
 	if (missing)
 		return NULL;
 	__schedlab_module.end_call = end_call;
+	__schedlab_module.end_call_pending = &end_call_pending;
 	return &__schedlab_module;
 }

@@ -78,6 +78,7 @@ void bpf_obj_drop_impl(void *p, void *meta)
 	}
 	if (--h->refs)
 		return;
+	end_call_needed();
 	h->magic = 0;
 	h->next_dead = dead_objs;
 	dead_objs = h;
@@ -757,6 +758,7 @@ int bpf_res_spin_lock(struct bpf_res_spin_lock *lock)
 	}
 	if (lock->val || nr_res_held >= RES_LOCKS_MAX)
 		return -EDEADLK;
+	end_call_needed();
 	lock->val = 1;
 	res_held[nr_res_held++] = lock;
 	return 0;

@@ -101,6 +101,12 @@ struct schedlab_module {
 	/* Special fields of map values. */
 	u32 nr_map_fields;
 	const struct schedlab_map_field *map_fields;
+	/*
+	 * Filled by the runtime: non-zero once a call may have left something
+	 * for end_call (a lock taken, an RCU section entered, an object
+	 * dropped), so the host skips end_call after the calls that did not.
+	 */
+	const u32 *end_call_pending;
 };
 
 /* Defined by the generated descriptor unit. */

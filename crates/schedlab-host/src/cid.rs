@@ -495,7 +495,7 @@ pub(crate) fn cpu_of(sim: &mut Sim, h: &HostState, cid: i32) -> Result<Cpu, i32>
 
 /// Whether the scheduler is cid-form.
 pub(crate) fn is_cid(h: &HostState) -> bool {
-    h.inner.borrow().cid.is_some()
+    h.cid_form()
 }
 
 /// A `SCX_DSQ_LOCAL_ON | cid` verdict of a cid-form scheduler names the

@@ -9,7 +9,8 @@
 //!   handler puts the thread back where [`call`] was entered, as if the
 //!   callback had returned, and [`call`] reports a [`Caught`]. A stack
 //!   overflow is a SIGSEGV delivered on the thread's alternate signal stack
-//!   (std sets one up for its threads; [`call`] adds one where missing).
+//!   (std sets one up for its threads; [`enter_thread`] adds one where
+//!   missing).
 //! - **Endless loops.** A watchdog thread sees a thread that has been inside
 //!   one outermost call for longer than its budget (wall time, default
 //!   [`DEFAULT_BUDGET_NS`], `scheduler.op_timeout` / `--op-timeout`), and
@@ -74,6 +75,7 @@
 //! Elsewhere than x86-64 Linux, [`call`] calls without a guard.
 
 use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::path::PathBuf;
 
 /// The default budget of one callback: 5 s of wall time.
@@ -111,19 +113,32 @@ pub(super) struct Caught {
 }
 
 /// Saved by the trampoline, read and written by the signal handler.
+///
+/// Only `sig` and `prev` are set before the call: the trampoline fills
+/// `regs` before any hosted instruction runs (the handler never abandons a
+/// call from schedlab's own text, where the trampoline is), and the
+/// handler fills `fault` before it sets `sig`. Leaving them unwritten
+/// saves a dozen stores per call.
 #[repr(C)]
 pub(super) struct Guard {
     /// rbx, rbp, r12, r13, r14, r15, rsp after the return, return address.
-    regs: [u64; 8],
+    regs: MaybeUninit<[u64; 8]>,
     /// The signal that ended the call (0: none).
     sig: i32,
+    fault: MaybeUninit<Fault>,
+    prev: *mut Guard,
+}
+
+/// What the handler saw, valid once [`Guard::sig`] is set.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Fault {
     code: i32,
     addr: usize,
     ip: usize,
     sp: usize,
     err: i64,
     trapno: i64,
-    prev: *mut Guard,
 }
 
 thread_local! {
@@ -149,8 +164,10 @@ pub(super) fn rust_section_end(prev: bool) {
 /// (any C function of up to four integer or pointer arguments returning
 /// void or an integer, whose result is then in the low bits), under a
 /// guard with `budget_ns` of wall time (0: unlimited) if this is the
-/// outermost call on the thread.
-pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Caught> {
+/// outermost call on the thread. The error is boxed so that the result of
+/// a call that returned stays two words, in registers.
+#[inline(always)]
+pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Box<Caught>> {
     imp::call(f, a, budget_ns)
 }
 
@@ -244,7 +261,9 @@ mod imp {
 
     use super::*;
 
-    // __schedlab_guard_call(guard, f, a0, a1, a2, a3): see the module doc.
+    // __schedlab_guard_call(a0, a1, a2, a3, f, guard): see the module doc.
+    // The callee's arguments come first so they are already in the
+    // registers the C ABI passes them in (rdi, rsi, rdx, rcx).
     std::arch::global_asm!(
         ".pushsection .text.__schedlab_guard_call,\"ax\",@progbits",
         ".globl __schedlab_guard_call",
@@ -252,28 +271,23 @@ mod imp {
         ".type __schedlab_guard_call,@function",
         ".p2align 4",
         "__schedlab_guard_call:",
-        "mov [rdi], rbx",
-        "mov [rdi + 8], rbp",
-        "mov [rdi + 16], r12",
-        "mov [rdi + 24], r13",
-        "mov [rdi + 32], r14",
-        "mov [rdi + 40], r15",
+        "mov [r9], rbx",
+        "mov [r9 + 8], rbp",
+        "mov [r9 + 16], r12",
+        "mov [r9 + 24], r13",
+        "mov [r9 + 32], r14",
+        "mov [r9 + 40], r15",
         "lea rax, [rsp + 8]",
-        "mov [rdi + 48], rax",
+        "mov [r9 + 48], rax",
         "mov rax, [rsp]",
-        "mov [rdi + 56], rax",
-        "mov rax, rsi",
-        "mov rdi, rdx",
-        "mov rsi, rcx",
-        "mov rdx, r8",
-        "mov rcx, r9",
-        "jmp rax",
+        "mov [r9 + 56], rax",
+        "jmp r8",
         ".size __schedlab_guard_call, . - __schedlab_guard_call",
         ".popsection",
     );
 
     extern "C" {
-        fn __schedlab_guard_call(g: *mut Guard, f: usize, a0: u64, a1: u64, a2: u64, a3: u64) -> u64;
+        fn __schedlab_guard_call(a0: u64, a1: u64, a2: u64, a3: u64, f: usize, g: *mut Guard) -> u64;
     }
 
     /// One thread the watchdog watches.
@@ -288,14 +302,21 @@ mod imp {
     }
 
     const NSLOTS: usize = 512;
-    static SLOTS: [Slot; NSLOTS] = [const {
+    const fn free_slot() -> Slot {
         Slot { tid: AtomicI32::new(0), epoch: AtomicU64::new(0), budget: AtomicU64::new(0), kill: AtomicU64::new(u64::MAX) }
-    }; NSLOTS];
-    const UNREGISTERED: usize = usize::MAX;
-    const NO_SLOT: usize = usize::MAX - 1;
+    }
+    static SLOTS: [Slot; NSLOTS] = [const { free_slot() }; NSLOTS];
+    /// The slot of threads not registered, or that found none free: the
+    /// watchdog never reads it (their calls have no time limit), its `kill`
+    /// never matches, and its epoch, shared, means nothing.
+    static UNWATCHED: Slot = free_slot();
+    const NO_SLOT: usize = usize::MAX;
 
     thread_local! {
-        static MY_SLOT: Cell<usize> = const { Cell::new(UNREGISTERED) };
+        /// This thread's slot, UNWATCHED until [`enter_thread`] finds it
+        /// one. A reference rather than an index, so the outermost call
+        /// needs no bounds check.
+        static MY_SLOT: Cell<&'static Slot> = const { Cell::new(&UNWATCHED) };
         static OWNER: SlotOwner = const { SlotOwner(Cell::new(NO_SLOT)) };
     }
 
@@ -369,9 +390,16 @@ mod imp {
         });
     }
 
-    /// Registers this thread with the watchdog and makes sure it has an
-    /// alternate signal stack (for stack overflows).
-    fn register() -> usize {
+    /// Prepares this thread for guarded calls: installs the handlers,
+    /// makes sure it has an alternate signal stack (for stack overflows)
+    /// and registers it with the watchdog. The host state of a scheduler
+    /// calls it when it is created; it is neither Send nor Sync, so every
+    /// call into the scheduler is made on a thread that did, and [`call`]
+    /// need not check.
+    pub(crate) fn enter_thread() {
+        if !std::ptr::eq(MY_SLOT.get(), &UNWATCHED) {
+            return;
+        }
         install();
         // SAFETY: querying and setting this thread's alternate stack; the
         // mapping we install is never freed (threads that host schedulers
@@ -401,8 +429,7 @@ mod imp {
                 let _ = std::thread::Builder::new().name("schedlab-op-watchdog".into()).spawn(watchdog);
             });
         }
-        MY_SLOT.with(|s| s.set(slot));
-        slot
+        MY_SLOT.set(SLOTS.get(slot).unwrap_or(&UNWATCHED));
     }
 
     /// Signals threads that stay inside one outermost call past their budget.
@@ -435,39 +462,62 @@ mod imp {
         }
     }
 
-    pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Caught> {
-        let mut g = Guard { regs: [0; 8], sig: 0, code: 0, addr: 0, ip: 0, sp: 0, err: 0, trapno: 0, prev: TOP.with(Cell::get) };
-        let outer = g.prev.is_null();
-        let mut slot = NO_SLOT;
-        if outer {
-            slot = MY_SLOT.with(Cell::get);
-            if slot == UNREGISTERED {
-                slot = register();
-            }
-            if let Some(s) = SLOTS.get(slot) {
-                s.budget.store(budget_ns, Ordering::Relaxed);
-                s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
-            }
+    /// Starts the outermost call of this thread: its epoch turns odd, so the
+    /// watchdog starts timing it.
+    #[inline(always)]
+    fn enter_outermost(budget_ns: u64) -> &'static Slot {
+        let s = MY_SLOT.get();
+        s.budget.store(budget_ns, Ordering::Relaxed);
+        // Only this thread writes its slot's epoch, so a load and a store
+        // do (no locked read-modify-write); Release publishes the budget.
+        s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
+        s
+    }
+
+    #[inline(always)]
+    pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Box<Caught>> {
+        let prev = TOP.get();
+        let mut g = MaybeUninit::<Guard>::uninit();
+        let gp = g.as_mut_ptr();
+        // SAFETY: writing fields of our own local (see Guard for the rest).
+        unsafe {
+            (&raw mut (*gp).sig).write(0);
+            (&raw mut (*gp).prev).write(prev);
         }
-        let hosted = HOSTED.with(|h| h.replace(true));
-        TOP.with(|t| t.set(&mut g));
+        let slot = if prev.is_null() { Some(enter_outermost(budget_ns)) } else { None };
+        let hosted = HOSTED.replace(true);
+        TOP.set(gp);
         // SAFETY: `f` is a function of a loaded scheduler taking up to four
         // integer arguments (extra ones are ignored by the C ABI); the
         // trampoline saves what the handler needs to abandon it into `g`,
         // which outlives the call.
-        let r = unsafe { __schedlab_guard_call(&mut g, f, a[0], a[1], a[2], a[3]) };
+        let r = unsafe { __schedlab_guard_call(a[0], a[1], a[2], a[3], f, gp) };
         // SAFETY: `g` is a live local; the handler may have written it
-        // during the call, through the pointer in TOP.
-        let g = unsafe { std::ptr::read_volatile(&g) };
-        TOP.with(|t| t.set(g.prev));
-        HOSTED.with(|h| h.set(hosted));
-        if let Some(s) = SLOTS.get(slot) {
+        // during the call, through the pointer in TOP. Only `sig` is read
+        // on the way out; the rest only after a fault.
+        let sig = unsafe { std::ptr::read_volatile(&raw const (*gp).sig) };
+        TOP.set(prev);
+        HOSTED.set(hosted);
+        if let Some(s) = slot {
             s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
         }
-        if g.sig == 0 {
-            return Ok(r);
+        if sig != 0 {
+            return Err(caught(gp));
         }
-        let kind = match g.sig {
+        Ok(r)
+    }
+
+    /// What the handler recorded in `g` when it abandoned the call.
+    #[cold]
+    #[inline(never)]
+    fn caught(g: *const Guard) -> Box<Caught> {
+        // SAFETY: the handler set `sig` only after filling `fault`, and it
+        // acts only after the trampoline filled `regs` (see Guard).
+        let (sig, f, regs) = unsafe {
+            let g = std::ptr::read_volatile(g);
+            (g.sig, g.fault.assume_init(), g.regs.assume_init())
+        };
+        let kind = match sig {
             libc::SIGSEGV => Kind::Segv,
             libc::SIGBUS => Kind::Bus,
             libc::SIGILL => Kind::Ill,
@@ -475,9 +525,9 @@ mod imp {
             _ => Kind::Timeout,
         };
         // #PF (trap 14): error code bit 1 is "write".
-        let write = (g.trapno == 14).then_some(g.err & 2 != 0);
-        let general_protection = g.trapno == 13;
-        Err(Caught { kind, code: g.code, addr: g.addr, ip: g.ip, sp: g.sp, entry_sp: g.regs[6] as usize, write, general_protection })
+        let write = (f.trapno == 14).then_some(f.err & 2 != 0);
+        let general_protection = f.trapno == 13;
+        Box::new(Caught { kind, code: f.code, addr: f.addr, ip: f.ip, sp: f.sp, entry_sp: regs[6] as usize, write, general_protection })
     }
 
     /// Abandons the innermost guarded call if `sig` is the scheduler's
@@ -486,8 +536,8 @@ mod imp {
     /// # Safety
     /// Called from a signal handler with the kernel's `info` and `ctx`.
     pub(crate) unsafe fn try_recover(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
-        let top = TOP.with(Cell::get);
-        if top.is_null() || !HOSTED.with(Cell::get) {
+        let top = TOP.get();
+        if top.is_null() || !HOSTED.get() {
             return false;
         }
         // SAFETY: the kernel passes a ucontext_t for SA_SIGINFO handlers.
@@ -496,8 +546,7 @@ mod imp {
         let ip = gr[libc::REG_RIP as usize] as usize;
         let in_sched = super::super::fpe::in_scheduler_text(ip);
         if sig == timeout_signal() {
-            let slot = MY_SLOT.with(Cell::get);
-            let Some(s) = SLOTS.get(slot) else { return true };
+            let s = MY_SLOT.get();
             if !in_sched || s.kill.load(Ordering::Acquire) != s.epoch.load(Ordering::Acquire) {
                 // Not now: the watchdog sends it again.
                 return true;
@@ -506,23 +555,29 @@ mod imp {
             return false;
         }
         // SAFETY: `top` is the innermost live guard of this thread (set by
-        // `call`, which is suspended below this handler).
-        let g = unsafe { &mut *top };
-        g.sig = sig;
+        // `call`, which is suspended below this handler), and the trampoline
+        // has filled its registers (we are not in schedlab's own text).
+        let regs = unsafe { (*top).regs.assume_init() };
         // SAFETY: reading the siginfo the kernel passed.
+        let (code, addr) = unsafe { ((*info).si_code, if sig == timeout_signal() { 0 } else { (*info).si_addr() as usize }) };
+        let fault = Fault {
+            code,
+            addr,
+            ip,
+            sp: gr[libc::REG_RSP as usize] as usize,
+            err: gr[libc::REG_ERR as usize],
+            trapno: gr[libc::REG_TRAPNO as usize],
+        };
+        // SAFETY: as above; `fault` before `sig`, which `call` reads first.
         unsafe {
-            g.code = (*info).si_code;
-            g.addr = if sig == timeout_signal() { 0 } else { (*info).si_addr() as usize };
+            (*top).fault.write(fault);
+            (*top).sig = sig;
         }
-        g.ip = ip;
-        g.sp = gr[libc::REG_RSP as usize] as usize;
-        g.err = gr[libc::REG_ERR as usize];
-        g.trapno = gr[libc::REG_TRAPNO as usize];
-        for (reg, v) in [libc::REG_RBX, libc::REG_RBP, libc::REG_R12, libc::REG_R13, libc::REG_R14, libc::REG_R15].into_iter().zip(g.regs) {
+        for (reg, v) in [libc::REG_RBX, libc::REG_RBP, libc::REG_R12, libc::REG_R13, libc::REG_R14, libc::REG_R15].into_iter().zip(regs) {
             gr[reg as usize] = v as i64;
         }
-        gr[libc::REG_RSP as usize] = g.regs[6] as i64;
-        gr[libc::REG_RIP as usize] = g.regs[7] as i64;
+        gr[libc::REG_RSP as usize] = regs[6] as i64;
+        gr[libc::REG_RIP as usize] = regs[7] as i64;
         gr[libc::REG_RAX as usize] = 0;
         true
     }
@@ -565,7 +620,7 @@ mod imp {
 mod imp {
     use super::*;
 
-    pub fn call(f: usize, a: [u64; 4], _budget_ns: u64) -> Result<u64, Caught> {
+    pub fn call(f: usize, a: [u64; 4], _budget_ns: u64) -> Result<u64, Box<Caught>> {
         // SAFETY: as the guarded call: a scheduler function of up to four
         // integer arguments.
         let f: unsafe extern "C" fn(u64, u64, u64, u64) -> u64 = unsafe { std::mem::transmute(f) };
@@ -578,8 +633,10 @@ mod imp {
     }
 
     pub fn install() {}
+
+    pub fn enter_thread() {}
 }
 
-pub(super) use imp::install;
+pub(super) use imp::{enter_thread, install};
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(super) use imp::try_recover;

@@ -81,6 +81,7 @@ pub(super) extern "C" fn bpf_cpumask_release(m: *mut BpfCpumaskC) {
             let mut i = h.inner.borrow_mut();
             if let Some(b) = i.cpumasks.remove(&(m as usize)) {
                 i.grave_masks.push(b);
+                h.hold_call_memory();
             }
         }
     })

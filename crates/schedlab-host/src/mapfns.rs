@@ -21,6 +21,7 @@ const TIMER_ABS: u64 = 1;
 /// Marks a `struct bpf_timer` the host initialised (second opaque word).
 const TIMER_MAGIC: u64 = 0x7363_686c_6162_746d;
 
+#[inline]
 fn map_index(sim: &mut Sim, h: &HostState, map: *mut c_void, what: &str) -> Option<usize> {
     let i = h.map_at(map as usize);
     if i.is_none() {
@@ -100,6 +101,7 @@ pub(super) extern "C" fn bpf_map_delete_elem(map: *mut c_void, key: *const c_voi
         let Some(i) = map_index(sim, h, map, "bpf_map_delete_elem") else { return -EINVAL };
         let ks = h.inner.borrow().maps[i].def.key_size;
         let Some(key) = bytes(sim, key, ks, "bpf_map_delete_elem") else { return -EINVAL };
+        h.hold_call_memory();
         let r = {
             let mut inner = h.inner.borrow_mut();
             let inner = &mut *inner;
@@ -132,6 +134,7 @@ fn pop(map: *mut c_void, value: *mut c_void, remove: bool) -> i64 {
         }
         // SAFETY: BPF passes a buffer of the map's value size.
         let out = unsafe { std::slice::from_raw_parts_mut(value.cast::<u8>(), vs) };
+        h.hold_call_memory();
         let mut inner = h.inner.borrow_mut();
         let inner = &mut *inner;
         inner.maps[i].pop(out, remove, &mut inner.grave)
@@ -203,6 +206,7 @@ pub(super) extern "C" fn bpf_task_storage_delete(map: *mut c_void, task: *mut Ta
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_task_storage_delete") else { return -EINVAL };
         let Some(p) = h.who(sim, task, "bpf_task_storage_delete") else { return -EINVAL };
+        h.hold_call_memory();
         let r = {
             let mut inner = h.inner.borrow_mut();
             let inner = &mut *inner;

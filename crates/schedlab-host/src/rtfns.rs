@@ -261,6 +261,7 @@ fn storage_delete(map: *mut c_void, owner: Option<u64>, kind: MapKind, what: &st
     with_ctx(|sim, h| {
         let Some(i) = map_of(sim, h, map, &[kind], what) else { return -EINVAL };
         let Some(owner) = owner else { return -EINVAL };
+        h.hold_call_memory();
         let mut inner = h.inner.borrow_mut();
         let inner = &mut *inner;
         inner.maps[i].storage_delete(owner, &mut inner.grave)

@@ -22,9 +22,11 @@
 //! into C.
 //!
 //! A panic inside a kfunc (a simulator bug or a failed assertion in a test)
-//! must not unwind through C frames. It is caught, stored, every further
-//! kfunc in that call returns a harmless value, and the panic resumes once
-//! the C call returns to Rust.
+//! must not unwind through C frames. It is caught and stored, and
+//! [`CURRENT`]'s simulator pointer is cleared: every further kfunc in that
+//! call returns a harmless value, and the panic resumes once the C call
+//! returns to Rust (which finds the cleared pointer it would restore
+//! anyway, so a call that did not panic pays for no extra check).
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -34,6 +36,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use schedlab::engine::TaskId;
 use schedlab::sched::ext::abi::{CpumaskC, TaskStructC};
 use schedlab::sched::ext::kfuncs;
+use schedlab::sched::ext::ops::Op;
 use schedlab::sched::sim::Sim;
 
 use super::fault::{self, ObjInfo};
@@ -86,7 +89,9 @@ pub(super) struct Inner {
     pub rotor: u32,
     pub timers: BTreeMap<u64, Timer>,
     pub next_timer: u64,
-    /// Memory released during this call, freed when it returns.
+    /// Memory released during this call, freed when it returns. Code that
+    /// adds to it, to `grave_masks` or to `lent` calls
+    /// [`HostState::hold_call_memory`].
     pub grave: Graveyard,
     #[allow(clippy::vec_box)] // boxes keep their addresses; the Vec only owns them
     pub grave_masks: Vec<Box<BpfCpumaskC>>,
@@ -114,8 +119,14 @@ pub(super) struct HostState {
     last_map: Cell<(usize, usize)>,
     /// Nesting depth of calls into C.
     depth: Cell<u32>,
+    /// `grave`, `grave_masks` or `lent` may hold something, to release
+    /// when the outermost call returns (a flag, so that the calls that
+    /// hold nothing, nearly all, need not look into `inner`).
+    call_memory: Cell<bool>,
     /// The runtime's spin lock / RCU balance check.
-    pub end_call: Option<unsafe extern "C" fn() -> u32>,
+    end_call: Option<EndCall>,
+    /// The object is cid-form (fixed when it is loaded).
+    cid_form: bool,
     /// The object faulted or did not return: it is not called again
     /// (except ops.exit, see fault.rs).
     dead: Cell<bool>,
@@ -126,6 +137,16 @@ pub(super) struct HostState {
     pub budget_ns: Cell<u64>,
     /// The object's file and load bias, for file:line of a fault.
     pub obj: ObjInfo,
+}
+
+/// The runtime's end-of-call check: `f` reports (and resets) spin locks and
+/// RCU sections a call left held, and frees objects it dropped. The runtime
+/// sets `*pending` whenever there may be any, so calls that took no lock
+/// and dropped nothing (nearly all) skip the call into C.
+#[derive(Clone, Copy)]
+pub(super) struct EndCall {
+    pub f: unsafe extern "C" fn() -> u32,
+    pub pending: *const u32,
 }
 
 #[derive(Clone, Copy)]
@@ -162,9 +183,10 @@ impl<T> Zero for *const T {
 }
 
 /// Runs a kfunc body with the simulator and the calling scheduler's state.
+#[inline]
 pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
-    let ctx = CURRENT.with(Cell::get);
-    if ctx.sim.is_null() || PANIC.with(|p| p.borrow().is_some()) {
+    let ctx = CURRENT.get();
+    if ctx.sim.is_null() {
         // Outside HostState::call (impossible for C the host loaded) or
         // after a panic in this call: do nothing.
         return R::zero();
@@ -180,7 +202,7 @@ pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R 
     })) {
         Ok(r) => r,
         Err(payload) => {
-            PANIC.with(|p| *p.borrow_mut() = Some(payload));
+            kfunc_panicked(payload, ctx);
             R::zero()
         }
     };
@@ -188,15 +210,24 @@ pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R 
     r
 }
 
+/// Keeps a kfunc's panic for HostState::call to resume, and clears the
+/// context's simulator so no further kfunc of this call runs.
+#[cold]
+#[inline(never)]
+fn kfunc_panicked(payload: Box<dyn Any + Send>, ctx: Ctx) {
+    PANIC.with(|p| *p.borrow_mut() = Some(payload));
+    CURRENT.set(Ctx { sim: std::ptr::null_mut(), ..ctx });
+}
+
 /// What the host was calling when hosted code faulted, for the message.
 #[derive(Clone, Copy)]
 pub(super) enum Callee<'a> {
-    Op(schedlab::sched::ext::ops::Op),
+    Op(Op),
     Syscall(&'a str),
     Timer,
     ForEach,
     Tracepoint(&'a str),
-    /// An op the core has no [`Op`](schedlab::sched::ext::ops::Op) for
+    /// An op the core has no [`Op`] for
     /// (the cid form's ops.init_cids()).
     Named(&'a str),
 }
@@ -222,12 +253,17 @@ pub(super) fn bad(sim: &mut Sim, msg: String) {
 }
 
 impl HostState {
-    pub(super) fn new(inner: Inner, end_call: Option<unsafe extern "C" fn() -> u32>, obj: ObjInfo) -> HostState {
+    pub(super) fn new(inner: Inner, end_call: Option<EndCall>, obj: ObjInfo) -> HostState {
+        // A HostState stays on this thread (a raw pointer makes it neither
+        // Send nor Sync), so this is where its calls will be made.
+        fault::enter_thread();
         HostState {
+            cid_form: inner.cid.is_some(),
             inner: RefCell::new(inner),
             last_task: Cell::new((0, 0)),
             last_map: Cell::new((0, 0)),
             depth: Cell::new(0),
+            call_memory: Cell::new(false),
             end_call,
             dead: Cell::new(false),
             last_fault: RefCell::new(None),
@@ -237,8 +273,15 @@ impl HostState {
     }
 
     /// Whether the object faulted (or timed out) and is not to be trusted.
+    #[inline]
     pub(super) fn dead(&self) -> bool {
         self.dead.get()
+    }
+
+    /// Whether the scheduler is cid-form.
+    #[inline]
+    pub(super) fn cid_form(&self) -> bool {
+        self.cid_form
     }
 
     /// Calls C function `f` of the object with up to four integer
@@ -246,21 +289,46 @@ impl HostState {
     /// return in time, which ejects the scheduler (SCX_EXIT_ERROR) with a
     /// message naming `what`, the address and the source line.
     pub(super) fn call_c(&self, sim: &mut Sim, what: Callee, f: usize, args: [u64; 4]) -> Option<u64> {
-        let budget = self.budget_ns.get();
         let cost0 = sim.scx.cost_acc;
-        match self.call(sim, || fault::call(f, args, budget)) {
+        match self.guarded(sim, f, args) {
             Ok(r) => Some(r),
             Err(c) => {
-                if c.kind == fault::Kind::Timeout {
-                    // The simulated cost of a call that never returned is
-                    // not its kfunc calls until the watchdog caught it (a
-                    // wall-time accident): it is charged as one callback.
-                    sim.scx.cost_acc = cost0;
-                }
-                self.fault(sim, what, &c);
+                self.caught(sim, what, &c, cost0);
                 None
             }
         }
+    }
+
+    /// [`call_c`](Self::call_c) for ops.`op`, whose one argument is its
+    /// context: the common case, with every argument in a register.
+    #[inline(never)]
+    pub(super) fn call_op(&self, sim: &mut Sim, op: Op, f: usize, ctx: u64) -> Option<u64> {
+        let cost0 = sim.scx.cost_acc;
+        match self.guarded(sim, f, [ctx, 0, 0, 0]) {
+            Ok(r) => Some(r),
+            Err(c) => {
+                self.caught(sim, Callee::Op(op), &c, cost0);
+                None
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn guarded(&self, sim: &mut Sim, f: usize, args: [u64; 4]) -> Result<u64, Box<fault::Caught>> {
+        let budget = self.budget_ns.get();
+        self.call(sim, || fault::call(f, args, budget))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn caught(&self, sim: &mut Sim, what: Callee, c: &fault::Caught, cost0: u64) {
+        if c.kind == fault::Kind::Timeout {
+            // The simulated cost of a call that never returned is not its
+            // kfunc calls until the watchdog caught it (a wall-time
+            // accident): it is charged as one callback.
+            sim.scx.cost_acc = cost0;
+        }
+        self.fault(sim, what, c);
     }
 
     /// Records a caught fault: the object is dead, the scheduler ejected.
@@ -277,37 +345,78 @@ impl HostState {
     }
 
     /// Calls into C with the context set; `f` is the C call.
+    #[inline(always)]
     pub(super) fn call<R>(&self, sim: &mut Sim, f: impl FnOnce() -> R) -> R {
-        let prev = CURRENT.with(|c| c.replace(Ctx { sim: sim as *mut Sim, host: self as *const HostState }));
-        self.depth.set(self.depth.get() + 1);
+        let prev = CURRENT.replace(Ctx { sim: sim as *mut Sim, host: self as *const HostState });
+        let depth = self.depth.get();
+        self.depth.set(depth + 1);
         let r = f();
-        self.depth.set(self.depth.get() - 1);
-        CURRENT.with(|c| c.set(prev));
-        if let Some(payload) = PANIC.with(|p| p.borrow_mut().take()) {
-            if self.depth.get() == 0 {
-                self.release_call_memory();
-            }
-            resume_unwind(payload);
+        self.depth.set(depth);
+        // A kfunc that panicked cleared the simulator pointer (with_ctx).
+        if CURRENT.replace(prev).sim.is_null() {
+            self.resume_panic(depth);
         }
-        if self.depth.get() == 0 {
-            // SAFETY: end_call is the runtime's own function (no arguments),
-            // taken from the module this state belongs to.
-            let held = self.end_call.map_or(0, |f| unsafe { f() });
-            if held & 1 != 0 {
-                bad(sim, "BPF program returned with a bpf_spin_lock held".into());
-            }
-            if held & 2 != 0 {
-                bad(sim, "BPF program returned inside bpf_rcu_read_lock()".into());
-            }
-            self.release_call_memory();
+        if depth == 0 {
+            self.end_outermost(sim);
         }
         r
     }
 
+    #[cold]
+    #[inline(never)]
+    fn resume_panic(&self, depth: u32) -> ! {
+        let payload = PANIC.with(|p| p.borrow_mut().take()).expect("a kfunc's panic was stored");
+        if depth == 0 {
+            self.release_call_memory();
+        }
+        resume_unwind(payload)
+    }
+
+    /// What follows the outermost call: the runtime's lock and RCU balance
+    /// check, and freeing what the call released.
+    #[inline(always)]
+    fn end_outermost(&self, sim: &mut Sim) {
+        if let Some(e) = self.end_call {
+            // SAFETY: `pending` is the runtime's flag (or a static), live as
+            // long as the object; C wrote it, so it is read as memory C may
+            // have changed behind the compiler's back.
+            if unsafe { std::ptr::read_volatile(e.pending) } != 0 {
+                self.run_end_call(sim, e.f);
+            }
+        }
+        if self.call_memory.get() {
+            self.release_call_memory();
+        }
+    }
+
+    /// Notes that the call released memory or lent a mask (see
+    /// [`Inner::grave`]).
+    #[inline]
+    pub(super) fn hold_call_memory(&self) {
+        self.call_memory.set(true);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn run_end_call(&self, sim: &mut Sim, f: unsafe extern "C" fn() -> u32) {
+        // SAFETY: end_call is the runtime's own function (no arguments),
+        // taken from the module this state belongs to.
+        let held = unsafe { f() };
+        if held & 1 != 0 {
+            bad(sim, "BPF program returned with a bpf_spin_lock held".into());
+        }
+        if held & 2 != 0 {
+            bad(sim, "BPF program returned inside bpf_rcu_read_lock()".into());
+        }
+    }
+
+    /// Frees the memory released during the call and forgets the masks lent.
+    #[cold]
+    #[inline(never)]
     fn release_call_memory(&self) {
+        self.call_memory.set(false);
         let mut i = self.inner.borrow_mut();
-        // Most calls free nothing and borrow no mask: no clearing then
-        // (an empty BTreeSet's clear() still drops and rebuilds it).
+        // An empty BTreeSet's clear() still drops and rebuilds it.
         if !i.grave.is_empty() {
             i.grave.clear();
         }
@@ -320,6 +429,7 @@ impl HostState {
     }
 
     /// The index of the map at `addr`, if it is one of this scheduler's.
+    #[inline]
     pub(super) fn map_at(&self, addr: usize) -> Option<usize> {
         let (a, i) = self.last_map.get();
         if a == addr && addr != 0 {
@@ -331,8 +441,36 @@ impl HostState {
     }
 
     /// The C view of task `p`, registered so later arguments can be checked.
+    #[inline]
     pub(super) fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
+        let g = sim.task(p).cgrp;
+        let c = kfuncs::task_c(sim, p);
+        let addr = c as usize;
+        // The common case: the task is registered at this address and the
+        // cgroup objects exist (0 stands for either not being so), and the
+        // view has its parent. Anything else takes the full path, which
+        // does the same and more.
+        let cset = {
+            let i = self.inner.borrow();
+            if i.task_addr.get(p as usize) == Some(&addr) {
+                i.cgroups.cset_addr(g)
+            } else {
+                0
+            }
+        };
+        // SAFETY: `c` is the task's boxed task_struct.
+        if cset == 0 || unsafe { (*c).real_parent.is_null() } {
+            return self.task_ptr_slow(sim, p);
+        }
         // p->cgroups follows the task's cgroup.
+        // SAFETY: as above.
+        unsafe { (*c).cgroups = cset as *mut core::ffi::c_void };
+        self.last_task.set((addr, p));
+        c
+    }
+
+    #[inline(never)]
+    fn task_ptr_slow(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
         let g = sim.task(p).cgrp;
         let mut cset = self.inner.borrow().cgroups.cset_addr(g);
         if cset == 0 {
@@ -373,11 +511,18 @@ impl HostState {
     }
 
     /// The task behind a pointer from C, or an ejection naming `what`.
+    #[inline]
     pub(super) fn task_of(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<TaskId> {
         let addr = c as usize;
-        if addr != 0 && self.last_task.get().0 == addr {
-            return Some(self.last_task.get().1);
+        let (last, p) = self.last_task.get();
+        if addr != 0 && last == addr {
+            return Some(p);
         }
+        self.task_of_slow(sim, addr, what)
+    }
+
+    #[inline(never)]
+    fn task_of_slow(&self, sim: &mut Sim, addr: usize, what: &str) -> Option<TaskId> {
         let found = if addr == 0 { None } else { self.inner.borrow().tasks.get(&addr).copied() };
         match found {
             Some(p) => {
@@ -395,11 +540,19 @@ impl HostState {
     /// Who a task pointer from C is: a simulated task or a CPU's idle
     /// task (kfuncs that accept any task, e.g. bpf_task_acquire() and the
     /// local storage helpers), or an ejection naming `what`.
+    #[inline]
     pub(super) fn who(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<Who> {
         let addr = c as usize;
-        if addr != 0 && self.last_task.get().0 == addr {
-            return Some(Who::Task(self.last_task.get().1));
+        let (last, p) = self.last_task.get();
+        if addr != 0 && last == addr {
+            return Some(Who::Task(p));
         }
+        self.who_slow(sim, c, what)
+    }
+
+    #[inline(never)]
+    fn who_slow(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<Who> {
+        let addr = c as usize;
         let i = self.inner.borrow();
         if let Some(&p) = i.tasks.get(&addr) {
             return Some(Who::Task(p));
@@ -408,7 +561,7 @@ impl HostState {
             return Some(Who::Idle(cpu));
         }
         drop(i);
-        self.task_of(sim, c, what).map(Who::Task)
+        self.task_of_slow(sim, addr, what).map(Who::Task)
     }
 
     /// The C pointer for `who`.
@@ -456,6 +609,7 @@ impl HostState {
     pub(super) fn lend(&self, m: &CpumaskC) -> *const CpumaskC {
         let p = m as *const CpumaskC;
         self.inner.borrow_mut().lent.insert(p as usize);
+        self.hold_call_memory();
         p
     }
 }

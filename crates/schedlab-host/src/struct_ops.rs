@@ -88,7 +88,7 @@ impl HostedScheduler {
         if f == 0 || (self.state.dead() && op != Op::Exit) {
             return None;
         }
-        self.state.call_c(sim, Callee::Op(op), f, [args.as_mut_ptr() as u64, 0, 0, 0])
+        self.state.call_op(sim, op, f, args.as_mut_ptr() as u64)
     }
 
     pub(super) fn call_void(&self, sim: &mut Sim, op: Op, args: &mut [u64]) {
@@ -116,6 +116,7 @@ impl HostedScheduler {
     /// map go (freed when the outermost call returns), with their timers.
     fn free_task_storage(&self, sim: &mut Sim, p: TaskId) {
         let owner = maps::owner_key(p);
+        self.state.hold_call_memory();
         let freed: Vec<usize> = {
             let mut inner = self.state.inner.borrow_mut();
             let inner = &mut *inner;

@@ -77,7 +77,7 @@ fn c_layouts_and_constants_match_rust() {
     off!(v, DumpCtxC, "scx_dump_ctx", kind, exit_code, reason, at_ns, at_jiffies);
     size::<ffi::SelectCpuAndArgsC>(&mut v, "scx_bpf_select_cpu_and_args");
     size::<ModuleC>(&mut v, "schedlab_module");
-    off!(v, ModuleC, "schedlab_module", maps, map_slots, rodata, ops, progs, end_call);
+    off!(v, ModuleC, "schedlab_module", maps, map_slots, rodata, ops, progs, end_call, end_call_pending);
     size::<loader::MapDescC>(&mut v, "schedlab_map_desc");
     size::<loader::RodataDescC>(&mut v, "schedlab_rodata_desc");
     size::<loader::MapSlotC>(&mut v, "schedlab_map_slot");
