@@ -382,13 +382,12 @@ impl Sim {
         if self.scx_aborting() && !bypass_dsq {
             return false;
         }
-        let mut cursor = None;
+        // One walk from the head; nothing changes the DSQ during it.
         let mut scanned = 0u64;
         let mut found = None;
-        while let Some((key, p)) = self.scx.dsqs[dsq as usize].next_after(cursor, false, u64::MAX) {
+        for (_, p) in self.scx.dsqs[dsq as usize].list.iter() {
             scanned += 1;
-            cursor = Some(key);
-            if self.task(p).allowed_on(cpu as usize) {
+            if self.tasks[p as usize].allowed_on(cpu as usize) {
                 found = Some(p);
                 break;
             }
