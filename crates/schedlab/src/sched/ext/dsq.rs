@@ -4,8 +4,6 @@
 //! vtime DSQ by `dsq_vtime`; the DSQ's sequence number breaks ties and tells
 //! an iterator which tasks were queued before it started.
 
-use std::collections::VecDeque;
-
 use crate::engine::{Cpu, TaskId};
 use crate::engine::time::Ns;
 
@@ -44,6 +42,96 @@ const FIFO_MID: u64 = 1 << 63;
 /// One queued task and its position.
 type Entry = (DsqKey, TaskId);
 
+/// A key as one number that orders as the key does: comparing it is a
+/// single wide comparison instead of one per field with a branch between.
+#[inline]
+fn ord(k: DsqKey) -> u128 {
+    (k.0 as u128) << 64 | k.1 as u128
+}
+
+/// A sorted run of entries in a vector whose first `start` slots are
+/// unused: taking the head only moves `start` on, and an insert or removal
+/// shifts whichever side of its position is shorter (the left side into
+/// the free slots). A ring buffer would do the same but pays for wrapping
+/// on every access.
+#[derive(Clone, Debug, Default)]
+struct Block {
+    v: Vec<Entry>,
+    start: usize,
+}
+
+impl Block {
+    #[inline]
+    fn live(&self) -> &[Entry] {
+        &self.v[self.start..]
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.v.len() - self.start
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.v.len() == self.start
+    }
+
+    #[inline]
+    fn front(&self) -> Option<&Entry> {
+        self.v.get(self.start)
+    }
+
+    /// Drops the unused head slots.
+    fn compact(&mut self) {
+        self.v.drain(..self.start);
+        self.start = 0;
+    }
+
+    fn push_back(&mut self, e: Entry) {
+        if self.start > 0 && self.v.len() == self.v.capacity() {
+            self.compact();
+        }
+        self.v.push(e);
+    }
+
+    /// Puts `e` at position `at` of the live entries.
+    fn insert(&mut self, at: usize, e: Entry) {
+        if self.start > 0 && at < self.len() / 2 {
+            let s = self.start;
+            self.v.copy_within(s..s + at, s - 1);
+            self.start -= 1;
+            self.v[s - 1 + at] = e;
+        } else {
+            if self.start > 0 && self.v.len() == self.v.capacity() {
+                self.compact();
+            }
+            self.v.insert(self.start + at, e);
+        }
+    }
+
+    /// Takes the entry at position `at` of the live entries.
+    fn remove(&mut self, at: usize) -> Entry {
+        let s = self.start;
+        let e = self.v[s + at];
+        if at < self.len() / 2 {
+            self.v.copy_within(s..s + at, s + 1);
+            self.start += 1;
+        } else {
+            self.v.remove(s + at);
+        }
+        if self.is_empty() {
+            self.v.clear();
+            self.start = 0;
+        }
+        e
+    }
+
+    /// Moves the live entries from position `at` on into a new block.
+    fn split_off(&mut self, at: usize) -> Block {
+        Block { v: self.v.split_off(self.start + at), start: 0 }
+    }
+}
+
 /// A DSQ's tasks in key order, as a list of sorted blocks of at most
 /// [`DsqList::BLOCK_MAX`] entries: every key of a block is below every key
 /// of the next one, and `firsts` holds each block's first key.
@@ -51,18 +139,18 @@ type Entry = (DsqKey, TaskId);
 /// A local DSQ (0-2 tasks) is one block. A shared queue of thousands is a
 /// few hundred blocks: finding a key's place is a binary search over the
 /// contiguous `firsts` and then within one block, and inserting or removing
-/// shifts at most half a block. The blocks are ring buffers, so the common
-/// moves, taking the head and appending at the tail (FIFO) or near it, shift
-/// nothing. Compared with a B-tree this touches fewer cache lines and
-/// allocates only when a block splits.
+/// shifts at most half a block. Taking the head and appending at the tail
+/// (the FIFO moves) shift nothing. Compared with a B-tree this touches
+/// fewer cache lines and allocates only when a block splits.
 #[derive(Clone, Debug, Default)]
 pub struct DsqList {
     /// The blocks in key order. None is empty, except a single block of an
     /// empty list (kept so that a DSQ going empty and back does not free
     /// and reallocate it).
-    blocks: Vec<VecDeque<Entry>>,
-    /// `blocks[i]`'s first key (stale for a single empty block).
-    firsts: Vec<DsqKey>,
+    blocks: Vec<Block>,
+    /// `blocks[i]`'s first key as [`ord`] gives it (stale for a single
+    /// empty block).
+    firsts: Vec<u128>,
     /// Entries in all blocks.
     len: usize,
 }
@@ -86,63 +174,64 @@ impl DsqList {
     /// The block where `key` is or would go: the last one starting at or
     /// before it (the first block for a key below them all).
     #[inline]
-    fn block_of(&self, key: DsqKey) -> usize {
+    fn block_of(&self, key: u128) -> usize {
         if self.firsts.len() <= 1 {
             return 0;
         }
-        self.firsts.partition_point(|f| *f <= key).saturating_sub(1)
+        self.firsts.partition_point(|&f| f <= key).saturating_sub(1)
     }
 
     /// Adds an entry (keys are unique: they carry the DSQ's sequence number).
     pub fn insert(&mut self, key: DsqKey, p: TaskId) {
+        let k = ord(key);
         if self.blocks.is_empty() {
-            self.blocks.push(VecDeque::new());
-            self.firsts.push(key);
+            self.blocks.push(Block::default());
+            self.firsts.push(k);
         }
-        let b = self.block_of(key);
+        let b = self.block_of(k);
         let blk = &mut self.blocks[b];
-        match blk.back() {
-            // Past the block's end (a FIFO tail insert, or any insert into
-            // an empty list): no search.
-            Some(last) if last.0 < key => blk.push_back((key, p)),
+        match blk.live().last() {
+            // Past the block's end (a FIFO tail insert): no search.
+            Some(last) if ord(last.0) < k => blk.push_back((key, p)),
             None => {
                 blk.push_back((key, p));
-                self.firsts[b] = key;
+                self.firsts[b] = k;
             }
             Some(_) => {
-                let at = blk.partition_point(|e| e.0 < key);
-                debug_assert!(blk.get(at).is_none_or(|e| e.0 != key), "DSQ key {key:?} inserted twice");
+                let at = blk.live().partition_point(|e| ord(e.0) < k);
+                debug_assert!(blk.live().get(at).is_none_or(|e| e.0 != key), "DSQ key {key:?} inserted twice");
                 blk.insert(at, (key, p));
                 if at == 0 {
-                    self.firsts[b] = key;
+                    self.firsts[b] = k;
                 }
             }
         }
         self.len += 1;
         if blk.len() > Self::BLOCK_MAX {
             let tail = blk.split_off(blk.len() / 2);
-            self.firsts.insert(b + 1, tail[0].0);
+            self.firsts.insert(b + 1, ord(tail.v[0].0));
             self.blocks.insert(b + 1, tail);
         }
     }
 
-    /// Where the entry at `key` is: (block, index in it).
+    /// Where the entry at `key` is: (block, position in it).
     #[inline]
     fn find(&self, key: &DsqKey) -> Option<(usize, usize)> {
-        let b = self.block_of(*key);
+        let k = ord(*key);
+        let b = self.block_of(k);
         let blk = self.blocks.get(b)?;
         // The head is what consuming takes: check it before searching.
         if blk.front()?.0 == *key {
             return Some((b, 0));
         }
-        blk.binary_search_by(|e| e.0.cmp(key)).ok().map(|at| (b, at))
+        blk.live().binary_search_by(|e| ord(e.0).cmp(&k)).ok().map(|at| (b, at))
     }
 
     /// Removes the entry at `key`, returning its task.
     pub fn remove(&mut self, key: &DsqKey) -> Option<TaskId> {
         let (b, at) = self.find(key)?;
         let blk = &mut self.blocks[b];
-        let (_, p) = blk.remove(at)?;
+        let (_, p) = blk.remove(at);
         self.len -= 1;
         if blk.is_empty() {
             if self.blocks.len() > 1 {
@@ -152,7 +241,7 @@ impl DsqList {
             return Some(p);
         }
         if at == 0 {
-            self.firsts[b] = blk[0].0;
+            self.firsts[b] = ord(blk.live()[0].0);
         }
         if blk.len() < Self::BLOCK_MAX / 4 {
             self.merge_small(b);
@@ -164,27 +253,26 @@ impl DsqList {
     /// fit in one block, so that a list shrunk by removals does not end up
     /// as many near-empty blocks.
     fn merge_small(&mut self, b: usize) {
-        let fits = |i: usize, blocks: &[VecDeque<Entry>]| blocks.get(i).is_some_and(|n| n.len() + blocks[b].len() <= Self::BLOCK_MAX);
-        if fits(b + 1, &self.blocks) {
-            // Move block b's few entries onto the front of the next one.
-            let mut small = self.blocks.remove(b);
-            self.firsts.remove(b);
-            let next = &mut self.blocks[b];
-            while let Some(e) = small.pop_back() {
-                next.push_front(e);
-            }
-            self.firsts[b] = next[0].0;
+        let fits = |i: usize, blocks: &[Block]| blocks.get(i).is_some_and(|n| n.len() + blocks[b].len() <= Self::BLOCK_MAX);
+        let into = if fits(b + 1, &self.blocks) {
+            b
         } else if b > 0 && fits(b - 1, &self.blocks) {
-            let small = self.blocks.remove(b);
-            self.firsts.remove(b);
-            self.blocks[b - 1].extend(small);
-        }
+            b - 1
+        } else {
+            return;
+        };
+        // Block `into` takes the entries of the one after it.
+        let next = self.blocks.remove(into + 1);
+        self.firsts.remove(into + 1);
+        let blk = &mut self.blocks[into];
+        blk.compact();
+        blk.v.extend_from_slice(next.live());
     }
 
     /// The task at `key`.
     pub fn get(&self, key: &DsqKey) -> Option<&TaskId> {
         let (b, at) = self.find(key)?;
-        self.blocks[b].get(at).map(|e| &e.1)
+        self.blocks[b].live().get(at).map(|e| &e.1)
     }
 
     /// The first entry.
@@ -195,7 +283,7 @@ impl DsqList {
 
     /// Every entry in key order.
     pub fn iter(&self) -> impl Iterator<Item = (DsqKey, TaskId)> + '_ {
-        self.blocks.iter().flat_map(|b| b.iter().copied())
+        self.blocks.iter().flat_map(|b| b.live().iter().copied())
     }
 
     /// Every task in key order.
@@ -206,7 +294,7 @@ impl DsqList {
     /// The first entry after `key` (before it when `rev`) whose sequence
     /// number is below `max_seq`.
     fn after(&self, key: Option<DsqKey>, rev: bool, max_seq: u64) -> Option<(DsqKey, TaskId)> {
-        let older = |e: &Entry| e.0 .1 < max_seq;
+        let older = |e: &&Entry| e.0 .1 < max_seq;
         if self.len == 0 {
             return None;
         }
@@ -214,13 +302,14 @@ impl DsqList {
             let (mut b, mut end) = match key {
                 None => (self.blocks.len() - 1, self.blocks[self.blocks.len() - 1].len()),
                 Some(k) => {
+                    let k = ord(k);
                     let b = self.block_of(k);
-                    (b, self.blocks[b].partition_point(|e| e.0 < k))
+                    (b, self.blocks[b].live().partition_point(|e| ord(e.0) < k))
                 }
             };
             loop {
-                if let Some(e) = self.blocks[b].range(..end).rev().copied().find(older) {
-                    return Some(e);
+                if let Some(e) = self.blocks[b].live()[..end].iter().rev().find(older) {
+                    return Some(*e);
                 }
                 if b == 0 {
                     return None;
@@ -232,12 +321,13 @@ impl DsqList {
         let (b, start) = match key {
             None => (0, 0),
             Some(k) => {
+                let k = ord(k);
                 let b = self.block_of(k);
-                (b, self.blocks[b].partition_point(|e| e.0 <= k))
+                (b, self.blocks[b].live().partition_point(|e| ord(e.0) <= k))
             }
         };
-        let mut rest = self.blocks[b].range(start..).chain(self.blocks[b + 1..].iter().flatten());
-        rest.find(|e| older(e)).copied()
+        let mut rest = self.blocks[b].live()[start..].iter().chain(self.blocks[b + 1..].iter().flat_map(|b| b.live()));
+        rest.find(older).copied()
     }
 }
 
@@ -409,7 +499,7 @@ mod tests {
             for (b, f) in self.blocks.iter().zip(&self.firsts) {
                 assert!(b.len() <= Self::BLOCK_MAX);
                 if let Some(e) = b.front() {
-                    assert_eq!(e.0, *f);
+                    assert_eq!(ord(e.0), *f);
                 }
             }
             assert!(self.iter().zip(self.iter().skip(1)).all(|(a, b)| a.0 < b.0));
