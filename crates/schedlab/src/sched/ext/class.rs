@@ -34,10 +34,13 @@ impl Sim {
     pub(crate) fn scx_call<R>(&mut self, op: Op, cpu: Cpu, task: Option<TaskId>, f: impl FnOnce(&dyn ops::ExtOps, &mut Sim) -> R) -> Option<R> {
         let ops = self.scx.ops.clone()?;
         self.scx.frames.push(OpFrame { op, cpu, task });
+        let outer = self.scx.frame_ops;
+        self.scx.frame_ops |= 1 << op.index();
         self.scx.stats.op_calls[op.index()] += 1;
         self.scx.cost_acc += self.costs.scx_op_ns;
         let r = f(&*ops, self);
         self.scx.frames.pop();
+        self.scx.frame_ops = outer;
         Some(r)
     }
 

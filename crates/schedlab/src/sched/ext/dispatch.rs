@@ -108,10 +108,10 @@ impl Sim {
 
     /// find_dsq_for_dispatch(): resolve a DSQ id as seen from `cpu`.
     pub(crate) fn scx_find_dsq(&mut self, cpu: Cpu, id: u64, p: TaskId) -> DsqIdx {
-        let node = self.topo.node_of(self.task(p).cpu as usize) as u32;
         if id == dsq_id::LOCAL {
             return self.scx.local(cpu);
         }
+        let node = self.topo.node_of(self.task(p).cpu as usize) as u32;
         if id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON {
             let c = (id & dsq_id::LOCAL_CPU_MASK) as usize;
             if c < self.nr_cpus() {
@@ -565,7 +565,17 @@ impl Sim {
 
     /// run_deferred(): remote direct dispatches, then a requested reenqueue
     /// of the local DSQ.
+    #[inline]
     pub(crate) fn scx_run_deferred(&mut self, cpu: Cpu) {
+        // Runs at every balance and wakeup; there is rarely anything to do.
+        let r = &self.rqs[cpu as usize].scx;
+        if r.ddsp_deferred.is_empty() && r.reenq_local.is_none() && r.reenq_users.is_empty() {
+            return;
+        }
+        self.scx_run_deferred_work(cpu);
+    }
+
+    fn scx_run_deferred_work(&mut self, cpu: Cpu) {
         let c = cpu as usize;
         if !self.scx.enabled() {
             return;

@@ -463,6 +463,9 @@ pub struct ScxSched {
     pub possible_c: CpumaskC,
     /// The op calls in progress, innermost last.
     pub frames: Vec<OpFrame>,
+    /// The ops in `frames`, one bit per `Op::index()`: what a kfunc's
+    /// "called from" check tests without walking the frames.
+    pub(crate) frame_ops: u64,
     /// The dispatch buffer of the ops.dispatch() in progress.
     pub dsp_buf: Vec<DspEntry>,
     /// Inserts made by the current ops.dispatch() call (dspc->nr_tasks).
@@ -576,6 +579,7 @@ impl ScxSched {
             idle_node: vec![empty; nr_nodes],
             possible_c: CpumaskC::from_mask(&CpuMask::full(nr_cpus)),
             frames: Vec::new(),
+            frame_ops: 0,
             dsp_buf: Vec::new(),
             dsp_nr_tasks: 0,
             next_qseq: 0,

@@ -172,6 +172,18 @@ impl Op {
     pub fn index(self) -> usize {
         self as usize
     }
+
+    /// The bits of `ops` in a mask indexed by [`Op::index`].
+    #[inline]
+    pub const fn mask(ops: &[Op]) -> u64 {
+        let mut m = 0;
+        let mut i = 0;
+        while i < ops.len() {
+            m |= 1 << ops[i] as u64;
+            i += 1;
+        }
+        m
+    }
 }
 
 /// `enum scx_ops_flags`.
