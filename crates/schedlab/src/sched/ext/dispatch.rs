@@ -239,7 +239,15 @@ impl Sim {
     }
 
     /// dispatch_dequeue(): take `p` out of whatever DSQ holds it.
+    #[inline]
     pub(crate) fn scx_dispatch_dequeue(&mut self, p: TaskId) {
+        if self.task(p).scx.dsq.is_some() {
+            self.scx_dispatch_dequeue_work(p);
+        }
+    }
+
+    #[inline(never)]
+    fn scx_dispatch_dequeue_work(&mut self, p: TaskId) {
         let Some((dsq, key)) = self.task_mut(p).scx.dsq.take() else { return };
         self.scx.dsqs[dsq as usize].remove(key);
         if let DsqKind::Local(cpu) = self.scx.dsqs[dsq as usize].kind {
@@ -286,7 +294,15 @@ impl Sim {
     }
 
     /// flush_dispatch_buf().
+    #[inline]
     pub(crate) fn scx_flush_dispatch_buf(&mut self, cpu: Cpu) {
+        if !self.scx.dsp_buf.is_empty() {
+            self.scx_flush_dispatch_buf_work(cpu);
+        }
+    }
+
+    #[inline(never)]
+    fn scx_flush_dispatch_buf_work(&mut self, cpu: Cpu) {
         let mut buf = std::mem::take(&mut self.scx.dsp_buf);
         for e in buf.iter().copied() {
             self.scx_finish_dispatch(cpu, e);
@@ -575,6 +591,8 @@ impl Sim {
         self.scx_run_deferred_work(cpu);
     }
 
+    // Kept out of line so that callers inline only the check above.
+    #[inline(never)]
     fn scx_run_deferred_work(&mut self, cpu: Cpu) {
         let c = cpu as usize;
         if !self.scx.enabled() {

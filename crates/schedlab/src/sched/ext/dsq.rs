@@ -113,15 +113,19 @@ impl Block {
     fn remove(&mut self, at: usize) -> Entry {
         let s = self.start;
         let e = self.v[s + at];
-        if at < self.len() / 2 {
+        let len = self.len();
+        if len == 1 {
+            self.v.clear();
+            self.start = 0;
+        } else if at == 0 {
+            self.start += 1;
+        } else if at + 1 == len {
+            self.v.pop();
+        } else if at < len / 2 {
             self.v.copy_within(s..s + at, s + 1);
             self.start += 1;
         } else {
             self.v.remove(s + at);
-        }
-        if self.is_empty() {
-            self.v.clear();
-            self.start = 0;
         }
         e
     }
