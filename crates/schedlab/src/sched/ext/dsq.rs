@@ -221,10 +221,14 @@ impl DsqList {
     /// Where the entry at `key` is: (block, position in it).
     #[inline]
     fn find(&self, key: &DsqKey) -> Option<(usize, usize)> {
+        // The head is what consuming and picking take: check it before
+        // searching.
+        if self.blocks.first()?.front()?.0 == *key {
+            return Some((0, 0));
+        }
         let k = ord(*key);
         let b = self.block_of(k);
-        let blk = self.blocks.get(b)?;
-        // The head is what consuming takes: check it before searching.
+        let blk = &self.blocks[b];
         if blk.front()?.0 == *key {
             return Some((b, 0));
         }

@@ -79,6 +79,7 @@ fn this_cpu(sim: &Sim) -> Cpu {
 }
 
 /// The stable C `task_struct` of a task.
+#[inline]
 pub fn task_c(sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
     &mut *sim.task_mut(p).scx.c
 }

@@ -126,9 +126,25 @@ impl std::ops::Deref for TaskView {
 }
 
 impl std::ops::DerefMut for TaskView {
+    #[inline]
     fn deref_mut(&mut self) -> &mut TaskStructC {
-        let id = self.id;
-        self.c.get_or_insert_with(|| TaskStructC::new(id))
+        if self.c.is_none() {
+            self.build();
+        }
+        match &mut self.c {
+            Some(c) => c,
+            None => unreachable!("a task view is built before it is written"),
+        }
+    }
+}
+
+impl TaskView {
+    /// Builds the view on its first write; kept out of line, as every
+    /// later write finds it built.
+    #[cold]
+    #[inline(never)]
+    fn build(&mut self) {
+        self.c = Some(TaskStructC::new(self.id));
     }
 }
 
