@@ -146,15 +146,23 @@ impl Block {
 /// shifts at most half a block. Taking the head and appending at the tail
 /// (the FIFO moves) shift nothing. Compared with a B-tree this touches
 /// fewer cache lines and allocates only when a block splits.
+///
+/// The block index has free slots at its front too: the head block, which
+/// consuming empties every few dozen tasks, is retired by moving `head` on,
+/// not by shifting the index of a queue of tens of thousands; the retired
+/// slots are dropped together once they are half the index.
 #[derive(Clone, Debug, Default)]
 pub struct DsqList {
-    /// The blocks in key order. None is empty, except a single block of an
-    /// empty list (kept so that a DSQ going empty and back does not free
-    /// and reallocate it).
+    /// The blocks in key order from `head` on (the ones before it are
+    /// retired and empty). None from `head` on is empty, except a single
+    /// block of an empty list (kept so that a DSQ going empty and back
+    /// does not free and reallocate it).
     blocks: Vec<Block>,
     /// `blocks[i]`'s first key as [`ord`] gives it (stale for a single
     /// empty block).
     firsts: Vec<u128>,
+    /// The first block in use.
+    head: usize,
     /// Entries in all blocks.
     len: usize,
 }
@@ -176,13 +184,14 @@ impl DsqList {
     }
 
     /// The block where `key` is or would go: the last one starting at or
-    /// before it (the first block for a key below them all).
+    /// before it (the head block for a key below them all).
     #[inline]
     fn block_of(&self, key: u128) -> usize {
-        if self.firsts.len() <= 1 {
-            return 0;
+        let h = self.head;
+        if self.firsts.len() - h <= 1 {
+            return h;
         }
-        self.firsts.partition_point(|&f| f <= key).saturating_sub(1)
+        h + self.firsts[h..].partition_point(|&f| f <= key).saturating_sub(1)
     }
 
     /// Adds an entry (keys are unique: they carry the DSQ's sequence number).
@@ -223,8 +232,8 @@ impl DsqList {
     fn find(&self, key: &DsqKey) -> Option<(usize, usize)> {
         // The head is what consuming and picking take: check it before
         // searching.
-        if self.blocks.first()?.front()?.0 == *key {
-            return Some((0, 0));
+        if self.blocks.get(self.head)?.front()?.0 == *key {
+            return Some((self.head, 0));
         }
         let k = ord(*key);
         let b = self.block_of(k);
@@ -242,9 +251,13 @@ impl DsqList {
         let (_, p) = blk.remove(at);
         self.len -= 1;
         if blk.is_empty() {
-            if self.blocks.len() > 1 {
-                self.blocks.remove(b);
-                self.firsts.remove(b);
+            if self.blocks.len() - self.head > 1 {
+                if b == self.head {
+                    self.retire_head();
+                } else {
+                    self.blocks.remove(b);
+                    self.firsts.remove(b);
+                }
             }
             return Some(p);
         }
@@ -257,6 +270,18 @@ impl DsqList {
         Some(p)
     }
 
+    /// The head block is empty and others follow: the next one becomes the
+    /// head; the retired slots go once they are half the index.
+    fn retire_head(&mut self) {
+        self.blocks[self.head] = Block::default();
+        self.head += 1;
+        if self.head * 2 >= self.blocks.len() {
+            self.blocks.drain(..self.head);
+            self.firsts.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
     /// Joins block `b`, which has become small, with a neighbour if both
     /// fit in one block, so that a list shrunk by removals does not end up
     /// as many near-empty blocks.
@@ -264,11 +289,22 @@ impl DsqList {
         let fits = |i: usize, blocks: &[Block]| blocks.get(i).is_some_and(|n| n.len() + blocks[b].len() <= Self::BLOCK_MAX);
         let into = if fits(b + 1, &self.blocks) {
             b
-        } else if b > 0 && fits(b - 1, &self.blocks) {
+        } else if b > self.head && fits(b - 1, &self.blocks) {
             b - 1
         } else {
             return;
         };
+        if into == self.head {
+            // The head block's entries go to the front of the next block,
+            // which becomes the head: nothing in the index moves.
+            let mut merged = std::mem::take(&mut self.blocks[into]);
+            merged.compact();
+            merged.v.extend_from_slice(self.blocks[into + 1].live());
+            self.firsts[into + 1] = ord(merged.v[0].0);
+            self.blocks[into + 1] = merged;
+            self.retire_head();
+            return;
+        }
         // Block `into` takes the entries of the one after it.
         let next = self.blocks.remove(into + 1);
         self.firsts.remove(into + 1);
@@ -286,12 +322,12 @@ impl DsqList {
     /// The first entry.
     #[inline]
     pub fn first(&self) -> Option<(DsqKey, TaskId)> {
-        self.blocks.first()?.front().copied()
+        self.blocks.get(self.head)?.front().copied()
     }
 
     /// Every entry in key order.
     pub fn iter(&self) -> impl Iterator<Item = (DsqKey, TaskId)> + '_ {
-        self.blocks.iter().flat_map(|b| b.live().iter().copied())
+        self.blocks[self.head.min(self.blocks.len())..].iter().flat_map(|b| b.live().iter().copied())
     }
 
     /// Every task in key order.
@@ -319,7 +355,7 @@ impl DsqList {
                 if let Some(e) = self.blocks[b].live()[..end].iter().rev().find(older) {
                     return Some(*e);
                 }
-                if b == 0 {
+                if b == self.head {
                     return None;
                 }
                 b -= 1;
@@ -327,7 +363,7 @@ impl DsqList {
             }
         }
         let (b, start) = match key {
-            None => (0, 0),
+            None => (self.head, 0),
             Some(k) => {
                 let k = ord(k);
                 let b = self.block_of(k);
@@ -502,9 +538,12 @@ mod tests {
         /// list), `firsts` and `len` matching them.
         fn check_blocks(&self) {
             assert_eq!(self.blocks.len(), self.firsts.len());
-            assert_eq!(self.len, self.blocks.iter().map(|b| b.len()).sum::<usize>());
-            assert!(self.blocks.len() <= 1 || self.blocks.iter().all(|b| !b.is_empty()));
-            for (b, f) in self.blocks.iter().zip(&self.firsts) {
+            assert!(self.head < self.blocks.len() || self.blocks.is_empty());
+            assert!(self.blocks[..self.head].iter().all(|b| b.v.is_empty()), "retired blocks are empty");
+            let live = &self.blocks[self.head.min(self.blocks.len())..];
+            assert_eq!(self.len, live.iter().map(|b| b.len()).sum::<usize>());
+            assert!(live.len() <= 1 || live.iter().all(|b| !b.is_empty()));
+            for (b, f) in live.iter().zip(&self.firsts[self.head.min(self.firsts.len())..]) {
                 assert!(b.len() <= Self::BLOCK_MAX);
                 if let Some(e) = b.front() {
                     assert_eq!(ord(e.0), *f);
@@ -527,7 +566,7 @@ mod tests {
             list.remove(&k);
             list.check_blocks();
         }
-        assert_eq!(list.blocks.len(), 1);
+        assert_eq!(list.blocks.len() - list.head, 1);
         assert_eq!(list.len(), 10);
     }
 
