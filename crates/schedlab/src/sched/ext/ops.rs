@@ -173,7 +173,8 @@ impl Op {
         self as usize
     }
 
-    /// The bits of `ops` in a mask indexed by [`Op::index`].
+    /// The bits of `ops` in a mask indexed by [`Op::index`] (every op
+    /// has a bit: see the assertion below).
     #[inline]
     pub const fn mask(ops: &[Op]) -> u64 {
         let mut m = 0;
@@ -185,6 +186,8 @@ impl Op {
         m
     }
 }
+
+const _: () = assert!(Op::ALL.len() <= 64, "Op::mask needs one bit per op");
 
 /// `enum scx_ops_flags`.
 pub mod ops_flags {
