@@ -34,10 +34,13 @@ impl Sim {
     pub(crate) fn scx_call<R>(&mut self, op: Op, cpu: Cpu, task: Option<TaskId>, f: impl FnOnce(&dyn ops::ExtOps, &mut Sim) -> R) -> Option<R> {
         let ops = self.scx.ops.clone()?;
         self.scx.frames.push(OpFrame { op, cpu, task });
+        let outer = self.scx.frame_ops;
+        self.scx.frame_ops |= 1 << op.index();
         self.scx.stats.op_calls[op.index()] += 1;
         self.scx.cost_acc += self.costs.scx_op_ns;
         let r = f(&*ops, self);
         self.scx.frames.pop();
+        self.scx.frame_ops = outer;
         Some(r)
     }
 
@@ -71,10 +74,15 @@ impl Sim {
     /// The task leaves the BPF scheduler's custody: ops.dequeue() (7.1: on
     /// every exit from custody; before 7.1 only when the kernel took a
     /// queued task back).
+    #[inline]
     pub(crate) fn scx_leave_custody(&mut self, p: TaskId, flags: u64) {
-        if !self.task(p).scx.has_flag(task_flags::IN_CUSTODY) {
-            return;
+        if self.task(p).scx.has_flag(task_flags::IN_CUSTODY) {
+            self.scx_leave_custody_work(p, flags);
         }
+    }
+
+    #[inline(never)]
+    fn scx_leave_custody_work(&mut self, p: TaskId, flags: u64) {
         self.task_mut(p).scx.set_flag(task_flags::IN_CUSTODY, false);
         if self.scx.has(Op::Dequeue) {
             let cpu = self.this_cpu;
@@ -94,10 +102,15 @@ impl Sim {
 
     /// switch_class(): the CPU is about to run a task of a higher class;
     /// tell the scheduler it lost the CPU (ops.cpu_release).
+    #[inline]
     pub(crate) fn scx_switch_class(&mut self, cpu: Cpu, next: TaskId) {
-        if !self.scx.enabled() || self.task(next).class == ClassId::Ext {
-            return;
+        if self.scx.enabled() && self.task(next).class != ClassId::Ext {
+            self.scx_switch_class_work(cpu, next);
         }
+    }
+
+    #[inline(never)]
+    fn scx_switch_class_work(&mut self, cpu: Cpu, next: TaskId) {
         let r = &mut self.rqs[cpu as usize].scx;
         if r.flags & rq_flags::CPU_RELEASED != 0 {
             return;

@@ -108,10 +108,10 @@ impl Sim {
 
     /// find_dsq_for_dispatch(): resolve a DSQ id as seen from `cpu`.
     pub(crate) fn scx_find_dsq(&mut self, cpu: Cpu, id: u64, p: TaskId) -> DsqIdx {
-        let node = self.topo.node_of(self.task(p).cpu as usize) as u32;
         if id == dsq_id::LOCAL {
             return self.scx.local(cpu);
         }
+        let node = self.topo.node_of(self.task(p).cpu as usize) as u32;
         if id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON {
             let c = (id & dsq_id::LOCAL_CPU_MASK) as usize;
             if c < self.nr_cpus() {
@@ -239,7 +239,15 @@ impl Sim {
     }
 
     /// dispatch_dequeue(): take `p` out of whatever DSQ holds it.
+    #[inline]
     pub(crate) fn scx_dispatch_dequeue(&mut self, p: TaskId) {
+        if self.task(p).scx.dsq.is_some() {
+            self.scx_dispatch_dequeue_work(p);
+        }
+    }
+
+    #[inline(never)]
+    fn scx_dispatch_dequeue_work(&mut self, p: TaskId) {
         let Some((dsq, key)) = self.task_mut(p).scx.dsq.take() else { return };
         self.scx.dsqs[dsq as usize].remove(key);
         if let DsqKind::Local(cpu) = self.scx.dsqs[dsq as usize].kind {
@@ -286,7 +294,15 @@ impl Sim {
     }
 
     /// flush_dispatch_buf().
+    #[inline]
     pub(crate) fn scx_flush_dispatch_buf(&mut self, cpu: Cpu) {
+        if !self.scx.dsp_buf.is_empty() {
+            self.scx_flush_dispatch_buf_work(cpu);
+        }
+    }
+
+    #[inline(never)]
+    fn scx_flush_dispatch_buf_work(&mut self, cpu: Cpu) {
         let mut buf = std::mem::take(&mut self.scx.dsp_buf);
         for e in buf.iter().copied() {
             self.scx_finish_dispatch(cpu, e);
@@ -382,13 +398,12 @@ impl Sim {
         if self.scx_aborting() && !bypass_dsq {
             return false;
         }
-        let mut cursor = None;
+        // One walk from the head; nothing changes the DSQ during it.
         let mut scanned = 0u64;
         let mut found = None;
-        while let Some((key, p)) = self.scx.dsqs[dsq as usize].next_after(cursor, false, u64::MAX) {
+        for (_, p) in self.scx.dsqs[dsq as usize].list.iter() {
             scanned += 1;
-            cursor = Some(key);
-            if self.task(p).allowed_on(cpu as usize) {
+            if self.tasks[p as usize].allowed_on(cpu as usize) {
                 found = Some(p);
                 break;
             }
@@ -566,7 +581,19 @@ impl Sim {
 
     /// run_deferred(): remote direct dispatches, then a requested reenqueue
     /// of the local DSQ.
+    #[inline]
     pub(crate) fn scx_run_deferred(&mut self, cpu: Cpu) {
+        // Runs at every balance and wakeup; there is rarely anything to do.
+        let r = &self.rqs[cpu as usize].scx;
+        if r.ddsp_deferred.is_empty() && r.reenq_local.is_none() && r.reenq_users.is_empty() {
+            return;
+        }
+        self.scx_run_deferred_work(cpu);
+    }
+
+    // Kept out of line so that callers inline only the check above.
+    #[inline(never)]
+    fn scx_run_deferred_work(&mut self, cpu: Cpu) {
         let c = cpu as usize;
         if !self.scx.enabled() {
             return;

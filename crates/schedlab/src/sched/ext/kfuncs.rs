@@ -44,16 +44,21 @@ fn current_op(sim: &Sim) -> Option<Op> {
 
 /// Whether any frame on the op stack is `op` (kfuncs allowed "from" an op
 /// stay allowed in what it calls).
+#[inline]
 fn in_op(sim: &Sim, ops: &[Op]) -> bool {
-    sim.scx.frames.iter().any(|f| ops.contains(&f.op))
+    sim.scx.frame_ops & Op::mask(ops) != 0
 }
 
 /// The kf_mask check of kernels before 7.1 (7.1 rejects such programs at
 /// load time with the same matrix; we can only check at run time).
+#[inline]
 fn allowed(sim: &mut Sim, name: &str, ops: &[Op]) -> bool {
-    if in_op(sim, ops) {
-        return true;
-    }
+    in_op(sim, ops) || disallowed(sim, name)
+}
+
+/// A kfunc called from an op that may not call it: the scheduler errors out.
+#[cold]
+fn disallowed(sim: &mut Sim, name: &str) -> bool {
     let from = current_op(sim).map_or("a non-scheduler context", |o| o.name());
     sim.scx_error(format!("{name}() called from ops.{from}, which may not call it"));
     false
@@ -74,6 +79,7 @@ fn this_cpu(sim: &Sim) -> Cpu {
 }
 
 /// The stable C `task_struct` of a task.
+#[inline]
 pub fn task_c(sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
     &mut *sim.task_mut(p).scx.c
 }

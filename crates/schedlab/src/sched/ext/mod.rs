@@ -126,9 +126,25 @@ impl std::ops::Deref for TaskView {
 }
 
 impl std::ops::DerefMut for TaskView {
+    #[inline]
     fn deref_mut(&mut self) -> &mut TaskStructC {
-        let id = self.id;
-        self.c.get_or_insert_with(|| TaskStructC::new(id))
+        if self.c.is_none() {
+            self.build();
+        }
+        match &mut self.c {
+            Some(c) => c,
+            None => unreachable!("a task view is built before it is written"),
+        }
+    }
+}
+
+impl TaskView {
+    /// Builds the view on its first write; kept out of line, as every
+    /// later write finds it built.
+    #[cold]
+    #[inline(never)]
+    fn build(&mut self) {
+        self.c = Some(TaskStructC::new(self.id));
     }
 }
 
@@ -463,6 +479,9 @@ pub struct ScxSched {
     pub possible_c: CpumaskC,
     /// The op calls in progress, innermost last.
     pub frames: Vec<OpFrame>,
+    /// The ops in `frames`, one bit per `Op::index()`: what a kfunc's
+    /// "called from" check tests without walking the frames.
+    pub(crate) frame_ops: u64,
     /// The dispatch buffer of the ops.dispatch() in progress.
     pub dsp_buf: Vec<DspEntry>,
     /// Inserts made by the current ops.dispatch() call (dspc->nr_tasks).
@@ -576,6 +595,7 @@ impl ScxSched {
             idle_node: vec![empty; nr_nodes],
             possible_c: CpumaskC::from_mask(&CpuMask::full(nr_cpus)),
             frames: Vec::new(),
+            frame_ops: 0,
             dsp_buf: Vec::new(),
             dsp_nr_tasks: 0,
             next_qseq: 0,

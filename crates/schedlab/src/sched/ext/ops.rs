@@ -172,7 +172,22 @@ impl Op {
     pub fn index(self) -> usize {
         self as usize
     }
+
+    /// The bits of `ops` in a mask indexed by [`Op::index`] (every op
+    /// has a bit: see the assertion below).
+    #[inline]
+    pub const fn mask(ops: &[Op]) -> u64 {
+        let mut m = 0;
+        let mut i = 0;
+        while i < ops.len() {
+            m |= 1 << ops[i] as u64;
+            i += 1;
+        }
+        m
+    }
 }
+
+const _: () = assert!(Op::ALL.len() <= 64, "Op::mask needs one bit per op");
 
 /// `enum scx_ops_flags`.
 pub mod ops_flags {
