@@ -247,6 +247,11 @@ struct SharedGroups {
     owner: Vec<u32>,
     /// Whether the groups partition the span (no NUMA overlap).
     disjoint: bool,
+    /// Whether they partition it in runs: walking the span in CPU order
+    /// meets each group's CPUs together (group ids, given in the order
+    /// first met, never go down). Then every CPU's walk takes the groups in
+    /// their order, rotated to start at its own.
+    runs: bool,
 }
 
 impl Topology {
@@ -379,14 +384,23 @@ impl Topology {
         }
         // Overlapping groups (NUMA levels) cover more than the span's weight.
         let disjoint = all.iter().map(CpuMask::weight).sum::<usize>() == span.weight();
+        let mut met = span.iter().map(|m| owner[m]);
+        let runs = disjoint && met.next().is_none_or(|mut last| met.all(|g| std::mem::replace(&mut last, g) <= g));
         let all: Arc<[CpuMask]> = all.into();
-        SharedGroups { cpus: cpu_lists(&all), all, owner, disjoint }
+        SharedGroups { cpus: cpu_lists(&all), all, owner, disjoint, runs }
     }
 
     /// `cpu`'s order of the shared groups, in the kernel's order: walk the
     /// span with `for_each_cpu_wrap` from `cpu` and add each not yet
     /// covered CPU's child span (`build_sched_groups()`).
     fn groups_from(&self, cpu: usize, span: &CpuMask, sg: &SharedGroups) -> SchedGroups {
+        if sg.runs {
+            // The walk from `cpu` finishes its own run, takes the later
+            // groups, wraps to the earlier ones: no need to walk it (which,
+            // for every CPU of a large LLC, costs CPUs squared).
+            let first = sg.owner[cpu];
+            return SchedGroups { all: sg.all.clone(), cpus: sg.cpus.clone(), order: GroupOrder::Rotate(first) };
+        }
         let mut order: Vec<u32> = Vec::new();
         if sg.disjoint {
             // The groups partition the span: a CPU is covered exactly when
