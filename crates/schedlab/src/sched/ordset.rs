@@ -1,10 +1,11 @@
-//! An ordered set for runqueue orderings (the fair timeline, RT pushable
-//! tasks): the kernel's rbtrees and plists. A runqueue holds a handful of
-//! entries most of the time, where a sorted vector is several times cheaper
-//! than a B-tree (a binary search and a short move, no node allocation);
-//! a set that grows past [`OrdSet::SMALL_MAX`] entries (a thousand tasks
-//! on one CPU) moves to a B-tree, and back once it shrinks to a quarter of
-//! that, so that a set near the boundary does not convert on every change.
+//! An ordered set for runqueue orderings (the fair timeline, the cfs_tasks
+//! LRU, RT pushable tasks): the kernel's rbtrees, lists and plists. A
+//! runqueue holds a handful of entries most of the time, where a sorted
+//! vector is several times cheaper than a B-tree (a binary search and a
+//! short move, no node allocation); a set that grows past
+//! [`OrdSet::SMALL_MAX`] entries (say, a thousand tasks queued on one CPU)
+//! moves to a B-tree, and back once it shrinks to a quarter of that, so
+//! that a set near the boundary does not convert on every change.
 //! [`Counts`] is the multiset of a runqueue's slices.
 
 use std::collections::{btree_set, BTreeSet};

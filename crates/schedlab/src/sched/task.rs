@@ -418,7 +418,6 @@ pub struct Task {
     pub ran_on_last: Cpu,
     /// `p->recent_used_cpu`: a candidate for select_idle_sibling().
     pub recent_used_cpu: Cpu,
-    // wake_wide() bookkeeping
     /// wake_wide()'s `p->wakee_flips`: how often the task switched the task it wakes, decayed each second.
     pub wakee_flips: u32,
     /// The task this one last woke (`p->last_wakee`).

@@ -254,6 +254,13 @@ struct SharedGroups {
     runs: bool,
 }
 
+impl SharedGroups {
+    /// The groups in their order, started at group `first`.
+    fn rotated(&self, first: u32) -> SchedGroups {
+        SchedGroups { all: self.all.clone(), cpus: self.cpus.clone(), order: GroupOrder::Rotate(first) }
+    }
+}
+
 impl Topology {
     /// The scheduler domains of `cpu`, lowest level first, as the kernel's
     /// `build_sched_domains()` would attach them.
@@ -384,8 +391,7 @@ impl Topology {
         }
         // Overlapping groups (NUMA levels) cover more than the span's weight.
         let disjoint = all.iter().map(CpuMask::weight).sum::<usize>() == span.weight();
-        let mut met = span.iter().map(|m| owner[m]);
-        let runs = disjoint && met.next().is_none_or(|mut last| met.all(|g| std::mem::replace(&mut last, g) <= g));
+        let runs = disjoint && span.iter().map(|m| owner[m]).is_sorted();
         let all: Arc<[CpuMask]> = all.into();
         SharedGroups { cpus: cpu_lists(&all), all, owner, disjoint, runs }
     }
@@ -398,8 +404,7 @@ impl Topology {
             // The walk from `cpu` finishes its own run, takes the later
             // groups, wraps to the earlier ones: no need to walk it (which,
             // for every CPU of a large LLC, costs CPUs squared).
-            let first = sg.owner[cpu];
-            return SchedGroups { all: sg.all.clone(), cpus: sg.cpus.clone(), order: GroupOrder::Rotate(first) };
+            return sg.rotated(sg.owner[cpu]);
         }
         let mut order: Vec<u32> = Vec::new();
         if sg.disjoint {
@@ -431,7 +436,7 @@ impl Topology {
         let first = order.first().copied().unwrap_or(0);
         let rotation = order.len() == sg.all.len() && order.iter().enumerate().all(|(i, &g)| g == (first + i as u32) % len);
         if rotation {
-            return SchedGroups { all: sg.all.clone(), cpus: sg.cpus.clone(), order: GroupOrder::Rotate(first) };
+            return sg.rotated(first);
         }
         // Overlapping groups (NUMA levels) may not all be taken: keep
         // exactly those this CPU's walk took.
