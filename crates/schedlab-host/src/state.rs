@@ -446,10 +446,10 @@ impl HostState {
         let g = sim.task(p).cgrp;
         let c = kfuncs::task_c(sim, p);
         let addr = c as usize;
-        // The common case: the task is registered at this address and the
-        // cgroup objects exist (0 stands for either not being so), and the
-        // view has its parent. Anything else takes the full path, which
-        // does the same and more.
+        // The common case: the task is registered at this address (which
+        // the slow path does only after giving it a parent) and the cgroup
+        // objects exist (0 stands for either not being so). Anything else
+        // takes the full path, which does the same and more.
         let cset = {
             let i = self.inner.borrow();
             if i.task_addr.get(p as usize) == Some(&addr) {
@@ -458,13 +458,19 @@ impl HostState {
                 0
             }
         };
-        // SAFETY: `c` is the task's boxed task_struct.
-        if cset == 0 || unsafe { (*c).real_parent.is_null() } {
+        if cset == 0 {
             return self.task_ptr_slow(sim, p);
         }
-        // p->cgroups follows the task's cgroup.
-        // SAFETY: as above.
-        unsafe { (*c).cgroups = cset as *mut core::ffi::c_void };
+        // p->cgroups follows the task's cgroup. Written only when it
+        // changed: with tens of thousands of tasks, a store to every
+        // task_struct on every call is a cache line written back each time.
+        let cset = cset as *mut core::ffi::c_void;
+        // SAFETY: `c` is the task's boxed task_struct.
+        unsafe {
+            if (*c).cgroups != cset {
+                (*c).cgroups = cset;
+            }
+        }
         self.last_task.set((addr, p));
         c
     }

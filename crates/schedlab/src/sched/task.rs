@@ -413,6 +413,9 @@ pub struct Task {
     pub pc: u32,
     /// Number of CPUs in `cpus_allowed` (`p->nr_cpus_allowed`).
     pub nr_cpus_allowed: u32,
+    /// The task group of `cgroup` (0: the root); a hosted scheduler's
+    /// every call on the task reads it.
+    pub cgrp: u32,
     /// The CPU `ran_on` last recorded: a switch-in on the same CPU leaves
     /// the mask (heap words beyond 256 CPUs) untouched.
     pub ran_on_last: Cpu,
@@ -448,6 +451,9 @@ pub struct Task {
     pub wakee_flip_decay_ts: Ns,
     /// The fair-class entity (`p->se`).
     pub se: SchedEntity,
+    /// sched_ext state (`p->scx`, `struct sched_ext_entity`): next to
+    /// the fair entity, whose clock the ext class also keeps.
+    pub scx: crate::sched::ext::ScxTask,
     /// Iterations done per loop slot.
     pub loop_counts: Vec<u32>,
     /// Per-task statistics for the results.
@@ -465,8 +471,6 @@ pub struct Task {
     pub tgid: u32,
     /// The cgroup path the task belongs to, e.g. "/web" ("/" for the root).
     pub cgroup: String,
-    /// The task group of `cgroup` (0: the root).
-    pub cgrp: u32,
     /// Nice value, -20..19.
     pub nice: i32,
     /// RT priority 1..99 (`p->rt_priority`); 0 for other policies.
@@ -491,8 +495,6 @@ pub struct Task {
     pub cpu_lock: Option<LockId>,
     /// rt-app timers: next expiry per timer slot (None before first use).
     pub timers: Vec<Option<Ns>>,
-    /// sched_ext state (`p->scx`, `struct sched_ext_entity`).
-    pub scx: crate::sched::ext::ScxTask,
 }
 
 impl Task {

@@ -183,14 +183,14 @@ pub struct TaskStructC {
     pub _pad1: i32,
     /// Points at `cpus_mask` (`p->cpus_ptr`).
     pub cpus_ptr: *const CpumaskC,
-    /// CPUs the task may run on (`p->cpus_mask`).
-    pub cpus_mask: CpumaskC,
     /// The parent (`p->real_parent`); swapper/0's for workload tasks.
     pub real_parent: *mut TaskStructC,
     /// The thread group leader (`p->group_leader`).
     pub group_leader: *mut TaskStructC,
     /// Non-NULL for user tasks (all simulated tasks); schedulers test it.
     pub mm: *mut core::ffi::c_void,
+    /// The task's css_set (its cgroup), set by the host before each call.
+    pub cgroups: *mut core::ffi::c_void,
     /// The fair entity (`p->se`).
     pub se: SchedEntityC,
     /// The sched_ext entity (`p->scx`).
@@ -209,8 +209,6 @@ pub struct TaskStructC {
     pub mempolicy: *mut core::ffi::c_void,
     /// NULL: the root task group (CPU-controller groups are not modelled).
     pub sched_task_group: *mut core::ffi::c_void,
-    /// NULL: cgroup membership is not modelled yet.
-    pub cgroups: *mut core::ffi::c_void,
     /// The task's class, one object per class (`procs::sched_class_ptr`).
     pub sched_class: *const u8,
     /// The thread group's signal_struct (its leader's `__schedlab_signal`).
@@ -223,6 +221,10 @@ pub struct TaskStructC {
     pub real_cred: *const CredC,
     /// Effective credentials (`p->cred`).
     pub cred: *const CredC,
+    /// CPUs the task may run on (`p->cpus_mask`). Near the end: 512 bytes
+    /// the event path seldom reads, off the lines it does (the layout is
+    /// ours; schedulers reach fields by name).
+    pub cpus_mask: CpumaskC,
     /// The task's own `struct pid`.
     pub __schedlab_pid: PidC,
     /// The process's `signal_struct` when this task leads its group.
