@@ -164,10 +164,9 @@ pub struct Rq {
     pub cpu: Cpu,
     /// The root fair runqueue (`rq->cfs`).
     pub cfs: CfsRq,
-    /// The RT runqueue (`rq->rt`).
-    pub rt: RtRq,
-    /// sched_ext state of this CPU (`rq->scx`).
-    pub scx: crate::sched::ext::ScxRq,
+    // What every event on this CPU reads or writes, together after the
+    // fair runqueue's head: on machines of thousands of CPUs the runqueues
+    // outgrow the caches, and an event costs a miss per line it touches.
     /// TIF_NEED_RESCHED of the running task: schedule at the next opportunity.
     pub need_resched: bool,
     /// An IPI to this CPU is in flight.
@@ -175,14 +174,17 @@ pub struct Rq {
     /// An `Event::IrqExit` is queued for this CPU: the reschedule waits for
     /// the interrupt work charged to it (`irq_until`).
     pub irq_exit_pending: bool,
-    /// Interrupt work on this CPU is being paid for until this time.
-    pub irq_until: Ns,
+    /// The scheduler tick is armed (false while nohz-idle).
+    pub tick_armed: bool,
     /// The nohz idle balancer kicked this CPU.
     pub nohz_kick: bool,
-    /// Process of the last task that ran here (lazy TLB: idle keeps the old mm).
-    pub last_tgid: Option<u32>,
     /// Generation of the running task's step event.
     pub step_gen: u32,
+    /// Generation of the hrtick timer (`rq->hrtick_timer`, HRTICK): bumped
+    /// to cancel or re-arm it.
+    pub hrtick_gen: u32,
+    /// Interrupt work on this CPU is being paid for until this time.
+    pub irq_until: Ns,
     /// When the pending step event fires, if one is pending.
     pub step_at: Option<Ns>,
     /// When the running task starts (or resumed) making progress; later than
@@ -192,11 +194,17 @@ pub struct Rq {
     pub idle_since: Option<Ns>,
     /// When the current busy stretch began, ns (CPU busy-time accounting).
     pub busy_since: Ns,
-    /// The scheduler tick is armed (false while nohz-idle).
-    pub tick_armed: bool,
-    /// Generation of the hrtick timer (`rq->hrtick_timer`, HRTICK): bumped
-    /// to cancel or re-arm it.
-    pub hrtick_gen: u32,
+    /// Fair runtime received in the current period (fair server).
+    pub fair_time: Ns,
+    /// Per-CPU counters for the results.
+    pub stats: CpuStats,
+    // The class runqueues a hosted or RT run touches next, then the rest.
+    /// sched_ext state of this CPU (`rq->scx`).
+    pub scx: crate::sched::ext::ScxRq,
+    /// The RT runqueue (`rq->rt`).
+    pub rt: RtRq,
+    /// Process of the last task that ran here (lazy TLB: idle keeps the old mm).
+    pub last_tgid: Option<u32>,
     /// When this CPU next runs periodic balancing, ns (`rq->next_balance`).
     pub next_balance: Ns,
     /// Balancing state per sched-domain level, lowest first.
@@ -205,16 +213,12 @@ pub struct Rq {
     pub yield_to_resched_last: Option<Ns>,
     /// Start of the current RT-bandwidth / fair-server period.
     pub bw_period_start: Ns,
-    /// Fair runtime received in the current period (fair server).
-    pub fair_time: Ns,
     /// The fair server is active: fair tasks run above RT until its budget is used.
     pub fair_server_active: bool,
     /// The RT-bandwidth / fair-server period timer is armed.
     pub bw_timer_armed: bool,
     /// Average idle duration (rq->avg_idle), for newidle balance cut-off.
     pub avg_idle: Ns,
-    /// Per-CPU counters for the results.
-    pub stats: CpuStats,
 }
 
 impl Rq {
