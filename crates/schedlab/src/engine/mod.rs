@@ -11,6 +11,9 @@
 //!
 //! A priority queue of events ordered by (time, sequence number), so that events at the same instant run in the
 //! order they were scheduled, and a running hash of everything processed.
+//! One u128 key packs (time, seq) so that one comparison orders two events.
+//! The keys only grow (see the `queue` submodule), which lets the queue
+//! be a radix heap.
 //!
 //! Two kinds of events get a timer per CPU instead of heap entries: the end
 //! of the running task's current step, a deadline that moves on every
@@ -20,12 +23,11 @@
 //! per CPU for each. Their keys come from the same sequence counter as the
 //! heap's, so the merged order is the one a single heap would give.
 
+mod queue;
 pub mod rng;
 pub mod time;
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-
+use crate::engine::queue::RadixQueue;
 use crate::engine::time::Ns;
 
 /// Index of a task in the simulator's task table.
@@ -167,38 +169,6 @@ impl Event {
     }
 }
 
-/// A pending event; `key` packs (time, seq) so that one comparison orders them.
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    key: u128,
-    event: Event,
-}
-
-impl Entry {
-    #[inline]
-    fn time(&self) -> Ns {
-        (self.key >> 64) as Ns
-    }
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    // BinaryHeap is a max-heap: invert so that the earliest (time, seq) pops first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.key.cmp(&self.key)
-    }
-}
-
 /// No pending step in a slot.
 const NO_KEY: u128 = u128::MAX;
 
@@ -317,7 +287,7 @@ impl CpuTimers {
 /// The event queue and the simulated clock.
 #[derive(Debug, Default)]
 pub struct Engine {
-    heap: BinaryHeap<Entry>,
+    heap: RadixQueue<Event>,
     steps: CpuTimers,
     ticks: CpuTimers,
     seq: u64,
@@ -369,7 +339,7 @@ impl Engine {
                 debug_assert!(self.ticks.key(cpu as usize) == NO_KEY, "a second pending tick on CPU {cpu}");
                 self.ticks.set(cpu as usize, key);
             }
-            _ => self.heap.push(Entry { key, event }),
+            _ => self.heap.push(key, event),
         }
     }
 
@@ -378,25 +348,25 @@ impl Engine {
     pub fn pop(&mut self) -> Option<(Ns, Event)> {
         self.steps.settle();
         self.ticks.settle();
-        let heap = self.heap.peek().map_or(NO_KEY, |e| e.key);
+        let heap = self.heap.peek_key().unwrap_or(NO_KEY);
         let (step, tick) = (self.steps.first(), self.ticks.first());
         let step_key = step.map_or(NO_KEY, |x| x.1);
         let tick_key = tick.map_or(NO_KEY, |x| x.1);
-        let e = if step_key < heap && step_key < tick_key {
+        let (key, event) = if step_key < heap && step_key < tick_key {
             let cpu = step?.0;
             self.steps.set(cpu, NO_KEY);
-            Entry { key: step_key, event: Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] } }
+            (step_key, Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] })
         } else if tick_key < heap {
             let cpu = tick?.0;
             self.ticks.set(cpu, NO_KEY);
-            Entry { key: tick_key, event: Event::Tick { cpu: cpu as Cpu } }
+            (tick_key, Event::Tick { cpu: cpu as Cpu })
         } else {
             self.heap.pop()?
         };
-        let time = e.time();
+        let time = (key >> 64) as Ns;
         debug_assert!(time >= self.now, "time went backwards");
         self.now = time;
-        Some((time, e.event))
+        Some((time, event))
     }
 
     /// Records that an event had an effect; stale (superseded) events are not counted.
@@ -420,7 +390,7 @@ impl Engine {
         self.steps.settle();
         self.ticks.settle();
         let key = |t: &CpuTimers| t.first().map(|(_, key)| (key >> 64) as Ns);
-        let heap = self.heap.peek().map(|e| e.time());
+        let heap = self.heap.peek_key().map(|key| (key >> 64) as Ns);
         [key(&self.steps), key(&self.ticks), heap].into_iter().flatten().min()
     }
 
