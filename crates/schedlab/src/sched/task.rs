@@ -449,15 +449,15 @@ pub struct Task {
     pub working_set: u64,
     /// When `wakee_flips` was last halved (`p->wakee_flip_decay_ts`), ns.
     pub wakee_flip_decay_ts: Ns,
-    /// The fair-class entity (`p->se`).
-    pub se: SchedEntity,
-    /// sched_ext state (`p->scx`, `struct sched_ext_entity`): next to
-    /// the fair entity, whose clock the ext class also keeps.
-    pub scx: crate::sched::ext::ScxTask,
-    /// Iterations done per loop slot.
-    pub loop_counts: Vec<u32>,
     /// Per-task statistics for the results.
     pub stats: TaskStats,
+    /// sched_ext state (`p->scx`, `struct sched_ext_entity`): before
+    /// the fair entity (the ext class reads only its clock).
+    pub scx: crate::sched::ext::ScxTask,
+    /// The fair-class entity (`p->se`).
+    pub se: SchedEntity,
+    /// Iterations done per loop slot.
+    pub loop_counts: Vec<u32>,
     /// CPUs the task may run on (`p->cpus_ptr`).
     pub cpus_allowed: CpuMask,
     /// The RT-class entity (`p->rt`).

@@ -183,24 +183,27 @@ pub struct TaskStructC {
     pub _pad1: i32,
     /// Points at `cpus_mask` (`p->cpus_ptr`).
     pub cpus_ptr: *const CpumaskC,
+    // Through `scx`, what the host and the kfuncs touch on every call
+    // fills the first four cache lines; with tens of thousands of tasks
+    // each further line is a miss per call.
+    /// The task's css_set (its cgroup), set by the host before each call.
+    pub cgroups: *mut core::ffi::c_void,
+    /// User and system CPU time (all simulated work counts as user time).
+    pub utime: u64,
+    /// System CPU time, ns (`p->stime`): 0.
+    pub stime: u64,
+    /// The fair entity (`p->se`).
+    pub se: SchedEntityC,
+    /// The sched_ext entity (`p->scx`).
+    pub scx: SchedExtEntityC,
     /// The parent (`p->real_parent`); swapper/0's for workload tasks.
     pub real_parent: *mut TaskStructC,
     /// The thread group leader (`p->group_leader`).
     pub group_leader: *mut TaskStructC,
     /// Non-NULL for user tasks (all simulated tasks); schedulers test it.
     pub mm: *mut core::ffi::c_void,
-    /// The task's css_set (its cgroup), set by the host before each call.
-    pub cgroups: *mut core::ffi::c_void,
-    /// The fair entity (`p->se`).
-    pub se: SchedEntityC,
-    /// The sched_ext entity (`p->scx`).
-    pub scx: SchedExtEntityC,
     /// The task name, NUL-terminated (`p->comm`).
     pub comm: [u8; 16],
-    /// User and system CPU time (all simulated work counts as user time).
-    pub utime: u64,
-    /// System CPU time, ns (`p->stime`): 0.
-    pub stime: u64,
     /// NUMA balancing's preferred node: -1, NUMA balancing is not modelled.
     pub numa_preferred_nid: i32,
     /// Padding to the C layout.
