@@ -154,7 +154,34 @@ fn a_real_trace_of_hackbench_replays_with_the_real_makespan() {
         eprintln!("not asserted: the host was busy, hackbench had {:.0}% of the {nr_cpus} CPUs over its makespan (below {:.0}%)", 100.0 * hb_share, 100.0 * QUIET_HOST_SHARE);
         return;
     }
+    let busy = foreign_hogs(&text);
+    if !busy.is_empty() {
+        eprintln!("not asserted: the host was busy, other sessions' tasks ran to the end of the trace: {busy:?}");
+        return;
+    }
     assert!(err_pct.abs() < 25.0, "replayed makespan {sim} ns is not within 25% of the real {real} ns ({err_pct:+.1}%)\n{text}");
+}
+
+/// Tasks of the imported scenario outside the test's own session (no
+/// `hb-` or `schedlab` name, in an autogroup other than hackbench's) that
+/// were still runnable when the trace ended: CPU hogs of other sessions,
+/// such as a compiler. The replay shares the CPUs with them among the
+/// autogroups, which this acceptance does not measure (README, "Replaying
+/// a real trace"), even when hackbench had most of the CPUs for real.
+fn foreign_hogs(scenario: &str) -> Vec<String> {
+    let sc: toml::Table = scenario.parse().expect("the imported scenario is TOML");
+    let workloads = sc["workload"].as_array().expect("workloads");
+    let group = |w: &toml::Value| w.get("cgroup").and_then(|c| c.as_str()).map(str::to_owned);
+    let hb_group = workloads.iter().find(|w| w["name"].as_str().is_some_and(|n| n.starts_with("hb-"))).and_then(group);
+    workloads
+        .iter()
+        .filter(|w| {
+            let name = w["name"].as_str().unwrap_or("");
+            let to_end = w.get("steps").and_then(|s| s.as_array()).is_some_and(|s| s.iter().any(|x| x.as_str() == Some("run to end")));
+            to_end && !name.starts_with("hb-") && !name.starts_with("schedlab") && group(w).is_some() && group(w) != hb_group
+        })
+        .map(|w| w["name"].as_str().unwrap_or("").to_owned())
+        .collect()
 }
 
 /// Hackbench keeps the CPUs mostly busy by itself (88% of this host's 2
