@@ -178,6 +178,10 @@ pub struct Rq {
     pub tick_armed: bool,
     /// The nohz idle balancer kicked this CPU.
     pub nohz_kick: bool,
+    /// The fair server is active: fair tasks run above RT until its budget is used.
+    pub fair_server_active: bool,
+    /// The RT-bandwidth / fair-server period timer is armed.
+    pub bw_timer_armed: bool,
     /// Generation of the running task's step event.
     pub step_gen: u32,
     /// Generation of the hrtick timer (`rq->hrtick_timer`, HRTICK): bumped
@@ -198,11 +202,12 @@ pub struct Rq {
     pub fair_time: Ns,
     /// Per-CPU counters for the results.
     pub stats: CpuStats,
-    // The class runqueues a hosted or RT run touches next, then the rest.
-    /// sched_ext state of this CPU (`rq->scx`).
-    pub scx: crate::sched::ext::ScxRq,
+    // The class runqueues every pick reads past the fair one's head (RT
+    // is asked before ext), then the rest.
     /// The RT runqueue (`rq->rt`).
     pub rt: RtRq,
+    /// sched_ext state of this CPU (`rq->scx`).
+    pub scx: crate::sched::ext::ScxRq,
     /// Process of the last task that ran here (lazy TLB: idle keeps the old mm).
     pub last_tgid: Option<u32>,
     /// When this CPU next runs periodic balancing, ns (`rq->next_balance`).
@@ -213,10 +218,6 @@ pub struct Rq {
     pub yield_to_resched_last: Option<Ns>,
     /// Start of the current RT-bandwidth / fair-server period.
     pub bw_period_start: Ns,
-    /// The fair server is active: fair tasks run above RT until its budget is used.
-    pub fair_server_active: bool,
-    /// The RT-bandwidth / fair-server period timer is armed.
-    pub bw_timer_armed: bool,
     /// Average idle duration (rq->avg_idle), for newidle balance cut-off.
     pub avg_idle: Ns,
 }

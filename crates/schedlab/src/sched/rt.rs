@@ -352,7 +352,7 @@ impl SchedClass for RtClass {
 
     fn pick_task(&self, sim: &mut Sim, cpu: Cpu) -> Option<TaskId> {
         let rt = &sim.rq(cpu).rt;
-        if rt.throttled || rt.rt_nr_running == 0 {
+        if rt.rt_nr_running == 0 || rt.throttled {
             return None;
         }
         let prio = rt.highest_prio();

@@ -413,6 +413,11 @@ pub struct Task {
     pub pc: u32,
     /// Number of CPUs in `cpus_allowed` (`p->nr_cpus_allowed`).
     pub nr_cpus_allowed: u32,
+    /// Index of the scenario workload that created the task (its
+    /// counters are bumped as the program runs).
+    pub workload: u32,
+    /// Process (mm) this thread belongs to (a switch compares it, lazy TLB).
+    pub tgid: u32,
     /// The task group of `cgroup` (0: the root); a hosted scheduler's
     /// every call on the task reads it.
     pub cgrp: u32,
@@ -465,10 +470,6 @@ pub struct Task {
     // The rest: identity, setup, results, sched_ext's entity.
     /// `comm`: the workload name and an index.
     pub name: String,
-    /// Index of the scenario workload that created the task.
-    pub workload: u32,
-    /// Process (mm) this thread belongs to.
-    pub tgid: u32,
     /// The cgroup path the task belongs to, e.g. "/web" ("/" for the root).
     pub cgroup: String,
     /// Nice value, -20..19.
