@@ -46,7 +46,11 @@ impl CpuTimers {
         for k in (1..n).rev() {
             win[k] = win[2 * k];
         }
-        CpuTimers { keys: vec![NO_KEY; 2 * n], win, gens: vec![0; n], pending: Vec::new() }
+        let mut keys = vec![NO_KEY; 2 * n];
+        // Node 0, above the root, stops both loops of a walk: no slot
+        // wins it and no key is less than its.
+        (keys[0], win[0]) = (0, u32::MAX);
+        CpuTimers { keys, win, gens: vec![0; n], pending: Vec::new() }
     }
 
     /// How many slots (CPUs, padded to a power of two); 0 without timers.
@@ -97,7 +101,8 @@ impl CpuTimers {
     /// the lesser of that key and the one coming up: the node is replaced
     /// while the key coming up is less, and the walk ends at the first
     /// node it is not. Keys are unique but for NO_KEY, and which disarmed
-    /// slot stands for a disarmed subtree does not matter.
+    /// slot stands for a disarmed subtree does not matter. Node 0, above
+    /// the root, ends either loop, which saves a test per level.
     ///
     /// Node indices are masked with the tables' length less one (a power
     /// of two, and every index is below it anyway) so that the compiler
@@ -113,7 +118,7 @@ impl CpuTimers {
         keys[node] = key;
         let s = slot as u32;
         let (mut cand, mut cand_key) = (s, key);
-        while node > 1 {
+        loop {
             let parent = node / 2;
             if win[parent & m] != s {
                 break;
@@ -127,7 +132,7 @@ impl CpuTimers {
             keys[parent & m] = cand_key;
             node = parent;
         }
-        while node > 1 {
+        loop {
             let parent = (node / 2) & m;
             if cand_key >= keys[parent] {
                 break;
