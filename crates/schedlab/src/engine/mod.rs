@@ -3,6 +3,7 @@
 //!
 //! - [`time`]: simulated time in integer nanoseconds and the duration syntax;
 //! - [`rng`]: the project's own PRNG with one named stream per purpose;
+//! - `timers`: the per-CPU step and tick timers (a tournament tree);
 //! - this module: the event queue and the running event-stream hash.
 //!
 //! May import: nothing else of this crate. Every other layer imports it.
@@ -26,9 +27,11 @@
 mod queue;
 pub mod rng;
 pub mod time;
+mod timers;
 
 use crate::engine::queue::RadixQueue;
 use crate::engine::time::Ns;
+use crate::engine::timers::{CpuTimers, NO_KEY};
 
 /// Index of a task in the simulator's task table.
 pub type TaskId = u32;
@@ -166,121 +169,6 @@ impl Event {
             Event::IrqExit { cpu } => (19, cpu as u64),
             Event::HrTick { cpu, gen } => (20, (cpu as u64) << 32 | gen as u64),
         }
-    }
-}
-
-/// No pending step in a slot.
-const NO_KEY: u128 = u128::MAX;
-
-/// Per-CPU timers: a tournament (winner) tree over the CPUs' (time, seq)
-/// keys. Each inner node holds the slot with the least key below it; the
-/// keys live once, per slot. Re-arming or cancelling a
-/// slot replays its path to the root, one sibling comparison per level,
-/// and stops at the first node whose winner is another slot and did not
-/// change.
-#[derive(Debug, Default)]
-struct CpuTimers {
-    /// Each slot's key (NO_KEY: disarmed). Padded to a power of two.
-    keys: Vec<u128>,
-    /// `win[k]`: the winning slot below node k, where node k's children are
-    /// 2k and 2k+1 and node n + i is slot i's leaf (`win[n + i] = i`).
-    win: Vec<u32>,
-    /// The generation each armed slot's event carries (step timers).
-    gens: Vec<u32>,
-    /// Keys set since the tree was last read, not yet walked into it:
-    /// a handler often sets one CPU's step more than once (a switch, then
-    /// the first step of the task switched in) and re-arms the CPU whose
-    /// step or tick just popped; only each slot's last key is walked, when
-    /// the tree is next read ([`settle`](Self::settle)). The tree's content
-    /// depends on the keys only, so the order of the walks does not matter.
-    pending: Vec<(usize, u128)>,
-}
-
-impl CpuTimers {
-    fn new(cpus: usize) -> Self {
-        let n = cpus.max(1).next_power_of_two();
-        let mut win = vec![0u32; 2 * n];
-        for (i, leaf) in win[n..].iter_mut().enumerate() {
-            *leaf = i as u32;
-        }
-        // Every key is NO_KEY: any slot below a node may stand for it.
-        for k in (1..n).rev() {
-            win[k] = win[2 * k];
-        }
-        CpuTimers { keys: vec![NO_KEY; n], win, gens: vec![0; n], pending: Vec::new() }
-    }
-
-    /// How many slots (CPUs, padded to a power of two); 0 without timers.
-    #[inline]
-    fn slots(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// The key slot `slot` holds (NO_KEY when disarmed).
-    #[inline]
-    fn key(&self, slot: usize) -> u128 {
-        match self.pending.iter().find(|p| p.0 == slot) {
-            Some(&(_, key)) => key,
-            None => self.keys[slot],
-        }
-    }
-
-    /// Slots holding a key.
-    fn armed(&self) -> usize {
-        (0..self.slots()).filter(|&i| self.key(i) != NO_KEY).count()
-    }
-
-    /// Sets slot `slot`'s key (NO_KEY disarms it), to be walked into the
-    /// tree when it is next read.
-    #[inline]
-    fn set(&mut self, slot: usize, key: u128) {
-        match self.pending.iter_mut().find(|p| p.0 == slot) {
-            Some(p) => p.1 = key,
-            None => self.pending.push((slot, key)),
-        }
-    }
-
-    /// Walks the pending keys into the tree.
-    #[inline]
-    fn settle(&mut self) {
-        while let Some((slot, key)) = self.pending.pop() {
-            self.walk(slot, key);
-        }
-    }
-
-    /// Stores `key` for `slot` and replays its path to the root.
-    fn walk(&mut self, slot: usize, key: u128) {
-        let n = self.keys.len();
-        if self.keys[slot] == key {
-            return;
-        }
-        self.keys[slot] = key;
-        let (keys, win) = (&self.keys[..], &mut self.win[..]);
-        let (mut node, mut cand, mut cand_key) = (n + slot, slot as u32, key);
-        while node > 1 {
-            // Keys are unique but for NO_KEY, and which disarmed slot
-            // stands for a disarmed subtree does not matter.
-            let other = win[node ^ 1];
-            let other_key = keys[other as usize];
-            if other_key < cand_key {
-                (cand, cand_key) = (other, other_key);
-            }
-            node /= 2;
-            if win[node] == cand && cand as usize != slot {
-                break;
-            }
-            win[node] = cand;
-        }
-    }
-
-    /// The slot with the earliest key, if any is armed (on a settled tree).
-    #[inline]
-    fn first(&self) -> Option<(usize, u128)> {
-        debug_assert!(self.pending.is_empty(), "first() on an unsettled tree");
-        // The root (for a single slot, its leaf: win[1] = 0).
-        let slot = *self.win.get(1)? as usize;
-        let key = self.keys[slot];
-        (key != NO_KEY).then_some((slot, key))
     }
 }
 

@@ -1,0 +1,219 @@
+//! The engine's per-CPU timers: a tournament (winner) tree over the CPUs'
+//! (time, seq) keys, for the step and tick events of which a CPU has at
+//! most one pending each.
+//!
+//! Most events pop one of these timers and re-arm it, so the walk that
+//! puts a changed key back into the tree runs about once per event, over
+//! most of the tree's height; it was the simulator's costliest function
+//! and is kept to a few instructions per level (see [`CpuTimers::walk`]).
+
+/// No pending event in a slot.
+pub(super) const NO_KEY: u128 = u128::MAX;
+
+/// Per-CPU timers: a tournament (winner) tree over the slots' keys. Each
+/// node holds the least key below it and a slot holding that key.
+/// Re-arming or cancelling a slot replays its path towards the root and
+/// stops at the first node the change does not reach.
+#[derive(Debug, Default)]
+pub(super) struct CpuTimers {
+    /// `keys[k]`: the least key below node k, where node k's children are
+    /// 2k and 2k+1 and node n + i is slot i's leaf (NO_KEY: disarmed).
+    /// The keys are in the nodes rather than once per slot so that a
+    /// level's loads depend on the node index only, not on the slot the
+    /// level below found. n is a power of two.
+    keys: Vec<u128>,
+    /// `win[k]`: a slot below node k holding `keys[k]` (`win[n + i] = i`).
+    win: Vec<u32>,
+    /// The generation each armed slot's event carries (step timers).
+    pub(super) gens: Vec<u32>,
+    /// Keys set since the tree was last read, not yet walked into it:
+    /// a handler often sets one CPU's step more than once (a switch, then
+    /// the first step of the task switched in) and re-arms the CPU whose
+    /// step or tick just popped; only each slot's last key is walked, when
+    /// the tree is next read ([`settle`](Self::settle)). The tree's content
+    /// depends on the keys only, so the order of the walks does not matter.
+    pending: Vec<(usize, u128)>,
+}
+
+impl CpuTimers {
+    pub(super) fn new(cpus: usize) -> Self {
+        let n = cpus.max(1).next_power_of_two();
+        let mut win = vec![0u32; 2 * n];
+        for (i, leaf) in win[n..].iter_mut().enumerate() {
+            *leaf = i as u32;
+        }
+        // Every key is NO_KEY: any slot below a node may stand for it.
+        for k in (1..n).rev() {
+            win[k] = win[2 * k];
+        }
+        let mut keys = vec![NO_KEY; 2 * n];
+        // Node 0, above the root, stops both loops of a walk: no slot
+        // wins it and no key is less than its.
+        (keys[0], win[0]) = (0, u32::MAX);
+        CpuTimers { keys, win, gens: vec![0; n], pending: Vec::new() }
+    }
+
+    /// How many slots (CPUs, padded to a power of two); 0 without timers.
+    #[inline]
+    pub(super) fn slots(&self) -> usize {
+        self.keys.len() / 2
+    }
+
+    /// The key slot `slot` holds (NO_KEY when disarmed).
+    #[inline]
+    pub(super) fn key(&self, slot: usize) -> u128 {
+        match self.pending.iter().find(|p| p.0 == slot) {
+            Some(&(_, key)) => key,
+            None => self.keys[self.slots() + slot],
+        }
+    }
+
+    /// Slots holding a key.
+    pub(super) fn armed(&self) -> usize {
+        (0..self.slots()).filter(|&i| self.key(i) != NO_KEY).count()
+    }
+
+    /// Sets slot `slot`'s key (NO_KEY disarms it), to be walked into the
+    /// tree when it is next read.
+    #[inline]
+    pub(super) fn set(&mut self, slot: usize, key: u128) {
+        debug_assert!(slot < self.slots(), "slot {slot} of {}", self.slots());
+        match self.pending.iter_mut().find(|p| p.0 == slot) {
+            Some(p) => p.1 = key,
+            None => self.pending.push((slot, key)),
+        }
+    }
+
+    /// Walks the pending keys into the tree.
+    #[inline]
+    pub(super) fn settle(&mut self) {
+        while let Some((slot, key)) = self.pending.pop() {
+            self.walk(slot, key);
+        }
+    }
+
+    /// Stores `key` for `slot` and replays its path towards the root.
+    ///
+    /// First come the nodes `slot` won (with its old key): each takes the
+    /// lesser of its two children, the sibling's key being in the sibling
+    /// node. Above them a node's winner is another slot, which stays
+    /// below it with its key unchanged, so the node's new least key is
+    /// the lesser of that key and the one coming up: the node is replaced
+    /// while the key coming up is less, and the walk ends at the first
+    /// node it is not. Keys are unique but for NO_KEY, and which disarmed
+    /// slot stands for a disarmed subtree does not matter. Node 0, above
+    /// the root, ends either loop, which saves a test per level.
+    ///
+    /// Node indices are masked with the tables' length less one (a power
+    /// of two, and every index is below it anyway) so that the compiler
+    /// can drop the bounds checks.
+    fn walk(&mut self, slot: usize, key: u128) {
+        let (keys, win) = (&mut self.keys[..], &mut self.win[..]);
+        let m = keys.len().wrapping_sub(1);
+        let win = &mut win[..m + 1];
+        let mut node = (m / 2 + 1 + slot) & m;
+        if keys[node] == key {
+            return;
+        }
+        keys[node] = key;
+        let s = slot as u32;
+        let (mut cand, mut cand_key) = (s, key);
+        loop {
+            let parent = node / 2;
+            if win[parent & m] != s {
+                break;
+            }
+            let sib = (node ^ 1) & m;
+            let (other, other_key) = (win[sib], keys[sib]);
+            if other_key < cand_key {
+                (cand, cand_key) = (other, other_key);
+            }
+            win[parent & m] = cand;
+            keys[parent & m] = cand_key;
+            node = parent;
+        }
+        loop {
+            let parent = (node / 2) & m;
+            if cand_key >= keys[parent] {
+                break;
+            }
+            win[parent] = cand;
+            keys[parent] = cand_key;
+            node = parent;
+        }
+    }
+
+    /// The slot with the earliest key, if any is armed (on a settled tree).
+    #[inline]
+    pub(super) fn first(&self) -> Option<(usize, u128)> {
+        debug_assert!(self.pending.is_empty(), "first() on an unsettled tree");
+        // The root (for a single slot, its leaf: win[1] = 0).
+        let key = *self.keys.get(1)?;
+        (key != NO_KEY).then_some((self.win[1] as usize, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(512))]
+
+        /// Against a set of (key, slot) over random arms, re-arms,
+        /// disarms and reads, with keys unique but for NO_KEY as the
+        /// engine's are, in any time order (a re-armed slot may move
+        /// earlier or later), several sets of a slot between two reads,
+        /// and the earliest slot disarmed on some reads, as a pop does.
+        #[test]
+        fn agrees_with_a_btree_set(
+            size in proptest::sample::select(vec![1usize, 2, 3, 5, 37, 128, 4096]),
+            ops in proptest::collection::vec((0u32..u32::MAX, 0u8..6, 0u64..40), 1..500),
+        ) {
+            let mut t = CpuTimers::new(size);
+            let mut reference = BTreeSet::new();
+            let mut keys = vec![NO_KEY; size];
+            let mut seq = 0u64;
+            for (pick, op, time) in ops {
+                // Mostly four hot slots (spread over the tree), as when a
+                // handful of CPUs are busy.
+                let mut slot = if pick % 3 == 0 { pick as usize } else { pick as usize % 4 * 977 } % size;
+                let key = match op {
+                    0 => NO_KEY,
+                    1..=3 => {
+                        seq += 1;
+                        (time as u128) << 64 | seq as u128
+                    }
+                    _ => {
+                        t.settle();
+                        let want = reference.first().map(|&(key, slot)| (slot, key));
+                        proptest::prop_assert_eq!(t.first(), want);
+                        proptest::prop_assert_eq!(t.armed(), reference.len());
+                        proptest::prop_assert_eq!(t.key(slot), keys[slot]);
+                        // A pop: the earliest slot is disarmed (and often
+                        // re-armed before the next read).
+                        match want {
+                            Some((first, _)) if op == 5 => {
+                                slot = first;
+                                NO_KEY
+                            }
+                            _ => continue,
+                        }
+                    }
+                };
+                if keys[slot] != NO_KEY {
+                    reference.remove(&(keys[slot], slot));
+                }
+                keys[slot] = key;
+                if key != NO_KEY {
+                    reference.insert((key, slot));
+                }
+                t.set(slot, key);
+                proptest::prop_assert_eq!(t.key(slot), key);
+            }
+            t.settle();
+            proptest::prop_assert_eq!(t.first(), reference.first().map(|&(key, slot)| (slot, key)));
+        }
+    }
+}
