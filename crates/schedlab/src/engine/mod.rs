@@ -282,6 +282,20 @@ impl Engine {
         [key(&self.steps), key(&self.ticks), heap].into_iter().flatten().min()
     }
 
+    /// What the next events will touch first, for prefetching: the task
+    /// of the earliest queued event when it is a sleep timer, and the CPUs
+    /// at the head of the step and tick timers (of a timer tree that has
+    /// changes not walked in yet, none). Hints only: an event scheduled
+    /// meanwhile may run first.
+    #[inline]
+    pub fn upcoming(&self) -> (Option<TaskId>, [Option<Cpu>; 2]) {
+        let task = match self.heap.peek() {
+            Some(&Event::Timer { task, .. }) => Some(task),
+            _ => None,
+        };
+        (task, [self.steps.head_hint().map(|c| c as Cpu), self.ticks.head_hint().map(|c| c as Cpu)])
+    }
+
     /// Events accounted so far (stale ones excluded).
     pub fn events_processed(&self) -> u64 {
         self.processed

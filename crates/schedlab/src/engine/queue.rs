@@ -96,6 +96,15 @@ impl<T: Copy> RadixQueue<T> {
         (self.len > 0).then_some(self.min)
     }
 
+    /// The value under the least key.
+    #[inline]
+    pub(super) fn peek(&self) -> Option<&T> {
+        if self.len == 0 {
+            return None;
+        }
+        self.buckets[self.min_bucket].get(self.min_index).map(|e| &e.1)
+    }
+
     /// Removes and returns the entry with the least key.
     pub(super) fn pop(&mut self) -> Option<(u128, T)> {
         if self.len == 0 {

@@ -143,6 +143,16 @@ impl CpuTimers {
         }
     }
 
+    /// The slot at the head of the tree, if the tree is settled and a
+    /// slot is armed (a hint of what fires next; `first` is the truth).
+    #[inline]
+    pub(super) fn head_hint(&self) -> Option<usize> {
+        if !self.pending.is_empty() {
+            return None;
+        }
+        self.first().map(|(slot, _)| slot)
+    }
+
     /// The slot with the earliest key, if any is armed (on a settled tree).
     #[inline]
     pub(super) fn first(&self) -> Option<(usize, u128)> {

@@ -10,6 +10,16 @@ use crate::engine::{Cpu, Event};
 use crate::sched::sim::Sim;
 use crate::sched::task::TaskState;
 
+/// Starts loading the cache line holding `x` (`prefetcht0`); nothing
+/// where the target has no SSE.
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_feature = "sse")]
+    safe_arch::prefetch_t0(x);
+    #[cfg(not(target_feature = "sse"))]
+    let _ = x;
+}
+
 impl Sim {
     /// Runs the simulation to its end time.
     pub fn run(&mut self) {
@@ -58,6 +68,7 @@ impl Sim {
         self.start();
         let mut n: u64 = 0;
         while let Some((t, ev)) = self.engine.pop() {
+            self.prefetch_upcoming();
             if !self.dispatch(t, ev) {
                 continue;
             }
@@ -81,6 +92,24 @@ impl Sim {
         if !self.finished {
             self.finished = true;
             self.finish_accounting();
+        }
+    }
+
+    /// Asks the CPU to start loading what the next events read first (a
+    /// sleeping task's head, the runqueues of the CPUs whose step or tick
+    /// is next) while the current event runs. With tens of thousands of
+    /// tasks and thousands of CPUs these structures are not in any cache,
+    /// and each event otherwise begins with a wait on memory. A prefetch
+    /// changes nothing but timing; a wrong guess costs a line of bandwidth.
+    #[inline]
+    fn prefetch_upcoming(&self) {
+        let (task, cpus) = self.engine.upcoming();
+        if let Some(t) = task.and_then(|p| self.tasks.get(p as usize)) {
+            prefetch(t);
+        }
+        for rq in cpus.into_iter().flatten().filter_map(|c| self.rqs.get(c as usize)) {
+            prefetch(rq);
+            prefetch(&rq.step_gen);
         }
     }
 
