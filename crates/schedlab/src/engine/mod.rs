@@ -523,6 +523,32 @@ mod tests {
         }
     }
 
+    /// The prefetch hints name the earliest queued sleep timer's task and
+    /// the heads of settled timer trees, and nothing for a tree with
+    /// changes not walked in yet.
+    #[test]
+    fn upcoming_names_the_next_subjects() {
+        let mut e = Engine::with_cpus(8);
+        assert_eq!(e.upcoming(), (None, [None, None]));
+        e.schedule(30, Event::Timer { task: 7, gen: 1 });
+        e.schedule(20, Event::Timer { task: 4, gen: 1 });
+        e.schedule(25, Event::Ipi { cpu: 1 });
+        e.set_step(5, Some(40), 1);
+        e.set_step(2, Some(50), 1);
+        e.schedule(60, Event::Tick { cpu: 6 });
+        // Nothing walked in yet: no tree is settled.
+        assert_eq!(e.upcoming(), (Some(4), [None, None]));
+        assert_eq!(e.pop(), Some((20, Event::Timer { task: 4, gen: 1 })));
+        // The heap's earliest is now an IPI: no task to name.
+        assert_eq!(e.upcoming(), (None, [Some(5), Some(6)]));
+        assert_eq!(e.pop(), Some((25, Event::Ipi { cpu: 1 })));
+        assert_eq!(e.upcoming(), (Some(7), [Some(5), Some(6)]));
+        e.set_step(5, None, 2);
+        assert_eq!(e.upcoming(), (Some(7), [None, Some(6)]));
+        assert_eq!(e.pop(), Some((30, Event::Timer { task: 7, gen: 1 })));
+        assert_eq!(e.upcoming(), (None, [Some(2), Some(6)]));
+    }
+
     #[test]
     fn past_events_clamp_to_now() {
         let mut e = Engine::new();
