@@ -80,6 +80,14 @@ impl<T: Copy> RadixQueue<T> {
     /// Adds `value` under `key`, which must exceed the last key popped.
     #[inline]
     pub(super) fn push(&mut self, key: u128, value: T) {
+        self.file(key, value);
+        self.len += 1;
+    }
+
+    /// Puts an entry in its bucket relative to `last`, keeping the
+    /// minimum's place (a push, and a pop re-filing its bucket).
+    #[inline]
+    fn file(&mut self, key: u128, value: T) {
         let b = Self::bucket(key, self.last);
         let bucket = &mut self.buckets[b];
         if key < self.min {
@@ -87,7 +95,6 @@ impl<T: Copy> RadixQueue<T> {
         }
         bucket.push((key, value));
         self.nonempty[b / 64] |= 1 << (b % 64);
-        self.len += 1;
     }
 
     /// The least key held.
@@ -123,13 +130,7 @@ impl<T: Copy> RadixQueue<T> {
         // minimum.
         self.min = u128::MAX;
         for &(key, value) in &moved {
-            let nb = Self::bucket(key, self.last);
-            let bucket = &mut self.buckets[nb];
-            if key < self.min {
-                (self.min, self.min_bucket, self.min_index) = (key, nb, bucket.len());
-            }
-            bucket.push((key, value));
-            self.nonempty[nb / 64] |= 1 << (nb % 64);
+            self.file(key, value);
         }
         // Give the emptied vector back so that its capacity is reused.
         moved.clear();
@@ -191,6 +192,7 @@ mod tests {
                 }
             }
             assert_eq!(q.peek_key(), heap.peek().map(|Reverse(e)| e.0));
+            assert_eq!(q.peek().copied(), heap.peek().map(|Reverse(e)| e.1));
             assert_eq!(q.len(), heap.len());
         }
         while let Some(Reverse(want)) = heap.pop() {
