@@ -38,6 +38,18 @@ pub type TaskId = u32;
 /// Index of a CPU.
 pub type Cpu = u32;
 
+/// The subject of the next event, as far as a prefetch cares
+/// ([`Engine::upcoming`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upcoming {
+    /// A sleep timer of this task.
+    Task(TaskId),
+    /// A step, tick or IPI of this CPU.
+    Cpu(Cpu),
+    /// Another event, or none.
+    Other,
+}
+
 /// Everything that can happen at an instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -240,13 +252,19 @@ impl Engine {
         let (step, tick) = (self.steps.first(), self.ticks.first());
         let step_key = step.map_or(NO_KEY, |x| x.1);
         let tick_key = tick.map_or(NO_KEY, |x| x.1);
+        // A popped timer is walked out of its tree at once (rather than
+        // when the tree is next read), so that `upcoming` can name the
+        // tree's next head while this event runs. The re-arm that usually
+        // follows then climbs only the few levels its later key wins.
         let (key, event) = if step_key < heap && step_key < tick_key {
             let cpu = step?.0;
             self.steps.set(cpu, NO_KEY);
+            self.steps.settle();
             (step_key, Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] })
         } else if tick_key < heap {
             let cpu = tick?.0;
             self.ticks.set(cpu, NO_KEY);
+            self.ticks.settle();
             (tick_key, Event::Tick { cpu: cpu as Cpu })
         } else {
             self.heap.pop()?
@@ -282,18 +300,28 @@ impl Engine {
         [key(&self.steps), key(&self.ticks), heap].into_iter().flatten().min()
     }
 
-    /// What the next events will touch first, for prefetching: the task
-    /// of the earliest queued event when it is a sleep timer, and the CPUs
-    /// at the head of the step and tick timers (of a timer tree that has
-    /// changes not walked in yet, none). Hints only: an event scheduled
-    /// meanwhile may run first.
+    /// What the next event will touch first, for prefetching: the task of
+    /// a sleep timer, or the CPU of a step, tick or IPI; the earliest of
+    /// the heap and the timer trees (a tree with changes not walked in yet
+    /// is passed over). A hint only: an event the current one schedules
+    /// may come first.
     #[inline]
-    pub fn upcoming(&self) -> (Option<TaskId>, [Option<Cpu>; 2]) {
-        let task = match self.heap.peek() {
-            Some(&Event::Timer { task, .. }) => Some(task),
-            _ => None,
-        };
-        (task, [self.steps.head_hint().map(|c| c as Cpu), self.ticks.head_hint().map(|c| c as Cpu)])
+    pub fn upcoming(&self) -> Upcoming {
+        let head = |t: &CpuTimers| t.head_hint().map_or((NO_KEY, 0), |(slot, key)| (key, slot as Cpu));
+        let (step_key, step) = head(&self.steps);
+        let (tick_key, tick) = head(&self.ticks);
+        let heap_key = self.heap.peek_key().unwrap_or(NO_KEY);
+        if step_key < heap_key && step_key < tick_key {
+            Upcoming::Cpu(step)
+        } else if tick_key < heap_key {
+            Upcoming::Cpu(tick)
+        } else {
+            match self.heap.peek() {
+                Some(&Event::Timer { task, .. }) => Upcoming::Task(task),
+                Some(&Event::Ipi { cpu }) => Upcoming::Cpu(cpu),
+                _ => Upcoming::Other,
+            }
+        }
     }
 
     /// Events accounted so far (stale ones excluded).
@@ -523,30 +551,40 @@ mod tests {
         }
     }
 
-    /// The prefetch hints name the earliest queued sleep timer's task and
-    /// the heads of settled timer trees, and nothing for a tree with
-    /// changes not walked in yet.
+    /// The prefetch hint names the next event's subject: a sleep timer's
+    /// task, a step's, tick's or IPI's CPU; it passes over a timer tree
+    /// with changes not walked in yet.
     #[test]
-    fn upcoming_names_the_next_subjects() {
+    fn upcoming_names_the_next_subject() {
         let mut e = Engine::with_cpus(8);
-        assert_eq!(e.upcoming(), (None, [None, None]));
+        assert_eq!(e.upcoming(), Upcoming::Other);
         e.schedule(30, Event::Timer { task: 7, gen: 1 });
         e.schedule(20, Event::Timer { task: 4, gen: 1 });
         e.schedule(25, Event::Ipi { cpu: 1 });
-        e.set_step(5, Some(40), 1);
+        e.set_step(5, Some(10), 1);
         e.set_step(2, Some(50), 1);
-        e.schedule(60, Event::Tick { cpu: 6 });
-        // Nothing walked in yet: no tree is settled.
-        assert_eq!(e.upcoming(), (Some(4), [None, None]));
+        e.schedule(15, Event::Tick { cpu: 6 });
+        e.schedule(27, Event::WorkloadStart { workload: 0 });
+        // Nothing walked in yet: only the heap is looked at.
+        assert_eq!(e.upcoming(), Upcoming::Task(4));
+        assert_eq!(e.pop(), Some((10, Event::StepDone { cpu: 5, gen: 1 })));
+        // The popped step left its tree at once: the tick at 15 is next.
+        assert_eq!(e.upcoming(), Upcoming::Cpu(6));
+        assert_eq!(e.pop(), Some((15, Event::Tick { cpu: 6 })));
+        assert_eq!(e.upcoming(), Upcoming::Task(4));
         assert_eq!(e.pop(), Some((20, Event::Timer { task: 4, gen: 1 })));
-        // The heap's earliest is now an IPI: no task to name.
-        assert_eq!(e.upcoming(), (None, [Some(5), Some(6)]));
+        assert_eq!(e.upcoming(), Upcoming::Cpu(1));
         assert_eq!(e.pop(), Some((25, Event::Ipi { cpu: 1 })));
-        assert_eq!(e.upcoming(), (Some(7), [Some(5), Some(6)]));
-        e.set_step(5, None, 2);
-        assert_eq!(e.upcoming(), (Some(7), [None, Some(6)]));
+        assert_eq!(e.upcoming(), Upcoming::Other);
+        assert_eq!(e.pop(), Some((27, Event::WorkloadStart { workload: 0 })));
+        assert_eq!(e.upcoming(), Upcoming::Task(7));
+        // A step set before the timer, not yet walked in, is passed over.
+        e.set_step(3, Some(28), 1);
+        assert_eq!(e.upcoming(), Upcoming::Task(7));
+        assert_eq!(e.pop(), Some((28, Event::StepDone { cpu: 3, gen: 1 })));
+        assert_eq!(e.upcoming(), Upcoming::Task(7));
         assert_eq!(e.pop(), Some((30, Event::Timer { task: 7, gen: 1 })));
-        assert_eq!(e.upcoming(), (None, [Some(2), Some(6)]));
+        assert_eq!(e.upcoming(), Upcoming::Cpu(2));
     }
 
     #[test]

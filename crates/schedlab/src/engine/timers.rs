@@ -143,14 +143,15 @@ impl CpuTimers {
         }
     }
 
-    /// The slot at the head of the tree, if the tree is settled and a
-    /// slot is armed (a hint of what fires next; `first` is the truth).
+    /// The slot at the head of the tree and its key, if the tree is
+    /// settled and a slot is armed (a hint of what fires next; `first` is
+    /// the truth).
     #[inline]
-    pub(super) fn head_hint(&self) -> Option<usize> {
+    pub(super) fn head_hint(&self) -> Option<(usize, u128)> {
         if !self.pending.is_empty() {
             return None;
         }
-        self.first().map(|(slot, _)| slot)
+        self.first()
     }
 
     /// The slot with the earliest key, if any is armed (on a settled tree).

@@ -4,7 +4,7 @@
 
 use crate::engine::{Cpu, Event, TaskId};
 use crate::sched::{class_of, classes, deq, enq, fair_check, wf, SchedClass};
-use crate::sched::sim::Sim;
+use crate::sched::sim::{Sim, NO_CURR};
 use crate::sched::task::{ClassId, TaskState};
 use crate::engine::time::Ns;
 
@@ -449,9 +449,9 @@ impl Sim {
             t.ran_on_last = cpu;
             t.ran_on.set(cpu as usize);
         }
+        self.set_curr(cpu, Some(n));
         {
             let rq = self.rq_mut(cpu);
-            rq.curr = Some(n);
             rq.progress_from = start + switch_cost;
             if from_idle {
                 // rq->avg_idle: a running average (1/8 weight) of idle periods,
@@ -492,9 +492,9 @@ impl Sim {
         let now = self.now();
         self.trace_switch(cpu, None);
         self.cancel_step(cpu);
+        self.set_curr(cpu, None);
         {
             let rq = self.rq_mut(cpu);
-            rq.curr = None;
             rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
             rq.idle_since = Some(now);
         }
@@ -628,9 +628,9 @@ impl Sim {
         self.commit_progress(src);
         class_of(self.task(p).class).update_curr(self, src);
         class_of(self.task(p).class).put_prev_task(self, src, p);
+        self.set_curr(src, None);
         {
             let rq = self.rq_mut(src);
-            rq.curr = None;
             rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
             rq.busy_since = now;
         }
@@ -668,6 +668,7 @@ impl Sim {
         let overloaded = self.rqs.iter().filter(|rq| rq.nr_running > 1).count() as u32;
         assert_eq!(self.rd.nr_overloaded, overloaded, "overloaded-CPU count drifted");
         for (c, rq) in self.rqs.iter().enumerate() {
+            assert_eq!(rq.curr.unwrap_or(NO_CURR), self.curr_of[c], "cpu{c}: curr_of disagrees with rq->curr");
             assert_eq!(
                 rq.nr_running,
                 rq.cfs.h_nr_queued + rq.rt.rt_nr_running + self.rqs[c].scx.nr_running,

@@ -369,7 +369,7 @@ impl SchedClass for RtClass {
     fn set_next_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, _first: bool) {
         let now = sim.now();
         sim.task_mut(p).se.exec_start = now;
-        sim.rq_mut(cpu).curr = Some(p);
+        sim.set_curr(cpu, Some(p));
         sim.update_pushable(cpu, p);
         // A preempted RT task left behind may run elsewhere (rt_queue_push_tasks).
         if !sim.rq(cpu).rt.pushable.is_empty() {

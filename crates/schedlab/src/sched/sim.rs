@@ -14,6 +14,9 @@ use crate::machine::topology::Topology;
 use crate::sched::features::Features;
 use crate::sched::balance::Nohz;
 use crate::sched::rq::{CfsRq, DomainState, RootDomain, Rq};
+
+/// `Sim::curr_of` of an idle CPU.
+pub(crate) const NO_CURR: TaskId = TaskId::MAX;
 use crate::sched::task::{Program, Task};
 use crate::sched::topology::SchedDomain;
 
@@ -52,6 +55,11 @@ pub struct Sim {
     pub locks: Vec<SpinLock>,
     /// One runqueue per CPU.
     pub rqs: Vec<Rq>,
+    /// Every runqueue's `curr` again, side by side (`NO_CURR` when idle),
+    /// so that the event loop can prefetch the task an upcoming event's
+    /// CPU runs without first waiting for that CPU's runqueue. Written
+    /// only by [`Sim::set_curr`].
+    pub(crate) curr_of: Vec<TaskId>,
     /// What each workload measures.
     pub metrics: Vec<WorkloadMetrics>,
     /// Tasks each workload creates when it starts.
@@ -151,6 +159,7 @@ impl Sim {
             objs: Vec::new(),
             locks: Vec::new(),
             rqs,
+            curr_of: vec![NO_CURR; n],
             metrics: Vec::new(),
             workload_tasks: Vec::new(),
             task_rngs: Vec::new(),
@@ -182,6 +191,13 @@ impl Sim {
     #[inline]
     pub fn now(&self) -> Ns {
         self.engine.now()
+    }
+
+    /// Sets `rq->curr` (None: the idle task), and its copy in `curr_of`.
+    #[inline]
+    pub(crate) fn set_curr(&mut self, cpu: Cpu, p: Option<TaskId>) {
+        self.rqs[cpu as usize].curr = p;
+        self.curr_of[cpu as usize] = p.unwrap_or(NO_CURR);
     }
 
     /// Number of CPUs (`nr_cpu_ids`).
