@@ -8,7 +8,9 @@
 use crate::engine::time::Ns;
 use crate::engine::{Cpu, Event, Upcoming};
 use crate::sched::sim::Sim;
-use crate::sched::task::TaskState;
+use crate::sched::ext::abi::TaskStructC;
+use crate::sched::sim::NO_CURR;
+use crate::sched::task::{Task, TaskState};
 
 /// Starts loading the cache line holding `x` (`prefetcht0`); nothing
 /// where the target has no SSE.
@@ -21,19 +23,39 @@ fn prefetch<T>(x: &T) {
 }
 
 /// Prefetches the lines of a task that an event on it reads: its head
-/// (state, CPU, step), its counters and its fair entity, PELT averages
-/// included. Tasks are not line-aligned, so one field every 64 bytes or
-/// less covers each stretch.
+/// (state, CPU, affinity, step), its counters and its fair entity, PELT
+/// averages included; with `ext`, its sched_ext entity too. Tasks are not
+/// line-aligned, so one field every 64 bytes or less covers each stretch.
 #[inline(always)]
-fn prefetch_task(t: &crate::sched::task::Task) {
+fn prefetch_task(t: &Task, ext: bool) {
     prefetch(t);
+    prefetch(&t.timer_gen);
+    prefetch(&t.cpus_allowed);
     prefetch(&t.spinning);
     prefetch(&t.last_ran);
     prefetch(&t.stats);
+    if ext {
+        prefetch(&t.scx);
+        prefetch(&t.scx.dsq);
+        prefetch(&t.scx.local_since);
+    }
     prefetch(&t.se);
     prefetch(&t.se.exec_start);
     prefetch(&t.se.avg);
     prefetch(&t.se.avg.util_sum);
+}
+
+/// Prefetches what a hosted scheduler's callbacks read of a task's C
+/// `task_struct`: its head (ids, state, affinity), `se` and `scx`.
+#[inline(always)]
+fn prefetch_task_c(c: &TaskStructC) {
+    prefetch(c);
+    prefetch(&c.nr_cpus_allowed);
+    prefetch(&c.cpus_ptr);
+    prefetch(&c.se);
+    prefetch(&c.scx);
+    prefetch(&c.scx.runnable_at);
+    prefetch(&c.scx.slice);
 }
 
 impl Sim {
@@ -84,7 +106,7 @@ impl Sim {
         self.start();
         let mut n: u64 = 0;
         while let Some((t, ev)) = self.engine.pop() {
-            self.prefetch_upcoming();
+            self.prefetch_upcoming(&ev);
             if !self.dispatch(t, ev) {
                 continue;
             }
@@ -114,16 +136,29 @@ impl Sim {
     /// Asks the CPU to start loading what the next event reads first
     /// while the current event runs: the task whose sleep timer it is, or
     /// the runqueue of the CPU whose step, tick or IPI it is and the task
-    /// running there. With tens of thousands of tasks and thousands
-    /// of CPUs these structures are not in any cache, and each event
-    /// otherwise begins with a wait on memory. A prefetch changes nothing
-    /// but timing; a wrong guess costs a line of bandwidth.
+    /// running there. With tens of thousands of tasks and thousands of
+    /// CPUs these structures are not in any cache, and each event
+    /// otherwise begins with a wait on memory. Under a hosted scheduler,
+    /// the current event's task (prefetched during the last event) leads
+    /// to its C `task_struct`, which is prefetched too. A prefetch changes
+    /// nothing but timing; a wrong guess costs a line of bandwidth.
     #[inline]
-    fn prefetch_upcoming(&self) {
+    fn prefetch_upcoming(&self, current: &Event) {
+        let ext = self.scx_views;
+        if ext {
+            let p = match *current {
+                Event::Timer { task, .. } => task,
+                Event::StepDone { cpu, .. } | Event::Tick { cpu } => self.curr_of.get(cpu as usize).copied().unwrap_or(NO_CURR),
+                _ => NO_CURR,
+            };
+            if let Some(c) = self.tasks.get(p as usize).and_then(|t| t.scx.c.built()) {
+                prefetch_task_c(c);
+            }
+        }
         match self.engine.upcoming() {
             Upcoming::Task(p) => {
                 if let Some(t) = self.tasks.get(p as usize) {
-                    prefetch_task(t);
+                    prefetch_task(t, ext);
                 }
             }
             Upcoming::Cpu(c) => {
@@ -134,7 +169,7 @@ impl Sim {
                 }
                 let curr = self.curr_of.get(c as usize).and_then(|&p| self.tasks.get(p as usize));
                 if let Some(t) = curr {
-                    prefetch_task(t);
+                    prefetch_task(t, ext);
                 }
             }
             Upcoming::Other => {}

@@ -214,13 +214,20 @@ impl Sim {
                 }
                 Op::Loop { to, count, slot } => {
                     let t = self.task_mut(p);
-                    let c = &mut t.loop_counts[slot as usize];
-                    *c += 1;
-                    if count.is_none_or(|n| *c < n) {
-                        t.pc = to;
-                    } else {
-                        *c = 0;
-                        t.pc += 1;
+                    // An endless loop keeps no count: its slot's counter,
+                    // on the heap, is never read.
+                    match count {
+                        None => t.pc = to,
+                        Some(n) => {
+                            let c = &mut t.loop_counts[slot as usize];
+                            *c += 1;
+                            if *c < n {
+                                t.pc = to;
+                            } else {
+                                *c = 0;
+                                t.pc += 1;
+                            }
+                        }
                     }
                 }
                 Op::Work => {

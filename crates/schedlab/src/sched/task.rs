@@ -430,6 +430,9 @@ pub struct Task {
     pub wakee_flips: u32,
     /// The task this one last woke (`p->last_wakee`).
     pub last_wakee: Option<TaskId>,
+    /// CPUs the task may run on (`p->cpus_ptr`): every wakeup and every
+    /// DSQ scan reads its size (`allowed_on`).
+    pub cpus_allowed: CpuMask,
     /// Spinning on this lock (while on CPU) since `spin_start`.
     pub spinning: Option<LockId>,
     /// Record the wakeup latency when the task next gets on a CPU (set by SleepPeriodic).
@@ -463,8 +466,6 @@ pub struct Task {
     pub se: SchedEntity,
     /// Iterations done per loop slot.
     pub loop_counts: Vec<u32>,
-    /// CPUs the task may run on (`p->cpus_ptr`).
-    pub cpus_allowed: CpuMask,
     /// The RT-class entity (`p->rt`).
     pub rt: RtEntity,
     // The rest: identity, setup, results, sched_ext's entity.

@@ -17,12 +17,14 @@ const WORD_BITS: usize = u64::BITS as usize;
 /// machines pay one allocation per clone, which is still O(words).
 const INLINE_WORDS: usize = 4;
 
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[derive(Clone, Debug)]
 enum Words {
-    // Unused trailing words stay zero so that the derived comparisons agree
-    // with the logical contents.
+    // Unused trailing words stay zero.
     Inline([u64; INLINE_WORDS]),
     Heap(Box<[u64]>),
+    /// Heap words shared by clones ([`CpuMask::shared`]), copied on a
+    /// holder's first write.
+    Shared(std::sync::Arc<[u64]>),
 }
 
 /// A set of CPU ids `0..nr_bits`, stored as a bitmap of 64-bit words.
@@ -36,10 +38,39 @@ enum Words {
 /// of an 8-CPU machine differs from the empty mask of a 16-CPU machine. The
 /// ordering is a deterministic total order suitable for `BTreeMap` keys; it
 /// is not a numeric order of the bit patterns.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[derive(Clone, Debug)]
 pub struct CpuMask {
     nr_bits: usize,
     words: Words,
+}
+
+// By `nr_bits`, then the used words: the same whichever way the words
+// are stored.
+impl PartialEq for CpuMask {
+    fn eq(&self, other: &Self) -> bool {
+        self.nr_bits == other.nr_bits && self.words() == other.words()
+    }
+}
+
+impl Eq for CpuMask {}
+
+impl PartialOrd for CpuMask {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CpuMask {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.nr_bits, self.words()).cmp(&(other.nr_bits, other.words()))
+    }
+}
+
+impl std::hash::Hash for CpuMask {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.nr_bits.hash(state);
+        self.words().hash(state);
+    }
 }
 
 /// Why a cpulist string was rejected by [`CpuMask::parse_cpulist`].
@@ -150,11 +181,26 @@ impl CpuMask {
         self.nr_bits
     }
 
+    /// This mask, with words that its clones share instead of copying
+    /// (copied on a clone's first write): for a mask that many holders keep
+    /// unchanged, such as the `cpus_allowed` of every task allowed
+    /// everywhere on a machine of thousands of CPUs, which then costs no
+    /// memory per task and stays in the caches. Masks of up to 256 CPUs
+    /// are inline and stay so.
+    pub fn shared(self) -> Self {
+        let words = match self.words {
+            Words::Heap(w) => Words::Shared(w.into()),
+            w => w,
+        };
+        CpuMask { nr_bits: self.nr_bits, words }
+    }
+
     /// The bitmap words, `nr_bits` rounded up to whole words.
     pub(crate) fn words(&self) -> &[u64] {
         match &self.words {
             Words::Inline(w) => &w[..words_for(self.nr_bits)],
             Words::Heap(w) => w,
+            Words::Shared(w) => w,
         }
     }
 
@@ -163,6 +209,8 @@ impl CpuMask {
         match &mut self.words {
             Words::Inline(w) => &mut w[..n],
             Words::Heap(w) => w,
+            // Copies the words first unless this is their only holder.
+            Words::Shared(w) => std::sync::Arc::make_mut(w),
         }
     }
 

@@ -358,3 +358,35 @@ fn into_iterator_for_reference() {
     }
     assert_eq!(seen, vec![1, 4]);
 }
+
+/// A shared mask's clones read the same words and compare, order and
+/// hash as their unshared copies; a write to one clone copies its words
+/// first and leaves the others as they were.
+#[test]
+fn shared_masks_copy_on_write() {
+    use std::collections::hash_map::DefaultHasher;
+    use std::hash::{Hash, Hasher};
+    let hash = |m: &CpuMask| {
+        let mut h = DefaultHasher::new();
+        m.hash(&mut h);
+        h.finish()
+    };
+    for n in [8, 256, 257, 4096] {
+        let plain = CpuMask::full(n);
+        let shared = plain.clone().shared();
+        let mut a = shared.clone();
+        let b = shared.clone();
+        assert_eq!(a, plain);
+        assert_eq!(a.cmp(&plain), std::cmp::Ordering::Equal);
+        assert_eq!(hash(&a), hash(&plain));
+        a.clear(n - 1);
+        assert_eq!(a.weight(), n - 1);
+        assert!(!a.test(n - 1));
+        assert_eq!(b, plain, "a write to one clone showed in another ({n} CPUs)");
+        assert_eq!(shared.weight(), n);
+        assert!(a < b, "ordering by the used words ({n} CPUs)");
+        let mut c = CpuMask::new(n).shared();
+        c.set(n / 2);
+        assert_eq!(c, CpuMask::single(n, n / 2));
+    }
+}

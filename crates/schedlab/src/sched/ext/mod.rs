@@ -108,6 +108,12 @@ impl TaskView {
     pub fn is_built(&self) -> bool {
         self.c.is_some()
     }
+
+    /// The C `task_struct`, if built.
+    #[inline]
+    pub fn built(&self) -> Option<&TaskStructC> {
+        self.c.as_deref()
+    }
 }
 
 thread_local! {
