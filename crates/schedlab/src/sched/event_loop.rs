@@ -9,18 +9,10 @@ use crate::engine::time::Ns;
 use crate::engine::{Cpu, Event, Upcoming};
 use crate::sched::sim::Sim;
 use crate::sched::ext::abi::TaskStructC;
+use crate::sched::prefetch;
 use crate::sched::sim::NO_CURR;
 use crate::sched::task::{Task, TaskState};
 
-/// Starts loading the cache line holding `x` (`prefetcht0`); nothing
-/// where the target has no SSE.
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_feature = "sse")]
-    safe_arch::prefetch_t0(x);
-    #[cfg(not(target_feature = "sse"))]
-    let _ = x;
-}
 
 /// Prefetches the lines of a task that an event on it reads: its head
 /// (state, CPU, affinity, step), its counters and its fair entity, PELT

@@ -203,3 +203,13 @@ pub fn class_of(id: ClassId) -> &'static dyn SchedClass {
         ClassId::Ext => &ext::EXT_CLASS,
     }
 }
+
+/// Starts loading the cache line holding `x` (`prefetcht0`) into the
+/// caches; nothing where the target has no SSE. Only timing changes.
+#[inline(always)]
+pub(crate) fn prefetch<T>(x: &T) {
+    #[cfg(target_feature = "sse")]
+    safe_arch::prefetch_t0(x);
+    #[cfg(not(target_feature = "sse"))]
+    let _ = x;
+}
