@@ -447,7 +447,7 @@ impl Sim {
         let t = self.task_mut(n);
         if t.ran_on_last != cpu {
             t.ran_on_last = cpu;
-            t.ran_on.set(cpu as usize);
+            self.note_ran_on(n, cpu);
         }
         self.set_curr(cpu, Some(n));
         {

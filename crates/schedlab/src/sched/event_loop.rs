@@ -11,31 +11,8 @@ use crate::sched::sim::Sim;
 use crate::sched::ext::abi::TaskStructC;
 use crate::sched::prefetch;
 use crate::sched::sim::NO_CURR;
-use crate::sched::task::{Task, TaskState};
+use crate::sched::task::TaskState;
 
-
-/// Prefetches the lines of a task that an event on it reads: its head
-/// (state, CPU, affinity, step), its counters and its fair entity, PELT
-/// averages included; with `ext`, its sched_ext entity too. Tasks are not
-/// line-aligned, so one field every 64 bytes or less covers each stretch.
-#[inline(always)]
-fn prefetch_task(t: &Task, ext: bool) {
-    prefetch(t);
-    prefetch(&t.timer_gen);
-    prefetch(&t.cpus_allowed);
-    prefetch(&t.spinning);
-    prefetch(&t.last_ran);
-    prefetch(&t.stats);
-    if ext {
-        prefetch(&t.scx);
-        prefetch(&t.scx.dsq);
-        prefetch(&t.scx.local_since);
-    }
-    prefetch(&t.se);
-    prefetch(&t.se.exec_start);
-    prefetch(&t.se.avg);
-    prefetch(&t.se.avg.util_sum);
-}
 
 /// Prefetches what a hosted scheduler's callbacks read of a task's C
 /// `task_struct`: its head (ids, state, affinity), `se` and `scx`.
@@ -80,6 +57,7 @@ impl Sim {
             let (t, ev) = self.engine.pop().expect("peeked");
             self.dispatch(t, ev);
         }
+        self.flush_ran_on();
     }
 
     /// Runs the simulation, calling `progress(now, end)` every few thousand events.
@@ -107,6 +85,7 @@ impl Sim {
             }
             n += 1;
             if n % 65_536 == 0 && !keep_going(t, self.end_ns) {
+                self.flush_ran_on();
                 return false;
             }
         }
@@ -150,7 +129,7 @@ impl Sim {
         match self.engine.upcoming() {
             Upcoming::Task(p) => {
                 if let Some(t) = self.tasks.get(p as usize) {
-                    prefetch_task(t, ext);
+                    t.prefetch(ext);
                 }
             }
             Upcoming::Cpu(c) => {
@@ -161,7 +140,7 @@ impl Sim {
                 }
                 let curr = self.curr_of.get(c as usize).and_then(|&p| self.tasks.get(p as usize));
                 if let Some(t) = curr {
-                    prefetch_task(t, ext);
+                    t.prefetch(ext);
                 }
             }
             Upcoming::Other => {}
@@ -368,6 +347,7 @@ impl Sim {
     }
 
     fn finish_accounting(&mut self) {
+        self.flush_ran_on();
         let now = self.now();
         for c in 0..self.nr_cpus() {
             let rq = &mut self.rqs[c];

@@ -15,6 +15,9 @@ use crate::sched::features::Features;
 use crate::sched::balance::Nohz;
 use crate::sched::rq::{CfsRq, DomainState, RootDomain, Rq};
 
+/// How many `ran_on` records [`Sim::note_ran_on`] batches.
+const RAN_ON_BATCH: usize = 1024;
+
 /// `Sim::curr_of` of an idle CPU.
 pub(crate) const NO_CURR: TaskId = TaskId::MAX;
 use crate::sched::task::{Program, Task};
@@ -63,6 +66,9 @@ pub struct Sim {
     /// Every CPU, its words shared with the `cpus_allowed` of each task
     /// allowed everywhere ([`CpuMask::shared`]).
     pub(crate) full_mask: CpuMask,
+    /// Switch-ins on a CPU new to the task, not yet set in its `ran_on`
+    /// ([`Sim::note_ran_on`]).
+    ran_on_log: Vec<(TaskId, Cpu)>,
     /// What each workload measures.
     pub metrics: Vec<WorkloadMetrics>,
     /// Tasks each workload creates when it starts.
@@ -164,6 +170,7 @@ impl Sim {
             rqs,
             curr_of: vec![NO_CURR; n],
             full_mask: CpuMask::full(n).shared(),
+            ran_on_log: Vec::with_capacity(RAN_ON_BATCH),
             metrics: Vec::new(),
             workload_tasks: Vec::new(),
             task_rngs: Vec::new(),
@@ -202,6 +209,26 @@ impl Sim {
     pub(crate) fn set_curr(&mut self, cpu: Cpu, p: Option<TaskId>) {
         self.rqs[cpu as usize].curr = p;
         self.curr_of[cpu as usize] = p.unwrap_or(NO_CURR);
+    }
+
+    /// Records that task `p` runs on `cpu`, in its `ran_on` mask. The
+    /// bits are set in batches: on a machine of thousands of CPUs the mask
+    /// is 512 bytes per task, and setting one bit at each switch is a miss
+    /// the switch waits for, where a batch's misses overlap. Every way a
+    /// run pauses or ends ([`Sim::flush_ran_on`]) sets the rest.
+    #[inline]
+    pub(crate) fn note_ran_on(&mut self, p: TaskId, cpu: Cpu) {
+        self.ran_on_log.push((p, cpu));
+        if self.ran_on_log.len() >= RAN_ON_BATCH {
+            self.flush_ran_on();
+        }
+    }
+
+    /// Sets the `ran_on` bits [`Sim::note_ran_on`] has recorded.
+    pub(crate) fn flush_ran_on(&mut self) {
+        for (p, cpu) in self.ran_on_log.drain(..) {
+            self.tasks[p as usize].ran_on.set(cpu as usize);
+        }
     }
 
     /// Number of CPUs (`nr_cpu_ids`).

@@ -518,6 +518,32 @@ impl Task {
         self.state == TaskState::Runnable
     }
 
+    /// Starts loading the lines of the task that an event on it reads:
+    /// its head (state, CPU, affinity, step), its counters and its fair
+    /// entity's clock; with `ext`, its sched_ext entity, else the fair
+    /// entity's PELT averages. Tasks are not line-aligned, so one field
+    /// every 64 bytes or less covers each stretch. Only timing changes.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, ext: bool) {
+        use crate::sched::prefetch;
+        prefetch(self);
+        prefetch(&self.timer_gen);
+        prefetch(&self.cpus_allowed);
+        prefetch(&self.spinning);
+        prefetch(&self.last_ran);
+        prefetch(&self.stats);
+        prefetch(&self.se);
+        prefetch(&self.se.exec_start);
+        if ext {
+            prefetch(&self.scx);
+            prefetch(&self.scx.dsq);
+            prefetch(&self.scx.local_since);
+        } else {
+            prefetch(&self.se.avg);
+            prefetch(&self.se.avg.util_sum);
+        }
+    }
+
     /// Whether the task may run on `cpu` (`cpumask_test_cpu(cpu, p->cpus_ptr)`).
     /// A task allowed everywhere (`nr_cpus_allowed`, kept with the mask,
     /// covers the machine) is answered without reading the mask, whose
