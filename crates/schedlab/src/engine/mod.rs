@@ -194,6 +194,8 @@ pub struct Engine {
     now: Ns,
     processed: u64,
     hash: StreamHash,
+    /// Walk a popped timer out of its tree at once ([`Engine::set_lookahead`]).
+    lookahead: bool,
 }
 
 impl Engine {
@@ -205,6 +207,17 @@ impl Engine {
     /// An engine with step timers for `cpus` CPUs.
     pub fn with_cpus(cpus: usize) -> Self {
         Engine { steps: CpuTimers::new(cpus), ticks: CpuTimers::new(cpus), ..Self::default() }
+    }
+
+    /// With `on`, `pop` walks the timer it pops out of its tree at once,
+    /// rather than when the tree is next read, so that [`Engine::upcoming`]
+    /// can name that tree's next head while the popped event runs. That
+    /// costs a few levels of walking per event (the re-arm that usually
+    /// follows climbs only the levels its later key wins): worth it when
+    /// the caller prefetches for large simulations, not otherwise. The
+    /// order of events is the same either way.
+    pub fn set_lookahead(&mut self, on: bool) {
+        self.lookahead = on;
     }
 
     /// Arms `cpu`'s step timer: `Event::StepDone { cpu, gen }` at `at`
@@ -252,19 +265,19 @@ impl Engine {
         let (step, tick) = (self.steps.first(), self.ticks.first());
         let step_key = step.map_or(NO_KEY, |x| x.1);
         let tick_key = tick.map_or(NO_KEY, |x| x.1);
-        // A popped timer is walked out of its tree at once (rather than
-        // when the tree is next read), so that `upcoming` can name the
-        // tree's next head while this event runs. The re-arm that usually
-        // follows then climbs only the few levels its later key wins.
         let (key, event) = if step_key < heap && step_key < tick_key {
             let cpu = step?.0;
             self.steps.set(cpu, NO_KEY);
-            self.steps.settle();
+            if self.lookahead {
+                self.steps.settle();
+            }
             (step_key, Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] })
         } else if tick_key < heap {
             let cpu = tick?.0;
             self.ticks.set(cpu, NO_KEY);
-            self.ticks.settle();
+            if self.lookahead {
+                self.ticks.settle();
+            }
             (tick_key, Event::Tick { cpu: cpu as Cpu })
         } else {
             self.heap.pop()?
@@ -553,10 +566,27 @@ mod tests {
 
     /// The prefetch hint names the next event's subject: a sleep timer's
     /// task, a step's, tick's or IPI's CPU; it passes over a timer tree
-    /// with changes not walked in yet.
+    /// with changes not walked in yet, which without lookahead is the one
+    /// just popped from.
     #[test]
     fn upcoming_names_the_next_subject() {
+        for lookahead in [false, true] {
+            let mut e = Engine::with_cpus(8);
+            e.set_lookahead(lookahead);
+            e.set_step(5, Some(10), 1);
+            e.set_step(2, Some(17), 1);
+            e.schedule(18, Event::Tick { cpu: 6 });
+            assert_eq!(e.pop(), Some((10, Event::StepDone { cpu: 5, gen: 1 })));
+            // Without lookahead the step tree just popped from is passed
+            // over until it is next read, and the hint misses step 2.
+            let want = if lookahead { Upcoming::Cpu(2) } else { Upcoming::Cpu(6) };
+            assert_eq!(e.upcoming(), want, "lookahead {lookahead}");
+            assert_eq!(e.pop(), Some((17, Event::StepDone { cpu: 2, gen: 1 })));
+            assert_eq!(e.pop(), Some((18, Event::Tick { cpu: 6 })));
+        }
+
         let mut e = Engine::with_cpus(8);
+        e.set_lookahead(true);
         assert_eq!(e.upcoming(), Upcoming::Other);
         e.schedule(30, Event::Timer { task: 7, gen: 1 });
         e.schedule(20, Event::Timer { task: 4, gen: 1 });

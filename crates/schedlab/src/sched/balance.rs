@@ -361,6 +361,9 @@ impl Sim {
     /// next group. Prefetching every CPU of the group measured slower.
     #[inline]
     fn prefetch_group(&self, group: Option<Group<'_>>) {
+        if !self.lookahead {
+            return;
+        }
         for &c in group.map_or(&[][..], |g| &g.cpus[..g.cpus.len().min(2)]) {
             if let Some(rq) = self.rqs.get(c as usize) {
                 crate::sched::prefetch(rq);

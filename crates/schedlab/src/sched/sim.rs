@@ -69,6 +69,10 @@ pub struct Sim {
     /// Switch-ins on a CPU new to the task, not yet set in its `ran_on`
     /// ([`Sim::note_ran_on`]).
     ran_on_log: Vec<(TaskId, Cpu)>,
+    /// The tasks and runqueues outgrow the caches (decided at the start):
+    /// the event loop and the balancer's domain walks prefetch, the engine
+    /// looks ahead for them, and `ran_on` bits are set in batches.
+    pub(crate) lookahead: bool,
     /// What each workload measures.
     pub metrics: Vec<WorkloadMetrics>,
     /// Tasks each workload creates when it starts.
@@ -170,7 +174,8 @@ impl Sim {
             rqs,
             curr_of: vec![NO_CURR; n],
             full_mask: CpuMask::full(n).shared(),
-            ran_on_log: Vec::with_capacity(RAN_ON_BATCH),
+            ran_on_log: Vec::new(),
+            lookahead: false,
             metrics: Vec::new(),
             workload_tasks: Vec::new(),
             task_rngs: Vec::new(),
@@ -211,13 +216,18 @@ impl Sim {
         self.curr_of[cpu as usize] = p.unwrap_or(NO_CURR);
     }
 
-    /// Records that task `p` runs on `cpu`, in its `ran_on` mask. The
-    /// bits are set in batches: on a machine of thousands of CPUs the mask
-    /// is 512 bytes per task, and setting one bit at each switch is a miss
-    /// the switch waits for, where a batch's misses overlap. Every way a
-    /// run pauses or ends ([`Sim::flush_ran_on`]) sets the rest.
+    /// Records that task `p` runs on `cpu`, in its `ran_on` mask. With
+    /// `lookahead` the bits are set in batches: on a machine of thousands
+    /// of CPUs the mask is 512 bytes per task, and setting one bit at each
+    /// switch is a miss the switch waits for, where a batch's misses
+    /// overlap. Every way a run pauses or ends ([`Sim::flush_ran_on`])
+    /// sets the rest.
     #[inline]
     pub(crate) fn note_ran_on(&mut self, p: TaskId, cpu: Cpu) {
+        if !self.lookahead {
+            self.tasks[p as usize].ran_on.set(cpu as usize);
+            return;
+        }
         self.ran_on_log.push((p, cpu));
         if self.ran_on_log.len() >= RAN_ON_BATCH {
             self.flush_ran_on();
