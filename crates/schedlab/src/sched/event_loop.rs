@@ -56,7 +56,7 @@ impl Sim {
         let task_bytes = std::mem::size_of::<crate::sched::task::Task>() + if self.scx_views { std::mem::size_of::<TaskStructC>() } else { 0 };
         let state = self.tasks.len() * task_bytes + self.rqs.len() * std::mem::size_of::<crate::sched::rq::Rq>();
         let limit = if self.scx_views { LOOKAHEAD_BYTES_HOSTED } else { LOOKAHEAD_BYTES };
-        self.lookahead = state > limit;
+        self.lookahead = self.lookahead_forced.unwrap_or(state > limit);
         self.engine.set_lookahead(self.lookahead);
         for w in 0..self.workload_tasks.len() {
             let at = self.metrics[w].start_ns;

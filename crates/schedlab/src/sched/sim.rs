@@ -73,6 +73,8 @@ pub struct Sim {
     /// the event loop and the balancer's domain walks prefetch, the engine
     /// looks ahead for them, and `ran_on` bits are set in batches.
     pub(crate) lookahead: bool,
+    /// [`Sim::force_lookahead`]'s choice, if made.
+    pub(crate) lookahead_forced: Option<bool>,
     /// What each workload measures.
     pub metrics: Vec<WorkloadMetrics>,
     /// Tasks each workload creates when it starts.
@@ -176,6 +178,7 @@ impl Sim {
             full_mask: CpuMask::full(n).shared(),
             ran_on_log: Vec::new(),
             lookahead: false,
+            lookahead_forced: None,
             metrics: Vec::new(),
             workload_tasks: Vec::new(),
             task_rngs: Vec::new(),
@@ -214,6 +217,13 @@ impl Sim {
     pub(crate) fn set_curr(&mut self, cpu: Cpu, p: Option<TaskId>) {
         self.rqs[cpu as usize].curr = p;
         self.curr_of[cpu as usize] = p.unwrap_or(NO_CURR);
+    }
+
+    /// Prefetches (or not) whatever the size of the simulation, which
+    /// otherwise decides it when the run starts. Only the speed differs:
+    /// results and the event hash are the same either way (tests, benches).
+    pub fn force_lookahead(&mut self, on: bool) {
+        self.lookahead_forced = Some(on);
     }
 
     /// Records that task `p` runs on `cpu`, in its `ran_on` mask. With
