@@ -113,7 +113,7 @@ impl Sim {
     /// wake_wide(): many-to-many wakeup patterns spread instead of pulling to the waker.
     fn wake_wide(&self, p: TaskId) -> bool {
         let Some(waker) = self.rq(self.this_cpu).curr else { return false };
-        let factor = self.topo.llc_size(self.this_cpu as usize) as u32;
+        let factor = self.llc_size(self.this_cpu);
         let (mut master, mut slave) = (self.task(waker).wakee_flips, self.task(p).wakee_flips);
         if master < slave {
             std::mem::swap(&mut master, &mut slave);
@@ -220,7 +220,7 @@ impl Sim {
             return recent;
         }
         let llc = self.topo.llc_of(target as usize);
-        let smt = self.topo.smt_siblings(target as usize).weight() > 1;
+        let smt = self.core_has_smt(target);
         let mut has_idle_core = false;
         if smt {
             has_idle_core = self.llc_has_idle_cores[llc];
@@ -252,7 +252,7 @@ impl Sim {
         if !self.features.on(Feature::SIS_UTIL) || idle == IdleType::NewlyIdle {
             return;
         }
-        let llc_weight = self.topo.llc_size(cpu as usize) as u64;
+        let llc_weight = self.llc_size(cpu) as u64;
         if sd.span_weight as u64 != llc_weight {
             return;
         }

@@ -6,7 +6,7 @@
 //! it.
 
 use crate::engine::time::Ns;
-use crate::engine::{Cpu, Event, Upcoming};
+use crate::engine::{Cpu, Event, TaskId, Upcoming};
 use crate::sched::sim::Sim;
 use crate::sched::ext::abi::TaskStructC;
 use crate::sched::prefetch;
@@ -148,23 +148,30 @@ impl Sim {
             }
         }
         match self.engine.upcoming() {
-            Upcoming::Task(p) => {
-                if let Some(t) = self.tasks.get(p as usize) {
-                    t.prefetch(ext);
-                }
-            }
+            Upcoming::Task(p) => self.prefetch_task(p, ext),
             Upcoming::Cpu(c) => {
                 if let Some(rq) = self.rqs.get(c as usize) {
                     prefetch(rq);
                     prefetch(&rq.step_gen);
                     prefetch(&rq.next_balance);
                 }
-                let curr = self.curr_of.get(c as usize).and_then(|&p| self.tasks.get(p as usize));
-                if let Some(t) = curr {
-                    t.prefetch(ext);
+                if let Some(&p) = self.curr_of.get(c as usize) {
+                    self.prefetch_task(p, ext);
                 }
             }
             Upcoming::Other => {}
+        }
+    }
+
+    /// Prefetches task `p` (see `Task::prefetch`) and its random stream,
+    /// which its next step draws from.
+    #[inline(always)]
+    fn prefetch_task(&self, p: TaskId, ext: bool) {
+        if let Some(t) = self.tasks.get(p as usize) {
+            t.prefetch(ext);
+        }
+        if let Some(r) = self.task_rngs.get(p as usize) {
+            prefetch(r);
         }
     }
 

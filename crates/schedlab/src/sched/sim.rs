@@ -75,6 +75,11 @@ pub struct Sim {
     pub(crate) lookahead: bool,
     /// [`Sim::force_lookahead`]'s choice, if made.
     pub(crate) lookahead_forced: Option<bool>,
+    /// The CPUs of each LLC (`sd_llc_size`) and of each core, counted
+    /// once: on a 4,096-CPU machine each count is 64 words of popcount,
+    /// and wakeups ask for them.
+    llc_weight: Vec<u32>,
+    core_weight: Vec<u32>,
     /// What each workload measures.
     pub metrics: Vec<WorkloadMetrics>,
     /// Tasks each workload creates when it starts.
@@ -158,6 +163,8 @@ impl Sim {
             })
             .collect();
         let nr_llcs = topo.nr_llcs();
+        let llc_weight = topo.llc_span.iter().map(|m| m.weight() as u32).collect();
+        let core_weight = topo.core_span.iter().map(|m| m.weight() as u32).collect();
         let llc_nr_idle_scan = topo.llc_span.iter().map(|s| std::cell::Cell::new(s.weight() as u32)).collect();
         Sim {
             engine: Engine::with_cpus(n),
@@ -179,6 +186,8 @@ impl Sim {
             ran_on_log: Vec::new(),
             lookahead: false,
             lookahead_forced: None,
+            llc_weight,
+            core_weight,
             metrics: Vec::new(),
             workload_tasks: Vec::new(),
             task_rngs: Vec::new(),
@@ -217,6 +226,19 @@ impl Sim {
     pub(crate) fn set_curr(&mut self, cpu: Cpu, p: Option<TaskId>) {
         self.rqs[cpu as usize].curr = p;
         self.curr_of[cpu as usize] = p.unwrap_or(NO_CURR);
+    }
+
+    /// Number of CPUs sharing `cpu`'s LLC (`sd_llc_size`); 0 for a CPU
+    /// that does not exist.
+    #[inline]
+    pub(crate) fn llc_size(&self, cpu: Cpu) -> u32 {
+        self.topo.cpus.get(cpu as usize).and_then(|i| self.llc_weight.get(i.llc)).copied().unwrap_or(0)
+    }
+
+    /// Whether `cpu`'s core has more than one hardware thread.
+    #[inline]
+    pub(crate) fn core_has_smt(&self, cpu: Cpu) -> bool {
+        self.topo.cpus.get(cpu as usize).and_then(|i| self.core_weight.get(i.core)).is_some_and(|&w| w > 1)
     }
 
     /// Prefetches (or not) whatever the size of the simulation, which
