@@ -44,7 +44,10 @@ pub type Cpu = u32;
 pub enum Upcoming {
     /// A sleep timer of this task.
     Task(TaskId),
-    /// A step, tick or IPI of this CPU.
+    /// The end of the step this CPU runs: the running task may block, and
+    /// the CPU pick another.
+    Step(Cpu),
+    /// A tick or IPI of this CPU.
     Cpu(Cpu),
     /// Another event, or none.
     Other,
@@ -314,7 +317,7 @@ impl Engine {
     }
 
     /// What the next event will touch first, for prefetching: the task of
-    /// a sleep timer, or the CPU of a step, tick or IPI; the earliest of
+    /// a sleep timer, or the CPU of a step end, tick or IPI; the earliest of
     /// the heap and the timer trees (a tree with changes not walked in yet
     /// is passed over). A hint only: an event the current one schedules
     /// may come first.
@@ -325,7 +328,7 @@ impl Engine {
         let (tick_key, tick) = head(&self.ticks);
         let heap_key = self.heap.peek_key().unwrap_or(NO_KEY);
         if step_key < heap_key && step_key < tick_key {
-            Upcoming::Cpu(step)
+            Upcoming::Step(step)
         } else if tick_key < heap_key {
             Upcoming::Cpu(tick)
         } else {
@@ -579,7 +582,7 @@ mod tests {
             assert_eq!(e.pop(), Some((10, Event::StepDone { cpu: 5, gen: 1 })));
             // Without lookahead the step tree just popped from is passed
             // over until it is next read, and the hint misses step 2.
-            let want = if lookahead { Upcoming::Cpu(2) } else { Upcoming::Cpu(6) };
+            let want = if lookahead { Upcoming::Step(2) } else { Upcoming::Cpu(6) };
             assert_eq!(e.upcoming(), want, "lookahead {lookahead}");
             assert_eq!(e.pop(), Some((17, Event::StepDone { cpu: 2, gen: 1 })));
             assert_eq!(e.pop(), Some((18, Event::Tick { cpu: 6 })));
@@ -614,7 +617,7 @@ mod tests {
         assert_eq!(e.pop(), Some((28, Event::StepDone { cpu: 3, gen: 1 })));
         assert_eq!(e.upcoming(), Upcoming::Task(7));
         assert_eq!(e.pop(), Some((30, Event::Timer { task: 7, gen: 1 })));
-        assert_eq!(e.upcoming(), Upcoming::Cpu(2));
+        assert_eq!(e.upcoming(), Upcoming::Step(2));
     }
 
     #[test]

@@ -128,7 +128,8 @@ impl Sim {
     /// Asks the CPU to start loading what the next event reads first
     /// while the current event runs: the task whose sleep timer it is, or
     /// the runqueue of the CPU whose step, tick or IPI it is and the task
-    /// running there. With tens of thousands of tasks and thousands of
+    /// running there (before a step's end, also the task a fair pick would
+    /// take next). With tens of thousands of tasks and thousands of
     /// CPUs these structures are not in any cache, and each event
     /// otherwise begins with a wait on memory. Under a hosted scheduler,
     /// the current event's task (prefetched during the last event) leads
@@ -147,9 +148,10 @@ impl Sim {
                 prefetch_task_c(c);
             }
         }
-        match self.engine.upcoming() {
+        let next = self.engine.upcoming();
+        match next {
             Upcoming::Task(p) => self.prefetch_task(p, ext),
-            Upcoming::Cpu(c) => {
+            Upcoming::Step(c) | Upcoming::Cpu(c) => {
                 if let Some(rq) = self.rqs.get(c as usize) {
                     prefetch(rq);
                     prefetch(&rq.step_gen);
@@ -157,6 +159,13 @@ impl Sim {
                 }
                 if let Some(&p) = self.curr_of.get(c as usize) {
                     self.prefetch_task(p, ext);
+                }
+                // A step's end may block the running task: the fair pick
+                // that follows most likely takes the timeline's head.
+                if let (Upcoming::Step(_), false) = (next, ext) {
+                    if let Some(t) = self.cfs_first.get(c as usize).and_then(|&p| self.tasks.get(p as usize)) {
+                        t.prefetch(false);
+                    }
                 }
             }
             Upcoming::Other => {}

@@ -34,7 +34,7 @@ use crate::sched::cgroup::{Cq, Se, GSE};
 use crate::sched::features::Feature;
 use crate::sched::{deq, enq, wf, SchedClass};
 use crate::sched::fair_check::check_saved_lag;
-use crate::sched::sim::Sim;
+use crate::sched::sim::{Sim, NO_CURR};
 use crate::sched::task::{ClassId, LoadWeight, Policy, NICE_0_LOAD};
 use crate::engine::time::{Ns, NSEC_PER_MSEC};
 
@@ -204,6 +204,7 @@ impl Sim {
         let fresh = cfs.timeline.insert((deadline, e, vruntime));
         debug_assert!(fresh, "entity {e:#x} already on the timeline");
         cfs.slices.add(slice);
+        self.note_cfs_first(q);
     }
 
     /// Removes an entity from the timeline and the average (__dequeue_entity).
@@ -219,6 +220,19 @@ impl Sim {
         cfs.sum_w_vruntime -= key * w as i128;
         cfs.sum_weight -= w;
         cfs.slices.take(slice);
+        self.note_cfs_first(q);
+    }
+
+    /// Keeps `Sim::cfs_first` of a root runqueue: the task at the head of
+    /// its timeline, which the CPU's next pick most likely takes.
+    #[inline]
+    fn note_cfs_first(&mut self, q: Cq) {
+        if q.tg != crate::sched::cgroup::ROOT_TG {
+            return;
+        }
+        let first = self.rqs[q.cpu as usize].cfs.timeline.first().map_or(NO_CURR, |&(_, e, _)| e);
+        // A group entity is not a task to prefetch.
+        self.cfs_first[q.cpu as usize] = if first & GSE == 0 { first } else { NO_CURR };
     }
 
     /// The shortest slice among queued entities, the running one included (cfs_rq_min_slice).

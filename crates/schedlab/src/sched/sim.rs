@@ -63,6 +63,11 @@ pub struct Sim {
     /// CPU runs without first waiting for that CPU's runqueue. Written
     /// only by [`Sim::set_curr`].
     pub(crate) curr_of: Vec<TaskId>,
+    /// The task at the head of each root fair timeline (`NO_CURR`: none,
+    /// or a group entity), which a CPU's next pick most likely takes: the
+    /// event loop prefetches it before a step ends. Written only by
+    /// `note_cfs_first`.
+    pub(crate) cfs_first: Vec<TaskId>,
     /// Every CPU, its words shared with the `cpus_allowed` of each task
     /// allowed everywhere ([`CpuMask::shared`]).
     pub(crate) full_mask: CpuMask,
@@ -182,6 +187,7 @@ impl Sim {
             locks: Vec::new(),
             rqs,
             curr_of: vec![NO_CURR; n],
+            cfs_first: vec![NO_CURR; n],
             full_mask: CpuMask::full(n).shared(),
             ran_on_log: Vec::new(),
             lookahead: false,
