@@ -391,10 +391,10 @@ impl Sim {
             }
         }
         s.capacity = s.weight as u64 * SCHED_CAPACITY_SCALE;
-        // A one-CPU group's capacity is the scale itself: no division
-        // (a 4,096-CPU domain without SMT has 4,096 such groups).
-        // (The division is guarded rather than by a divisor of at least 1,
-        // which would let the compiler hoist it above the test.)
+        // A one-CPU group's capacity is the scale itself: no division (a
+        // 4,096-CPU domain without SMT has 4,096 such groups). The other
+        // case's divisor is checked, not clamped to at least 1: a clamped
+        // divisor would let the compiler hoist the division above the test.
         let scaled = s.load * SCHED_CAPACITY_SCALE;
         s.avg_load = if s.capacity == SCHED_CAPACITY_SCALE { s.load } else { scaled.checked_div(s.capacity).unwrap_or(scaled) };
         s

@@ -7,12 +7,10 @@
 
 use crate::engine::time::Ns;
 use crate::engine::{Cpu, Event, TaskId, Upcoming};
-use crate::sched::sim::Sim;
 use crate::sched::ext::abi::TaskStructC;
 use crate::sched::prefetch;
-use crate::sched::sim::NO_CURR;
+use crate::sched::sim::{Sim, NO_CURR};
 use crate::sched::task::TaskState;
-
 
 /// Prefetches what a hosted scheduler's callbacks read of a task's C
 /// `task_struct`: its head (ids, state, affinity), `se` and `scx`.
@@ -51,12 +49,7 @@ impl Sim {
             return;
         }
         self.started = true;
-        // Prefetching pays where the tasks and runqueues outgrow the
-        // caches; below that it only adds instructions.
-        let task_bytes = std::mem::size_of::<crate::sched::task::Task>() + if self.scx_views { std::mem::size_of::<TaskStructC>() } else { 0 };
-        let state = self.tasks.len() * task_bytes + self.rqs.len() * std::mem::size_of::<crate::sched::rq::Rq>();
-        let limit = if self.scx_views { LOOKAHEAD_BYTES_HOSTED } else { LOOKAHEAD_BYTES };
-        self.lookahead = self.lookahead_forced.unwrap_or(state > limit);
+        self.lookahead = self.lookahead_forced.unwrap_or_else(|| self.outgrows_caches());
         self.engine.set_lookahead(self.lookahead);
         for w in 0..self.workload_tasks.len() {
             let at = self.metrics[w].start_ns;
@@ -66,6 +59,18 @@ impl Sim {
             self.engine.schedule(w.at, Event::CgroupWrite { index: i as u32 });
         }
         self.engine.schedule(self.end_ns, Event::End);
+    }
+
+    /// Whether the tasks and runqueues outgrow the caches, so that
+    /// prefetching pays; below that it only adds instructions.
+    fn outgrows_caches(&self) -> bool {
+        use std::mem::size_of;
+        let (task, limit) = if self.scx_views {
+            (size_of::<crate::sched::task::Task>() + size_of::<TaskStructC>(), LOOKAHEAD_BYTES_HOSTED)
+        } else {
+            (size_of::<crate::sched::task::Task>(), LOOKAHEAD_BYTES)
+        };
+        self.tasks.len() * task + self.rqs.len() * size_of::<crate::sched::rq::Rq>() > limit
     }
 
     /// Processes every event up to and including time `limit`, then pauses;
