@@ -223,6 +223,12 @@ impl Engine {
         self.lookahead = on;
     }
 
+    /// Whether `pop` looks ahead ([`Engine::set_lookahead`]).
+    #[inline]
+    pub fn lookahead(&self) -> bool {
+        self.lookahead
+    }
+
     /// Arms `cpu`'s step timer: `Event::StepDone { cpu, gen }` at `at`
     /// (never in the past), replacing whatever it held; None disarms it.
     #[inline]
@@ -270,17 +276,11 @@ impl Engine {
         let tick_key = tick.map_or(NO_KEY, |x| x.1);
         let (key, event) = if step_key < heap && step_key < tick_key {
             let cpu = step?.0;
-            self.steps.set(cpu, NO_KEY);
-            if self.lookahead {
-                self.steps.settle();
-            }
+            self.steps.take(cpu, self.lookahead);
             (step_key, Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] })
         } else if tick_key < heap {
             let cpu = tick?.0;
-            self.ticks.set(cpu, NO_KEY);
-            if self.lookahead {
-                self.ticks.settle();
-            }
+            self.ticks.take(cpu, self.lookahead);
             (tick_key, Event::Tick { cpu: cpu as Cpu })
         } else {
             self.heap.pop()?

@@ -84,6 +84,17 @@ impl CpuTimers {
         }
     }
 
+    /// Disarms the slot a pop took; with `at_once`, walks that (and any
+    /// other pending key) into the tree now, so that the next head is
+    /// known while the popped event runs.
+    #[inline]
+    pub(super) fn take(&mut self, slot: usize, at_once: bool) {
+        self.set(slot, NO_KEY);
+        if at_once {
+            self.settle();
+        }
+    }
+
     /// Walks the pending keys into the tree.
     #[inline]
     pub(super) fn settle(&mut self) {

@@ -361,7 +361,7 @@ impl Sim {
     /// next group. Prefetching every CPU of the group measured slower.
     #[inline]
     fn prefetch_group(&self, group: Option<Group<'_>>) {
-        if !self.lookahead {
+        if !self.lookahead() {
             return;
         }
         for &c in group.map_or(&[][..], |g| &g.cpus[..g.cpus.len().min(2)]) {

@@ -669,9 +669,7 @@ impl Sim {
         assert_eq!(self.rd.nr_overloaded, overloaded, "overloaded-CPU count drifted");
         for (c, rq) in self.rqs.iter().enumerate() {
             assert_eq!(rq.curr.unwrap_or(NO_CURR), self.curr_of[c], "cpu{c}: curr_of disagrees with rq->curr");
-            let first = rq.cfs.timeline.first().map_or(NO_CURR, |&(_, e, _)| e);
-            let first = if first & crate::sched::cgroup::GSE == 0 { first } else { NO_CURR };
-            assert_eq!(first, self.cfs_first[c], "cpu{c}: cfs_first disagrees with the timeline");
+            assert_eq!(self.timeline_head_task(c as Cpu), self.cfs_first[c], "cpu{c}: cfs_first disagrees with the timeline");
             assert_eq!(
                 rq.nr_running,
                 rq.cfs.h_nr_queued + rq.rt.rt_nr_running + self.rqs[c].scx.nr_running,

@@ -49,8 +49,8 @@ impl Sim {
             return;
         }
         self.started = true;
-        self.lookahead = self.lookahead_forced.unwrap_or_else(|| self.outgrows_caches());
-        self.engine.set_lookahead(self.lookahead);
+        let lookahead = self.lookahead_forced.unwrap_or_else(|| self.outgrows_caches());
+        self.engine.set_lookahead(lookahead);
         for w in 0..self.workload_tasks.len() {
             let at = self.metrics[w].start_ns;
             self.engine.schedule(at, Event::WorkloadStart { workload: w as u32 });
@@ -100,7 +100,7 @@ impl Sim {
         self.start();
         let mut n: u64 = 0;
         while let Some((t, ev)) = self.engine.pop() {
-            if self.lookahead {
+            if self.lookahead() {
                 self.prefetch_upcoming(&ev);
             }
             if !self.dispatch(t, ev) {

@@ -223,16 +223,22 @@ impl Sim {
         self.note_cfs_first(q);
     }
 
-    /// Keeps `Sim::cfs_first` of a root runqueue: the task at the head of
-    /// its timeline, which the CPU's next pick most likely takes.
+    /// Keeps `Sim::cfs_first` of a root runqueue.
     #[inline]
     fn note_cfs_first(&mut self, q: Cq) {
-        if q.tg != crate::sched::cgroup::ROOT_TG {
-            return;
+        if q.tg == crate::sched::cgroup::ROOT_TG {
+            self.cfs_first[q.cpu as usize] = self.timeline_head_task(q.cpu);
         }
-        let first = self.rqs[q.cpu as usize].cfs.timeline.first().map_or(NO_CURR, |&(_, e, _)| e);
-        // A group entity is not a task to prefetch.
-        self.cfs_first[q.cpu as usize] = if first & GSE == 0 { first } else { NO_CURR };
+    }
+
+    /// The task at the head of `cpu`'s root fair timeline, which the CPU's
+    /// next pick most likely takes; `NO_CURR` when the timeline is empty
+    /// or its head is a group entity (not a task to prefetch).
+    pub(crate) fn timeline_head_task(&self, cpu: Cpu) -> TaskId {
+        match self.rqs[cpu as usize].cfs.timeline.first() {
+            Some(&(_, e, _)) if e & GSE == 0 => e,
+            _ => NO_CURR,
+        }
     }
 
     /// The shortest slice among queued entities, the running one included (cfs_rq_min_slice).

@@ -14,14 +14,14 @@ use crate::machine::topology::Topology;
 use crate::sched::features::Features;
 use crate::sched::balance::Nohz;
 use crate::sched::rq::{CfsRq, DomainState, RootDomain, Rq};
+use crate::sched::task::{Program, Task};
+use crate::sched::topology::SchedDomain;
 
 /// How many `ran_on` records [`Sim::note_ran_on`] batches.
 const RAN_ON_BATCH: usize = 1024;
 
 /// `Sim::curr_of` of an idle CPU.
 pub(crate) const NO_CURR: TaskId = TaskId::MAX;
-use crate::sched::task::{Program, Task};
-use crate::sched::topology::SchedDomain;
 
 // Where these lived before sim.rs was split; kept for code that names them here.
 pub use crate::engine::rng::draw_dist;
@@ -74,10 +74,6 @@ pub struct Sim {
     /// Switch-ins on a CPU new to the task, not yet set in its `ran_on`
     /// ([`Sim::note_ran_on`]).
     ran_on_log: Vec<(TaskId, Cpu)>,
-    /// The tasks and runqueues outgrow the caches (decided at the start):
-    /// the event loop and the balancer's domain walks prefetch, the engine
-    /// looks ahead for them, and `ran_on` bits are set in batches.
-    pub(crate) lookahead: bool,
     /// [`Sim::force_lookahead`]'s choice, if made.
     pub(crate) lookahead_forced: Option<bool>,
     /// The CPUs of each LLC (`sd_llc_size`) and of each core, counted
@@ -168,9 +164,9 @@ impl Sim {
             })
             .collect();
         let nr_llcs = topo.nr_llcs();
-        let llc_weight = topo.llc_span.iter().map(|m| m.weight() as u32).collect();
+        let llc_weight: Vec<u32> = topo.llc_span.iter().map(|m| m.weight() as u32).collect();
         let core_weight = topo.core_span.iter().map(|m| m.weight() as u32).collect();
-        let llc_nr_idle_scan = topo.llc_span.iter().map(|s| std::cell::Cell::new(s.weight() as u32)).collect();
+        let llc_nr_idle_scan = llc_weight.iter().map(|&w| std::cell::Cell::new(w)).collect();
         Sim {
             engine: Engine::with_cpus(n),
             nohz: Nohz { idle_cpus: CpuMask::full(n), next_balance: 0 },
@@ -190,7 +186,6 @@ impl Sim {
             cfs_first: vec![NO_CURR; n],
             full_mask: CpuMask::full(n).shared(),
             ran_on_log: Vec::new(),
-            lookahead: false,
             lookahead_forced: None,
             llc_weight,
             core_weight,
@@ -247,6 +242,15 @@ impl Sim {
         self.topo.cpus.get(cpu as usize).and_then(|i| self.core_weight.get(i.core)).is_some_and(|&w| w > 1)
     }
 
+    /// Whether the tasks and runqueues outgrow the caches (decided when
+    /// the run starts): then the event loop and the balancer's domain walks
+    /// prefetch, the engine looks ahead for them, and `ran_on` bits are set
+    /// in batches. The engine holds the flag.
+    #[inline]
+    pub(crate) fn lookahead(&self) -> bool {
+        self.engine.lookahead()
+    }
+
     /// Prefetches (or not) whatever the size of the simulation, which
     /// otherwise decides it when the run starts. Only the speed differs:
     /// results and the event hash are the same either way (tests, benches).
@@ -255,14 +259,14 @@ impl Sim {
     }
 
     /// Records that task `p` runs on `cpu`, in its `ran_on` mask. With
-    /// `lookahead` the bits are set in batches: on a machine of thousands
+    /// [`Sim::lookahead`] the bits are set in batches: on a machine of thousands
     /// of CPUs the mask is 512 bytes per task, and setting one bit at each
     /// switch is a miss the switch waits for, where a batch's misses
     /// overlap. Every way a run pauses or ends ([`Sim::flush_ran_on`])
     /// sets the rest.
     #[inline]
     pub(crate) fn note_ran_on(&mut self, p: TaskId, cpu: Cpu) {
-        if !self.lookahead {
+        if !self.lookahead() {
             self.tasks[p as usize].ran_on.set(cpu as usize);
             return;
         }
