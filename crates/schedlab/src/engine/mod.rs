@@ -3,7 +3,7 @@
 //!
 //! - [`time`]: simulated time in integer nanoseconds and the duration syntax;
 //! - [`rng`]: the project's own PRNG with one named stream per purpose;
-//! - `timers`: the per-CPU step and tick timers (a tournament tree);
+//! - `timers`: the per-CPU step timers (a tournament tree);
 //! - this module: the event queue and the running event-stream hash.
 //!
 //! May import: nothing else of this crate. Every other layer imports it.
@@ -16,13 +16,18 @@
 //! The keys only grow (see the `queue` submodule), which lets the queue
 //! be a radix heap.
 //!
-//! Two kinds of events get a timer per CPU instead of heap entries: the end
-//! of the running task's current step, a deadline that moves on every
-//! switch and every interrupt (in the heap most of its entries would be
-//! superseded before they fire), and the scheduler tick, of which a CPU has
-//! at most one pending. A tournament tree over the CPUs holds one live key
-//! per CPU for each. Their keys come from the same sequence counter as the
-//! heap's, so the merged order is the one a single heap would give.
+//! Two kinds of events stay out of the heap. The end of the running task's
+//! current step is a deadline that moves on every switch and every
+//! interrupt (in the heap most of its entries would be superseded before
+//! they fire): a tournament tree over the CPUs holds one live key per CPU.
+//! The scheduler tick, of which a CPU has at most one pending, is re-armed
+//! at the next tick boundary, which is never before any tick already
+//! pending: such ticks join the back of a FIFO that is sorted by key
+//! because every key it receives is above its last (the keys' sequence
+//! numbers only grow), and pop from its front. A tick that would not keep
+//! the FIFO sorted (one deferred past an interrupts-off window) goes to the
+//! heap. All keys come from the same sequence counter, so the merged order
+//! is the one a single heap would give.
 
 mod queue;
 pub mod rng;
@@ -32,6 +37,7 @@ mod timers;
 use crate::engine::queue::RadixQueue;
 use crate::engine::time::Ns;
 use crate::engine::timers::{CpuTimers, NO_KEY};
+use std::collections::VecDeque;
 
 /// Index of a task in the simulator's task table.
 pub type TaskId = u32;
@@ -192,7 +198,12 @@ impl Event {
 pub struct Engine {
     heap: RadixQueue<Event>,
     steps: CpuTimers,
-    ticks: CpuTimers,
+    /// Pending ticks in key order: (key, CPU). See the module docs.
+    ticks: VecDeque<(u128, Cpu)>,
+    /// CPUs with timers (ticks of CPUs beyond go to the heap).
+    cpus: usize,
+    /// Debug builds: which CPUs have a tick pending (at most one each).
+    tick_pending: Vec<bool>,
     seq: u64,
     now: Ns,
     processed: u64,
@@ -209,7 +220,8 @@ impl Engine {
 
     /// An engine with step timers for `cpus` CPUs.
     pub fn with_cpus(cpus: usize) -> Self {
-        Engine { steps: CpuTimers::new(cpus), ticks: CpuTimers::new(cpus), ..Self::default() }
+        let tick_pending = if cfg!(debug_assertions) { vec![false; cpus] } else { Vec::new() };
+        Engine { steps: CpuTimers::new(cpus), cpus, tick_pending, ..Self::default() }
     }
 
     /// With `on`, `pop` walks the timer it pops out of its tree at once,
@@ -257,9 +269,16 @@ impl Engine {
         self.seq += 1;
         let key = ((time as u128) << 64) | self.seq as u128;
         match event {
-            Event::Tick { cpu } if (cpu as usize) < self.ticks.slots() => {
-                debug_assert!(self.ticks.key(cpu as usize) == NO_KEY, "a second pending tick on CPU {cpu}");
-                self.ticks.set(cpu as usize, key);
+            Event::Tick { cpu } if (cpu as usize) < self.cpus => {
+                if let Some(armed) = self.tick_pending.get_mut(cpu as usize) {
+                    assert!(!*armed, "a second pending tick on CPU {cpu}");
+                    *armed = true;
+                }
+                if self.ticks.back().is_none_or(|&(last, _)| last < key) {
+                    self.ticks.push_back((key, cpu));
+                } else {
+                    self.heap.push(key, event);
+                }
             }
             _ => self.heap.push(key, event),
         }
@@ -269,22 +288,25 @@ impl Engine {
     #[inline]
     pub fn pop(&mut self) -> Option<(Ns, Event)> {
         self.steps.settle();
-        self.ticks.settle();
         let heap = self.heap.peek_key().unwrap_or(NO_KEY);
-        let (step, tick) = (self.steps.first(), self.ticks.first());
+        let step = self.steps.first();
         let step_key = step.map_or(NO_KEY, |x| x.1);
-        let tick_key = tick.map_or(NO_KEY, |x| x.1);
+        let (tick_key, tick) = self.ticks.front().copied().unwrap_or((NO_KEY, 0));
         let (key, event) = if step_key < heap && step_key < tick_key {
             let cpu = step?.0;
             self.steps.take(cpu, self.lookahead);
             (step_key, Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] })
         } else if tick_key < heap {
-            let cpu = tick?.0;
-            self.ticks.take(cpu, self.lookahead);
-            (tick_key, Event::Tick { cpu: cpu as Cpu })
+            self.ticks.pop_front();
+            (tick_key, Event::Tick { cpu: tick })
         } else {
             self.heap.pop()?
         };
+        if let Event::Tick { cpu } = event {
+            if let Some(armed) = self.tick_pending.get_mut(cpu as usize) {
+                *armed = false;
+            }
+        }
         let time = (key >> 64) as Ns;
         debug_assert!(time >= self.now, "time went backwards");
         self.now = time;
@@ -310,10 +332,9 @@ impl Engine {
     /// Time of the next pending event.
     pub fn peek_time(&mut self) -> Option<Ns> {
         self.steps.settle();
-        self.ticks.settle();
-        let key = |t: &CpuTimers| t.first().map(|(_, key)| (key >> 64) as Ns);
-        let heap = self.heap.peek_key().map(|key| (key >> 64) as Ns);
-        [key(&self.steps), key(&self.ticks), heap].into_iter().flatten().min()
+        let step = self.steps.first().map(|(_, key)| key);
+        let tick = self.ticks.front().map(|&(key, _)| key);
+        [step, tick, self.heap.peek_key()].into_iter().flatten().min().map(|key| (key >> 64) as Ns)
     }
 
     /// What the next event will touch first, for prefetching: the task of
@@ -323,9 +344,8 @@ impl Engine {
     /// may come first.
     #[inline]
     pub fn upcoming(&self) -> Upcoming {
-        let head = |t: &CpuTimers| t.head_hint().map_or((NO_KEY, 0), |(slot, key)| (key, slot as Cpu));
-        let (step_key, step) = head(&self.steps);
-        let (tick_key, tick) = head(&self.ticks);
+        let (step_key, step) = self.steps.head_hint().map_or((NO_KEY, 0), |(slot, key)| (key, slot as Cpu));
+        let (tick_key, tick) = self.ticks.front().copied().unwrap_or((NO_KEY, 0));
         let heap_key = self.heap.peek_key().unwrap_or(NO_KEY);
         if step_key < heap_key && step_key < tick_key {
             Upcoming::Step(step)
@@ -345,9 +365,9 @@ impl Engine {
         self.processed
     }
 
-    /// Events still queued (heap, step slots and tick slots).
+    /// Events still queued (heap, step slots and ticks).
     pub fn pending(&self) -> usize {
-        self.heap.len() + self.steps.armed() + self.ticks.armed()
+        self.heap.len() + self.steps.armed() + self.ticks.len()
     }
 
     /// The event-stream hash: equal for identical runs.
@@ -568,9 +588,9 @@ mod tests {
     }
 
     /// The prefetch hint names the next event's subject: a sleep timer's
-    /// task, a step's, tick's or IPI's CPU; it passes over a timer tree
-    /// with changes not walked in yet, which without lookahead is the one
-    /// just popped from.
+    /// task, a step's, tick's or IPI's CPU; it passes over the step tree
+    /// when it has changes not walked in yet, which without lookahead it
+    /// has after a step popped.
     #[test]
     fn upcoming_names_the_next_subject() {
         for lookahead in [false, true] {
@@ -598,8 +618,9 @@ mod tests {
         e.set_step(2, Some(50), 1);
         e.schedule(15, Event::Tick { cpu: 6 });
         e.schedule(27, Event::WorkloadStart { workload: 0 });
-        // Nothing walked in yet: only the heap is looked at.
-        assert_eq!(e.upcoming(), Upcoming::Task(4));
+        // The step tree is not walked yet, so the hint passes over its
+        // step at 10; the ticks' FIFO is always in order.
+        assert_eq!(e.upcoming(), Upcoming::Cpu(6));
         assert_eq!(e.pop(), Some((10, Event::StepDone { cpu: 5, gen: 1 })));
         // The popped step left its tree at once: the tick at 15 is next.
         assert_eq!(e.upcoming(), Upcoming::Cpu(6));

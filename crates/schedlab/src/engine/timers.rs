@@ -1,6 +1,6 @@
 //! The engine's per-CPU timers: a tournament (winner) tree over the CPUs'
-//! (time, seq) keys, for the step and tick events of which a CPU has at
-//! most one pending each.
+//! (time, seq) keys, for the step events of which a CPU has at most one
+//! pending (the ticks keep a FIFO of their own: see the engine module).
 //!
 //! Most events pop one of these timers and re-arm it, so the walk that
 //! puts a changed key back into the tree runs about once per event, over
