@@ -12,7 +12,8 @@ use crate::sched::wf;
 use crate::sched::sim::Sim;
 use crate::sched::task::ClassId;
 use crate::engine::time::{Ns, NSEC_PER_MSEC};
-use crate::sched::topology::{Group, SchedDomain};
+use crate::sched::group_memo::GroupMemo;
+use crate::sched::topology::{Group, SchedDomain, NO_GROUP_ID};
 
 const SCHED_CAPACITY_SCALE: u64 = 1024;
 
@@ -41,8 +42,9 @@ enum Migration {
     Task,
 }
 
-#[derive(Clone, Debug, Default)]
-struct GroupStats {
+/// A group's statistics (`struct sg_lb_stats`, the part both walks use).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GroupStats {
     load: u64,
     util: u64,
     runnable: u64,
@@ -183,7 +185,11 @@ impl Sim {
     pub(crate) fn select_task_rq_fair(&mut self, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
         let this_cpu = self.this_cpu;
         if wake_flags & wf::FORK != 0 {
-            return self.find_idlest_cpu(p, this_cpu, prev_cpu);
+            // A burst of forks keeps group statistics between walks.
+            let mut memo = self.group_memo.take();
+            let cpu = self.find_idlest_cpu(p, this_cpu, prev_cpu, memo.as_deref_mut().filter(|m| m.active()));
+            self.group_memo = memo;
+            return cpu;
         }
         let prev_cpu = self.select_cache_cpu(p, prev_cpu);
         let sync = wake_flags & wf::SYNC != 0;
@@ -328,7 +334,7 @@ impl Sim {
 
     /// Fork balancing (sched_balance_find_dst_cpu): walk down from the
     /// widest domain, at each level into the idlest group, then its idlest CPU.
-    fn find_idlest_cpu(&self, p: TaskId, this_cpu: Cpu, prev: Cpu) -> Cpu {
+    fn find_idlest_cpu(&self, p: TaskId, this_cpu: Cpu, prev: Cpu, mut memo: Option<&mut GroupMemo>) -> Cpu {
         let allowed = &self.task(p).cpus_allowed;
         let mut cpu = this_cpu;
         let mut level = self.domains[cpu as usize].len();
@@ -341,7 +347,7 @@ impl Sim {
             if !sd.flags.balance_fork {
                 continue;
             }
-            let Some(group) = self.find_idlest_group(sd, p, cpu) else { continue };
+            let Some(group) = self.find_idlest_group(sd, p, cpu, memo.as_deref_mut()) else { continue };
             let new_cpu = self.find_idlest_group_cpu(&group, p, cpu);
             if new_cpu == cpu {
                 continue;
@@ -400,7 +406,9 @@ impl Sim {
         s
     }
 
-    fn find_idlest_group(&self, sd: &SchedDomain, p: TaskId, this_cpu: Cpu) -> Option<CpuMask> {
+    /// find_idlest_group(); with `memo`, a group's statistics are taken
+    /// from it when kept there, and kept there when summed.
+    fn find_idlest_group(&self, sd: &SchedDomain, p: TaskId, this_cpu: Cpu, mut memo: Option<&mut GroupMemo>) -> Option<CpuMask> {
         let allowed = &self.task(p).cpus_allowed;
         let everywhere = self.task(p).nr_cpus_allowed as usize == self.nr_cpus();
         let pct = sd.imbalance_pct as u64;
@@ -409,11 +417,26 @@ impl Sim {
         // `this_cpu`'s domain lists its own group first.
         let mut ahead = sd.groups.groups().skip(GROUPS_AHEAD);
         for (i, g) in sd.groups.groups().enumerate() {
-            self.prefetch_group(ahead.next());
+            if memo.is_none() {
+                self.prefetch_group(ahead.next());
+            }
             if !everywhere && !g.intersects(allowed) {
                 continue;
             }
-            let s = self.group_stats(g.cpus);
+            let s = match memo.as_deref_mut() {
+                Some(m) if g.id != NO_GROUP_ID => match m.get(g.id) {
+                    Some(s) => {
+                        debug_assert_eq!(*s, self.group_stats(g.cpus), "kept statistics of group {} are stale", g.id);
+                        s.clone()
+                    }
+                    None => {
+                        let s = self.group_stats(g.cpus);
+                        m.put(g.id, &s);
+                        s
+                    }
+                },
+                _ => self.group_stats(g.cpus),
+            };
             let ty = s.classify(pct);
             debug_assert_eq!(i == 0, g.contains(this_cpu), "cpu{this_cpu}'s own group is not its first");
             if i == 0 {

@@ -67,6 +67,7 @@ impl Sim {
             return;
         }
         class_of(self.task(p).class).migrate_task_rq(self, p, new_cpu);
+        self.migrations += 1;
         let same_llc = self.topo.cpus_share_cache(old as usize, new_cpu as usize);
         let ws = self.task(p).working_set;
         let refill = self.costs.refill_ns(ws, same_llc);

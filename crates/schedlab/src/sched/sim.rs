@@ -141,6 +141,12 @@ pub struct Sim {
     pub(crate) tracer: Option<Box<crate::results::trace::Tracer>>,
     /// The cgroup tree and the task groups' per-CPU fair state.
     pub cg: Box<crate::sched::cgroup::TaskGroups>,
+    /// Tasks moved between CPUs so far (set_task_cpu).
+    pub(crate) migrations: u64,
+    /// Group statistics kept through a burst of forks (None before the first).
+    pub(crate) group_memo: Option<Box<crate::sched::group_memo::GroupMemo>>,
+    /// [`Sim::keep_group_stats`] turned off.
+    group_memo_off: bool,
 }
 
 impl Sim {
@@ -213,6 +219,9 @@ impl Sim {
             scx_views: false,
             tracer: None,
             cg: Box::new(crate::sched::cgroup::TaskGroups::new(n)),
+            migrations: 0,
+            group_memo: None,
+            group_memo_off: false,
         }
     }
 
@@ -256,6 +265,18 @@ impl Sim {
     /// results and the event hash are the same either way (tests, benches).
     pub fn force_lookahead(&mut self, on: bool) {
         self.lookahead_forced = Some(on);
+    }
+
+    /// With `false`, every fork walks the domains in full instead of using
+    /// the group statistics kept through a burst of forks. Only the speed
+    /// differs (tests, benches).
+    pub fn keep_group_stats(&mut self, on: bool) {
+        self.group_memo_off = !on;
+    }
+
+    /// Whether [`Sim::keep_group_stats`] turned the memo off.
+    pub(crate) fn group_memo_off(&self) -> bool {
+        self.group_memo_off
     }
 
     /// Records that task `p` runs on `cpu`, in its `ran_on` mask. With

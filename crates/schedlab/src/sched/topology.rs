@@ -131,8 +131,9 @@ struct LevelSpec {
 /// (`build_sched_groups()` claims each group once), the group spans are
 /// stored once per distinct domain span and shared; each CPU keeps only
 /// where its walk starts (or, for an irregular topology whose walks are not
-/// rotations of one order, its own order of group indices).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// rotations of one order, its own order of group indices). Two are equal
+/// when they hold the same groups in the same order, however numbered.
+#[derive(Clone, Debug)]
 pub struct SchedGroups {
     all: Arc<[CpuMask]>,
     /// Each group's CPUs, ascending: balancing walks every CPU of every
@@ -140,7 +141,13 @@ pub struct SchedGroups {
     /// per group on a 4,096-CPU machine, for a 1-CPU group).
     cpus: Arc<[Box<[u32]>]>,
     order: GroupOrder,
+    /// The id of the shared groups' first ([`Group::id`]); NO_GROUP_ID
+    /// for groups of this CPU's own.
+    first_id: u32,
 }
+
+/// The id of a group not shared with other CPUs' domains.
+pub const NO_GROUP_ID: u32 = u32::MAX;
 
 /// One balancing group: its span and its CPUs.
 #[derive(Clone, Copy, Debug)]
@@ -149,6 +156,10 @@ pub struct Group<'a> {
     pub mask: &'a CpuMask,
     /// The same CPUs, ascending.
     pub cpus: &'a [u32],
+    /// A number for this set of CPUs, the same in every CPU's domains
+    /// that share it and unique among a machine's groups (ids are dense
+    /// from 0); [`NO_GROUP_ID`] for a group of one CPU's domain only.
+    pub id: u32,
 }
 
 impl Group<'_> {
@@ -184,7 +195,13 @@ impl SchedGroups {
     /// Groups given in this CPU's order (tests, single-CPU builds).
     pub fn new(groups: Vec<CpuMask>) -> SchedGroups {
         let all: Arc<[CpuMask]> = groups.into();
-        SchedGroups { cpus: cpu_lists(&all), all, order: GroupOrder::Rotate(0) }
+        SchedGroups { cpus: cpu_lists(&all), all, order: GroupOrder::Rotate(0), first_id: NO_GROUP_ID }
+    }
+
+    /// The shared groups' first id and their CPU lists in id order (None
+    /// for groups of this CPU's own).
+    pub fn shared(&self) -> Option<(u32, &[Box<[u32]>])> {
+        (self.first_id != NO_GROUP_ID).then_some((self.first_id, &self.cpus[..]))
     }
 
     /// How many groups.
@@ -222,7 +239,8 @@ impl SchedGroups {
     pub fn groups(&self) -> impl Iterator<Item = Group<'_>> + '_ {
         (0..self.all.len()).map(move |i| {
             let k = self.index(i);
-            Group { mask: &self.all[k], cpus: &self.cpus[k] }
+            let id = if self.first_id == NO_GROUP_ID { NO_GROUP_ID } else { self.first_id + k as u32 };
+            Group { mask: &self.all[k], cpus: &self.cpus[k], id }
         })
     }
 }
@@ -242,6 +260,14 @@ impl<'a> IntoIterator for &'a SchedGroups {
     }
 }
 
+impl PartialEq for SchedGroups {
+    fn eq(&self, other: &SchedGroups) -> bool {
+        (&self.all, &self.cpus, &self.order) == (&other.all, &other.cpus, &other.order)
+    }
+}
+
+impl Eq for SchedGroups {}
+
 impl PartialEq<Vec<CpuMask>> for SchedGroups {
     fn eq(&self, other: &Vec<CpuMask>) -> bool {
         self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == b)
@@ -252,6 +278,8 @@ impl PartialEq<Vec<CpuMask>> for SchedGroups {
 struct SharedGroups {
     all: Arc<[CpuMask]>,
     cpus: Arc<[Box<[u32]>]>,
+    /// The first group's id; the others follow.
+    first_id: u32,
     /// The group each CPU of the span belongs to (u32::MAX outside).
     owner: Vec<u32>,
     /// Whether the groups partition the span (no NUMA overlap).
@@ -266,7 +294,7 @@ struct SharedGroups {
 impl SharedGroups {
     /// The groups in their order, started at group `first`.
     fn rotated(&self, first: u32) -> SchedGroups {
-        SchedGroups { all: self.all.clone(), cpus: self.cpus.clone(), order: GroupOrder::Rotate(first) }
+        SchedGroups { all: self.all.clone(), cpus: self.cpus.clone(), order: GroupOrder::Rotate(first), first_id: self.first_id }
     }
 }
 
@@ -283,18 +311,19 @@ impl Topology {
     /// Tunables follow `sd_init()`. Returns an empty list for a CPU the
     /// machine does not have, and for a 1-CPU machine.
     pub fn sched_domains(&self, cpu: usize) -> Vec<SchedDomain> {
-        self.domains_of(cpu, &mut BTreeMap::new())
+        self.domains_of(cpu, &mut BTreeMap::new(), &mut 0)
     }
 
     /// [`Topology::sched_domains`] of every CPU, with each distinct domain
     /// span's groups built once and shared (memory and time grow with
-    /// CPUs x levels, not CPUs squared).
+    /// CPUs x levels, not CPUs squared). The shared groups are numbered
+    /// ([`Group::id`]) from 0 across the machine.
     pub fn all_sched_domains(&self) -> Vec<Vec<SchedDomain>> {
-        let mut shared = BTreeMap::new();
-        (0..self.nr_cpus()).map(|c| self.domains_of(c, &mut shared)).collect()
+        let (mut shared, mut ids) = (BTreeMap::new(), 0);
+        (0..self.nr_cpus()).map(|c| self.domains_of(c, &mut shared, &mut ids)).collect()
     }
 
-    fn domains_of(&self, cpu: usize, shared: &mut BTreeMap<(usize, CpuMask), SharedGroups>) -> Vec<SchedDomain> {
+    fn domains_of(&self, cpu: usize, shared: &mut BTreeMap<(usize, CpuMask), SharedGroups>, ids: &mut u32) -> Vec<SchedDomain> {
         if cpu >= self.nr_cpus() {
             return Vec::new();
         }
@@ -312,7 +341,11 @@ impl Topology {
                 continue;
             }
             let key = (k, span.clone());
-            let sg = shared.entry(key).or_insert_with(|| self.shared_groups(&span, &specs[..k]));
+            let sg = shared.entry(key).or_insert_with(|| {
+                let sg = self.shared_groups(&span, &specs[..k], *ids);
+                *ids += sg.all.len() as u32;
+                sg
+            });
             let groups = self.groups_from(cpu, &span, sg);
             domains.push(initial_domain(*spec, &span, groups));
         }
@@ -385,7 +418,7 @@ impl Topology {
     /// `lower`, built once: every member's child span (`get_group()`),
     /// each distinct one stored once, in the order the span's first CPU
     /// meets them.
-    fn shared_groups(&self, span: &CpuMask, lower: &[LevelSpec]) -> SharedGroups {
+    fn shared_groups(&self, span: &CpuMask, lower: &[LevelSpec], first_id: u32) -> SharedGroups {
         let mut owner = vec![u32::MAX; self.nr_cpus()];
         let mut index: BTreeMap<CpuMask, u32> = BTreeMap::new();
         let mut all = Vec::new();
@@ -402,7 +435,7 @@ impl Topology {
         let disjoint = all.iter().map(CpuMask::weight).sum::<usize>() == span.weight();
         let runs = disjoint && span.iter().map(|m| owner[m]).is_sorted();
         let all: Arc<[CpuMask]> = all.into();
-        SharedGroups { cpus: cpu_lists(&all), all, owner, disjoint, runs }
+        SharedGroups { cpus: cpu_lists(&all), all, first_id, owner, disjoint, runs }
     }
 
     /// `cpu`'s order of the shared groups, in the kernel's order: walk the
@@ -452,7 +485,7 @@ impl Topology {
         if order.len() != sg.all.len() {
             return SchedGroups::new(order.iter().map(|&g| sg.all[g as usize].clone()).collect());
         }
-        SchedGroups { all: sg.all.clone(), cpus: sg.cpus.clone(), order: GroupOrder::Explicit(order.into()) }
+        SchedGroups { all: sg.all.clone(), cpus: sg.cpus.clone(), order: GroupOrder::Explicit(order.into()), first_id: sg.first_id }
     }
 }
 
