@@ -434,7 +434,8 @@ impl Topology {
         // Overlapping groups (NUMA levels) cover more than the span's weight.
         let disjoint = all.iter().map(CpuMask::weight).sum::<usize>() == span.weight();
         let runs = disjoint && span.iter().map(|m| owner[m]).is_sorted();
-        let all: Arc<[CpuMask]> = all.into();
+        // Shared words: fork balancing returns the idlest group's mask.
+        let all: Arc<[CpuMask]> = all.into_iter().map(CpuMask::shared).collect();
         SharedGroups { cpus: cpu_lists(&all), all, first_id, owner, disjoint, runs }
     }
 
@@ -502,7 +503,9 @@ fn initial_domain(spec: LevelSpec, span: &CpuMask, groups: SchedGroups) -> Sched
     let (span_lo, span_hi) = if contiguous { (lo as u32, (lo + weight) as u32) } else { (0, 0) };
     let mut domain = SchedDomain {
         level: spec.level,
-        span: span.clone(),
+        // Shared words: a balance pass copies its domain (a 4,096-CPU
+        // span is 512 bytes), and a copy is then a reference count.
+        span: span.clone().shared(),
         span_weight: weight as u32,
         span_lo,
         span_hi,
