@@ -185,9 +185,8 @@ impl Sim {
     pub(crate) fn select_task_rq_fair(&mut self, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
         let this_cpu = self.this_cpu;
         if wake_flags & wf::FORK != 0 {
-            // A burst of forks keeps group statistics between walks.
-            let mut memo = self.group_memo.take();
-            let cpu = self.find_idlest_cpu(p, this_cpu, prev_cpu, memo.as_deref_mut().filter(|m| m.active()));
+            let mut memo = self.settled_group_memo();
+            let cpu = self.find_idlest_cpu(p, this_cpu, prev_cpu, memo.as_deref_mut());
             self.group_memo = memo;
             return cpu;
         }
@@ -378,6 +377,33 @@ impl Sim {
         }
     }
 
+    /// The group memo taken out of the simulator (to be put back by the
+    /// caller), brought up to date with the CPUs marked since its last use.
+    fn settled_group_memo(&mut self) -> Option<Box<GroupMemo>> {
+        let mut memo = self.group_memo.take();
+        if let Some(m) = memo.as_deref_mut() {
+            for c in self.balance_marked.drain(..) {
+                self.rqs[c as usize].balance_marked = false;
+                m.drop_cpu(c as usize);
+            }
+        }
+        memo
+    }
+
+    /// A group's statistics: kept ones from `memo` if it has them,
+    /// otherwise summed (and kept there).
+    #[inline]
+    fn kept_group_stats(&self, g: &Group<'_>, memo: Option<&mut GroupMemo>) -> GroupStats {
+        let Some(m) = memo.filter(|_| g.id != NO_GROUP_ID) else { return self.group_stats(g.cpus) };
+        if let Some(s) = m.get(g.id) {
+            debug_assert_eq!(*s, self.group_stats(g.cpus), "kept statistics of group {} are stale", g.id);
+            return s.clone();
+        }
+        let s = self.group_stats(g.cpus);
+        m.put(g.id, &s);
+        s
+    }
+
     fn group_stats(&self, group: &[Cpu]) -> GroupStats {
         let mut s = GroupStats::default();
         for &c in group {
@@ -423,20 +449,7 @@ impl Sim {
             if !everywhere && !g.intersects(allowed) {
                 continue;
             }
-            let s = match memo.as_deref_mut() {
-                Some(m) if g.id != NO_GROUP_ID => match m.get(g.id) {
-                    Some(s) => {
-                        debug_assert_eq!(*s, self.group_stats(g.cpus), "kept statistics of group {} are stale", g.id);
-                        s.clone()
-                    }
-                    None => {
-                        let s = self.group_stats(g.cpus);
-                        m.put(g.id, &s);
-                        s
-                    }
-                },
-                _ => self.group_stats(g.cpus),
-            };
+            let s = self.kept_group_stats(&g, memo.as_deref_mut());
             let ty = s.classify(pct);
             debug_assert_eq!(i == 0, g.contains(this_cpu), "cpu{this_cpu}'s own group is not its first");
             if i == 0 {
@@ -631,7 +644,10 @@ impl Sim {
         if !self.should_we_balance(cpu, &sd, idle) {
             return 0;
         }
-        let Some((busiest_rq, migration, imbalance)) = self.find_busiest(cpu, level, &sd, idle) else {
+        let mut memo = self.settled_group_memo();
+        let busiest = self.find_busiest(cpu, level, &sd, idle, memo.as_deref_mut());
+        self.group_memo = memo;
+        let Some((busiest_rq, migration, imbalance)) = busiest else {
             let st = &mut self.rq_mut(cpu).domains[level];
             st.nr_balance_failed = 0;
             if st.balance_interval_ms < sd.max_interval_ms {
@@ -665,7 +681,7 @@ impl Sim {
     }
 
     /// find_busiest_group() + calculate_imbalance() + find_busiest_queue().
-    fn find_busiest(&self, cpu: Cpu, level: usize, sd: &SchedDomain, idle: IdleType) -> Option<(Cpu, Migration, i64)> {
+    fn find_busiest(&self, cpu: Cpu, level: usize, sd: &SchedDomain, idle: IdleType, mut memo: Option<&mut GroupMemo>) -> Option<(Cpu, Migration, i64)> {
         let pct = sd.imbalance_pct as u64;
         let mut local = GroupStats::default();
         let mut busiest: Option<(GroupType, GroupStats, Group<'_>)> = None;
@@ -673,8 +689,10 @@ impl Sim {
         // `cpu`'s domain lists its own group first.
         let mut ahead = sd.groups.groups().skip(GROUPS_AHEAD);
         for (i, g) in sd.groups.groups().enumerate() {
-            self.prefetch_group(ahead.next());
-            let s = self.group_stats(g.cpus);
+            if memo.is_none() {
+                self.prefetch_group(ahead.next());
+            }
+            let s = self.kept_group_stats(&g, memo.as_deref_mut());
             total_load += s.load;
             total_cap += s.capacity;
             sum_util += s.util;

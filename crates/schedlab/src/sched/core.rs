@@ -28,6 +28,7 @@ impl Sim {
         debug_assert_eq!(self.task(p).cpu, cpu);
         let cls = class_of(self.task(p).class);
         if flags & enq::DELAYED == 0 {
+            self.balance_touch(cpu);
             let rq = self.rq_mut(cpu);
             rq.nr_running += 1;
             if rq.nr_running == 2 {
@@ -52,6 +53,7 @@ impl Sim {
 
     /// Book-keeping once a task has really left its runqueue.
     pub(crate) fn finish_dequeue(&mut self, cpu: Cpu, p: TaskId) {
+        self.balance_touch(cpu);
         let rq = self.rq_mut(cpu);
         rq.nr_running -= 1;
         if rq.nr_running == 1 {
@@ -67,7 +69,6 @@ impl Sim {
             return;
         }
         class_of(self.task(p).class).migrate_task_rq(self, p, new_cpu);
-        self.migrations += 1;
         let same_llc = self.topo.cpus_share_cache(old as usize, new_cpu as usize);
         let ws = self.task(p).working_set;
         let refill = self.costs.refill_ns(ws, same_llc);

@@ -378,7 +378,7 @@ impl Sim {
 
     fn start_workload(&mut self, w: u32) {
         let tasks = self.workload_tasks[w as usize].clone();
-        self.group_memo_begin();
+        let burst = self.group_memo_burst_begin();
         for p in tasks {
             // The launcher runs on CPU 0, or on the task's first allowed CPU if
             // it is pinned elsewhere; fork balancing then places the task.
@@ -386,9 +386,8 @@ impl Sim {
             self.this_cpu = parent_cpu;
             self.wake_up_new_task(p);
             self.finish_event();
-            self.group_memo_touch([parent_cpu, self.task(p).cpu]);
         }
-        self.group_memo_end();
+        self.group_memo_burst_end(burst);
     }
 
     fn finish_accounting(&mut self) {

@@ -416,6 +416,7 @@ impl Sim {
 
     /// Refreshes the runqueue's and an entity's load averages (update_load_avg).
     pub(crate) fn update_load_avg<const G: bool>(&mut self, q: Cq, e: Option<Se>) {
+        self.balance_touch(q.cpu);
         let now = self.now();
         let cfs = self.cfs_mut_g::<G>(q);
         let curr = cfs.curr;
@@ -959,6 +960,8 @@ impl SchedClass for FairClass {
         let w = sim.task(p).se.load.weight;
         let mut avg = sim.task(p).se.avg;
         sim.cfs_mut(old).avg.detach(&avg, w);
+        sim.balance_touch(old.cpu);
+        sim.balance_touch(new_cpu);
         let cfs = sim.cfs_mut(new);
         let (lw, nr, running) = (cfs.load_weight, cfs.h_nr_runnable as u64, cfs.curr.is_some());
         cfs.avg.update_rq(now, lw, nr, running);

@@ -87,6 +87,7 @@ impl Sim {
 
     /// rq->nr_running changes outside activate/deactivate (throttling).
     pub(crate) fn add_nr_running(&mut self, cpu: Cpu, n: i64) {
+        self.balance_touch(cpu);
         for _ in 0..n.unsigned_abs() {
             let rq = self.rq_mut(cpu);
             if n > 0 {
@@ -296,6 +297,7 @@ impl Sim {
     /// weight. The walk ends below a throttled runqueue; only a walk that
     /// reaches the root changes rq->nr_running.
     fn walk_group_hierarchy(&mut self, q: Cq, add: bool, mut changing: bool, mut change: impl FnMut(&mut Sim, Cq, Se) -> Option<bool>) {
+        self.balance_touch(q.cpu);
         let (queued, runnable) = (self.cfs(q).h_nr_queued, self.cfs(q).h_nr_runnable);
         let mut e = GSE | self.cg.idx(q.tg, q.cpu) as u32;
         loop {

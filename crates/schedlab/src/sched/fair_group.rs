@@ -209,6 +209,7 @@ impl Sim {
     /// entity's up to the root (set_delayed / clear_delayed and the
     /// enqueue and dequeue walks).
     pub(crate) fn add_h_nr<const G: bool>(&mut self, e: Se, queued: i32, runnable: i32) {
+        self.balance_touch(self.cfs_rq_of_g::<G>(e).cpu);
         let mut e = e;
         loop {
             let q = self.cfs_rq_of_g::<G>(e);
@@ -365,6 +366,7 @@ impl Sim {
     /// group entity that was not queued into its parent's; the groups above
     /// count the task and refresh their shares.
     pub(crate) fn enqueue_task_fair<const G: bool>(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
+        self.balance_touch(cpu);
         let q = self.cfs_rq_of_g::<G>(p);
         debug_assert_eq!(q.cpu, cpu);
         if flags & enq::DELAYED != 0 {
@@ -408,6 +410,7 @@ impl Sim {
     /// group's runqueue, and each group entity whose runqueue that emptied
     /// out of its parent's. Returns false for a delayed dequeue.
     pub(crate) fn dequeue_task_fair<const G: bool>(&mut self, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+        self.balance_touch(cpu);
         let q = self.cfs_rq_of_g::<G>(p);
         debug_assert_eq!(q.cpu, cpu);
         let was_delayed = self.task(p).se.sched_delayed;
@@ -465,6 +468,7 @@ impl Sim {
         let mut avg = self.task(p).se.avg;
         let now = self.now();
         self.cfs_mut(old).avg.detach(&avg, w);
+        self.balance_touch(old.cpu);
         self.task_mut(p).cgrp = g;
         self.scx_cgroup_move_task(p);
         let new = self.cfs_rq_of(p);

@@ -178,6 +178,9 @@ pub struct Rq {
     pub tick_armed: bool,
     /// The nohz idle balancer kicked this CPU.
     pub nohz_kick: bool,
+    /// Marked for the kept group statistics of balancing since they were
+    /// last brought up to date ([`Sim::balance_touch`](crate::sched::sim::Sim::balance_touch)).
+    pub(crate) balance_marked: bool,
     /// The fair server is active: fair tasks run above RT until its budget is used.
     pub fair_server_active: bool,
     /// The RT-bandwidth / fair-server period timer is armed.

@@ -160,30 +160,43 @@ proptest! {
 /// and off, a run pauses with the same `ran_on` masks (batched when on)
 /// and ends with the same results and event hash, its invariants checked
 /// after every event either way.
-/// Bursts of forks keep group statistics between walks: the tasks land
-/// where full walks put them, with the same results and event hash. Debug
-/// builds also check every kept statistic against a fresh sum, so a CPU
-/// change the memo misses fails here. The machine has SMT, LLCs and two
-/// nodes; some tasks are pinned; the second and third workloads start
-/// while the first runs, migrates and balances.
+/// Balancing keeps group statistics between walks (here forced on for the
+/// whole run; a 192-CPU machine keeps them by default only while a
+/// workload starts): fork placement and balance passes decide as full
+/// walks do, with the same results and event hash. Debug builds also check
+/// every kept statistic against a fresh sum, so a write that does not mark
+/// its CPU fails here. The machine has SMT, LLCs and two nodes; some tasks
+/// are pinned; the second and third workloads start while the first runs,
+/// migrates and balances.
 #[test]
 fn kept_group_stats_change_nothing_but_speed() {
     let toml = "seed = 3\nduration = \"60ms\"\n[machine]\npreset = \"epyc-2s-192\"\n\
         [[workload]]\nkind = \"hog\"\nname = \"a\"\ncount = 300\nrun = \"exp:3ms\"\nsleep = \"exp:2ms\"\n\
         [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 150\nrun = \"exp:200us\"\nsleep = \"exp:1ms\"\ncpus = \"0-40\"\nstart = \"20ms\"\n\
         [[workload]]\nkind = \"hog\"\nname = \"c\"\ncount = 100\nrun = \"exp:1ms\"\nsleep = \"exp:1ms\"\nstart = \"30ms\"\n";
-    let run = |keep: bool| {
-        let mut s = sim(toml);
-        s.keep_group_stats(keep);
-        s.run();
-        let cpus: Vec<u32> = s.tasks.iter().map(|t| t.cpu).collect();
-        let r = schedlab::results::report::Results::collect(&s, "test", "eevdf");
-        (cpus, serde_json::to_string(&r).expect("results serialize"), s.engine.hash())
-    };
-    let (full, kept) = (run(false), run(true));
-    assert_eq!(full.2, kept.2, "event hash differs");
-    assert_eq!(full.0, kept.0, "tasks ended on other CPUs");
-    assert!(full.1 == kept.1, "results differ");
+    // Group scheduling: weights, a bandwidth limit that throttles, and a
+    // run-time move of a workload between groups.
+    let groups = "seed = 5\nduration = \"250ms\"\n[machine]\ncpus = 24\n\
+        [[cgroup]]\npath = \"/db\"\nweight = 400\n\
+        [[cgroup]]\npath = \"/batch\"\nweight = 50\nmax = \"20ms 50ms\"\n\
+        [[workload]]\nkind = \"hog\"\nname = \"db\"\ncount = 30\nrun = \"exp:3ms\"\nsleep = \"exp:1ms\"\ncgroup = \"/db\"\n\
+        [[workload]]\nkind = \"hog\"\nname = \"batch\"\ncount = 40\ncgroup = \"/batch\"\n\
+        [[workload]]\nkind = \"hog\"\nname = \"io\"\ncount = 20\nrun = \"exp:200us\"\nsleep = \"exp:2ms\"\n\
+        [[cgroup_write]]\nat = \"100ms\"\npath = \"/db\"\nprocs = \"io\"\n";
+    for (name, toml) in [("flat", toml), ("groups", groups)] {
+        let run = |keep: bool| {
+            let mut s = sim(toml);
+            s.keep_group_stats(keep);
+            s.run();
+            let cpus: Vec<u32> = s.tasks.iter().map(|t| t.cpu).collect();
+            let r = schedlab::results::report::Results::collect(&s, "test", "eevdf");
+            (cpus, serde_json::to_string(&r).expect("results serialize"), s.engine.hash())
+        };
+        let (full, kept) = (run(false), run(true));
+        assert_eq!(full.2, kept.2, "{name}: event hash differs");
+        assert_eq!(full.0, kept.0, "{name}: tasks ended on other CPUs");
+        assert!(full.1 == kept.1, "{name}: results differ");
+    }
 }
 
 #[test]
