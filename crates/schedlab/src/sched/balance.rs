@@ -185,10 +185,7 @@ impl Sim {
     pub(crate) fn select_task_rq_fair(&mut self, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
         let this_cpu = self.this_cpu;
         if wake_flags & wf::FORK != 0 {
-            let mut memo = self.settled_group_memo();
-            let cpu = self.find_idlest_cpu(p, this_cpu, prev_cpu, memo.as_deref_mut());
-            self.group_memo = memo;
-            return cpu;
+            return self.with_group_memo(|sim, memo| sim.find_idlest_cpu(p, this_cpu, prev_cpu, memo));
         }
         let prev_cpu = self.select_cache_cpu(p, prev_cpu);
         let sync = wake_flags & wf::SYNC != 0;
@@ -377,9 +374,11 @@ impl Sim {
         }
     }
 
-    /// The group memo taken out of the simulator (to be put back by the
-    /// caller), brought up to date with the CPUs marked since its last use.
-    fn settled_group_memo(&mut self) -> Option<Box<GroupMemo>> {
+    /// Runs a walk `f` with the group memo, if kept, brought up to date
+    /// with the CPUs marked since its last use. The memo is out of the
+    /// simulator meanwhile; a walk only reads the simulator, so it marks
+    /// nothing.
+    fn with_group_memo<R>(&mut self, f: impl FnOnce(&Sim, Option<&mut GroupMemo>) -> R) -> R {
         let mut memo = self.group_memo.take();
         if let Some(m) = memo.as_deref_mut() {
             for c in self.balance_marked.drain(..) {
@@ -387,7 +386,9 @@ impl Sim {
                 m.drop_cpu(c as usize);
             }
         }
-        memo
+        let r = f(self, memo.as_deref_mut());
+        self.group_memo = memo;
+        r
     }
 
     /// A group's statistics: kept ones from `memo` if it has them,
@@ -644,9 +645,7 @@ impl Sim {
         if !self.should_we_balance(cpu, &sd, idle) {
             return 0;
         }
-        let mut memo = self.settled_group_memo();
-        let busiest = self.find_busiest(cpu, level, &sd, idle, memo.as_deref_mut());
-        self.group_memo = memo;
+        let busiest = self.with_group_memo(|sim, memo| sim.find_busiest(cpu, level, &sd, idle, memo));
         let Some((busiest_rq, migration, imbalance)) = busiest else {
             let st = &mut self.rq_mut(cpu).domains[level];
             st.nr_balance_failed = 0;
