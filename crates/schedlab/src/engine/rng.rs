@@ -44,7 +44,16 @@ impl Stream {
 #[derive(Clone, Debug)]
 pub struct Rng {
     s: [u64; 4],
+    /// -log2 (Q32) of the uniform the next draw gives, when an
+    /// exponential draw computed it alongside its own (see
+    /// [`Rng::exponential`]); [`NO_AHEAD`] otherwise. Any other draw
+    /// drops it.
+    ahead: u64,
 }
+
+/// No -log2 computed ahead ([`Rng::ahead`]); -log2 of a 53-bit uniform is
+/// at most 53 in Q32, far below this.
+const NO_AHEAD: u64 = u64::MAX;
 
 impl Rng {
     /// A generator for `stream` under the scenario `seed`.
@@ -57,12 +66,19 @@ impl Rng {
         if s == [0; 4] {
             s[0] = 1;
         }
-        Rng { s }
+        Rng { s, ahead: NO_AHEAD }
     }
 
     /// The next 64 random bits (xoshiro256++).
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        let s = &mut self.s;
+        self.ahead = NO_AHEAD;
+        Self::step(&mut self.s)
+    }
+
+    /// Advances the state `s` by one output and returns it.
+    #[inline(always)]
+    fn step(s: &mut [u64; 4]) -> u64 {
         let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
         let t = s[1] << 17;
         s[2] ^= s[0];
@@ -104,10 +120,26 @@ impl Rng {
     /// Exponentially distributed with the given mean, computed with integer
     /// arithmetic only (inverse CDF over a fixed-point log2), so that results
     /// are identical on every platform.
+    ///
+    /// The log's 32 squarings depend on each other, so one log keeps the
+    /// multiplier waiting most of the time. Each draw that finds no log
+    /// ready computes two, its own and the next draw's (from a copy of
+    /// the state), side by side in about the time of one; the next
+    /// exponential draw of this stream takes the second. The numbers are
+    /// the same as one log at a time.
     pub fn exponential(&mut self, mean: u64) -> u64 {
         // u in (0, 1] as a 53-bit fraction; -ln(u) = -log2(u) * ln 2.
-        let u = (self.next_u64() >> 11) + 1; // 1 ..= 2^53
-        let neg_log2_q32 = neg_log2_fraction_q32(u, 53);
+        let uniform = |x: u64| (x >> 11) + 1; // 1 ..= 2^53
+        let neg_log2_q32 = if self.ahead != NO_AHEAD {
+            Self::step(&mut self.s);
+            std::mem::replace(&mut self.ahead, NO_AHEAD)
+        } else {
+            let u = uniform(Self::step(&mut self.s));
+            let v = uniform(Self::step(&mut self.s.clone()));
+            let (lu, lv) = neg_log2_fraction_q32_pair(u, v, 53);
+            self.ahead = lv;
+            lu
+        };
         // ln 2 in Q32
         const LN2_Q32: u128 = 2_977_044_472;
         let neg_ln_q32 = (neg_log2_q32 as u128 * LN2_Q32) >> 32;
@@ -116,7 +148,9 @@ impl Rng {
 }
 
 /// -log2(x / 2^bits) in Q32 fixed point, for 1 <= x <= 2^bits, using the
-/// bit-by-bit squaring method (exact integer steps).
+/// bit-by-bit squaring method (exact integer steps). The draws compute two
+/// at a time ([`neg_log2_fraction_q32_pair`]); the tests hold them to this.
+#[cfg(test)]
 fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
     let lz = 63 - x.leading_zeros(); // floor(log2 x)
     let int_part = (bits - lz) as u64; // -floor part contribution
@@ -133,6 +167,26 @@ fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
     }
     // log2(x) = lz + frac; -log2(x/2^bits) = bits - lz - frac
     (int_part << 32).saturating_sub(frac)
+}
+
+/// [`neg_log2_fraction_q32`] of `x` and of `y`, the two computed side by
+/// side (the same steps, interleaved).
+#[inline]
+fn neg_log2_fraction_q32_pair(x: u64, y: u64, bits: u32) -> (u64, u64) {
+    let (lx, ly) = (63 - x.leading_zeros(), 63 - y.leading_zeros());
+    let (mut m, mut n): (u64, u64) = (x << (62 - lx), y << (62 - ly));
+    let (mut fx, mut fy): (u64, u64) = (0, 0);
+    for i in (0..32).rev() {
+        m = ((m as u128 * m as u128) >> 62) as u64;
+        n = ((n as u128 * n as u128) >> 62) as u64;
+        // m >= 2: halve it and set the bit (without a branch).
+        let (bm, bn) = (m >> 63, n >> 63);
+        (m, n) = (m >> bm, n >> bn);
+        fx |= bm << i;
+        fy |= bn << i;
+    }
+    let (ix, iy) = ((bits - lx) as u64, (bits - ly) as u64);
+    ((ix << 32).saturating_sub(fx), (iy << 32).saturating_sub(fy))
 }
 
 /// A distribution of durations used by behaviour programs.
@@ -221,12 +275,37 @@ mod tests {
         (int_part << 32).saturating_sub(frac)
     }
 
+    /// An exponential draw with one log at a time, as first written.
+    fn exponential_alone(r: &mut Rng, mean: u64) -> u64 {
+        let u = (r.next_u64() >> 11) + 1;
+        let neg_ln_q32 = (neg_log2_fraction_q32(u, 53) as u128 * 2_977_044_472) >> 32;
+        ((mean as u128 * neg_ln_q32) >> 32).min(u64::MAX as u128) as u64
+    }
+
     proptest::proptest! {
+        /// A stream's numbers are the same whether its exponential draws
+        /// take a log computed ahead or not, whatever other draws come
+        /// between them (which drop the log computed ahead).
+        #[test]
+        fn logs_computed_ahead_change_no_number(seed: u64, ops in proptest::collection::vec((0u8..4, 1u64..1 << 40), 1..64)) {
+            let (mut a, mut b) = (Rng::new(seed, Stream::Task(1)), Rng::new(seed, Stream::Task(1)));
+            for (op, x) in ops {
+                let (got, want) = match op {
+                    0 | 1 => (a.exponential(x), exponential_alone(&mut b, x)),
+                    2 => (a.next_u64(), b.next_u64()),
+                    _ => (a.below(x), b.below(x)),
+                };
+                proptest::prop_assert_eq!(got, want);
+            }
+        }
+
         /// The 64-bit squaring gives the wide one's bits (draws and so
         /// every result depend on them).
         #[test]
-        fn narrow_squaring_is_the_wide_one(x in 1u64..=(1 << 53)) {
+        fn narrow_squaring_is_the_wide_one(x in 1u64..=(1 << 53), y in 1u64..=(1 << 53)) {
             proptest::prop_assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53));
+            let pair = neg_log2_fraction_q32_pair(x, y, 53);
+            proptest::prop_assert_eq!(pair, (neg_log2_wide(x, 53), neg_log2_wide(y, 53)));
         }
     }
 
