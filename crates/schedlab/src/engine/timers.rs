@@ -136,9 +136,12 @@ impl CpuTimers {
             }
             let sib = (node ^ 1) & m;
             let (other, other_key) = (win[sib], keys[sib]);
-            if other_key < cand_key {
-                (cand, cand_key) = (other, other_key);
-            }
+            // Which of two keys is less is a coin toss the branch
+            // predictor loses: select without a branch.
+            let less = other_key < cand_key;
+            let mask = (less as u128).wrapping_neg();
+            cand_key ^= (cand_key ^ other_key) & mask;
+            cand ^= (cand ^ other) & mask as u32;
             win[parent & m] = cand;
             keys[parent & m] = cand_key;
             node = parent;
