@@ -1,9 +1,12 @@
-//! Events per second of the whole simulator on two machines.
+//! Events per second of the whole simulator on two machines, and draws
+//! per second of the exponential distribution (every `exp:` duration of
+//! a workload is one).
 //!
 //! `cargo bench -p schedlab` prints time per run and, through Throughput,
-//! events per second ("elem/s").
+//! events (or draws) per second ("elem/s").
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use schedlab::engine::rng::{Rng, Stream};
 use schedlab::workload::scenario::Scenario;
 use schedlab::sched::sim::Sim;
 
@@ -47,5 +50,15 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+fn draws(c: &mut Criterion) {
+    let mut g = c.benchmark_group("draw");
+    g.throughput(Throughput::Elements(1000));
+    g.bench_function("exp-1000", |b| {
+        let mut r = Rng::new(1, Stream::Task(0));
+        b.iter(|| (0..1000).fold(0u64, |sum, _| sum.wrapping_add(r.exponential(2_000_000))))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, draws);
 criterion_main!(benches);

@@ -40,20 +40,22 @@ impl Stream {
     }
 }
 
-/// xoshiro256++ generator.
+/// xoshiro256++ generator. One cache line (aligned to it): a task's
+/// stream is read with the task, and the event loop prefetches it as one.
 #[derive(Clone, Debug)]
+#[repr(align(64))]
 pub struct Rng {
     s: [u64; 4],
-    /// -log2 (Q32) of the uniform the next draw gives, when an
-    /// exponential draw computed it alongside its own (see
-    /// [`Rng::exponential`]); [`NO_AHEAD`] otherwise. Any other draw
-    /// drops it.
-    ahead: u64,
+    /// -log2 (Q32) of the uniforms the next draws give, computed by an
+    /// exponential draw alongside its own (see [`Rng::exponential`]):
+    /// the next draw's is `ahead[ready - 1]`. Any draw other than an
+    /// exponential one drops them (`ready = 0`).
+    ahead: [u64; LOGS - 1],
+    ready: u8,
 }
 
-/// No -log2 computed ahead ([`Rng::ahead`]); -log2 of a 53-bit uniform is
-/// at most 53 in Q32, far below this.
-const NO_AHEAD: u64 = u64::MAX;
+/// Logs an exponential draw computes at a time ([`Rng::exponential`]).
+const LOGS: usize = 4;
 
 impl Rng {
     /// A generator for `stream` under the scenario `seed`.
@@ -66,13 +68,13 @@ impl Rng {
         if s == [0; 4] {
             s[0] = 1;
         }
-        Rng { s, ahead: NO_AHEAD }
+        Rng { s, ahead: [0; LOGS - 1], ready: 0 }
     }
 
     /// The next 64 random bits (xoshiro256++).
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        self.ahead = NO_AHEAD;
+        self.ready = 0;
         Self::step(&mut self.s)
     }
 
@@ -122,23 +124,28 @@ impl Rng {
     /// are identical on every platform.
     ///
     /// The log's 32 squarings depend on each other, so one log keeps the
-    /// multiplier waiting most of the time. Each draw that finds no log
-    /// ready computes two, its own and the next draw's (from a copy of
-    /// the state), side by side in about the time of one; the next
-    /// exponential draw of this stream takes the second. The numbers are
+    /// multiplier waiting most of the time. A draw that finds no log
+    /// ready computes four side by side, in little more than the time of
+    /// one: its own and the next three draws' (from a copy of the state).
+    /// The stream's next exponential draws take those. The numbers are
     /// the same as one log at a time.
     pub fn exponential(&mut self, mean: u64) -> u64 {
         // u in (0, 1] as a 53-bit fraction; -ln(u) = -log2(u) * ln 2.
         let uniform = |x: u64| (x >> 11) + 1; // 1 ..= 2^53
-        let neg_log2_q32 = if self.ahead != NO_AHEAD {
+        let neg_log2_q32 = if self.ready > 0 {
             Self::step(&mut self.s);
-            std::mem::replace(&mut self.ahead, NO_AHEAD)
+            self.ready -= 1;
+            self.ahead[self.ready as usize]
         } else {
-            let u = uniform(Self::step(&mut self.s));
-            let v = uniform(Self::step(&mut self.s.clone()));
-            let (lu, lv) = neg_log2_fraction_q32_pair(u, v, 53);
-            self.ahead = lv;
-            lu
+            let mut peek = self.s.clone();
+            let us: [u64; LOGS] = std::array::from_fn(|_| uniform(Self::step(&mut peek)));
+            Self::step(&mut self.s);
+            let logs = neg_log2_fraction_q32_many(us, 53);
+            for (k, &l) in logs[1..].iter().rev().enumerate() {
+                self.ahead[k] = l;
+            }
+            self.ready = (LOGS - 1) as u8;
+            logs[0]
         };
         // ln 2 in Q32
         const LN2_Q32: u128 = 2_977_044_472;
@@ -149,7 +156,7 @@ impl Rng {
 
 /// -log2(x / 2^bits) in Q32 fixed point, for 1 <= x <= 2^bits, using the
 /// bit-by-bit squaring method (exact integer steps). The draws compute two
-/// at a time ([`neg_log2_fraction_q32_pair`]); the tests hold them to this.
+/// at a time ([`neg_log2_fraction_q32_many`]); the tests hold them to this.
 #[cfg(test)]
 fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
     let lz = 63 - x.leading_zeros(); // floor(log2 x)
@@ -169,24 +176,32 @@ fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
     (int_part << 32).saturating_sub(frac)
 }
 
-/// [`neg_log2_fraction_q32`] of `x` and of `y`, the two computed side by
-/// side (the same steps, interleaved).
+/// [`neg_log2_fraction_q32`] of each of `xs`, computed side by side (the
+/// same steps, interleaved).
+///
+/// Each mantissa is held doubled, as `M = 2m` in [2^63, 2^64): then
+/// m' = floor(m^2 / 2^62) = floor(M^2 / 2^64), the high word of one
+/// multiply with no shift to assemble it, which shortens the chain of
+/// dependent steps. M is even, so the doubled m' (halved or not) is
+/// exact.
 #[inline]
-fn neg_log2_fraction_q32_pair(x: u64, y: u64, bits: u32) -> (u64, u64) {
-    let (lx, ly) = (63 - x.leading_zeros(), 63 - y.leading_zeros());
-    let (mut m, mut n): (u64, u64) = (x << (62 - lx), y << (62 - ly));
-    let (mut fx, mut fy): (u64, u64) = (0, 0);
+fn neg_log2_fraction_q32_many<const N: usize>(xs: [u64; N], bits: u32) -> [u64; N] {
+    let lz = xs.map(|x| 63 - x.leading_zeros());
+    let mut m2: [u64; N] = std::array::from_fn(|k| xs[k] << (63 - lz[k]));
+    let mut frac = [0u64; N];
     for i in (0..32).rev() {
-        m = ((m as u128 * m as u128) >> 62) as u64;
-        n = ((n as u128 * n as u128) >> 62) as u64;
-        // m >= 2: halve it and set the bit (without a branch).
-        let (bm, bn) = (m >> 63, n >> 63);
-        (m, n) = (m >> bm, n >> bn);
-        fx |= bm << i;
-        fy |= bn << i;
+        for k in 0..N {
+            let m = ((m2[k] as u128 * m2[k] as u128) >> 64) as u64;
+            // m >= 2: halve it and set the bit. Doubled, the halved m is
+            // m with its lowest bit cleared; the other, m + m. Selected
+            // by a mask rather than a branch or a shift by the bit, which
+            // would lengthen the chain.
+            let keep = ((m as i64) >> 63) as u64;
+            m2[k] = (m & !1 & keep) | (m.wrapping_add(m) & !keep);
+            frac[k] |= (m >> 63) << i;
+        }
     }
-    let (ix, iy) = ((bits - lx) as u64, (bits - ly) as u64);
-    ((ix << 32).saturating_sub(fx), (iy << 32).saturating_sub(fy))
+    std::array::from_fn(|k| (((bits - lz[k]) as u64) << 32).saturating_sub(frac[k]))
 }
 
 /// A distribution of durations used by behaviour programs.
@@ -304,8 +319,8 @@ mod tests {
         #[test]
         fn narrow_squaring_is_the_wide_one(x in 1u64..=(1 << 53), y in 1u64..=(1 << 53)) {
             proptest::prop_assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53));
-            let pair = neg_log2_fraction_q32_pair(x, y, 53);
-            proptest::prop_assert_eq!(pair, (neg_log2_wide(x, 53), neg_log2_wide(y, 53)));
+            let many = neg_log2_fraction_q32_many([x, y, (x ^ 1).max(1), (y >> 1).max(1)], 53);
+            proptest::prop_assert_eq!(many, [x, y, (x ^ 1).max(1), (y >> 1).max(1)].map(|z| neg_log2_wide(z, 53)));
         }
     }
 
