@@ -48,8 +48,8 @@ pub type Cpu = u32;
 /// ([`Engine::upcoming`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Upcoming {
-    /// A sleep timer of this task, armed on this CPU.
-    Wake(TaskId, Cpu),
+    /// A sleep timer of this task.
+    Task(TaskId),
     /// The end of the step this CPU runs: the running task may block, and
     /// the CPU pick another.
     Step(Cpu),
@@ -75,16 +75,12 @@ pub enum Event {
         /// The CPU's step generation when the event was armed.
         gen: u32,
     },
-    /// A task's sleep timer (hrtimer) expires.
+    /// A task's sleep timer (hrtimer) expires on `cpu`.
     Timer {
         /// The sleeping task.
         task: TaskId,
         /// The task's timer generation when armed (a cancelled timer is stale).
         gen: u32,
-        /// The CPU it was armed on, where the task went to sleep: the
-        /// handler runs there (on the task's CPU, which a sleeping task
-        /// keeps). A hint for the event loop's prefetch; not hashed.
-        on: Cpu,
     },
     /// An IPI arrives at `cpu`: reschedule and/or run the queued remote work.
     Ipi {
@@ -175,7 +171,7 @@ impl Event {
         match *self {
             Event::Tick { cpu } => (1, cpu as u64),
             Event::StepDone { cpu, gen } => (2, (cpu as u64) << 32 | gen as u64),
-            Event::Timer { task, gen, .. } => (3, (task as u64) << 32 | gen as u64),
+            Event::Timer { task, gen } => (3, (task as u64) << 32 | gen as u64),
             Event::Ipi { cpu } => (4, cpu as u64),
             Event::WorkloadStart { workload } => (5, workload as u64),
             Event::RtBandwidth { cpu } => (6, cpu as u64),
@@ -357,7 +353,7 @@ impl Engine {
             Upcoming::Cpu(tick)
         } else {
             match self.heap.peek() {
-                Some(&Event::Timer { task, on, .. }) => Upcoming::Wake(task, on),
+                Some(&Event::Timer { task, .. }) => Upcoming::Task(task),
                 Some(&Event::Ipi { cpu }) => Upcoming::Cpu(cpu),
                 _ => Upcoming::Other,
             }
@@ -615,8 +611,8 @@ mod tests {
         let mut e = Engine::with_cpus(8);
         e.set_lookahead(true);
         assert_eq!(e.upcoming(), Upcoming::Other);
-        e.schedule(30, Event::Timer { task: 7, gen: 1, on: 3 });
-        e.schedule(20, Event::Timer { task: 4, gen: 1, on: 2 });
+        e.schedule(30, Event::Timer { task: 7, gen: 1 });
+        e.schedule(20, Event::Timer { task: 4, gen: 1 });
         e.schedule(25, Event::Ipi { cpu: 1 });
         e.set_step(5, Some(10), 1);
         e.set_step(2, Some(50), 1);
@@ -629,19 +625,19 @@ mod tests {
         // The popped step left its tree at once: the tick at 15 is next.
         assert_eq!(e.upcoming(), Upcoming::Cpu(6));
         assert_eq!(e.pop(), Some((15, Event::Tick { cpu: 6 })));
-        assert_eq!(e.upcoming(), Upcoming::Wake(4, 2));
-        assert_eq!(e.pop(), Some((20, Event::Timer { task: 4, gen: 1, on: 2 })));
+        assert_eq!(e.upcoming(), Upcoming::Task(4));
+        assert_eq!(e.pop(), Some((20, Event::Timer { task: 4, gen: 1 })));
         assert_eq!(e.upcoming(), Upcoming::Cpu(1));
         assert_eq!(e.pop(), Some((25, Event::Ipi { cpu: 1 })));
         assert_eq!(e.upcoming(), Upcoming::Other);
         assert_eq!(e.pop(), Some((27, Event::WorkloadStart { workload: 0 })));
-        assert_eq!(e.upcoming(), Upcoming::Wake(7, 3));
+        assert_eq!(e.upcoming(), Upcoming::Task(7));
         // A step set before the timer, not yet walked in, is passed over.
         e.set_step(3, Some(28), 1);
-        assert_eq!(e.upcoming(), Upcoming::Wake(7, 3));
+        assert_eq!(e.upcoming(), Upcoming::Task(7));
         assert_eq!(e.pop(), Some((28, Event::StepDone { cpu: 3, gen: 1 })));
-        assert_eq!(e.upcoming(), Upcoming::Wake(7, 3));
-        assert_eq!(e.pop(), Some((30, Event::Timer { task: 7, gen: 1, on: 3 })));
+        assert_eq!(e.upcoming(), Upcoming::Task(7));
+        assert_eq!(e.pop(), Some((30, Event::Timer { task: 7, gen: 1 })));
         assert_eq!(e.upcoming(), Upcoming::Step(2));
     }
 

@@ -573,7 +573,7 @@ impl Sim {
                 self.rq_mut(cpu).idle_since = Some(now);
                 self.rq_mut(cpu).irq_until = now + exit;
                 let gen = self.task(p).timer_gen;
-                self.engine.schedule(now + exit, Event::Timer { task: p, gen, on: cpu });
+                self.engine.schedule(now + exit, Event::Timer { task: p, gen });
                 return;
             }
         }

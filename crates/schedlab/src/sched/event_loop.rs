@@ -131,8 +131,8 @@ impl Sim {
     }
 
     /// Asks the CPU to start loading what the next event reads first
-    /// while the current event runs: the task whose sleep timer it is and
-    /// the runqueue and lowest domain of the CPU it wakes on, or the runqueue of the CPU whose step, tick or IPI it is and the task
+    /// while the current event runs: the task whose sleep timer it is, or
+    /// the runqueue of the CPU whose step, tick or IPI it is and the task
     /// running there (before a step's end, also the task a fair pick would
     /// take next). With tens of thousands of tasks and thousands of
     /// CPUs these structures are not in any cache, and each event
@@ -155,17 +155,13 @@ impl Sim {
         }
         let next = self.engine.upcoming();
         match next {
-            Upcoming::Wake(p, c) => {
-                self.prefetch_task(p, ext);
-                self.prefetch_rq(c);
-                // The wakeup's select_task_rq_fair() looks for the lowest
-                // wake-affine domain of the CPU.
-                if let Some(sd) = self.domains.get(c as usize).and_then(|d| d.first()) {
-                    sd.prefetch_wake();
-                }
-            }
+            Upcoming::Task(p) => self.prefetch_task(p, ext),
             Upcoming::Step(c) | Upcoming::Cpu(c) => {
-                self.prefetch_rq(c);
+                if let Some(rq) = self.rqs.get(c as usize) {
+                    prefetch(rq);
+                    prefetch(&rq.step_gen);
+                    prefetch(&rq.next_balance);
+                }
                 if let Some(&p) = self.curr_of.get(c as usize) {
                     self.prefetch_task(p, ext);
                 }
@@ -178,16 +174,6 @@ impl Sim {
                 }
             }
             Upcoming::Other => {}
-        }
-    }
-
-    /// Prefetches the lines of CPU `c`'s runqueue an event reads first.
-    #[inline(always)]
-    fn prefetch_rq(&self, c: Cpu) {
-        if let Some(rq) = self.rqs.get(c as usize) {
-            prefetch(rq);
-            prefetch(&rq.step_gen);
-            prefetch(&rq.next_balance);
         }
     }
 
@@ -229,7 +215,7 @@ impl Sim {
                 self.this_cpu = cpu;
                 self.on_tick(cpu);
             }
-            Event::Timer { task, gen, .. } => {
+            Event::Timer { task, gen } => {
                 if self.task(task).timer_gen != gen || self.irq_deferred(self.task(task).cpu, t, ev) {
                     return false;
                 }

@@ -349,7 +349,7 @@ impl Sim {
         let t = self.task_mut(p);
         t.timer_gen = t.timer_gen.wrapping_add(1);
         let gen = t.timer_gen;
-        self.engine.schedule(fire, Event::Timer { task: p, gen, on: cpu });
+        self.engine.schedule(fire, Event::Timer { task: p, gen });
         self.block(cpu, p);
     }
 

@@ -116,13 +116,6 @@ impl SchedDomain {
         }
         self.span.test(cpu)
     }
-
-    /// Prefetches what a wakeup's search for a wake-affine domain reads.
-    #[inline(always)]
-    pub(crate) fn prefetch_wake(&self) {
-        crate::sched::prefetch(&self.flags);
-        crate::sched::prefetch(&self.span_hi);
-    }
 }
 
 /// One candidate level of the hierarchy, before degenerate levels are
