@@ -137,7 +137,7 @@ impl Rng {
             self.ready -= 1;
             self.ahead[self.ready as usize]
         } else {
-            let mut peek = self.s.clone();
+            let mut peek = self.s;
             let us: [u64; LOGS] = std::array::from_fn(|_| uniform(Self::step(&mut peek)));
             Self::step(&mut self.s);
             let logs = neg_log2_fraction_q32_many(us, 53);
