@@ -380,11 +380,8 @@ impl Sim {
     /// nothing.
     fn with_group_memo<R>(&mut self, f: impl FnOnce(&Sim, Option<&mut GroupMemo>) -> R) -> R {
         let mut memo = self.group_memo.take();
-        if let Some(m) = memo.as_deref_mut() {
-            for c in self.balance_marked.drain(..) {
-                self.rqs[c as usize].balance_marked = false;
-                m.drop_cpu(c as usize);
-            }
+        if memo.is_some() {
+            self.clear_balance_marks(memo.as_deref_mut());
         }
         let r = f(self, memo.as_deref_mut());
         self.group_memo = memo;

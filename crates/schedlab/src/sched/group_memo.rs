@@ -114,8 +114,17 @@ impl Sim {
 
     fn set_group_memo(&mut self, on: bool) {
         self.group_memo = if on { GroupMemo::new(&self.domains, self.nr_cpus()).map(Box::new) } else { None };
+        self.clear_balance_marks(None);
+    }
+
+    /// Clears the marks of the CPUs marked since the last walk, dropping
+    /// their groups' statistics from `memo` when given.
+    pub(crate) fn clear_balance_marks(&mut self, mut memo: Option<&mut GroupMemo>) {
         for c in self.balance_marked.drain(..) {
             self.rqs[c as usize].balance_marked = false;
+            if let Some(m) = memo.as_deref_mut() {
+                m.drop_cpu(c as usize);
+            }
         }
     }
 
