@@ -84,6 +84,12 @@ impl SummaryMask {
         self.refresh_words_of(other);
     }
 
+    /// Whether no CPU is in the mask: one summary word per 4,096 CPUs is
+    /// read, not every word of the mask.
+    pub fn is_empty(&self) -> bool {
+        self.nonempty.iter().all(|&s| s == 0)
+    }
+
     /// The first non-empty word index in `lo..hi`, by the summary.
     fn next_nonempty(&self, lo: usize, hi: usize) -> Option<usize> {
         if lo >= hi {
@@ -165,6 +171,7 @@ mod tests {
                 }
             }
             proptest::prop_assert_eq!(&*s, &plain);
+            proptest::prop_assert_eq!(s.is_empty(), plain.is_empty());
             for (i, &w) in plain.words().iter().enumerate() {
                 let bit = s.nonempty[i / WORD_BITS] >> (i % WORD_BITS) & 1;
                 proptest::prop_assert_eq!(bit == 1, w != 0, "word {}", i);
@@ -184,11 +191,14 @@ mod tests {
         let mut s = SummaryMask::new(4096);
         let all = CpuMask::full(4096);
         assert_eq!(s.next_and_wrap(&all, None, 100), None);
+        assert!(s.is_empty());
         s.set(4000);
+        assert!(!s.is_empty());
         for start in [0, 3999, 4000, 4001, 4095, 5000] {
             assert_eq!(s.next_and_wrap(&all, None, start), Some(4000), "from {start}");
         }
         s.clear(4000);
+        assert!(s.is_empty());
         assert_eq!(s.next_and_wrap(&all, None, 0), None);
     }
 }

@@ -166,6 +166,13 @@ impl Sim {
         let prev_ok = allowed.test(pc);
         self.scx.cost_acc += self.costs.scan_cpu_ns * 4;
         let node = self.scx_cpu_node_if_enabled(pc);
+        if node.is_none() && self.scx.idle.cpu.is_empty() {
+            // Nothing idle anywhere (the whole-core mask is a subset of
+            // this one): every step below would find nothing, claim
+            // nothing and leave the distribution cursor where it is. A
+            // busy machine's every wakeup comes here.
+            return (prev, false);
+        }
         // The LLC and node searches look in `allowed` within these spans
         // (shared, not copied: no mask is built per wakeup).
         let llc = self.scx.selcpu_topo_llc.then(|| std::sync::Arc::clone(&self.scx.llc_masks[self.topo.llc_of(pc)]));
@@ -274,7 +281,7 @@ mod tests {
     use std::rc::Rc;
 
     use crate::engine::{Cpu, TaskId};
-    use crate::sched::ext::ops::DefaultOps;
+    use crate::sched::ext::ops::{pick_idle_flags, DefaultOps};
     use crate::sched::sim::Sim;
     use crate::sched::wf;
 
@@ -332,5 +339,21 @@ mod tests {
         // Nothing idle anywhere: no shortcut, and prev, unclaimed.
         idle_only(&mut sim, &[]);
         assert_eq!(sim.scx_select_cpu_dfl(p, 4, wf::SYNC as u64, None, 0), (4, false));
+    }
+
+    #[test]
+    fn with_nothing_idle_the_search_returns_prev_and_moves_no_cursor() {
+        let (mut sim, p) = sim_on("epyc-2s-192");
+        idle_only(&mut sim, &[]);
+        let cursors = |s: &Sim| s.rqs.iter().map(|rq| rq.scx.distribute_prev).collect::<Vec<_>>();
+        let before = cursors(&sim);
+        for flags in [0, pick_idle_flags::CORE] {
+            assert_eq!(sim.scx_select_cpu_dfl(p, 7, 0, None, flags), (7, false));
+        }
+        assert_eq!(cursors(&sim), before);
+        // One idle CPU in the other node is found, and claimed.
+        idle_only(&mut sim, &[150]);
+        assert_eq!(sim.scx_select_cpu_dfl(p, 7, 0, None, 0), (150, true));
+        assert!(sim.scx.idle_masks(None).cpu.is_empty());
     }
 }
