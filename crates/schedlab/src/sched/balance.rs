@@ -29,7 +29,7 @@ pub(crate) enum IdleType {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum GroupType {
+pub(crate) enum GroupType {
     HasSpare,
     FullyBusy,
     Overloaded,
@@ -45,20 +45,20 @@ enum Migration {
 /// A group's statistics (`struct sg_lb_stats`, the part both walks use).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct GroupStats {
-    load: u64,
-    util: u64,
-    runnable: u64,
-    nr_running: u32,
-    h_nr_running: u32,
-    idle_cpus: u32,
-    weight: u32,
-    cores: u32,
-    capacity: u64,
-    avg_load: u64,
+    pub(crate) load: u64,
+    pub(crate) util: u64,
+    pub(crate) runnable: u64,
+    pub(crate) nr_running: u32,
+    pub(crate) h_nr_running: u32,
+    pub(crate) idle_cpus: u32,
+    pub(crate) weight: u32,
+    pub(crate) cores: u32,
+    pub(crate) capacity: u64,
+    pub(crate) avg_load: u64,
 }
 
 impl GroupStats {
-    fn classify(&self, pct: u64) -> GroupType {
+    pub(crate) fn classify(&self, pct: u64) -> GroupType {
         let cap = self.capacity;
         if self.nr_running > self.weight && (cap * 100 < self.util * pct || cap * pct < self.runnable * 100) {
             return GroupType::Overloaded;
@@ -83,7 +83,7 @@ pub(crate) struct Nohz {
 }
 
 /// How many groups ahead a domain walk prefetches.
-const GROUPS_AHEAD: usize = 8;
+pub(crate) const GROUPS_AHEAD: usize = 8;
 
 impl Sim {
     /// idle_cpu(): nothing running or queued.
@@ -328,33 +328,6 @@ impl Sim {
         found.or(idle_cpu)
     }
 
-    /// Fork balancing (sched_balance_find_dst_cpu): walk down from the
-    /// widest domain, at each level into the idlest group, then its idlest CPU.
-    fn find_idlest_cpu(&self, p: TaskId, this_cpu: Cpu, prev: Cpu, mut memo: Option<&mut GroupMemo>) -> Cpu {
-        let allowed = &self.task(p).cpus_allowed;
-        let mut cpu = this_cpu;
-        let mut level = self.domains[cpu as usize].len();
-        if level == 0 || !self.domains[cpu as usize][level - 1].span.intersects(allowed) {
-            return prev;
-        }
-        while level > 0 {
-            let sd = &self.domains[cpu as usize][level - 1];
-            level -= 1;
-            if !sd.flags.balance_fork {
-                continue;
-            }
-            let Some(group) = self.find_idlest_group(sd, p, cpu, memo.as_deref_mut()) else { continue };
-            let new_cpu = self.find_idlest_group_cpu(&group, p, cpu);
-            if new_cpu == cpu {
-                continue;
-            }
-            let weight = sd.span_weight;
-            cpu = new_cpu;
-            level = self.domains[cpu as usize].iter().take_while(|d| d.span_weight < weight).count();
-        }
-        cpu
-    }
-
     /// Starts loading what `group_stats` reads of a group's first two
     /// CPUs (the first 80 bytes of their runqueues) some groups before the
     /// walk gets there: a walk of a 4,096-CPU domain reads 4,096
@@ -362,7 +335,7 @@ impl Sim {
     /// the CPUs of a group (neighbours in memory) but not the jump to the
     /// next group. Prefetching every CPU of the group measured slower.
     #[inline]
-    fn prefetch_group(&self, group: Option<Group<'_>>) {
+    pub(crate) fn prefetch_group(&self, group: Option<Group<'_>>) {
         if !self.lookahead() {
             return;
         }
@@ -391,7 +364,7 @@ impl Sim {
     /// A group's statistics: kept ones from `memo` if it has them,
     /// otherwise summed (and kept there).
     #[inline]
-    fn kept_group_stats(&self, g: &Group<'_>, memo: Option<&mut GroupMemo>) -> GroupStats {
+    pub(crate) fn kept_group_stats(&self, g: &Group<'_>, memo: Option<&mut GroupMemo>) -> GroupStats {
         let Some(m) = memo.filter(|_| g.id != NO_GROUP_ID) else { return self.group_stats(g.cpus) };
         if let Some(s) = m.get(g.id) {
             debug_assert_eq!(*s, self.group_stats(g.cpus), "kept statistics of group {} are stale", g.id);
@@ -402,7 +375,7 @@ impl Sim {
         s
     }
 
-    fn group_stats(&self, group: &[Cpu]) -> GroupStats {
+    pub(crate) fn group_stats(&self, group: &[Cpu]) -> GroupStats {
         let mut s = GroupStats::default();
         for &c in group {
             let rq = self.rq(c);
@@ -428,98 +401,6 @@ impl Sim {
         let scaled = s.load * SCHED_CAPACITY_SCALE;
         s.avg_load = if s.capacity == SCHED_CAPACITY_SCALE { s.load } else { scaled.checked_div(s.capacity).unwrap_or(scaled) };
         s
-    }
-
-    /// find_idlest_group(); with `memo`, a group's statistics are taken
-    /// from it when kept there, and kept there when summed.
-    fn find_idlest_group(&self, sd: &SchedDomain, p: TaskId, this_cpu: Cpu, mut memo: Option<&mut GroupMemo>) -> Option<CpuMask> {
-        let allowed = &self.task(p).cpus_allowed;
-        let everywhere = self.task(p).nr_cpus_allowed as usize == self.nr_cpus();
-        let pct = sd.imbalance_pct as u64;
-        let mut local: Option<(GroupType, GroupStats)> = None;
-        let mut idlest: Option<(GroupType, GroupStats, Group<'_>)> = None;
-        // `this_cpu`'s domain lists its own group first.
-        let mut ahead = sd.groups.groups().skip(GROUPS_AHEAD);
-        for (i, g) in sd.groups.groups().enumerate() {
-            if memo.is_none() {
-                self.prefetch_group(ahead.next());
-            }
-            if !everywhere && !g.intersects(allowed) {
-                continue;
-            }
-            let s = self.kept_group_stats(&g, memo.as_deref_mut());
-            let ty = s.classify(pct);
-            debug_assert_eq!(i == 0, g.contains(this_cpu), "cpu{this_cpu}'s own group is not its first");
-            if i == 0 {
-                local = Some((ty, s));
-                continue;
-            }
-            let better = match &idlest {
-                None => true,
-                Some((ity, is, _)) => {
-                    ty < *ity
-                        || (ty == *ity
-                            && match ty {
-                                GroupType::HasSpare => (s.idle_cpus, std::cmp::Reverse(s.nr_running)) > (is.idle_cpus, std::cmp::Reverse(is.nr_running)),
-                                _ => s.avg_load < is.avg_load,
-                            })
-                }
-            };
-            if better {
-                idlest = Some((ty, s, g));
-            }
-        }
-        let (ity, is, g) = idlest?;
-        let g = g.mask;
-        let Some((lty, ls)) = local else { return Some(g.clone()) };
-        if lty < ity {
-            return None;
-        }
-        if lty > ity {
-            return Some(g.clone());
-        }
-        match lty {
-            GroupType::HasSpare => {
-                // Stay local unless the other group has clearly more idle CPUs.
-                if ls.idle_cpus >= is.idle_cpus || (is.idle_cpus - ls.idle_cpus) <= 1 && ls.nr_running <= is.nr_running + 1 && ls.idle_cpus > 0 {
-                    None
-                } else {
-                    Some(g.clone())
-                }
-            }
-            _ => {
-                if 100 * ls.avg_load <= pct * is.avg_load {
-                    None
-                } else {
-                    Some(g.clone())
-                }
-            }
-        }
-    }
-
-    fn find_idlest_group_cpu(&self, group: &CpuMask, p: TaskId, this_cpu: Cpu) -> Cpu {
-        let allowed = &self.task(p).cpus_allowed;
-        let now = self.now();
-        let mut best_idle: Option<(Ns, std::cmp::Reverse<Ns>, Cpu)> = None;
-        let mut least: Option<(u64, u32, Cpu)> = None;
-        for c in group.and(allowed).iter() {
-            let c = c as Cpu;
-            if self.idle_cpu(c) {
-                let since = self.rq(c).idle_since.unwrap_or(now);
-                let exit = self.costs.idle_exit_ns(now - since);
-                // Shallowest idle state first, then the most recently idled.
-                let key = (exit, std::cmp::Reverse(since), c);
-                if best_idle.is_none_or(|b| key < b) {
-                    best_idle = Some(key);
-                }
-            } else {
-                let key = (self.cpu_load(c), self.rq(c).nr_running, c);
-                if least.is_none_or(|l| key < l) {
-                    least = Some(key);
-                }
-            }
-        }
-        best_idle.map(|b| b.2).or(least.map(|l| l.2)).unwrap_or(this_cpu)
     }
 
     /// Periodic balancing from the tick (trigger_load_balance).

@@ -39,6 +39,7 @@ pub mod fair;
 pub(crate) mod fair_check;
 pub(crate) mod fair_bandwidth;
 pub(crate) mod fair_group;
+pub(crate) mod fork_balance;
 pub(crate) mod group_memo;
 pub(crate) mod hrtick;
 pub mod features;

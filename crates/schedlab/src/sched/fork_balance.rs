@@ -1,0 +1,132 @@
+//! Fork placement (`sched_balance_find_dst_cpu()` in fair.c): a new task
+//! goes down the forking CPU's domains from the widest, at each level into
+//! the idlest group, then to that group's idlest CPU.
+
+use crate::engine::time::Ns;
+use crate::engine::{Cpu, TaskId};
+use crate::machine::cpumask::CpuMask;
+use crate::sched::balance::{GroupStats, GroupType, GROUPS_AHEAD};
+use crate::sched::group_memo::GroupMemo;
+use crate::sched::sim::Sim;
+use crate::sched::topology::{Group, SchedDomain};
+
+impl Sim {
+    /// Fork balancing (sched_balance_find_dst_cpu): walk down from the
+    /// widest domain, at each level into the idlest group, then its idlest CPU.
+    pub(crate) fn find_idlest_cpu(&self, p: TaskId, this_cpu: Cpu, prev: Cpu, mut memo: Option<&mut GroupMemo>) -> Cpu {
+        let allowed = &self.task(p).cpus_allowed;
+        let mut cpu = this_cpu;
+        let mut level = self.domains[cpu as usize].len();
+        if level == 0 || !self.domains[cpu as usize][level - 1].span.intersects(allowed) {
+            return prev;
+        }
+        while level > 0 {
+            let sd = &self.domains[cpu as usize][level - 1];
+            level -= 1;
+            if !sd.flags.balance_fork {
+                continue;
+            }
+            let Some(group) = self.find_idlest_group(sd, p, cpu, memo.as_deref_mut()) else { continue };
+            let new_cpu = self.find_idlest_group_cpu(&group, p, cpu);
+            if new_cpu == cpu {
+                continue;
+            }
+            let weight = sd.span_weight;
+            cpu = new_cpu;
+            level = self.domains[cpu as usize].iter().take_while(|d| d.span_weight < weight).count();
+        }
+        cpu
+    }
+
+    /// find_idlest_group(); with `memo`, a group's statistics are taken
+    /// from it when kept there, and kept there when summed.
+    fn find_idlest_group(&self, sd: &SchedDomain, p: TaskId, this_cpu: Cpu, mut memo: Option<&mut GroupMemo>) -> Option<CpuMask> {
+        let allowed = &self.task(p).cpus_allowed;
+        let everywhere = self.task(p).nr_cpus_allowed as usize == self.nr_cpus();
+        let pct = sd.imbalance_pct as u64;
+        let mut local: Option<(GroupType, GroupStats)> = None;
+        let mut idlest: Option<(GroupType, GroupStats, Group<'_>)> = None;
+        // `this_cpu`'s domain lists its own group first.
+        let mut ahead = sd.groups.groups().skip(GROUPS_AHEAD);
+        for (i, g) in sd.groups.groups().enumerate() {
+            if memo.is_none() {
+                self.prefetch_group(ahead.next());
+            }
+            if !everywhere && !g.intersects(allowed) {
+                continue;
+            }
+            let s = self.kept_group_stats(&g, memo.as_deref_mut());
+            let ty = s.classify(pct);
+            debug_assert_eq!(i == 0, g.contains(this_cpu), "cpu{this_cpu}'s own group is not its first");
+            if i == 0 {
+                local = Some((ty, s));
+                continue;
+            }
+            let better = match &idlest {
+                None => true,
+                Some((ity, is, _)) => {
+                    ty < *ity
+                        || (ty == *ity
+                            && match ty {
+                                GroupType::HasSpare => (s.idle_cpus, std::cmp::Reverse(s.nr_running)) > (is.idle_cpus, std::cmp::Reverse(is.nr_running)),
+                                _ => s.avg_load < is.avg_load,
+                            })
+                }
+            };
+            if better {
+                idlest = Some((ty, s, g));
+            }
+        }
+        let (ity, is, g) = idlest?;
+        let g = g.mask;
+        let Some((lty, ls)) = local else { return Some(g.clone()) };
+        if lty < ity {
+            return None;
+        }
+        if lty > ity {
+            return Some(g.clone());
+        }
+        match lty {
+            GroupType::HasSpare => {
+                // Stay local unless the other group has clearly more idle CPUs.
+                if ls.idle_cpus >= is.idle_cpus || (is.idle_cpus - ls.idle_cpus) <= 1 && ls.nr_running <= is.nr_running + 1 && ls.idle_cpus > 0 {
+                    None
+                } else {
+                    Some(g.clone())
+                }
+            }
+            _ => {
+                if 100 * ls.avg_load <= pct * is.avg_load {
+                    None
+                } else {
+                    Some(g.clone())
+                }
+            }
+        }
+    }
+
+    fn find_idlest_group_cpu(&self, group: &CpuMask, p: TaskId, this_cpu: Cpu) -> Cpu {
+        let allowed = &self.task(p).cpus_allowed;
+        let now = self.now();
+        let mut best_idle: Option<(Ns, std::cmp::Reverse<Ns>, Cpu)> = None;
+        let mut least: Option<(u64, u32, Cpu)> = None;
+        for c in group.and(allowed).iter() {
+            let c = c as Cpu;
+            if self.idle_cpu(c) {
+                let since = self.rq(c).idle_since.unwrap_or(now);
+                let exit = self.costs.idle_exit_ns(now - since);
+                // Shallowest idle state first, then the most recently idled.
+                let key = (exit, std::cmp::Reverse(since), c);
+                if best_idle.is_none_or(|b| key < b) {
+                    best_idle = Some(key);
+                }
+            } else {
+                let key = (self.cpu_load(c), self.rq(c).nr_running, c);
+                if least.is_none_or(|l| key < l) {
+                    least = Some(key);
+                }
+            }
+        }
+        best_idle.map(|b| b.2).or(least.map(|l| l.2)).unwrap_or(this_cpu)
+    }
+}
