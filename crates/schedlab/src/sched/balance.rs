@@ -13,6 +13,7 @@ use crate::sched::sim::Sim;
 use crate::sched::task::ClassId;
 use crate::engine::time::{Ns, NSEC_PER_MSEC};
 use crate::sched::group_memo::GroupMemo;
+use crate::sched::group_tree::Walk;
 use crate::sched::topology::{Group, SchedDomain, NO_GROUP_ID};
 
 const SCHED_CAPACITY_SCALE: u64 = 1024;
@@ -84,6 +85,11 @@ pub(crate) struct Nohz {
 
 /// How many groups ahead a domain walk prefetches.
 pub(crate) const GROUPS_AHEAD: usize = 8;
+
+/// What a balance walk of a domain finds: the balancing CPU's own group's
+/// statistics, the busiest other group (type, statistics, group) and the
+/// domain's total load, capacity and utilisation.
+type BusyPicks<'a> = (GroupStats, Option<(GroupType, GroupStats, Group<'a>)>, [u64; 3]);
 
 impl Sim {
     /// idle_cpu(): nothing running or queued.
@@ -560,43 +566,18 @@ impl Sim {
     /// find_busiest_group() + calculate_imbalance() + find_busiest_queue().
     fn find_busiest(&self, cpu: Cpu, level: usize, sd: &SchedDomain, idle: IdleType, mut memo: Option<&mut GroupMemo>) -> Option<(Cpu, Migration, i64)> {
         let pct = sd.imbalance_pct as u64;
-        let mut local = GroupStats::default();
-        let mut busiest: Option<(GroupType, GroupStats, Group<'_>)> = None;
-        let (mut total_load, mut total_cap, mut sum_util) = (0u64, 0u64, 0u64);
-        // `cpu`'s domain lists its own group first.
-        let mut ahead = sd.groups.groups().skip(GROUPS_AHEAD);
-        for (i, g) in sd.groups.groups().enumerate() {
-            if memo.is_none() {
-                self.prefetch_group(ahead.next());
-            }
-            let s = self.kept_group_stats(&g, memo.as_deref_mut());
-            total_load += s.load;
-            total_cap += s.capacity;
-            sum_util += s.util;
-            debug_assert_eq!(i == 0, g.contains(cpu), "cpu{cpu}'s own group is not its first");
-            if i == 0 {
-                local = s;
-                continue;
-            }
-            if s.h_nr_running == 0 {
-                continue;
-            }
-            let ty = s.classify(pct);
-            let pick = match &busiest {
-                None => true,
-                Some((bty, bs, _)) => {
-                    ty > *bty
-                        || (ty == *bty
-                            && match ty {
-                                GroupType::Overloaded | GroupType::FullyBusy => s.avg_load > bs.avg_load,
-                                GroupType::HasSpare => s.idle_cpus < bs.idle_cpus || (s.idle_cpus == bs.idle_cpus && s.nr_running > bs.nr_running),
-                            })
+        let by_tree = memo.as_deref_mut().and_then(|m| self.busiest_by_tree(sd, pct, m));
+        let (local, busiest, [total_load, total_cap, sum_util]) = match by_tree {
+            Some(picks) => {
+                #[cfg(debug_assertions)]
+                {
+                    let key = |p: &BusyPicks<'_>| (p.0.clone(), p.1.as_ref().map(|(t, s, g)| (*t, s.clone(), g.id)), p.2);
+                    debug_assert_eq!(key(&picks), key(&self.busiest_by_walk(cpu, sd, pct, None)), "the tree and the walk disagree");
                 }
-            };
-            if pick {
-                busiest = Some((ty, s, g));
+                picks
             }
-        }
+            None => self.busiest_by_walk(cpu, sd, pct, memo),
+        };
         self.update_idle_cpu_scan(cpu, sd, sum_util, idle);
         let (bty, bs, bgroup) = busiest?;
         let lty = local.classify(pct);
@@ -669,6 +650,64 @@ impl Sim {
                 }
             })?;
         Some((busiest_rq, migration, imbalance))
+    }
+
+    /// The balancing CPU's own group, the busiest other one with fair
+    /// tasks (the first of equally busy ones) and the domain's total load,
+    /// capacity and utilisation, by walking the domain's groups in the
+    /// CPU's order.
+    fn busiest_by_walk<'a>(&self, cpu: Cpu, sd: &'a SchedDomain, pct: u64, mut memo: Option<&mut GroupMemo>) -> BusyPicks<'a> {
+        let mut local = GroupStats::default();
+        let mut busiest: Option<(GroupType, GroupStats, Group<'_>)> = None;
+        let (mut total_load, mut total_cap, mut sum_util) = (0u64, 0u64, 0u64);
+        // `cpu`'s domain lists its own group first.
+        let mut ahead = sd.groups.groups().skip(GROUPS_AHEAD);
+        for (i, g) in sd.groups.groups().enumerate() {
+            if memo.is_none() {
+                self.prefetch_group(ahead.next());
+            }
+            let s = self.kept_group_stats(&g, memo.as_deref_mut());
+            total_load += s.load;
+            total_cap += s.capacity;
+            sum_util += s.util;
+            debug_assert_eq!(i == 0, g.contains(cpu), "cpu{cpu}'s own group is not its first");
+            if i == 0 {
+                local = s;
+                continue;
+            }
+            if s.h_nr_running == 0 {
+                continue;
+            }
+            let ty = s.classify(pct);
+            let pick = match &busiest {
+                None => true,
+                Some((bty, bs, _)) => {
+                    ty > *bty
+                        || (ty == *bty
+                            && match ty {
+                                GroupType::Overloaded | GroupType::FullyBusy => s.avg_load > bs.avg_load,
+                                GroupType::HasSpare => s.idle_cpus < bs.idle_cpus || (s.idle_cpus == bs.idle_cpus && s.nr_running > bs.nr_running),
+                            })
+                }
+            };
+            if pick {
+                busiest = Some((ty, s, g));
+            }
+        }
+        (local, busiest, [total_load, total_cap, sum_util])
+    }
+
+    /// [`Self::busiest_by_walk`] through the span's tree in `memo`. None
+    /// when the domain's groups are not a shared span walked as a rotation.
+    fn busiest_by_tree<'a>(&self, sd: &'a SchedDomain, pct: u64, memo: &mut GroupMemo) -> Option<BusyPicks<'a>> {
+        let (first, lists) = sd.groups.shared()?;
+        let local = sd.groups.rotation()?;
+        let (ls, pick, totals) = memo.tree_pick(Walk::Busiest, first, lists.len(), pct, local, |k| self.group_stats(&lists[k]))?;
+        let busiest = pick.map(|(k, s)| {
+            let g = Group { mask: sd.groups.shared_mask(k), cpus: &lists[k], id: first + k as u32 };
+            (s.classify(pct), s, g)
+        });
+        Some((ls, busiest, totals))
     }
 
     fn sibling_imbalance(&self, idle: IdleType, busiest: &GroupStats, local: &GroupStats) -> i64 {

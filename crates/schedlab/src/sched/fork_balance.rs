@@ -7,8 +7,13 @@ use crate::engine::{Cpu, TaskId};
 use crate::machine::cpumask::CpuMask;
 use crate::sched::balance::{GroupStats, GroupType, GROUPS_AHEAD};
 use crate::sched::group_memo::GroupMemo;
+use crate::sched::group_tree::Walk;
 use crate::sched::sim::Sim;
-use crate::sched::topology::{Group, SchedDomain};
+use crate::sched::topology::SchedDomain;
+
+/// What a fork walk of a domain finds: the forking CPU's own group (its
+/// type and statistics) and the idlest other group (with its span).
+type Picks<'a> = (Option<(GroupType, GroupStats)>, Option<(GroupType, GroupStats, &'a CpuMask)>);
 
 impl Sim {
     /// Fork balancing (sched_balance_find_dst_cpu): walk down from the
@@ -39,13 +44,57 @@ impl Sim {
     }
 
     /// find_idlest_group(); with `memo`, a group's statistics are taken
-    /// from it when kept there, and kept there when summed.
+    /// from it when kept there, and kept there when summed, and a task
+    /// allowed everywhere is placed through the span's tree there.
     fn find_idlest_group(&self, sd: &SchedDomain, p: TaskId, this_cpu: Cpu, mut memo: Option<&mut GroupMemo>) -> Option<CpuMask> {
-        let allowed = &self.task(p).cpus_allowed;
         let everywhere = self.task(p).nr_cpus_allowed as usize == self.nr_cpus();
         let pct = sd.imbalance_pct as u64;
+        let by_tree = match memo.as_deref_mut() {
+            Some(m) if everywhere => self.idlest_by_tree(sd, pct, m),
+            _ => None,
+        };
+        let (local, idlest) = match by_tree {
+            Some(picks) => {
+                debug_assert_eq!(picks, self.idlest_by_walk(sd, p, this_cpu, pct, None), "the tree and the walk disagree");
+                picks
+            }
+            None => self.idlest_by_walk(sd, p, this_cpu, pct, memo),
+        };
+        let (ity, is, g) = idlest?;
+        let Some((lty, ls)) = local else { return Some(g.clone()) };
+        if lty < ity {
+            return None;
+        }
+        if lty > ity {
+            return Some(g.clone());
+        }
+        match lty {
+            GroupType::HasSpare => {
+                // Stay local unless the other group has clearly more idle CPUs.
+                if ls.idle_cpus >= is.idle_cpus || (is.idle_cpus - ls.idle_cpus) <= 1 && ls.nr_running <= is.nr_running + 1 && ls.idle_cpus > 0 {
+                    None
+                } else {
+                    Some(g.clone())
+                }
+            }
+            _ => {
+                if 100 * ls.avg_load <= pct * is.avg_load {
+                    None
+                } else {
+                    Some(g.clone())
+                }
+            }
+        }
+    }
+
+    /// The forking CPU's own group and the idlest other one, by walking
+    /// the domain's groups in the CPU's order (the first of equally idle
+    /// ones wins).
+    fn idlest_by_walk<'a>(&self, sd: &'a SchedDomain, p: TaskId, this_cpu: Cpu, pct: u64, mut memo: Option<&mut GroupMemo>) -> Picks<'a> {
+        let allowed = &self.task(p).cpus_allowed;
+        let everywhere = self.task(p).nr_cpus_allowed as usize == self.nr_cpus();
         let mut local: Option<(GroupType, GroupStats)> = None;
-        let mut idlest: Option<(GroupType, GroupStats, Group<'_>)> = None;
+        let mut idlest: Option<(GroupType, GroupStats, &CpuMask)> = None;
         // `this_cpu`'s domain lists its own group first.
         let mut ahead = sd.groups.groups().skip(GROUPS_AHEAD);
         for (i, g) in sd.groups.groups().enumerate() {
@@ -74,35 +123,21 @@ impl Sim {
                 }
             };
             if better {
-                idlest = Some((ty, s, g));
+                idlest = Some((ty, s, g.mask));
             }
         }
-        let (ity, is, g) = idlest?;
-        let g = g.mask;
-        let Some((lty, ls)) = local else { return Some(g.clone()) };
-        if lty < ity {
-            return None;
-        }
-        if lty > ity {
-            return Some(g.clone());
-        }
-        match lty {
-            GroupType::HasSpare => {
-                // Stay local unless the other group has clearly more idle CPUs.
-                if ls.idle_cpus >= is.idle_cpus || (is.idle_cpus - ls.idle_cpus) <= 1 && ls.nr_running <= is.nr_running + 1 && ls.idle_cpus > 0 {
-                    None
-                } else {
-                    Some(g.clone())
-                }
-            }
-            _ => {
-                if 100 * ls.avg_load <= pct * is.avg_load {
-                    None
-                } else {
-                    Some(g.clone())
-                }
-            }
-        }
+        (local, idlest)
+    }
+
+    /// [`Self::idlest_by_walk`] through the span's tree in `memo`, for a
+    /// task allowed on every CPU. None when the domain's groups are not a
+    /// shared span walked as a rotation.
+    fn idlest_by_tree<'a>(&self, sd: &'a SchedDomain, pct: u64, memo: &mut GroupMemo) -> Option<Picks<'a>> {
+        let (first, lists) = sd.groups.shared()?;
+        let local = sd.groups.rotation()?;
+        let (ls, pick, _) = memo.tree_pick(Walk::Idlest, first, lists.len(), pct, local, |k| self.group_stats(&lists[k]))?;
+        let idlest = pick.map(|(k, s)| (s.classify(pct), s, sd.groups.shared_mask(k)));
+        Some((Some((ls.classify(pct), ls)), idlest))
     }
 
     fn find_idlest_group_cpu(&self, group: &CpuMask, p: TaskId, this_cpu: Cpu) -> Cpu {

@@ -29,8 +29,17 @@
 //! more; on smaller ones, only while a workload starts its tasks, where
 //! every fork walks the machine and only the forking CPU and the new
 //! task's change between two forks.
+//!
+//! Both walks also keep, per shared span, a tree over its groups ordered
+//! as the walk compares them ([`GroupTree`]): the idlest (fork) or
+//! busiest (balance) group other than the walking CPU's own is then found
+//! in a few dozen steps instead of a walk of every group (512 groups at
+//! the top of a 4,096-CPU machine). A group dropped from the memo is
+//! marked in a bitmap per walk and read again before that walk's tree is
+//! next used.
 
 use crate::sched::balance::GroupStats;
+use crate::sched::group_tree::{group_key, GroupTree, Walk};
 use crate::sched::sim::Sim;
 use crate::sched::topology::SchedDomain;
 
@@ -42,7 +51,25 @@ pub(crate) struct GroupMemo {
     /// `ids[starts[c]..starts[c + 1]]`: the groups holding CPU c.
     starts: Vec<u32>,
     ids: Vec<u32>,
+    /// The walks' trees, built on first use.
+    trees: Vec<GroupTree>,
+    /// `tree_at[walk][id]`: the walk's tree of the span whose first group
+    /// is `id`, or NO_TREE.
+    tree_at: [Vec<u32>; 2],
+    /// Bit `id` of `dropped[walk]`: group `id`'s statistics were dropped
+    /// since the walk's tree last read them (a bit per group: drops run
+    /// several times per event on a large machine, tree reads only at
+    /// walks).
+    dropped: [Vec<u64>; 2],
 }
+
+/// What a walk of a span through its tree finds: the walking CPU's own
+/// group's statistics, the group it picks among the others (index in the
+/// span, statistics), and the span's total load, capacity and
+/// utilisation.
+pub(crate) type TreePick = (GroupStats, Option<(usize, GroupStats)>, [u64; 3]);
+
+const NO_TREE: u32 = u32::MAX;
 
 impl GroupMemo {
     /// A memo for these domains (every CPU's, lowest level first) on a
@@ -76,7 +103,10 @@ impl GroupMemo {
             ids.extend(h);
         }
         starts.push(ids.len() as u32);
-        Some(GroupMemo { stats: vec![None; nr_ids], starts, ids })
+        Some(GroupMemo { stats: vec![None; nr_ids], starts, ids, trees: Vec::new(),
+            tree_at: [vec![NO_TREE; nr_ids], vec![NO_TREE; nr_ids]],
+            dropped: [vec![0; nr_ids.div_ceil(64)], vec![0; nr_ids.div_ceil(64)]],
+        })
     }
 
     /// Drops the statistics of every group holding `cpu`.
@@ -84,7 +114,68 @@ impl GroupMemo {
         let (Some(&a), Some(&b)) = (self.starts.get(cpu), self.starts.get(cpu + 1)) else { return };
         for &id in &self.ids[a as usize..b as usize] {
             self.stats[id as usize] = None;
+            for d in &mut self.dropped {
+                d[id as usize / 64] |= 1 << (id % 64);
+            }
         }
+    }
+
+    /// The group `walk` picks among the `len` shared groups from id
+    /// `first` in a domain of `pct`, other than group `local`, as a walk
+    /// of them in the order `local + 1, .., len - 1, 0, .., local - 1`
+    /// finds it (the first of equal ones); with `local`'s statistics and
+    /// the span's totals. `sum(k)` sums group k's statistics. None when
+    /// the span's tree was built for another `pct` (the caller walks).
+    pub(crate) fn tree_pick(&mut self, walk: Walk, first: u32, len: usize, pct: u64, local: usize, sum: impl Fn(usize) -> GroupStats) -> Option<TreePick> {
+        let w = walk as usize;
+        let t = match self.tree_at[w].get(first as usize) {
+            Some(&NO_TREE) => self.build_tree(walk, first, len, pct, &sum),
+            Some(&t) => t as usize,
+            None => return None,
+        };
+        if self.trees[t].pct != pct || self.trees[t].len != len {
+            return None;
+        }
+        // Bring the groups dropped since up to date.
+        let (lo, hi) = (first as usize, first as usize + len);
+        for i in lo / 64..hi.div_ceil(64) {
+            let span = (i * 64).max(lo)..((i + 1) * 64).min(hi);
+            if span.is_empty() {
+                continue;
+            }
+            let mask = (!0u64 >> (64 - span.len())) << (span.start % 64);
+            let mut bits = self.dropped[w][i] & mask;
+            self.dropped[w][i] &= !mask;
+            while bits != 0 {
+                let id = i * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let k = id - lo;
+                let s = self.stats[id].get_or_insert_with(|| sum(k));
+                self.trees[t].set(k, group_key(walk, s, pct), s);
+            }
+        }
+        let tree = &self.trees[t];
+        let pick = tree.first_except(local);
+        let stats = |k: usize| self.stats[lo + k].clone().expect("a tree's groups are summed");
+        Some((stats(local), pick.map(|k| (k, stats(k))), tree.totals()))
+    }
+
+    /// Builds `walk`'s tree of the span at `first`, summing the groups
+    /// the memo does not keep.
+    fn build_tree(&mut self, walk: Walk, first: u32, len: usize, pct: u64, sum: &impl Fn(usize) -> GroupStats) -> usize {
+        let w = walk as usize;
+        let mut tree = GroupTree::new(len, pct);
+        for k in 0..len {
+            let id = first as usize + k;
+            let s = self.stats[id].get_or_insert_with(|| sum(k));
+            tree.set(k, group_key(walk, s, pct), s);
+            // What was dropped before is in the tree now.
+            self.dropped[w][id / 64] &= !(1 << (id % 64));
+        }
+        let t = self.trees.len();
+        self.tree_at[w][first as usize] = t as u32;
+        self.trees.push(tree);
+        t
     }
 
     /// The kept statistics of group `id`, if any.
@@ -145,3 +236,4 @@ impl Sim {
         }
     }
 }
+

@@ -41,6 +41,7 @@ pub(crate) mod fair_bandwidth;
 pub(crate) mod fair_group;
 pub(crate) mod fork_balance;
 pub(crate) mod group_memo;
+pub(crate) mod group_tree;
 pub(crate) mod hrtick;
 pub mod features;
 pub mod ipc;

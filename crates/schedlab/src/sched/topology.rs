@@ -204,6 +204,20 @@ impl SchedGroups {
         (self.first_id != NO_GROUP_ID).then_some((self.first_id, &self.cpus[..]))
     }
 
+    /// Where this CPU's walk starts in the shared order, when its walk is
+    /// a rotation of it (its own group's index); None for an order of its own.
+    pub fn rotation(&self) -> Option<usize> {
+        match self.order {
+            GroupOrder::Rotate(first) => Some(first as usize),
+            GroupOrder::Explicit(_) => None,
+        }
+    }
+
+    /// The span of group `k` of the shared order (not this CPU's order).
+    pub fn shared_mask(&self, k: usize) -> &CpuMask {
+        &self.all[k]
+    }
+
     /// How many groups.
     pub fn len(&self) -> usize {
         self.all.len()
