@@ -83,13 +83,22 @@ impl GroupTree {
             *t = *t - o + n;
         }
         let mut i = self.size() + k;
-        self.nodes[i] = key.map(|key| (key, k as u32));
+        let entry = key.map(|key| (key, k as u32));
+        if self.nodes[i] == entry {
+            return;
+        }
+        self.nodes[i] = entry;
         while i > 1 {
             i /= 2;
-            self.nodes[i] = match (self.nodes[2 * i], self.nodes[2 * i + 1]) {
+            let least = match (self.nodes[2 * i], self.nodes[2 * i + 1]) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            // The nodes above depend on this one only.
+            if self.nodes[i] == least {
+                break;
+            }
+            self.nodes[i] = least;
         }
     }
 
