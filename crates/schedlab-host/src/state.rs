@@ -444,7 +444,7 @@ impl HostState {
     #[inline]
     pub(super) fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
         let g = sim.task(p).cgrp;
-        let c = kfuncs::task_c(sim, p);
+        let Some(c) = kfuncs::task_c_built(sim, p) else { return self.task_ptr_slow(sim, p) };
         let addr = c as usize;
         // The common case: the task is registered at this address (which
         // the slow path does only after giving it a parent) and the cgroup

@@ -84,6 +84,14 @@ pub fn task_c(sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
     &mut *sim.task_mut(p).scx.c
 }
 
+/// [`task_c`] if the task's view is built (it is for every task once a
+/// scheduler can run), None otherwise: the host's fast path, which has
+/// nothing to call.
+#[inline]
+pub fn task_c_built(sim: &mut Sim, p: TaskId) -> Option<*mut TaskStructC> {
+    sim.task_mut(p).scx.c.built_mut().map(|c| c as *mut TaskStructC)
+}
+
 /// The task a C `task_struct` pointer stands for: the host reads the
 /// pointer's `schedlab_id` and this confirms the pointer is the one we
 /// handed out for that task.

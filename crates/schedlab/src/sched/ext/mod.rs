@@ -114,6 +114,12 @@ impl TaskView {
     pub fn built(&self) -> Option<&TaskStructC> {
         self.c.as_deref()
     }
+
+    /// The C `task_struct` to write, if built (without building it).
+    #[inline]
+    pub fn built_mut(&mut self) -> Option<&mut TaskStructC> {
+        self.c.as_deref_mut()
+    }
 }
 
 thread_local! {
