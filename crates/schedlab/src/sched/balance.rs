@@ -13,7 +13,7 @@ use crate::sched::sim::Sim;
 use crate::sched::task::ClassId;
 use crate::engine::time::{Ns, NSEC_PER_MSEC};
 use crate::sched::group_memo::GroupMemo;
-use crate::sched::group_tree::Walk;
+use crate::sched::group_tree::{Walk, TREE_MIN_GROUPS};
 use crate::sched::topology::{Group, SchedDomain, NO_GROUP_ID};
 
 const SCHED_CAPACITY_SCALE: u64 = 1024;
@@ -700,7 +700,7 @@ impl Sim {
     /// [`Self::busiest_by_walk`] through the span's tree in `memo`. None
     /// when the domain's groups are not a shared span walked as a rotation.
     fn busiest_by_tree<'a>(&self, sd: &'a SchedDomain, pct: u64, memo: &mut GroupMemo) -> Option<BusyPicks<'a>> {
-        let (first, lists) = sd.groups.shared()?;
+        let (first, lists) = sd.groups.shared().filter(|(_, l)| l.len() >= TREE_MIN_GROUPS)?;
         let local = sd.groups.rotation()?;
         let (ls, pick, totals) = memo.tree_pick(Walk::Busiest, first, lists.len(), pct, local, |k| self.group_stats(&lists[k]))?;
         let busiest = pick.map(|(k, s)| {

@@ -7,7 +7,7 @@ use crate::engine::{Cpu, TaskId};
 use crate::machine::cpumask::CpuMask;
 use crate::sched::balance::{GroupStats, GroupType, GROUPS_AHEAD};
 use crate::sched::group_memo::GroupMemo;
-use crate::sched::group_tree::Walk;
+use crate::sched::group_tree::{Walk, TREE_MIN_GROUPS};
 use crate::sched::sim::Sim;
 use crate::sched::topology::SchedDomain;
 
@@ -133,7 +133,7 @@ impl Sim {
     /// task allowed on every CPU. None when the domain's groups are not a
     /// shared span walked as a rotation.
     fn idlest_by_tree<'a>(&self, sd: &'a SchedDomain, pct: u64, memo: &mut GroupMemo) -> Option<Picks<'a>> {
-        let (first, lists) = sd.groups.shared()?;
+        let (first, lists) = sd.groups.shared().filter(|(_, l)| l.len() >= TREE_MIN_GROUPS)?;
         let local = sd.groups.rotation()?;
         let (ls, pick, _) = memo.tree_pick(Walk::Idlest, first, lists.len(), pct, local, |k| self.group_stats(&lists[k]))?;
         let idlest = pick.map(|(k, s)| (s.classify(pct), s, sd.groups.shared_mask(k)));

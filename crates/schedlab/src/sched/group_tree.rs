@@ -9,6 +9,10 @@
 
 use crate::sched::balance::{GroupStats, GroupType};
 
+/// Spans of fewer groups are walked: the tree's queries and upkeep cost
+/// more than a walk of a few groups.
+pub(crate) const TREE_MIN_GROUPS: usize = 16;
+
 /// Which walk a tree answers for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Walk {

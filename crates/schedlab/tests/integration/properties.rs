@@ -183,7 +183,15 @@ fn kept_group_stats_change_nothing_but_speed() {
         [[workload]]\nkind = \"hog\"\nname = \"batch\"\ncount = 40\ncgroup = \"/batch\"\n\
         [[workload]]\nkind = \"hog\"\nname = \"io\"\ncount = 20\nrun = \"exp:200us\"\nsleep = \"exp:2ms\"\n\
         [[cgroup_write]]\nat = \"100ms\"\npath = \"/db\"\nprocs = \"io\"\n";
-    for (name, toml) in [("flat", toml), ("groups", groups)] {
+    // A domain of 32 groups (the top of 256 CPUs in LLCs of 8), which
+    // fork placement and balancing read through their trees (spans of 16
+    // groups or more); debug builds check each tree's answer against the
+    // walk.
+    let wide = "seed = 9\nduration = \"60ms\"\n[machine]\ncpus = 256\n\
+        [[workload]]\nkind = \"hog\"\nname = \"a\"\ncount = 500\nrun = \"exp:3ms\"\nsleep = \"exp:2ms\"\n\
+        [[workload]]\nkind = \"hog\"\nname = \"b\"\ncount = 100\nrun = \"exp:200us\"\nsleep = \"exp:1ms\"\ncpus = \"0-63\"\nstart = \"20ms\"\n\
+        [[workload]]\nkind = \"hog\"\nname = \"c\"\ncount = 200\nrun = \"exp:1ms\"\nsleep = \"exp:4ms\"\nstart = \"30ms\"\n";
+    for (name, toml) in [("flat", toml), ("groups", groups), ("wide", wide)] {
         let run = |keep: bool| {
             let mut s = sim(toml);
             s.keep_group_stats(keep);
