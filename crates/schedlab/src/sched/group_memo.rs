@@ -30,7 +30,9 @@
 //! every fork walks the machine and only the forking CPU and the new
 //! task's change between two forks.
 //!
-//! Both walks also keep, per shared span, a tree over its groups ordered
+//! Both walks also keep, per shared span of
+//! [`TREE_MIN_GROUPS`](crate::sched::group_tree::TREE_MIN_GROUPS) groups
+//! or more, a tree over its groups ordered
 //! as the walk compares them ([`GroupTree`]): the idlest (fork) or
 //! busiest (balance) group other than the walking CPU's own is then found
 //! in a few dozen steps instead of a walk of every group (512 groups at
