@@ -58,7 +58,41 @@ pub(crate) struct GroupStats {
     pub(crate) avg_load: u64,
 }
 
+/// One CPU's part of its groups' statistics (what `group_stats` sums).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CpuShare {
+    load: u64,
+    util: u64,
+    runnable: u64,
+    nr_running: u32,
+    h_nr_running: u32,
+    idle: u32,
+}
+
 impl GroupStats {
+    /// Replaces one CPU's share `old` by `new`: the statistics are then
+    /// what summing the group afresh gives (the sums are exact integers,
+    /// so the order of changes does not matter).
+    pub(crate) fn reshare(&mut self, old: &CpuShare, new: &CpuShare) {
+        self.load = self.load.wrapping_sub(old.load).wrapping_add(new.load);
+        self.util = self.util.wrapping_sub(old.util).wrapping_add(new.util);
+        self.runnable = self.runnable.wrapping_sub(old.runnable).wrapping_add(new.runnable);
+        self.nr_running = self.nr_running.wrapping_sub(old.nr_running).wrapping_add(new.nr_running);
+        self.h_nr_running = self.h_nr_running.wrapping_sub(old.h_nr_running).wrapping_add(new.h_nr_running);
+        self.idle_cpus = self.idle_cpus.wrapping_sub(old.idle).wrapping_add(new.idle);
+        self.set_avg_load();
+    }
+
+    /// avg_load from load and capacity.
+    fn set_avg_load(&mut self) {
+        // A one-CPU group's capacity is the scale itself: no division (a
+        // 4,096-CPU domain without SMT has 4,096 such groups). The other
+        // case's divisor is checked, not clamped to at least 1: a clamped
+        // divisor would let the compiler hoist the division above the test.
+        let scaled = self.load * SCHED_CAPACITY_SCALE;
+        self.avg_load = if self.capacity == SCHED_CAPACITY_SCALE { self.load } else { scaled.checked_div(self.capacity).unwrap_or(scaled) };
+    }
+
     pub(crate) fn classify(&self, pct: u64) -> GroupType {
         let cap = self.capacity;
         if self.nr_running > self.weight && (cap * 100 < self.util * pct || cap * pct < self.runnable * 100) {
@@ -384,15 +418,13 @@ impl Sim {
     pub(crate) fn group_stats(&self, group: &[Cpu]) -> GroupStats {
         let mut s = GroupStats::default();
         for &c in group {
-            let rq = self.rq(c);
-            s.load += rq.cfs.avg.load_avg;
-            s.util += self.cpu_util(c);
-            s.runnable += rq.cfs.avg.runnable_avg;
-            s.nr_running += rq.nr_running;
-            s.h_nr_running += rq.cfs.h_nr_runnable;
-            if self.idle_cpu(c) {
-                s.idle_cpus += 1;
-            }
+            let sh = self.cpu_share(c);
+            s.load += sh.load;
+            s.util += sh.util;
+            s.runnable += sh.runnable;
+            s.nr_running += sh.nr_running;
+            s.h_nr_running += sh.h_nr_running;
+            s.idle_cpus += sh.idle;
             s.weight += 1;
             // The core's lowest-numbered sibling (validated: thread 0).
             if self.topo.cpus[c as usize].thread == 0 {
@@ -400,13 +432,22 @@ impl Sim {
             }
         }
         s.capacity = s.weight as u64 * SCHED_CAPACITY_SCALE;
-        // A one-CPU group's capacity is the scale itself: no division (a
-        // 4,096-CPU domain without SMT has 4,096 such groups). The other
-        // case's divisor is checked, not clamped to at least 1: a clamped
-        // divisor would let the compiler hoist the division above the test.
-        let scaled = s.load * SCHED_CAPACITY_SCALE;
-        s.avg_load = if s.capacity == SCHED_CAPACITY_SCALE { s.load } else { scaled.checked_div(s.capacity).unwrap_or(scaled) };
+        s.set_avg_load();
         s
+    }
+
+    /// What `cpu` adds to the statistics of each group holding it.
+    #[inline]
+    pub(crate) fn cpu_share(&self, cpu: Cpu) -> CpuShare {
+        let rq = self.rq(cpu);
+        CpuShare {
+            load: rq.cfs.avg.load_avg,
+            util: self.cpu_util(cpu),
+            runnable: rq.cfs.avg.runnable_avg,
+            nr_running: rq.nr_running,
+            h_nr_running: rq.cfs.h_nr_runnable,
+            idle: self.idle_cpu(cpu) as u32,
+        }
     }
 
     /// Periodic balancing from the tick (trigger_load_balance).

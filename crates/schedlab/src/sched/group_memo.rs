@@ -10,18 +10,20 @@
 //! thousands of walks).
 //!
 //! So the statistics of each shared group (numbered by
-//! [`Group::id`](crate::sched::topology::Group)) are kept once summed, and
-//! dropped when one of its CPUs changes. Every function that writes what
+//! [`Group::id`](crate::sched::topology::Group)) are kept once summed,
+//! with each CPU's share of them ([`CpuShare`]), and changed by the
+//! difference when a CPU's share changes. Every function that writes what
 //! the sums read marks the CPU
 //! ([`Sim::balance_touch`](crate::sched::sim::Sim::balance_touch)):
 //! `rq->curr` in [`Sim::set_curr`]; `rq->nr_running` in activate, dequeue
 //! and throttling; the root fair runqueue's averages in `update_load_avg`
 //! and where a task's average moves between runqueues (migration, a
 //! cgroup move); `h_nr_runnable` in the enqueue and dequeue walks,
-//! `add_h_nr` and the throttling walk. A walk first drops the groups of the
-//! CPUs marked since the last one, then sums only those. Debug builds check
-//! every kept statistic against a fresh sum, so a writer that does not
-//! mark fails the tests.
+//! `add_h_nr` and the throttling walk. A walk first brings the shares of
+//! the CPUs marked since the last one up to date (a marked CPU's
+//! runqueue is still in the cache; re-summing its groups read every
+//! other CPU's too). Debug builds check every kept statistic against a
+//! fresh sum, so a writer that does not mark fails the tests.
 //!
 //! The marks cost a few instructions each, several per event, so the memo
 //! is kept throughout only on machines of
@@ -36,11 +38,12 @@
 //! as the walk compares them ([`GroupTree`]): the idlest (fork) or
 //! busiest (balance) group other than the walking CPU's own is then found
 //! in a few dozen steps instead of a walk of every group (512 groups at
-//! the top of a 4,096-CPU machine). A group dropped from the memo is
+//! the top of a 4,096-CPU machine). A group whose statistics change is
 //! marked in a bitmap per walk and read again before that walk's tree is
 //! next used.
 
-use crate::sched::balance::GroupStats;
+use crate::engine::Cpu;
+use crate::sched::balance::{CpuShare, GroupStats};
 use crate::sched::group_tree::{group_key, GroupTree, Walk};
 use crate::sched::sim::Sim;
 use crate::sched::topology::SchedDomain;
@@ -48,21 +51,24 @@ use crate::sched::topology::SchedDomain;
 /// The statistics of the shared groups, by group id.
 #[derive(Clone, Debug)]
 pub(crate) struct GroupMemo {
-    /// A group's statistics, or None to be summed on the next walk.
+    /// A group's statistics, or None until a walk first sums them.
     stats: Vec<Option<GroupStats>>,
     /// `ids[starts[c]..starts[c + 1]]`: the groups holding CPU c.
     starts: Vec<u32>,
     ids: Vec<u32>,
+    /// `shares[c]`: what CPU c added to its groups when they were last
+    /// brought up to date (empty until the first walk fills it).
+    shares: Vec<CpuShare>,
     /// The walks' trees, built on first use.
     trees: Vec<GroupTree>,
     /// `tree_at[walk][id]`: the walk's tree of the span whose first group
     /// is `id`, or NO_TREE.
     tree_at: [Vec<u32>; 2],
-    /// Bit `id` of `dropped[walk]`: group `id`'s statistics were dropped
-    /// since the walk's tree last read them (a bit per group: drops run
+    /// Bit `id` of `changed[walk]`: group `id`'s statistics changed
+    /// since the walk's tree last read them (a bit per group: changes come
     /// several times per event on a large machine, tree reads only at
     /// walks).
-    dropped: [Vec<u64>; 2],
+    changed: [Vec<u64>; 2],
 }
 
 /// What a walk of a span through its tree finds: the walking CPU's own
@@ -105,18 +111,32 @@ impl GroupMemo {
             ids.extend(h);
         }
         starts.push(ids.len() as u32);
-        Some(GroupMemo { stats: vec![None; nr_ids], starts, ids, trees: Vec::new(),
+        let words = nr_ids.div_ceil(64);
+        Some(GroupMemo {
+            stats: vec![None; nr_ids],
+            starts,
+            ids,
+            shares: Vec::new(),
+            trees: Vec::new(),
             tree_at: [vec![NO_TREE; nr_ids], vec![NO_TREE; nr_ids]],
-            dropped: [vec![0; nr_ids.div_ceil(64)], vec![0; nr_ids.div_ceil(64)]],
+            changed: [vec![0; words], vec![0; words]],
         })
     }
 
-    /// Drops the statistics of every group holding `cpu`.
-    pub(crate) fn drop_cpu(&mut self, cpu: usize) {
-        let (Some(&a), Some(&b)) = (self.starts.get(cpu), self.starts.get(cpu + 1)) else { return };
-        for &id in &self.ids[a as usize..b as usize] {
-            self.stats[id as usize] = None;
-            for d in &mut self.dropped {
+    /// CPU `cpu`'s share is now `share`: the kept statistics of every
+    /// group holding it change by the difference, and the trees re-read
+    /// those groups.
+    pub(crate) fn reshare(&mut self, cpu: usize, share: CpuShare) {
+        let old = std::mem::replace(&mut self.shares[cpu], share);
+        if old == share {
+            return;
+        }
+        let (a, b) = (self.starts[cpu] as usize, self.starts[cpu + 1] as usize);
+        for &id in &self.ids[a..b] {
+            if let Some(s) = &mut self.stats[id as usize] {
+                s.reshare(&old, &share);
+            }
+            for d in &mut self.changed {
                 d[id as usize / 64] |= 1 << (id % 64);
             }
         }
@@ -138,7 +158,7 @@ impl GroupMemo {
         if self.trees[t].pct != pct || self.trees[t].len != len {
             return None;
         }
-        // Bring the groups dropped since up to date.
+        // Bring the groups changed since up to date.
         let (lo, hi) = (first as usize, first as usize + len);
         for i in lo / 64..hi.div_ceil(64) {
             let span = (i * 64).max(lo)..((i + 1) * 64).min(hi);
@@ -146,8 +166,8 @@ impl GroupMemo {
                 continue;
             }
             let mask = (!0u64 >> (64 - span.len())) << (span.start % 64);
-            let mut bits = self.dropped[w][i] & mask;
-            self.dropped[w][i] &= !mask;
+            let mut bits = self.changed[w][i] & mask;
+            self.changed[w][i] &= !mask;
             while bits != 0 {
                 let id = i * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
@@ -171,8 +191,8 @@ impl GroupMemo {
             let id = first as usize + k;
             let s = self.stats[id].get_or_insert_with(|| sum(k));
             tree.set(k, group_key(walk, s, pct), s);
-            // What was dropped before is in the tree now.
-            self.dropped[w][id / 64] &= !(1 << (id % 64));
+            // What changed before is in the tree now.
+            self.changed[w][id / 64] &= !(1 << (id % 64));
         }
         let t = self.trees.len();
         self.tree_at[w][first as usize] = t as u32;
@@ -210,15 +230,24 @@ impl Sim {
         self.clear_balance_marks(None);
     }
 
-    /// Clears the marks of the CPUs marked since the last walk, dropping
-    /// their groups' statistics from `memo` when given.
+    /// Clears the marks of the CPUs marked since the last walk, bringing
+    /// the statistics kept in `memo` (when given) up to date with their
+    /// shares. The first time, every CPU's share is taken.
     pub(crate) fn clear_balance_marks(&mut self, mut memo: Option<&mut GroupMemo>) {
-        for c in self.balance_marked.drain(..) {
-            self.rqs[c as usize].balance_marked = false;
-            if let Some(m) = memo.as_deref_mut() {
-                m.drop_cpu(c as usize);
+        if let Some(m) = memo.as_deref_mut() {
+            if m.shares.is_empty() {
+                m.shares = (0..self.nr_cpus()).map(|c| self.cpu_share(c as Cpu)).collect();
             }
         }
+        let mut marked = std::mem::take(&mut self.balance_marked);
+        for &c in &marked {
+            self.rqs[c as usize].balance_marked = false;
+            if let Some(m) = memo.as_deref_mut() {
+                m.reshare(c as usize, self.cpu_share(c));
+            }
+        }
+        marked.clear();
+        self.balance_marked = marked;
     }
 
     /// Before a workload forks its tasks: keeps group statistics through
