@@ -744,10 +744,7 @@ impl Sim {
         let (first, lists) = sd.groups.shared().filter(|(_, l)| l.len() >= TREE_MIN_GROUPS)?;
         let local = sd.groups.rotation()?;
         let (ls, pick, totals) = memo.tree_pick(Walk::Busiest, first, lists.len(), pct, local, |k| self.group_stats(&lists[k]))?;
-        let busiest = pick.map(|(k, s)| {
-            let g = Group { mask: sd.groups.shared_mask(k), cpus: &lists[k], id: first + k as u32 };
-            (s.classify(pct), s, g)
-        });
+        let busiest = pick.map(|(k, s)| (s.classify(pct), s, sd.groups.shared_group(k)));
         Some((ls, busiest, totals))
     }
 

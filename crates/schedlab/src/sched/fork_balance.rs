@@ -136,7 +136,7 @@ impl Sim {
         let (first, lists) = sd.groups.shared().filter(|(_, l)| l.len() >= TREE_MIN_GROUPS)?;
         let local = sd.groups.rotation()?;
         let (ls, pick, _) = memo.tree_pick(Walk::Idlest, first, lists.len(), pct, local, |k| self.group_stats(&lists[k]))?;
-        let idlest = pick.map(|(k, s)| (s.classify(pct), s, sd.groups.shared_mask(k)));
+        let idlest = pick.map(|(k, s)| (s.classify(pct), s, sd.groups.shared_group(k).mask));
         Some((Some((ls.classify(pct), ls)), idlest))
     }
 

@@ -213,9 +213,10 @@ impl SchedGroups {
         }
     }
 
-    /// The span of group `k` of the shared order (not this CPU's order).
-    pub fn shared_mask(&self, k: usize) -> &CpuMask {
-        &self.all[k]
+    /// Group `k` of the shared order (not this CPU's order).
+    pub fn shared_group(&self, k: usize) -> Group<'_> {
+        let id = if self.first_id == NO_GROUP_ID { NO_GROUP_ID } else { self.first_id + k as u32 };
+        Group { mask: &self.all[k], cpus: &self.cpus[k], id }
     }
 
     /// How many groups.
@@ -251,11 +252,7 @@ impl SchedGroups {
 
     /// The groups with their CPU lists, in this CPU's order.
     pub fn groups(&self) -> impl Iterator<Item = Group<'_>> + '_ {
-        (0..self.all.len()).map(move |i| {
-            let k = self.index(i);
-            let id = if self.first_id == NO_GROUP_ID { NO_GROUP_ID } else { self.first_id + k as u32 };
-            Group { mask: &self.all[k], cpus: &self.cpus[k], id }
-        })
+        (0..self.all.len()).map(move |i| self.shared_group(self.index(i)))
     }
 }
 
