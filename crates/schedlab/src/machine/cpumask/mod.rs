@@ -151,6 +151,18 @@ impl CpuMask {
         }
     }
 
+    /// A mask for `nr_cpus` CPUs holding the given bitmap words (CPU c at
+    /// bit c % 64 of word c / 64); missing words are empty and bits at or
+    /// above `nr_cpus` are dropped.
+    pub fn from_words(nr_cpus: usize, words: &[u64]) -> Self {
+        let mut mask = Self::new(nr_cpus);
+        let dst = mask.words_mut();
+        let n = dst.len().min(words.len());
+        dst[..n].copy_from_slice(&words[..n]);
+        mask.clear_tail();
+        mask
+    }
+
     /// A mask with all `nr_cpus` CPUs set.
     pub fn full(nr_cpus: usize) -> Self {
         let mut mask = Self::new(nr_cpus);

@@ -54,13 +54,7 @@ impl CpumaskC {
 
     /// The mask's first `nr_cpus` bits as a [`CpuMask`].
     pub fn to_mask(&self, nr_cpus: usize) -> CpuMask {
-        let mut m = CpuMask::new(nr_cpus);
-        for c in 0..nr_cpus.min(NR_CPUS) {
-            if self.test(c) {
-                m.set(c);
-            }
-        }
-        m
+        CpuMask::from_words(nr_cpus, &self.bits)
     }
 }
 
@@ -388,3 +382,25 @@ pub struct DsqIterC {
 
 /// SCX_DSQ_ITER_REV: iterate from the tail.
 pub const DSQ_ITER_REV: u64 = 1 << 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A C mask read for a machine keeps exactly the bits of the machine's
+    /// CPUs, whatever the machine's size against the words.
+    #[test]
+    fn to_mask_keeps_the_machines_cpus_only() {
+        let mut c = CpumaskC::default();
+        for cpu in [0, 5, 63, 64, 127, 128, 129, 200, 4095] {
+            c.bits[cpu / 64] |= 1 << (cpu % 64);
+        }
+        for nr in [1, 6, 64, 65, 128, 129, 130, 256, 300, 4096] {
+            let m = c.to_mask(nr);
+            let want: Vec<usize> = (0..nr).filter(|&cpu| c.test(cpu)).collect();
+            assert_eq!(m.nr_bits(), nr);
+            assert_eq!(m.iter().collect::<Vec<_>>(), want, "{nr} CPUs");
+            assert_eq!(CpumaskC::from_mask(&m).to_mask(nr), m, "{nr} CPUs round trip");
+        }
+    }
+}

@@ -129,7 +129,7 @@ pub fn scx_bpf_select_cpu_and(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flag
         return EBUSY;
     }
     let mask = cpus_allowed.to_mask(sim.nr_cpus());
-    if mask.and(&sim.task(p).cpus_allowed).is_empty() {
+    if !mask.intersects(&sim.task(p).cpus_allowed) {
         return EBUSY;
     }
     match sim.scx_select_cpu_dfl(p, prev, wake_flags, Some(&mask), flags) {
