@@ -14,6 +14,7 @@
 //! Everything iterates in a fixed order (keys as bytes, task ids, LRU
 //! stamps), never a hash order, so runs are reproducible.
 
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, VecDeque};
 
 use schedlab::engine::TaskId;
@@ -246,7 +247,7 @@ enum Store {
     },
     Queue(VecDeque<Box<[u64]>>),
     /// Local storage by owner ([`owner_key`]).
-    Storage(BTreeMap<u64, Box<[u64]>>),
+    Storage(FxHashMap<u64, Box<[u64]>>),
     /// Inner map addresses (0: empty slot).
     Maps(Vec<usize>),
     /// HASH_OF_MAPS: inner map address by key.
@@ -291,7 +292,7 @@ impl Map {
             MapKind::PercpuArray => Store::PercpuArray(None),
             MapKind::Hash | MapKind::LruHash => Store::Hash { elems: BTreeMap::new(), lru: BTreeMap::new(), clock: 0 },
             MapKind::Queue | MapKind::Stack => Store::Queue(VecDeque::new()),
-            MapKind::TaskStorage | MapKind::CgrpStorage | MapKind::InodeStorage => Store::Storage(BTreeMap::new()),
+            MapKind::TaskStorage | MapKind::CgrpStorage | MapKind::InodeStorage => Store::Storage(FxHashMap::default()),
             MapKind::ArrayOfMaps => Store::Maps(vec![0; def.max_entries as usize]),
             MapKind::HashOfMaps => Store::MapsByKey(BTreeMap::new()),
             MapKind::PerfEventArray => Store::Perf(vec![PerfSlot::default(); def.max_entries as usize]),

@@ -30,6 +30,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
@@ -72,14 +73,14 @@ impl Inner {
 pub(super) struct Inner {
     pub maps: Vec<Map>,
     /// Map variable address -> index in `maps`.
-    pub map_addr: BTreeMap<usize, usize>,
+    pub map_addr: FxHashMap<usize, usize>,
     /// Task pointers handed to C -> task.
-    pub tasks: BTreeMap<usize, TaskId>,
+    pub tasks: FxHashMap<usize, TaskId>,
     /// The pointer registered in `tasks` for each task (0: none yet), so a
     /// task handed to C again is not looked up in the map.
     pub task_addr: Vec<usize>,
     /// Live `bpf_cpumask`s by address.
-    pub cpumasks: BTreeMap<usize, Box<BpfCpumaskC>>,
+    pub cpumasks: FxHashMap<usize, Box<BpfCpumaskC>>,
     /// Masks lent by scx_bpf_get_*_cpumask(), valid until the op returns.
     pub lent: BTreeSet<usize>,
     /// Global `struct bpf_cpumask` objects of the scheduler: (start, end,
