@@ -17,6 +17,13 @@
 //! as the machine grows (1000 ms x 128 / CPUs, at least 250 ms) to keep a
 //! run's length in check.
 //!
+//! The `ext/published-switches` group runs published scx schedulers
+//! (scx_bpfland, scx_lavd, scx_cosmos; fetched from crates.io once and
+//! cached, as `--sched crate:NAME@VER` does) on the same mix on 128 flat
+//! CPUs for 300 ms: the kfuncs, maps and cpumask calls real schedulers
+//! make, which `simple` hardly touches. `SCHEDLAB_BENCH_PUBLISHED` names
+//! others (`crate:scx_flash@1.1.4,...`) or `none`.
+//!
 //! Setup (building the world, compiling or loading the scheduler object)
 //! is outside the measured time. `SCHEDLAB_BENCH_SIM_MS` changes the
 //! simulated duration (default 1000 ms, for 128 CPUs).
@@ -181,6 +188,68 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// The published schedulers of the `ext/published-switches` group
+/// (`SCHEDLAB_BENCH_PUBLISHED`: a comma-separated list of `crate:` specs
+/// instead, or `none`).
+const PUBLISHED: &[&str] = &["crate:scx_bpfland@1.1.4", "crate:scx_lavd@1.1.4", "crate:scx_cosmos@1.1.7"];
+
+/// A published scheduler on the peer comparison's mix, 128 flat CPUs,
+/// built as the CLI builds it (source fetched once and cached, its loader
+/// profile, compiled object cached).
+fn published_scenario(spec: &str, ms: u64) -> String {
+    format!("{}[scheduler]\nkind = \"ext\"\nsched = {spec:?}\n", flat_scenario(128, ms))
+}
+
+fn build_published(text: &str) -> Result<Sim, String> {
+    let s = Scenario::parse(text, "bench.toml", &[]).map_err(|e| e.to_string())?;
+    let mut sim = host::world::build(&s, "bench.toml").map_err(|e| e.to_string())?;
+    sim.check_invariants = false;
+    Ok(sim)
+}
+
+/// The published schedulers (`ext/published-switches`): what hosting costs
+/// with the kfuncs, maps and cpumasks real schedulers use, which `simple`
+/// hardly touches. A scheduler that cannot be fetched (no network, no
+/// cache) is reported and skipped.
+fn published(c: &mut Criterion) {
+    let list = std::env::var("SCHEDLAB_BENCH_PUBLISHED").ok();
+    let specs: Vec<String> = match list.as_deref() {
+        Some("none") => Vec::new(),
+        Some(l) => l.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        None => PUBLISHED.iter().map(|s| s.to_string()).collect(),
+    };
+    let ms = (sim_ms() * 3 / 10).max(1);
+    let mut g = c.benchmark_group("ext/published-switches");
+    g.sample_size(10);
+    for spec in specs {
+        let text = published_scenario(&spec, ms);
+        let mut sim = match build_published(&text) {
+            Ok(sim) => sim,
+            Err(e) => {
+                eprintln!("ext/published-switches: {spec} skipped: {e}");
+                continue;
+            }
+        };
+        sim.run();
+        assert!(sim.scx.exit.is_none(), "{spec} exited: {:?}", sim.scx.exit);
+        let (sw, ev) = (switches(&sim), sim.engine.events_processed());
+        eprintln!("ext/published-switches/{spec}: {sw} context switches, {ev} events per {ms} ms simulated on 128 flat CPUs");
+        g.throughput(Throughput::Elements(sw));
+        let name = spec.trim_start_matches("crate:").replace('@', "-");
+        g.bench_function(format!("{name}-128cpu-1280tasks"), |b| {
+            b.iter_batched(
+                || build_published(&text).expect("built once already"),
+                |mut sim| {
+                    sim.run();
+                    sim.engine.events_processed()
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, published);
 criterion_main!(benches);
 
