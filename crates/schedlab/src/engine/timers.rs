@@ -31,9 +31,16 @@ pub(super) struct CpuTimers {
     /// the first step of the task switched in) and re-arms the CPU whose
     /// step or tick just popped; only each slot's last key is walked, when
     /// the tree is next read ([`settle`](Self::settle)). The tree's content
-    /// depends on the keys only, so the order of the walks does not matter.
-    pending: Vec<(usize, u128)>,
+    /// depends on the keys only, so the order of the walks does not matter
+    /// (and a key that finds the list full is walked at once). A fixed
+    /// array, not a Vec: a handler sets one to three slots.
+    pending: [(usize, u128); PENDING_MAX],
+    /// Entries in use in `pending`.
+    npending: usize,
 }
+
+/// Keys kept unwalked at most (see `CpuTimers::pending`).
+const PENDING_MAX: usize = 4;
 
 impl CpuTimers {
     pub(super) fn new(cpus: usize) -> Self {
@@ -50,7 +57,7 @@ impl CpuTimers {
         // Node 0, above the root, stops both loops of a walk: no slot
         // wins it and no key is less than its.
         (keys[0], win[0]) = (0, u32::MAX);
-        CpuTimers { keys, win, gens: vec![0; n], pending: Vec::new() }
+        CpuTimers { keys, win, gens: vec![0; n], pending: [(0, NO_KEY); PENDING_MAX], npending: 0 }
     }
 
     /// How many slots (CPUs, padded to a power of two); 0 without timers.
@@ -62,7 +69,7 @@ impl CpuTimers {
     /// The key slot `slot` holds (NO_KEY when disarmed).
     #[inline]
     pub(super) fn key(&self, slot: usize) -> u128 {
-        match self.pending.iter().find(|p| p.0 == slot) {
+        match self.pending[..self.npending].iter().find(|p| p.0 == slot) {
             Some(&(_, key)) => key,
             None => self.keys[self.slots() + slot],
         }
@@ -78,9 +85,14 @@ impl CpuTimers {
     #[inline]
     pub(super) fn set(&mut self, slot: usize, key: u128) {
         debug_assert!(slot < self.slots(), "slot {slot} of {}", self.slots());
-        match self.pending.iter_mut().find(|p| p.0 == slot) {
+        let n = self.npending;
+        match self.pending[..n].iter_mut().find(|p| p.0 == slot) {
             Some(p) => p.1 = key,
-            None => self.pending.push((slot, key)),
+            None if n < PENDING_MAX => {
+                self.pending[n] = (slot, key);
+                self.npending = n + 1;
+            }
+            None => self.walk(slot, key),
         }
     }
 
@@ -98,7 +110,9 @@ impl CpuTimers {
     /// Walks the pending keys into the tree.
     #[inline]
     pub(super) fn settle(&mut self) {
-        while let Some((slot, key)) = self.pending.pop() {
+        while self.npending > 0 {
+            self.npending -= 1;
+            let (slot, key) = self.pending[self.npending & (PENDING_MAX - 1)];
             self.walk(slot, key);
         }
     }
@@ -162,7 +176,7 @@ impl CpuTimers {
     /// the truth).
     #[inline]
     pub(super) fn head_hint(&self) -> Option<(usize, u128)> {
-        if !self.pending.is_empty() {
+        if self.npending != 0 {
             return None;
         }
         self.first()
@@ -171,7 +185,7 @@ impl CpuTimers {
     /// The slot with the earliest key, if any is armed (on a settled tree).
     #[inline]
     pub(super) fn first(&self) -> Option<(usize, u128)> {
-        debug_assert!(self.pending.is_empty(), "first() on an unsettled tree");
+        debug_assert!(self.npending == 0, "first() on an unsettled tree");
         // The root (for a single slot, its leaf: win[1] = 0).
         let key = *self.keys.get(1)?;
         (key != NO_KEY).then_some((self.win[1] as usize, key))
