@@ -49,23 +49,46 @@ fn cpu_info(sim: &mut Sim) -> (u32, u32) {
     (k::bpf_get_smp_processor_id(sim), k::scx_bpf_nr_cpu_ids(sim))
 }
 
+/// The 4-byte key of an array map at `key` (not NULL).
+#[inline]
+fn array_key(key: *const c_void) -> u32 {
+    // SAFETY: BPF passes a pointer to a key of the map's size, 4 bytes for
+    // the array maps that have a view (the verifier's guarantee, as in
+    // bytes()); it may be unaligned (a byte buffer on the stack).
+    unsafe { key.cast::<u32>().read_unaligned() }
+}
+
 pub(super) extern "C" fn bpf_map_lookup_elem(map: *mut c_void, key: *const c_void) -> *mut c_void {
     with_ctx(|sim, h| {
+        // An array map already looked up: its value's address, with the
+        // same accounting (cpu_info) and answer as the full path below.
+        if let Some(v) = h.array_view(map as usize).filter(|_| !key.is_null()) {
+            let (cpu, nr) = cpu_info(sim);
+            return v.at(array_key(key), cpu, nr).cast();
+        }
         let Some(i) = map_index(sim, h, map, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
         let ks = h.inner.borrow().maps[i].def.key_size;
         let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
         let (cpu, nr) = cpu_info(sim);
-        h.inner.borrow_mut().maps[i].lookup(key, cpu, nr).cast()
+        let r = h.inner.borrow_mut().maps[i].lookup(key, cpu, nr).cast();
+        h.note_array(map as usize, i);
+        r
     })
 }
 
 pub(super) extern "C" fn bpf_map_lookup_percpu_elem(map: *mut c_void, key: *const c_void, cpu: u32) -> *mut c_void {
     with_ctx(|sim, h| {
+        if let Some(v) = h.array_view(map as usize).filter(|v| v.percpu() && !key.is_null()) {
+            let nr = k::scx_bpf_nr_cpu_ids(sim);
+            return v.at(array_key(key), cpu, nr).cast();
+        }
         let Some(i) = map_index(sim, h, map, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
         let ks = h.inner.borrow().maps[i].def.key_size;
         let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
         let nr = k::scx_bpf_nr_cpu_ids(sim);
-        h.inner.borrow_mut().maps[i].lookup_percpu(key, cpu, nr).cast()
+        let r = h.inner.borrow_mut().maps[i].lookup_percpu(key, cpu, nr).cast();
+        h.note_array(map as usize, i);
+        r
     })
 }
 

@@ -269,6 +269,49 @@ pub(crate) const IDLE_OWNER: u64 = 1 << 32;
 /// Memory a removal detached; dropped when the outermost call returns.
 pub(crate) type Graveyard = Vec<Box<[u64]>>;
 
+/// An array map's values as [`Map::array_view`] found them: what
+/// `bpf_map_lookup_elem()` and `bpf_map_lookup_percpu_elem()` compute
+/// (the kernel's verifier inlines the same address arithmetic), with the
+/// same answers as [`Map::lookup`] and [`Map::lookup_percpu`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ArrayView {
+    /// The first value's address.
+    base: usize,
+    /// Words per value.
+    stride: usize,
+    /// max_entries.
+    max: usize,
+    /// Per-CPU copies held (0: not a per-CPU map).
+    copies: usize,
+}
+
+impl ArrayView {
+    /// The value of element `key` (of CPU `cpu`'s copy for a per-CPU map,
+    /// NULL for a CPU at or past `nr_cpus` or past the copies held), NULL
+    /// past max_entries.
+    #[inline]
+    pub(crate) fn at(&self, key: u32, cpu: u32, nr_cpus: u32) -> *mut u8 {
+        let i = key as usize;
+        if i >= self.max {
+            return std::ptr::null_mut();
+        }
+        let slot = if self.copies == 0 {
+            i
+        } else if cpu < nr_cpus && (cpu as usize) < self.copies {
+            cpu as usize * self.max + i
+        } else {
+            return std::ptr::null_mut();
+        };
+        (self.base + slot * self.stride * 8) as *mut u8
+    }
+
+    /// Whether this is a per-CPU map's view.
+    #[inline]
+    pub(crate) fn percpu(&self) -> bool {
+        self.copies != 0
+    }
+}
+
 /// A BPF map as the host keeps it: its definition and its storage.
 pub(crate) struct Map {
     /// What the map's definition says.
@@ -356,6 +399,24 @@ impl Map {
                 m.get(key).map_or(std::ptr::null_mut(), |&a| a as *mut u8)
             }
             _ => std::ptr::null_mut(),
+        }
+    }
+
+    /// Where the values of an array map live, for lookups that need not
+    /// search (`ArrayView`): an ARRAY or PERCPU_ARRAY with 4-byte keys whose
+    /// storage exists (a per-CPU map's is made at its first access). The
+    /// storage never moves once made.
+    pub(crate) fn array_view(&mut self) -> Option<ArrayView> {
+        if self.def.key_size != 4 {
+            return None;
+        }
+        let (stride, max) = (self.stride, self.def.max_entries as usize);
+        match &mut self.store {
+            Store::Array(v) => Some(ArrayView { base: v.as_mut_ptr() as usize, stride, max, copies: 0 }),
+            Store::PercpuArray(Some((_, v))) if stride * max > 0 => {
+                Some(ArrayView { base: v.as_mut_ptr() as usize, stride, max, copies: v.len() / (stride * max) })
+            }
+            _ => None,
         }
     }
 
@@ -818,5 +879,35 @@ mod tests {
         assert_eq!(a.key_of_value_addr(p + 8), Some(2u32.to_ne_bytes().to_vec()));
         assert!(check_def(&def(MapKind::Array, 8, 8, 1)).is_err());
         assert!(check_def(&def(MapKind::TaskStorage, 4, 8, 0)).is_ok());
+    }
+
+    /// An array map's view answers every lookup as the map does: inside
+    /// and past max_entries, for CPUs inside, at and past the machine and
+    /// past the per-CPU copies held, and it exists only once the storage does.
+    #[test]
+    fn array_views_answer_as_lookups_do() {
+        for (kind, vs, max) in [(MapKind::Array, 8, 5), (MapKind::Array, 20, 3), (MapKind::PercpuArray, 16, 4), (MapKind::PercpuArray, 8, 1)] {
+            let mut m = Map::new(def(kind, 4, vs, max));
+            let nr_made = 6;
+            if kind == MapKind::PercpuArray {
+                assert!(m.array_view().is_none(), "no per-CPU storage yet");
+                m.lookup(&0u32.to_ne_bytes(), 0, nr_made);
+            }
+            let v = m.array_view().expect("a view once the storage exists");
+            assert_eq!(v.percpu(), kind == MapKind::PercpuArray);
+            for key in 0..max + 3 {
+                for cpu in 0..nr_made + 3 {
+                    for nr in [1, nr_made - 1, nr_made, nr_made + 2] {
+                        let k = key.to_ne_bytes();
+                        assert_eq!(v.at(key, cpu, nr), m.lookup(&k, cpu, nr), "{kind:?} lookup {key} cpu {cpu} of {nr}");
+                        if kind == MapKind::PercpuArray {
+                            assert_eq!(v.at(key, cpu, nr), m.lookup_percpu(&k, cpu, nr), "lookup_percpu {key} cpu {cpu} of {nr}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(Map::new(def(MapKind::Array, 8, 8, 2)).array_view().is_none(), "8-byte keys take the full path");
+        assert!(Map::new(def(MapKind::Hash, 4, 8, 2)).array_view().is_none());
     }
 }

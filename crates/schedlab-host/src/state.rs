@@ -42,7 +42,7 @@ use schedlab::sched::sim::Sim;
 
 use super::fault::{self, ObjInfo};
 use super::kobj::{Kobjs, Who};
-use super::maps::{Graveyard, Map};
+use super::maps::{ArrayView, Graveyard, Map};
 
 /// `struct bpf_cpumask`: the mask first, so a `struct cpumask *` cast works.
 #[repr(C)]
@@ -111,6 +111,9 @@ pub(super) struct Inner {
     pub tid_to_task: bool,
 }
 
+/// Array maps whose lookups skip the registry (see `HostState::array_views`).
+const ARRAY_VIEWS: usize = 4;
+
 pub(super) struct HostState {
     pub inner: RefCell<Inner>,
     /// One-entry cache of the task lookup: (address, task).
@@ -118,6 +121,13 @@ pub(super) struct HostState {
     /// One-entry cache of the map lookup: (address, index). A map's
     /// address never changes its index (maps are only ever added).
     last_map: Cell<(usize, usize)>,
+    /// The array maps looked up so far (up to [`ARRAY_VIEWS`]): each
+    /// one's variable address, and where its values live. A scheduler's
+    /// per-CPU context or statistics map is looked up on nearly every
+    /// callback; with this the lookup is the kernel's inlined address
+    /// arithmetic, not a search of the map registry.
+    array_addrs: [Cell<usize>; ARRAY_VIEWS],
+    array_views: [Cell<ArrayView>; ARRAY_VIEWS],
     /// Nesting depth of calls into C.
     depth: Cell<u32>,
     /// `grave`, `grave_masks` or `lent` may hold something, to release
@@ -263,6 +273,8 @@ impl HostState {
             inner: RefCell::new(inner),
             last_task: Cell::new((0, 0)),
             last_map: Cell::new((0, 0)),
+            array_addrs: Default::default(),
+            array_views: Default::default(),
             depth: Cell::new(0),
             call_memory: Cell::new(false),
             end_call,
@@ -441,6 +453,26 @@ impl HostState {
         Some(i)
     }
 
+    /// The view of the array map at `addr`, if it was noted.
+    #[inline]
+    pub(super) fn array_view(&self, addr: usize) -> Option<ArrayView> {
+        let k = self.array_addrs.iter().position(|a| a.get() == addr && addr != 0)?;
+        Some(self.array_views[k].get())
+    }
+
+    /// Notes map `i` (at `addr`) for [`array_view`](Self::array_view) if it
+    /// is an array map with storage and a slot is free.
+    pub(super) fn note_array(&self, addr: usize, i: usize) {
+        let Some(k) = self.array_addrs.iter().position(|a| a.get() == 0) else { return };
+        if addr == 0 || self.array_view(addr).is_some() {
+            return;
+        }
+        if let Some(v) = self.inner.borrow_mut().maps[i].array_view() {
+            self.array_addrs[k].set(addr);
+            self.array_views[k].set(v);
+        }
+    }
+
     /// The C view of task `p`, registered so later arguments can be checked.
     #[inline]
     pub(super) fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
@@ -586,15 +618,18 @@ impl HostState {
         if a == 0 {
             return false;
         }
+        // Most often `p->cpus_ptr` of the task the scheduler was just
+        // handed or handed back: the last task seen needs no lookup.
+        let task = a.checked_sub(std::mem::offset_of!(TaskStructC, cpus_mask));
+        if task.is_some_and(|t| t != 0 && self.last_task.get().0 == t) {
+            return true;
+        }
         let i = self.inner.borrow();
-        if i.cpumasks.contains_key(&a) || i.lent.contains(&a) {
-            return true;
-        }
-        if i.global_cpumask(a) {
-            return true;
-        }
-        let off = std::mem::offset_of!(TaskStructC, cpus_mask);
-        a.checked_sub(off).is_some_and(|t| i.tasks.contains_key(&t) || i.kobjs.idle_of(t).is_some())
+        task.is_some_and(|t| i.tasks.contains_key(&t))
+            || i.cpumasks.contains_key(&a)
+            || i.lent.contains(&a)
+            || i.global_cpumask(a)
+            || task.is_some_and(|t| i.kobjs.idle_of(t).is_some())
     }
 
     /// Checks a `const struct cpumask *` argument, ejecting on a bad one.
