@@ -15,7 +15,7 @@
 //! stamps), never a hash order, so runs are reproducible.
 
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use schedlab::engine::TaskId;
 
@@ -240,8 +240,12 @@ enum Store {
     /// Per-CPU copies, allocated at the first access (the CPU count is the
     /// simulated machine's).
     PercpuArray(Option<(u32, Box<[u64]>)>),
+    /// HASH and LRU_HASH: elements found by hashing their key (lookups and
+    /// updates, on the hot path), iterated in key byte order through `keys`
+    /// (bpf_for_each_map_elem() and the host's readers).
     Hash {
-        elems: BTreeMap<Vec<u8>, Elem>,
+        elems: FxHashMap<Vec<u8>, Elem>,
+        keys: BTreeSet<Vec<u8>>,
         lru: BTreeMap<u64, Vec<u8>>,
         clock: u64,
     },
@@ -333,7 +337,7 @@ impl Map {
         let store = match def.kind {
             MapKind::Array => Store::Array(vec![0u64; stride * def.max_entries as usize].into_boxed_slice()),
             MapKind::PercpuArray => Store::PercpuArray(None),
-            MapKind::Hash | MapKind::LruHash => Store::Hash { elems: BTreeMap::new(), lru: BTreeMap::new(), clock: 0 },
+            MapKind::Hash | MapKind::LruHash => Store::Hash { elems: FxHashMap::default(), keys: BTreeSet::new(), lru: BTreeMap::new(), clock: 0 },
             MapKind::Queue | MapKind::Stack => Store::Queue(VecDeque::new()),
             MapKind::TaskStorage | MapKind::CgrpStorage | MapKind::InodeStorage => Store::Storage(FxHashMap::default()),
             MapKind::ArrayOfMaps => Store::Maps(vec![0; def.max_entries as usize]),
@@ -379,7 +383,7 @@ impl Map {
             MapKind::PercpuArray => self.lookup_percpu(key, cpu, nr_cpus),
             MapKind::Hash | MapKind::LruHash => {
                 let lru = self.def.kind == MapKind::LruHash;
-                let Store::Hash { elems, lru: order, clock } = &mut self.store else { unreachable!() };
+                let Store::Hash { elems, lru: order, clock, .. } = &mut self.store else { unreachable!() };
                 let Some(e) = elems.get_mut(key) else { return std::ptr::null_mut() };
                 if lru {
                     *clock += 1;
@@ -479,7 +483,7 @@ impl Map {
         let lru = self.def.kind == MapKind::LruHash;
         let (max, vsize) = (self.def.max_entries as usize, self.def.value_size);
         let special = &self.special;
-        let Store::Hash { elems, lru: order, clock } = &mut self.store else { unreachable!() };
+        let Store::Hash { elems, keys, lru: order, clock } = &mut self.store else { unreachable!() };
         *clock += 1;
         if let Some(e) = elems.get_mut(key) {
             if op == BPF_NOEXIST {
@@ -505,6 +509,7 @@ impl Map {
             // approximate; this one is exact and deterministic).
             let Some((_, victim)) = order.pop_first() else { return -E2BIG };
             elems.remove(&victim);
+            keys.remove(&victim);
         }
         // A new element's special fields start zeroed
         // (check_and_init_map_value()).
@@ -512,6 +517,7 @@ impl Map {
         // SAFETY: `val` holds value_size bytes.
         unsafe { copy_map_value(bytes_mut(&mut val), value, special) };
         elems.insert(key.to_vec(), Elem { val, stamp: *clock });
+        keys.insert(key.to_vec());
         order.insert(*clock, key.to_vec());
         0
     }
@@ -520,9 +526,10 @@ impl Map {
     pub(crate) fn delete(&mut self, key: &[u8], grave: &mut Graveyard) -> i64 {
         match self.def.kind {
             MapKind::Hash | MapKind::LruHash => {
-                let Store::Hash { elems, lru, .. } = &mut self.store else { unreachable!() };
+                let Store::Hash { elems, keys, lru, .. } = &mut self.store else { unreachable!() };
                 match elems.remove(key) {
                     Some(e) => {
+                        keys.remove(key);
                         lru.remove(&e.stamp);
                         grave.push(e.val);
                         0
@@ -675,8 +682,9 @@ impl Map {
                 }
             }
             MapKind::Hash | MapKind::LruHash => {
-                let Store::Hash { elems, .. } = &mut self.store else { unreachable!() };
-                for (k, e) in elems.iter_mut() {
+                let Store::Hash { elems, keys, .. } = &mut self.store else { unreachable!() };
+                for k in keys.iter() {
+                    let e = elems.get_mut(k).expect("every key has its element");
                     out.push((k.as_ptr(), bytes_mut(&mut e.val)));
                 }
             }
@@ -715,6 +723,7 @@ impl Map {
             Store::PercpuArray(Some((n, v))) => within(v.as_ptr(), self.def.max_entries as usize * *n as usize)
                 .map(|i| ((i % self.def.max_entries as usize) as u32).to_ne_bytes().to_vec()),
             Store::Hash { elems, .. } => {
+                // Values are distinct allocations: at most one holds `addr`.
                 elems.iter().find(|(_, e)| within(e.val.as_ptr(), 1).is_some()).map(|(k, _)| k.clone())
             }
             Store::Storage(m) => {
@@ -811,6 +820,34 @@ mod tests {
         assert!(m.lookup(&a, 0, 1).is_null());
         assert_eq!(m.update(&c, &5u64.to_ne_bytes(), BPF_ANY, 0, 1), 0);
         assert_eq!(m.len(), 2);
+    }
+
+    /// Hash maps iterate in key byte order whatever the order of inserts,
+    /// deletes and evictions, each key once with its own value.
+    #[test]
+    fn hash_iteration_is_in_key_order() {
+        for kind in [MapKind::Hash, MapKind::LruHash] {
+            let mut m = Map::new(def(kind, 4, 8, 6));
+            let mut grave = Vec::new();
+            for k in [0x0300_0000u32, 7, 0x0100_0000, 2, 0x0200_0000, 9] {
+                assert_eq!(m.update(&k.to_be_bytes(), &(k as u64).to_ne_bytes(), BPF_ANY, 0, 1), 0);
+            }
+            assert_eq!(m.delete(&2u32.to_be_bytes(), &mut grave), 0);
+            let want_after_delete = [7u32, 9, 0x0100_0000, 0x0200_0000, 0x0300_0000];
+            let mut idx = Vec::new();
+            let got: Vec<(u32, u64)> = m
+                .elems(0, 1, &mut idx)
+                .into_iter()
+                .map(|(k, v)| {
+                    // SAFETY: 4-byte keys and 8-byte values of this map.
+                    let key = u32::from_be_bytes(unsafe { std::slice::from_raw_parts(k, 4) }.try_into().unwrap());
+                    (key, read_u64(v))
+                })
+                .collect();
+            let want: Vec<(u32, u64)> = want_after_delete.iter().map(|&k| (k, k as u64)).collect();
+            assert_eq!(got, want, "{kind:?}");
+            assert_eq!(m.len(), 5);
+        }
     }
 
     #[test]
