@@ -19,8 +19,6 @@
 //! The mapping here starts on a 4 GiB boundary too, which gives both the
 //! same meaning.
 
-use std::collections::BTreeSet;
-
 pub(super) const PAGE: usize = 4096;
 /// The arena's alignment (see the module doc).
 const ALIGN: usize = 1 << 32;
@@ -28,8 +26,57 @@ const ALIGN: usize = 1 << 32;
 pub(crate) struct Arena {
     base: *mut u8,
     pages: u32,
-    used: BTreeSet<u32>,
-    reserved: BTreeSet<u32>,
+    /// Page bitmaps, bit `p % 64` of word `p / 64` for page `p`: allocated
+    /// (or faulted in) pages, and reserved ones (never both).
+    used: Bits,
+    reserved: Bits,
+    /// How many bits `used` has set.
+    nr_used: usize,
+}
+
+/// A bitmap of pages.
+#[derive(Default)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(pages: u32) -> Bits {
+        Bits(vec![0; (pages as usize).div_ceil(64)])
+    }
+
+    #[cfg(test)]
+    fn get(&self, p: u32) -> bool {
+        self.0[p as usize / 64] & (1 << (p % 64)) != 0
+    }
+
+    /// Calls `f(word index, mask)` for the parts of words covering pages
+    /// `[first, end)`.
+    fn spans(first: u32, end: u32, mut f: impl FnMut(usize, u64)) {
+        let mut p = first;
+        while p < end {
+            let lo = p % 64;
+            let n = (end - p).min(64 - lo);
+            let m = if n == 64 { !0 } else { ((1u64 << n) - 1) << lo };
+            f(p as usize / 64, m);
+            p += n;
+        }
+    }
+
+    /// Whether any of pages `[first, end)` is set.
+    fn any(&self, first: u32, end: u32) -> bool {
+        let mut hit = false;
+        Bits::spans(first, end, |w, m| hit |= self.0[w] & m != 0);
+        hit
+    }
+
+    /// Sets pages `[first, end)`; returns how many were not set before.
+    fn set(&mut self, first: u32, end: u32) -> usize {
+        let mut new = 0;
+        Bits::spans(first, end, |w, m| {
+            new += (m & !self.0[w]).count_ones() as usize;
+            self.0[w] |= m;
+        });
+        new
+    }
 }
 
 impl Arena {
@@ -50,7 +97,7 @@ impl Arena {
             )
         };
         if p == libc::MAP_FAILED {
-            return Arena { base: std::ptr::null_mut(), pages: 0, used: BTreeSet::new(), reserved: BTreeSet::new() };
+            return Arena { base: std::ptr::null_mut(), pages: 0, used: Bits::default(), reserved: Bits::default(), nr_used: 0 };
         }
         let start = p as usize;
         let base = start.next_multiple_of(ALIGN);
@@ -65,7 +112,7 @@ impl Arena {
                 libc::munmap((base + len) as *mut libc::c_void, tail);
             }
         }
-        Arena { base: base as *mut u8, pages, used: BTreeSet::new(), reserved: BTreeSet::new() }
+        Arena { base: base as *mut u8, pages, used: Bits::new(pages), reserved: Bits::new(pages), nr_used: 0 }
     }
 
     /// compute_pgoff(): the page `addr` names, from its low 32 bits (NULL
@@ -85,11 +132,11 @@ impl Arena {
         if len == 0 || end > self.pages as usize * PAGE {
             return false;
         }
-        let pages = (off / PAGE) as u32..=((end - 1) / PAGE) as u32;
-        if pages.clone().any(|p| self.reserved.contains(&p)) {
+        let (first, last) = ((off / PAGE) as u32, ((end - 1) / PAGE) as u32);
+        if self.reserved.any(first, last + 1) {
             return false;
         }
-        self.used.extend(pages);
+        self.take(first, last + 1);
         true
     }
 
@@ -100,7 +147,63 @@ impl Arena {
     }
 
     fn free_run(&self, first: u32, cnt: u32) -> bool {
-        (first..first + cnt).all(|p| !self.used.contains(&p) && !self.reserved.contains(&p))
+        !self.used.any(first, first + cnt) && !self.reserved.any(first, first + cnt)
+    }
+
+    /// Marks pages `[first, end)` allocated.
+    fn take(&mut self, first: u32, end: u32) {
+        self.nr_used += self.used.set(first, end);
+    }
+
+    /// The pages of word `w` that are allocated or reserved, with the bits
+    /// past the arena's end counted as taken.
+    fn taken_word(&self, w: usize) -> u64 {
+        let t = self.used.0[w] | self.reserved.0[w];
+        let past = (w as u64 + 1) * 64;
+        if past > u64::from(self.pages) {
+            t | !0 << (u64::from(self.pages) % 64)
+        } else {
+            t
+        }
+    }
+
+    /// The lowest page in `[from, limit)` whose taken state is `taken`;
+    /// `limit` if none (`limit` is at most `pages`).
+    fn next(&self, from: u32, limit: u32, taken: bool) -> u32 {
+        if from >= limit {
+            return limit;
+        }
+        let last = (limit - 1) as usize / 64;
+        let mut w = from as usize / 64;
+        let flip = if taken { 0 } else { !0 };
+        let mut bits = (self.taken_word(w) ^ flip) & (!0 << (from % 64));
+        loop {
+            if bits != 0 {
+                return (w as u32 * 64 + bits.trailing_zeros()).min(limit);
+            }
+            if w == last {
+                return limit;
+            }
+            w += 1;
+            bits = self.taken_word(w) ^ flip;
+        }
+    }
+
+    /// First fit: the lowest page starting `cnt` free ones (`cnt` is from 1
+    /// to `pages`). From each free page it looks for a taken one among the
+    /// `cnt` pages there; a run cut short resumes past the taken page, so no
+    /// start page is missed.
+    fn first_fit(&self, cnt: u32) -> Option<u32> {
+        let mut p = 0;
+        loop {
+            p = self.next(p, self.pages, false);
+            let end = p.checked_add(cnt).filter(|&e| e <= self.pages)?;
+            let q = self.next(p, end, true);
+            if q >= end {
+                return Some(p);
+            }
+            p = q;
+        }
     }
 
     /// bpf_arena_alloc_pages(): `cnt` pages at `addr` (0: the lowest free
@@ -114,9 +217,9 @@ impl Arena {
             let p = self.page_of(addr)?;
             (p.checked_add(cnt)? <= self.pages && self.free_run(p, cnt)).then_some(p)?
         } else {
-            (0..=self.pages - cnt).find(|&p| self.free_run(p, cnt))?
+            self.first_fit(cnt)?
         };
-        self.used.extend(first..first + cnt);
+        self.take(first, first + cnt);
         Some(self.base as usize + first as usize * PAGE)
     }
 
@@ -125,12 +228,23 @@ impl Arena {
     pub(crate) fn free(&mut self, addr: usize, cnt: u32) {
         let Some(first) = self.page_of(addr) else { return };
         let end = first.saturating_add(cnt).min(self.pages);
-        for p in first..end {
-            if self.used.remove(&p) {
-                // SAFETY: page `p` lies inside this arena's mapping.
-                unsafe { libc::madvise(self.base.add(p as usize * PAGE).cast(), PAGE, libc::MADV_DONTNEED) };
+        let base = self.base;
+        let mut gone = 0;
+        Bits::spans(first, end, |w, m| {
+            let mut hit = self.used.0[w] & m;
+            self.used.0[w] &= !hit;
+            gone += hit.count_ones() as usize;
+            while hit != 0 {
+                // One run of allocated pages in this word at a time.
+                let lo = hit.trailing_zeros();
+                let n = (hit >> lo).trailing_ones();
+                let p = w * 64 + lo as usize;
+                // SAFETY: pages `[p, p + n)` lie inside this arena's mapping.
+                unsafe { libc::madvise(base.add(p * PAGE).cast(), n as usize * PAGE, libc::MADV_DONTNEED) };
+                hit &= !((((1u128 << n) - 1) as u64) << lo);
             }
-        }
+        });
+        self.nr_used -= gone;
     }
 
     /// bpf_arena_reserve_pages(): keeps free pages from being allocated;
@@ -140,10 +254,10 @@ impl Arena {
         if first.checked_add(cnt).is_none_or(|e| e > self.pages) {
             return -22;
         }
-        if (first..first + cnt).any(|p| self.used.contains(&p)) {
+        if self.used.any(first, first + cnt) {
             return -16;
         }
-        self.reserved.extend(first..first + cnt);
+        self.reserved.set(first, first + cnt);
         0
     }
 
@@ -156,12 +270,12 @@ impl Arena {
         if cnt == 0 || !self.free_run(first, cnt) {
             return None;
         }
-        self.used.extend(first..first + cnt);
+        self.take(first, first + cnt);
         Some(self.base as usize + first as usize * PAGE)
     }
 
     pub(crate) fn allocated_pages(&self) -> usize {
-        self.used.len()
+        self.nr_used
     }
 }
 
@@ -226,5 +340,149 @@ mod tests {
         assert_eq!(a.alloc(0, 1, 0), Some(base + 2 * PAGE));
         assert_eq!(a.alloc(PAGE * 5, 1, 0), Some(base + 5 * PAGE), "an offset names the same page as the full address");
         assert_eq!(a.reserve(16 * PAGE, 1), -22, "past the end");
+    }
+
+    /// The allocator as it was with ordered sets of pages and a first fit
+    /// that tries every start page: the reference for the bitmaps.
+    struct RefArena {
+        base: usize,
+        pages: u32,
+        used: std::collections::BTreeSet<u32>,
+        reserved: std::collections::BTreeSet<u32>,
+    }
+
+    impl RefArena {
+        fn page_of(&self, addr: usize) -> Option<u32> {
+            let off = (addr as u32).wrapping_sub(self.base as u32) as usize;
+            (off % PAGE == 0 && off / PAGE < self.pages as usize).then_some((off / PAGE) as u32)
+        }
+
+        fn touch(&mut self, addr: usize, len: usize) -> bool {
+            let Some(off) = addr.checked_sub(self.base) else { return false };
+            let Some(end) = off.checked_add(len) else { return false };
+            if len == 0 || end > self.pages as usize * PAGE {
+                return false;
+            }
+            let pages = (off / PAGE) as u32..=((end - 1) / PAGE) as u32;
+            if pages.clone().any(|p| self.reserved.contains(&p)) {
+                return false;
+            }
+            self.used.extend(pages);
+            true
+        }
+
+        fn free_run(&self, first: u32, cnt: u32) -> bool {
+            (first..first + cnt).all(|p| !self.used.contains(&p) && !self.reserved.contains(&p))
+        }
+
+        fn alloc(&mut self, addr: usize, cnt: u32, flags: u64) -> Option<usize> {
+            if flags != 0 || cnt == 0 || cnt > self.pages {
+                return None;
+            }
+            let first = if addr != 0 {
+                let p = self.page_of(addr)?;
+                (p.checked_add(cnt)? <= self.pages && self.free_run(p, cnt)).then_some(p)?
+            } else {
+                (0..=self.pages - cnt).find(|&p| self.free_run(p, cnt))?
+            };
+            self.used.extend(first..first + cnt);
+            Some(self.base + first as usize * PAGE)
+        }
+
+        fn free(&mut self, addr: usize, cnt: u32) {
+            let Some(first) = self.page_of(addr) else { return };
+            let end = first.saturating_add(cnt).min(self.pages);
+            for p in first..end {
+                self.used.remove(&p);
+            }
+        }
+
+        fn reserve(&mut self, addr: usize, cnt: u32) -> i64 {
+            let Some(first) = self.page_of(addr) else { return -22 };
+            if first.checked_add(cnt).is_none_or(|e| e > self.pages) {
+                return -22;
+            }
+            if (first..first + cnt).any(|p| self.used.contains(&p)) {
+                return -16;
+            }
+            self.reserved.extend(first..first + cnt);
+            0
+        }
+
+        fn place_top(&mut self, bytes: usize) -> Option<usize> {
+            let cnt = u32::try_from(bytes.div_ceil(PAGE)).ok()?;
+            let first = self.pages.checked_sub(cnt)?;
+            if cnt == 0 || !self.free_run(first, cnt) {
+                return None;
+            }
+            self.used.extend(first..first + cnt);
+            Some(self.base + first as usize * PAGE)
+        }
+    }
+
+    /// Random allocations, frees, reservations, faults and placements give
+    /// the same results and leave the same pages taken as the reference.
+    #[test]
+    fn bitmaps_match_the_reference_first_fit() {
+        for seed in 0..300u64 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let pages = match seed % 6 {
+                0 => 64,
+                1 => 128,
+                2 => rng.u32(1..8),
+                3 => rng.u32(60..70),
+                _ => rng.u32(1..400),
+            };
+            let mut a = Arena::new(pages);
+            let base = a.base as usize;
+            let mut r = RefArena { base, pages, used: Default::default(), reserved: Default::default() };
+            // Mostly small runs, sometimes long ones (or too long).
+            let cnt = |rng: &mut fastrand::Rng| if rng.u8(..10) == 0 { rng.u32(0..=pages + 2) } else { rng.u32(1..6) };
+            // A page's address (sometimes its offset only, or unaligned, or past the end).
+            let addr = |rng: &mut fastrand::Rng| {
+                let p = rng.usize(0..pages as usize + 3);
+                match rng.u8(..8) {
+                    0 => p * PAGE,
+                    1 => base + p * PAGE + rng.usize(1..PAGE),
+                    _ => base + p * PAGE,
+                }
+            };
+            for step in 0..400 {
+                let what = format!("seed {seed}, {pages} pages, step {step}");
+                match rng.u8(..16) {
+                    0..=6 => {
+                        let (n, f) = (cnt(&mut rng), u64::from(rng.u8(..40) == 0));
+                        assert_eq!(a.alloc(0, n, f), r.alloc(0, n, f), "alloc(0, {n}) {what}");
+                    }
+                    7 => {
+                        let (at, n) = (addr(&mut rng), cnt(&mut rng));
+                        assert_eq!(a.alloc(at, n, 0), r.alloc(at, n, 0), "alloc({at:#x}, {n}) {what}");
+                    }
+                    8..=11 => {
+                        let (at, n) = (addr(&mut rng), cnt(&mut rng));
+                        a.free(at, n);
+                        r.free(at, n);
+                    }
+                    12 => {
+                        let (at, n) = (addr(&mut rng), cnt(&mut rng));
+                        assert_eq!(a.reserve(at, n), r.reserve(at, n), "reserve({at:#x}, {n}) {what}");
+                    }
+                    13 | 14 => {
+                        let at = base + rng.usize(0..pages as usize * PAGE + 2 * PAGE);
+                        let len = rng.usize(0..3 * PAGE);
+                        assert_eq!(a.touch(at, len), r.touch(at, len), "touch({at:#x}, {len}) {what}");
+                    }
+                    _ => {
+                        let bytes = rng.usize(0..4 * PAGE);
+                        assert_eq!(a.place_top(bytes), r.place_top(bytes), "place_top({bytes}) {what}");
+                    }
+                }
+                assert_eq!(a.allocated_pages(), r.used.len(), "{what}");
+            }
+            for p in 0..pages {
+                assert_eq!(a.used.get(p), r.used.contains(&p), "page {p} allocated, seed {seed}");
+                assert_eq!(a.reserved.get(p), r.reserved.contains(&p), "page {p} reserved, seed {seed}");
+            }
+        }
     }
 }
