@@ -36,6 +36,72 @@ fn bit(m: &CpumaskC, cpu: u32) -> bool {
     m.bits[cpu as usize / 64] & (1 << (cpu % 64)) != 0
 }
 
+/// The bits of the last word covering CPUs below `to` (`to` > 0) that
+/// name CPUs below it.
+#[inline]
+fn tail(to: u32) -> u64 {
+    !0 >> ((64 - to % 64) % 64)
+}
+
+/// The lowest CPU in `[from, to)` whose bit is set in `word(w)` (word `w`
+/// of a mask, computed), looking at whole words.
+#[inline(always)]
+fn find(from: u32, to: u32, word: impl Fn(usize) -> u64) -> Option<u32> {
+    if from >= to {
+        return None;
+    }
+    let last = (to - 1) as usize / 64;
+    let mut w = from as usize / 64;
+    let mut bits = word(w) & (!0 << (from % 64));
+    loop {
+        if w == last {
+            bits &= tail(to);
+            return (bits != 0).then(|| (w * 64) as u32 + bits.trailing_zeros());
+        }
+        if bits != 0 {
+            return Some((w * 64) as u32 + bits.trailing_zeros());
+        }
+        w += 1;
+        bits = word(w);
+    }
+}
+
+/// How many CPUs below `nr` are set in `m`.
+fn weight(m: &CpumaskC, nr: u32) -> u32 {
+    if nr == 0 {
+        return 0;
+    }
+    let last = (nr - 1) as usize / 64;
+    let whole: u32 = m.bits[..last].iter().map(|w| w.count_ones()).sum();
+    whole + (m.bits[last] & tail(nr)).count_ones()
+}
+
+/// Whether every CPU below `nr` is set in `m`.
+fn full(m: &CpumaskC, nr: u32) -> bool {
+    if nr == 0 {
+        return true;
+    }
+    let last = (nr - 1) as usize / 64;
+    m.bits[..last].iter().all(|&w| w == !0) && m.bits[last] & tail(nr) == tail(nr)
+}
+
+/// Sets every CPU below `nr` in `m` (the others are left as they are).
+fn set_all(m: &mut CpumaskC, nr: u32) {
+    if nr == 0 {
+        return;
+    }
+    let last = (nr - 1) as usize / 64;
+    m.bits[..last].fill(!0);
+    m.bits[last] |= tail(nr);
+}
+
+/// Whether `f(w)` is non-zero for any word of a mask, eight words at a time
+/// (each eight are combined without branches).
+#[inline(always)]
+fn any_word(f: impl Fn(usize) -> u64) -> bool {
+    (0..CPUMASK_WORDS / 8).any(|c| (c * 8..c * 8 + 8).fold(0, |acc, w| acc | f(w)) != 0)
+}
+
 /// A registered bpf_cpumask by address, or an ejection.
 fn owned<'a>(sim: &mut Sim, h: &HostState, m: *mut BpfCpumaskC, what: &str) -> Option<&'a mut BpfCpumaskC> {
     let known = {
@@ -92,46 +158,35 @@ fn read<'a>(sim: &mut Sim, h: &HostState, m: *const CpumaskC, what: &str) -> Opt
     h.mask(sim, m, what)
 }
 
-fn first_set(m: &CpumaskC, nr: u32, from: u32) -> u32 {
-    (from..nr).find(|&c| bit(m, c)).unwrap_or(nr)
-}
-
 pub(super) extern "C" fn bpf_cpumask_first(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        read(sim, h, m, "bpf_cpumask_first").map_or(nr, |m| first_set(m, nr, 0))
+        read(sim, h, m, "bpf_cpumask_first").map_or(nr, |m| find(0, nr, |w| m.bits[w]).unwrap_or(nr))
     })
 }
 
 pub(super) extern "C" fn bpf_cpumask_first_zero(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        read(sim, h, m, "bpf_cpumask_first_zero").map_or(nr, |m| (0..nr).find(|&c| !bit(m, c)).unwrap_or(nr))
+        read(sim, h, m, "bpf_cpumask_first_zero").map_or(nr, |m| find(0, nr, |w| !m.bits[w]).unwrap_or(nr))
     })
 }
 
-fn and(a: &CpumaskC, b: &CpumaskC) -> CpumaskC {
-    let mut r = CpumaskC::default();
-    for w in 0..CPUMASK_WORDS {
-        r.bits[w] = a.bits[w] & b.bits[w];
-    }
-    r
-}
-
-fn two(
+/// Checks two `const struct cpumask *` arguments, `a` first.
+fn two<'a>(
     sim: &mut Sim,
     h: &HostState,
     a: *const CpumaskC,
     b: *const CpumaskC,
     what: &str,
-) -> Option<(CpumaskC, CpumaskC)> {
-    Some((*read(sim, h, a, what)?, *read(sim, h, b, what)?))
+) -> Option<(&'a CpumaskC, &'a CpumaskC)> {
+    Some((read(sim, h, a, what)?, read(sim, h, b, what)?))
 }
 
 pub(super) extern "C" fn bpf_cpumask_first_and(a: *const CpumaskC, b: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        two(sim, h, a, b, "bpf_cpumask_first_and").map_or(nr, |(a, b)| first_set(&and(&a, &b), nr, 0))
+        two(sim, h, a, b, "bpf_cpumask_first_and").map_or(nr, |(a, b)| find(0, nr, |w| a.bits[w] & b.bits[w]).unwrap_or(nr))
     })
 }
 
@@ -197,7 +252,7 @@ pub(super) extern "C" fn bpf_cpumask_test_and_clear_cpu(cpu: u32, m: *mut BpfCpu
 
 pub(super) extern "C" fn bpf_cpumask_setall(m: *mut BpfCpumaskC) {
     edit(m, "bpf_cpumask_setall", |m, nr| {
-        (0..nr).for_each(|c| set(m, c, true));
+        set_all(m, nr);
         false
     });
 }
@@ -209,15 +264,51 @@ pub(super) extern "C" fn bpf_cpumask_clear(m: *mut BpfCpumaskC) {
     });
 }
 
-/// dst = op(a, b); `a` and `b` are read before `dst` is written (they may alias).
-fn binop(d: *mut BpfCpumaskC, a: *const CpumaskC, b: *const CpumaskC, what: &str, op: fn(u64, u64) -> u64) -> bool {
-    with_ctx(|sim, h| {
-        let Some((a, b)) = two(sim, h, a, b, what) else { return false };
-        let Some(dst) = owned(sim, h, d, what) else { return false };
-        for w in 0..CPUMASK_WORDS {
-            dst.mask.bits[w] = op(a.bits[w], b.bits[w]);
+/// `*d = op(*a, *b)` word by word over the whole mask, stray bits past
+/// `nr_cpu_ids` included; whether the result has any bit set. `a` and `b`
+/// may be `d`: each word is read before the same word is written. A mask
+/// overlapping `d` only in part (no valid arguments do) is copied first,
+/// so every word is still read before any is written.
+///
+/// # Safety
+/// `a` and `b` must be readable and `d` writable masks, with no reference
+/// to any of them live.
+#[inline(always)]
+unsafe fn combine(d: *mut CpumaskC, a: *const CpumaskC, b: *const CpumaskC, op: impl Fn(u64, u64) -> u64) -> bool {
+    let size = std::mem::size_of::<CpumaskC>();
+    let part = |x: *const CpumaskC| x != d.cast_const() && (x as usize).abs_diff(d as usize) < size;
+    let copies: (CpumaskC, CpumaskC);
+    let (a, b) = if part(a) || part(b) {
+        // SAFETY: the caller's; the copies are separate from `d`.
+        copies = unsafe { (*a, *b) };
+        (&raw const copies.0, &raw const copies.1)
+    } else {
+        (a, b)
+    };
+    let (d, a, b) = (d.cast::<u64>(), a.cast::<u64>(), b.cast::<u64>());
+    let mut any = 0;
+    for w in 0..CPUMASK_WORDS {
+        // SAFETY: word `w` of each mask (the caller's); `d`'s word is
+        // written after `a`'s and `b`'s are read.
+        unsafe {
+            let v = op(a.add(w).read(), b.add(w).read());
+            d.add(w).write(v);
+            any |= v;
         }
-        dst.mask.bits.iter().any(|&w| w != 0)
+    }
+    any != 0
+}
+
+/// dst = op(a, b); `a` and `b` are read before `dst` is written (they may alias).
+#[inline(always)]
+fn binop(d: *mut BpfCpumaskC, a: *const CpumaskC, b: *const CpumaskC, what: &str, op: impl Fn(u64, u64) -> u64) -> bool {
+    with_ctx(|sim, h| {
+        if two(sim, h, a, b, what).is_none() || owned(sim, h, d, what).is_none() {
+            return false;
+        }
+        // SAFETY: all three were checked just now as live masks; no
+        // reference to them is used any more.
+        unsafe { combine(std::ptr::addr_of_mut!((*d).mask), a, b, op) }
     })
 }
 
@@ -233,8 +324,9 @@ pub(super) extern "C" fn bpf_cpumask_xor(d: *mut BpfCpumaskC, a: *const CpumaskC
     binop(d, a, b, "bpf_cpumask_xor", |x, y| x ^ y);
 }
 
-fn pred2(a: *const CpumaskC, b: *const CpumaskC, what: &str, f: fn(&CpumaskC, &CpumaskC) -> bool) -> bool {
-    with_ctx(|sim, h| two(sim, h, a, b, what).is_some_and(|(a, b)| f(&a, &b)))
+#[inline(always)]
+fn pred2(a: *const CpumaskC, b: *const CpumaskC, what: &str, f: impl Fn(&CpumaskC, &CpumaskC) -> bool) -> bool {
+    with_ctx(|sim, h| two(sim, h, a, b, what).is_some_and(|(a, b)| f(a, b)))
 }
 
 pub(super) extern "C" fn bpf_cpumask_equal(a: *const CpumaskC, b: *const CpumaskC) -> bool {
@@ -242,48 +334,69 @@ pub(super) extern "C" fn bpf_cpumask_equal(a: *const CpumaskC, b: *const Cpumask
 }
 
 pub(super) extern "C" fn bpf_cpumask_intersects(a: *const CpumaskC, b: *const CpumaskC) -> bool {
-    pred2(a, b, "bpf_cpumask_intersects", |a, b| a.bits.iter().zip(&b.bits).any(|(x, y)| x & y != 0))
+    pred2(a, b, "bpf_cpumask_intersects", |a, b| any_word(|w| a.bits[w] & b.bits[w]))
 }
 
 pub(super) extern "C" fn bpf_cpumask_subset(a: *const CpumaskC, b: *const CpumaskC) -> bool {
-    pred2(a, b, "bpf_cpumask_subset", |a, b| a.bits.iter().zip(&b.bits).all(|(x, y)| x & !y == 0))
+    pred2(a, b, "bpf_cpumask_subset", |a, b| !any_word(|w| a.bits[w] & !b.bits[w]))
 }
 
 pub(super) extern "C" fn bpf_cpumask_empty(m: *const CpumaskC) -> bool {
-    with_ctx(|sim, h| read(sim, h, m, "bpf_cpumask_empty").is_some_and(|m| m.bits.iter().all(|&w| w == 0)))
+    with_ctx(|sim, h| read(sim, h, m, "bpf_cpumask_empty").is_some_and(|m| !any_word(|w| m.bits[w])))
 }
 
 pub(super) extern "C" fn bpf_cpumask_full(m: *const CpumaskC) -> bool {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        read(sim, h, m, "bpf_cpumask_full").is_some_and(|m| (0..nr).all(|c| bit(m, c)))
+        read(sim, h, m, "bpf_cpumask_full").is_some_and(|m| full(m, nr))
     })
 }
 
 pub(super) extern "C" fn bpf_cpumask_copy(d: *mut BpfCpumaskC, s: *const CpumaskC) {
     with_ctx(|sim, h| {
-        let Some(src) = read(sim, h, s, "bpf_cpumask_copy").copied() else { return };
-        if let Some(dst) = owned(sim, h, d, "bpf_cpumask_copy") {
-            dst.mask = src;
+        if read(sim, h, s, "bpf_cpumask_copy").is_none() || owned(sim, h, d, "bpf_cpumask_copy").is_none() {
+            return;
         }
+        // SAFETY: both were checked just now as live masks, no reference
+        // to them is used any more; a move copes with any overlap as the
+        // copy through a temporary did.
+        unsafe { std::ptr::copy(s, std::ptr::addr_of_mut!((*d).mask), 1) };
     })
 }
 
 pub(super) extern "C" fn bpf_cpumask_weight(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
-        read(sim, h, m, "bpf_cpumask_weight").map_or(0, |m| (0..nr).filter(|&c| bit(m, c)).count() as u32)
+        read(sim, h, m, "bpf_cpumask_weight").map_or(0, |m| weight(m, nr))
     })
+}
+
+/// The CPU any_distribute picks after `start` among the CPUs below `nr`
+/// set in `word(w)`: the first set one after `start`, wrapping (CPUs
+/// `(start + i) % nr` for i from 1 to nr, as one search from
+/// `(start + 1) % nr` to `nr` and one from 0).
+#[inline(always)]
+fn pick_after(start: u32, nr: u32, word: impl Fn(usize) -> u64) -> Option<u32> {
+    if nr == 0 {
+        return None;
+    }
+    let next = start.wrapping_add(1);
+    let from = if next < nr { next } else { next % nr };
+    // Most often the first candidate is set.
+    if word(from as usize / 64) & (1 << (from % 64)) != 0 {
+        return Some(from);
+    }
+    find(from + 1, nr, &word).or_else(|| find(0, from, &word))
 }
 
 /// cpumask_any_distribute(): the next set CPU after the previous pick,
 /// wrapping, so successive calls spread. Deterministic: one rotor per
 /// scheduler instead of the kernel's per-CPU one.
-fn distribute(sim: &mut Sim, h: &HostState, m: &CpumaskC) -> u32 {
+#[inline(always)]
+fn distribute(sim: &mut Sim, h: &HostState, word: impl Fn(usize) -> u64) -> u32 {
     let nr = nr_cpus(sim);
     let start = h.inner.borrow().rotor;
-    let pick = (1..=nr).map(|i| (start + i) % nr.max(1)).find(|&c| bit(m, c));
-    match pick {
+    match pick_after(start, nr, word) {
         Some(c) => {
             h.inner.borrow_mut().rotor = c;
             c
@@ -294,14 +407,18 @@ fn distribute(sim: &mut Sim, h: &HostState, m: &CpumaskC) -> u32 {
 
 pub(super) extern "C" fn bpf_cpumask_any_distribute(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| match read(sim, h, m, "bpf_cpumask_any_distribute") {
-        Some(m) => distribute(sim, h, m),
+        Some(m) => distribute(sim, h, |w| m.bits[w]),
         None => nr_cpus(sim),
     })
 }
 
 pub(super) extern "C" fn bpf_cpumask_any_and_distribute(a: *const CpumaskC, b: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| match two(sim, h, a, b, "bpf_cpumask_any_and_distribute") {
-        Some((a, b)) => distribute(sim, h, &and(&a, &b)),
+        Some((a, b)) => distribute(sim, h, |w| a.bits[w] & b.bits[w]),
         None => nr_cpus(sim),
     })
 }
+
+#[cfg(test)]
+#[path = "kptr_tests.rs"]
+mod tests;
