@@ -144,8 +144,13 @@ fn distribute_matches_the_modulo_walk() {
         let (a, nr) = (mask(&mut rng), nr(&mut rng));
         let b = mask(&mut rng);
         let and = and_ref(&a, &b);
-        // The rotor starts anywhere below nr (or at 0) and follows the picks.
-        let start = if nr == 0 { 0 } else { rng.u32(..nr) };
+        // The rotor starts anywhere below nr (or at 0), or, though no pick
+        // leaves it there, at or past nr; then it follows the picks.
+        let start = match nr {
+            0 => rng.u32(..3),
+            _ if rng.u8(..4) == 0 => rng.u32(nr..nr * 3),
+            _ => rng.u32(..nr),
+        };
         let (mut r_new, mut r_ref) = (start, start);
         for step in 0..20 {
             let what = format!("case {i}, nr {nr}, step {step}");
