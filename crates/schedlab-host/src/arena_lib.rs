@@ -12,7 +12,7 @@ use schedlab::sched::sim::Sim;
 /// Places the `__arena_global` objects at the top of the object's arena,
 /// as libbpf lays out the `.addr_space.1` section at the end of the arena
 /// (zero-filled), and points each object's pointer at its place.
-pub(super) fn place_arena_globals(inner: &mut Inner, vars: &[Rodata]) -> Result<(), String> {
+pub(super) fn place_arena_globals(inner: &mut Inner, pages: &loader::Pages, vars: &[Rodata]) -> Result<(), String> {
     if vars.is_empty() {
         return Ok(());
     }
@@ -22,7 +22,7 @@ pub(super) fn place_arena_globals(inner: &mut Inner, vars: &[Rodata]) -> Result<
     };
     let mut at = arena.place_top(total).ok_or_else(|| format!("the arena is too small for its {total} bytes of __arena_global objects"))?;
     for v in vars {
-        loader::write_rodata(v, 0, &at.to_ne_bytes()[..v.size as usize])?;
+        loader::write_rodata(pages, v, 0, &at.to_ne_bytes()[..v.size as usize])?;
         at += (v.elem_size as usize).next_multiple_of(64);
     }
     Ok(())

@@ -279,7 +279,7 @@ pub struct HostedScheduler {
     /// The values of [`LoadConfig::c_consts`].
     consts: Vec<(String, i64)>,
     /// Keeps the object mapped; dropped last.
-    _loaded: Loaded,
+    loaded: Loaded,
 }
 
 /// Compiles (or takes from the cache), loads and configures `source`.
@@ -376,8 +376,8 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let (arena_vars, globals): (Vec<Rodata>, Vec<Rodata>) = globals.into_iter().partition(|g| g.kind == loader::ro_kind::ARENA);
     let (masks, globals): (Vec<Rodata>, Vec<Rodata>) = globals.into_iter().partition(|g| g.kind == loader::ro_kind::BPF_CPUMASK);
     inner.global_cpumasks = masks.iter().map(|m| (m.ptr, m.ptr + m.size as usize, m.elem_size as usize)).collect();
-    arena_lib::place_arena_globals(&mut inner, &arena_vars).map_err(ops_err)?;
-    let arrays = resizable(&arrays, &cfg.resize).map_err(ops_err)?;
+    arena_lib::place_arena_globals(&mut inner, &loaded.pages, &arena_vars).map_err(ops_err)?;
+    let arrays = resizable(&loaded.pages, &arrays, &cfg.resize).map_err(ops_err)?;
     let mut tables = Vec::new();
     for o in table(m.ops.cast(), m.nr_ops, std::mem::size_of::<loader::OpsDescC>()) {
         // SAFETY: see above.
@@ -455,7 +455,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         after_attach: Default::default(),
         arrays,
         consts,
-        _loaded: loaded,
+        loaded,
     };
     // What scx_utils' enum init writes before load (see scx_enums.rs).
     let enums: Vec<(String, u64)> =
@@ -494,7 +494,7 @@ fn cid_state(inner: &Inner, ops: *mut SchedExtOpsC) -> Result<cid::CidState, Str
 /// object cannot grow a global, so the descriptor unit (scan.rs) compiles
 /// `arr` as `(*__schedlab_resizable_arr)`, a pointer to the array the host
 /// allocates here (zeroed, 8-byte aligned), before any program runs.
-fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<(Rodata, Vec<u64>)>, String> {
+fn resizable(pages: &loader::Pages, arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<(Rodata, Vec<u64>)>, String> {
     for (name, _) in resize {
         if !arrays.iter().any(|a| &a.name == name) {
             let have: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
@@ -512,7 +512,7 @@ fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<(Rodata,
         })?;
         let mut store = vec![0u64; (bytes as usize).div_ceil(8).max(1)];
         let p = store.as_mut_ptr() as usize;
-        loader::write_rodata(a, 0, &p.to_ne_bytes()[..a.size as usize])?;
+        loader::write_rodata(pages, a, 0, &p.to_ne_bytes()[..a.size as usize])?;
         // The array as a loader writes it (`skel->rodata_NAME->NAME[i]`).
         let view = Rodata {
             name: a.name.clone(),
@@ -530,6 +530,7 @@ fn resizable(arrays: &[Rodata], resize: &[(String, u64)]) -> Result<Vec<(Rodata,
 
 impl Drop for HostedScheduler {
     fn drop(&mut self) {
+        self.loaded.pages.seal();
         fpe::unregister(&self.fpe_slots);
     }
 }
@@ -562,6 +563,15 @@ impl HostedScheduler {
         self.rodata.iter().chain(self.arrays.iter().map(|(a, _)| a)).map(|r| r.name.clone()).collect()
     }
 
+    /// Makes rodata read-only again if a write left it writable; called
+    /// before any of the scheduler's code runs (see [`loader::Pages`]).
+    #[inline]
+    pub(crate) fn seal_rodata(&self) {
+        if self.loaded.pages.any_open() {
+            self.loaded.pages.seal();
+        }
+    }
+
     fn find_rodata(&self, name: &str) -> Result<(&Rodata, Option<usize>), HostError> {
         let (base, index) = split_index(name)?;
         let resized = || self.arrays.iter().map(|(a, _)| a).find(|a| a.name == base);
@@ -579,7 +589,7 @@ impl HostedScheduler {
     pub fn set_rodata(&self, name: &str, value: &str) -> Result<(), HostError> {
         let (r, index) = self.find_rodata(name)?;
         let (offset, bytes) = loader::parse_rodata(r, index, value).map_err(HostError::BadRodata)?;
-        loader::write_rodata(r, offset, &bytes).map_err(HostError::BadRodata)
+        loader::write_rodata(&self.loaded.pages, r, offset, &bytes).map_err(HostError::BadRodata)
     }
 
     /// Sets `name` (or `name[i]`) from text: a rodata variable, or else a
@@ -599,7 +609,7 @@ impl HostedScheduler {
         };
         let index = flat_index(g, name, &index)?;
         let (offset, bytes) = loader::parse_rodata(g, index, value).map_err(HostError::BadRodata)?;
-        loader::write_rodata(g, offset, &bytes).map_err(HostError::BadRodata)
+        loader::write_rodata(&self.loaded.pages, g, offset, &bytes).map_err(HostError::BadRodata)
     }
 
     /// Sets the struct_ops flags before attaching, as a loader assigns
@@ -662,6 +672,7 @@ impl HostedScheduler {
         // bpf_prog_test_run() runs in the calling task's context.
         sim.irq_ctx = schedlab::sched::sim::IrqCtx::Task;
         let p: *mut c_void = if ctx.is_empty() { std::ptr::null_mut() } else { ctx.as_mut_ptr().cast() };
+        self.seal_rodata();
         // A syscall program is `int prog(void *ctx)`; `ctx` outlives the
         // call and the program reads at most its declared context size,
         // which the caller provides.

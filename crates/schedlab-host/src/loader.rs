@@ -7,7 +7,7 @@
 //! unique file and opens that. The copy is unlinked right after dlopen (the
 //! mapping stays), so nothing is left behind even if the process dies.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void, CStr};
 use std::path::{Path, PathBuf};
 
@@ -187,6 +187,8 @@ pub(crate) struct Loaded {
     /// The load bias (an address in the object's debug information plus
     /// this is where it is in memory).
     pub base: usize,
+    /// The protection of the pages rodata writes touched.
+    pub pages: Pages,
 }
 
 thread_local! {
@@ -250,7 +252,7 @@ pub(crate) fn open(so: &Path, source: &Path) -> Result<Loaded, HostError> {
         return Err(load_err("object built for a different shim ABI".into()));
     }
     let (text, base) = text_ranges(*attach as usize);
-    Ok(Loaded { lib, module, text, base })
+    Ok(Loaded { lib, module, text, base, pages: Pages::default() })
 }
 
 /// The value of each C constant expression of `exprs`, as the object
@@ -320,32 +322,91 @@ fn writable(addr: usize) -> Option<bool> {
     None
 }
 
-/// Writes `bytes` at `r.ptr + offset`: rodata is in a read-only segment,
-/// so the pages are made writable for the write and restored after.
-pub(crate) fn write_rodata(r: &Rodata, offset: usize, bytes: &[u8]) -> Result<(), String> {
+/// The protection of the object's pages that rodata and global writes
+/// touch. Rodata lies in a read-only segment: a write makes its pages
+/// writable and leaves them so (many writes come in a row while a loader
+/// sets up) until [`Pages::seal`] makes them read-only again, which the
+/// host does before any of the scheduler's code runs, so that a write to
+/// rodata from the scheduler faults as it would in the kernel.
+///
+/// Only this code changes the protection of the object's pages, so each
+/// page's original protection is read once (from /proc/self/maps) and
+/// remembered.
+#[derive(Default)]
+pub(crate) struct Pages {
+    /// Each page a write touched, and whether it was writable before.
+    known: RefCell<Vec<(usize, bool)>>,
+    /// Read-only pages made writable and not yet sealed.
+    open: RefCell<Vec<usize>>,
+    /// `open` is not empty.
+    any_open: Cell<bool>,
+}
+
+impl Pages {
+    /// Makes the page at `page` (page aligned, of size `size`) writable if
+    /// it is not.
+    fn unprotect(&self, page: usize, size: usize) -> std::io::Result<()> {
+        let was_writable = {
+            let mut known = self.known.borrow_mut();
+            match known.iter().find(|(p, _)| *p == page) {
+                Some(&(_, w)) => w,
+                None => {
+                    let w = writable(page).unwrap_or(false);
+                    known.push((page, w));
+                    w
+                }
+            }
+        };
+        if was_writable || self.open.borrow().contains(&page) {
+            return Ok(());
+        }
+        // SAFETY: the page is mapped (it holds this object's rodata) and
+        // page aligned; only the protection changes.
+        if unsafe { libc::mprotect(page as *mut c_void, size, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.open.borrow_mut().push(page);
+        self.any_open.set(true);
+        Ok(())
+    }
+
+    /// Whether some page is writable that was read-only before.
+    pub(crate) fn any_open(&self) -> bool {
+        self.any_open.get()
+    }
+
+    /// Makes every page [`write_rodata`] made writable read-only again.
+    pub(crate) fn seal(&self) {
+        let size = page_size();
+        for page in self.open.borrow_mut().drain(..) {
+            // SAFETY: as in `unprotect`; restores read-only.
+            unsafe { libc::mprotect(page as *mut c_void, size, libc::PROT_READ) };
+        }
+        self.any_open.set(false);
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// Writes `bytes` at `r.ptr + offset`, making read-only pages writable
+/// first (they stay so until `pages` is sealed).
+pub(crate) fn write_rodata(pages: &Pages, r: &Rodata, offset: usize, bytes: &[u8]) -> Result<(), String> {
     if offset + bytes.len() > r.size as usize {
         return Err(format!("rodata `{}`: write past its {} bytes", r.name, r.size));
     }
     let addr = r.ptr + offset;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-    let start = addr & !(page - 1);
-    let len = (addr + bytes.len()).div_ceil(page) * page - start;
-    let was_writable = writable(addr).unwrap_or(false);
-    if !was_writable {
-        // SAFETY: [start, start+len) is mapped (it holds this object's
-        // rodata) and page aligned; only the protection changes.
-        if unsafe { libc::mprotect(start as *mut c_void, len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
-            return Err(format!("rodata `{}`: mprotect: {}", r.name, std::io::Error::last_os_error()));
-        }
+    let size = page_size();
+    let start = addr & !(size - 1);
+    let end = (addr + bytes.len()).div_ceil(size) * size;
+    for page in (start..end).step_by(size) {
+        pages.unprotect(page, size).map_err(|e| format!("rodata `{}`: mprotect: {e}", r.name))?;
     }
     // SAFETY: the destination lies inside the variable (checked above) and
     // is writable now; no Rust reference to it exists.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
-    if !was_writable {
-        // SAFETY: as above, restoring read-only.
-        unsafe { libc::mprotect(start as *mut c_void, len, libc::PROT_READ) };
-    }
     Ok(())
 }
 
@@ -465,5 +526,45 @@ mod tests {
         assert_eq!(parse_rodata(&s, None, "abc").unwrap().1, b"abc\0\0\0\0\0");
         assert!(parse_rodata(&s, None, "12345678").is_err());
         assert!(parse_rodata(&ro(5, 16, 16, 0), None, "1").unwrap_err().contains("only booleans"));
+    }
+
+    #[test]
+    fn rodata_pages_stay_writable_until_sealed() {
+        let size = page_size();
+        let map = |prot| {
+            // SAFETY: a fresh private anonymous mapping of two pages.
+            let p = unsafe { libc::mmap(std::ptr::null_mut(), 2 * size, prot, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+            assert_ne!(p, libc::MAP_FAILED);
+            p as usize
+        };
+        let base = map(libc::PROT_READ);
+        // A variable across the two pages.
+        let r = Rodata { ptr: base + size - 4, ..ro(ro_kind::UNSIGNED, 8, 8, 0) };
+        let pages = Pages::default();
+        write_rodata(&pages, &r, 0, &7u64.to_ne_bytes()).unwrap();
+        assert!(pages.any_open());
+        assert_eq!((writable(base), writable(base + size)), (Some(true), Some(true)));
+        write_rodata(&pages, &r, 4, &[9]).unwrap();
+        assert_eq!(read_rodata(&r), [7, 0, 0, 0, 9, 0, 0, 0]);
+        pages.seal();
+        assert!(!pages.any_open());
+        assert_eq!((writable(base), writable(base + size)), (Some(false), Some(false)));
+        // A later write opens only the page it touches.
+        write_rodata(&pages, &r, 6, &[1]).unwrap();
+        assert_eq!((writable(base), writable(base + size)), (Some(false), Some(true)));
+        pages.seal();
+        assert_eq!(writable(base + size), Some(false));
+        assert!(write_rodata(&pages, &r, 6, &[1, 2, 3]).unwrap_err().contains("write past"));
+        // A writable page is written as it is and never sealed.
+        let rw = map(libc::PROT_READ | libc::PROT_WRITE);
+        let g = Rodata { ptr: rw, ..ro(ro_kind::UNSIGNED, 8, 8, 0) };
+        write_rodata(&pages, &g, 0, &3u64.to_ne_bytes()).unwrap();
+        assert!(!pages.any_open());
+        pages.seal();
+        assert_eq!(writable(rw), Some(true));
+        for p in [base, rw] {
+            // SAFETY: the mappings made above, no longer used.
+            unsafe { libc::munmap(p as *mut c_void, 2 * size) };
+        }
     }
 }
