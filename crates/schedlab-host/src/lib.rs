@@ -572,10 +572,15 @@ impl HostedScheduler {
         }
     }
 
+    /// Rodata (or a resized array) named `base`, without its index.
+    fn rodata_named(&self, base: &str) -> Option<&Rodata> {
+        let resized = || self.arrays.iter().map(|(a, _)| a).find(|a| a.name == base);
+        self.rodata.iter().find(|r| r.name == base).or_else(resized)
+    }
+
     fn find_rodata(&self, name: &str) -> Result<(&Rodata, Option<usize>), HostError> {
         let (base, index) = split_index(name)?;
-        let resized = || self.arrays.iter().map(|(a, _)| a).find(|a| a.name == base);
-        match self.rodata.iter().find(|r| r.name == base).or_else(resized) {
+        match self.rodata_named(base) {
             Some(r) => Ok((r, flat_index(r, name, &index)?)),
             None => Err(HostError::UnknownRodata {
                 name: base.to_string(),
@@ -595,10 +600,15 @@ impl HostedScheduler {
     /// Sets `name` (or `name[i]`) from text: a rodata variable, or else a
     /// scalar .bss/.data global (as a loader writes `skel->bss->x`).
     pub fn set_value(&self, name: &str, value: &str) -> Result<(), HostError> {
-        if self.find_rodata(name).is_ok() {
-            return self.set_rodata(name, value);
-        }
         let (base, index) = split_index(name)?;
+        // Rodata whose index fits is set as such; anything else is looked
+        // up among the globals (and an error names both lists).
+        if let Some(r) = self.rodata_named(base) {
+            if let Ok(index) = flat_index(r, name, &index) {
+                let (offset, bytes) = loader::parse_rodata(r, index, value).map_err(HostError::BadRodata)?;
+                return loader::write_rodata(&self.loaded.pages, r, offset, &bytes).map_err(HostError::BadRodata);
+            }
+        }
         let Some(g) = self.globals.iter().find(|g| g.name == base) else {
             let mut valid = self.rodata_names();
             valid.extend(self.globals.iter().map(|g| g.name.clone()));
