@@ -577,6 +577,22 @@ pub fn line_of(text: &str, at: usize) -> usize {
     text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
+/// The line numbers of one text's byte offsets, as [`line_of`] counts
+/// them, found by a binary search over the text's newlines.
+pub(crate) struct Lines(Vec<usize>);
+
+impl Lines {
+    /// The newlines of `text`.
+    pub(crate) fn new(text: &str) -> Lines {
+        Lines(text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i).collect())
+    }
+
+    /// The 1-based line of byte `at` (`line_of(text, at)`).
+    pub(crate) fn line_of(&self, at: usize) -> usize {
+        self.0.partition_point(|&n| n < at) + 1
+    }
+}
+
 /// `"q in 0..n"` -> ("q", "0", "n").
 pub fn split_range(s: &str) -> Option<(&str, &str, &str)> {
     let (var, range) = s.split_once(" in ")?;
@@ -640,4 +656,22 @@ pub(crate) fn split_field(s: &str) -> Result<(&str, &str, &str), String> {
         return Err(bad());
     }
     Ok((ty, name, e.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_count_as_line_of_does() {
+        for text in ["", "\n", "a", "a\n", "ab\ncd\n\nef", "\n\nx\n\n", "[p]\nk = 1\r\nj = 2\n"] {
+            let lines = Lines::new(text);
+            for at in 0..text.len() + 3 {
+                assert_eq!(lines.line_of(at), line_of(text, at), "{text:?} at {at}");
+            }
+        }
+        let lines = Lines::new("a\nbb\n\nc");
+        let got: Vec<usize> = (0..8).map(|at| lines.line_of(at)).collect();
+        assert_eq!(got, [1, 1, 2, 2, 2, 3, 4, 4]);
+    }
 }

@@ -5,7 +5,7 @@
 
 use super::args;
 use super::expr::{self, Env, ExprError, Value};
-use super::format::{split_field, split_if, split_index, Each, Profile, ProfileError};
+use super::format::{split_field, split_if, split_index, Each, Lines, Profile, ProfileError};
 use super::machine::Machine;
 use schedlab::sched::ext::ops::ops_flags;
 use std::collections::BTreeMap;
@@ -168,11 +168,17 @@ struct Ctx<'a> {
     p: &'a Profile,
     machine: &'a Machine,
     vars: BTreeMap<String, Value>,
+    /// The profile's lines, for origins.
+    lines: Lines,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(p: &'a Profile, machine: &'a Machine, vars: BTreeMap<String, Value>) -> Ctx<'a> {
+        Ctx { p, machine, vars, lines: Lines::new(&p.text) }
+    }
+
     fn origin(&self, span: std::ops::Range<usize>) -> String {
-        format!("{}:{}", self.p.file, super::format::line_of(&self.p.text, span.start))
+        format!("{}:{}", self.p.file, self.lines.line_of(span.start))
     }
 
     fn eval<T>(&self, local: &[(String, Value)], at: &Spanned<T>, src: &str, field: &str) -> Result<Value, ProfileError> {
@@ -308,7 +314,7 @@ pub fn resolve(p: &Profile, machine: &Machine, argv: &[String]) -> Result<Plan, 
             msg: format!("`{}`: the profile declares positional arguments but no step reads them; remove them", positional[0]),
         });
     }
-    let mut cx = Ctx { p, machine, vars };
+    let mut cx = Ctx::new(p, machine, vars);
     for l in &d.profile.lets {
         let (name, e) = l.get_ref().split_once('=').unwrap_or(("", ""));
         let v = cx.eval(&[], l, e, "profile.let")?;
