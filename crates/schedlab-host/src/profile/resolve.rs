@@ -4,10 +4,11 @@
 //! argument bytes.
 
 use super::args;
-use super::expr::{self, Env, ExprError, Value};
+use super::expr::{self, Env, Expr, ExprError, Value};
 use super::format::{split_field, split_if, split_index, Each, Lines, Profile, ProfileError};
 use super::machine::Machine;
 use schedlab::sched::ext::ops::ops_flags;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use toml::Spanned;
 
@@ -143,7 +144,7 @@ struct Scope<'a> {
     machine: &'a Machine,
     vars: &'a BTreeMap<String, Value>,
     /// Loop bindings, innermost last.
-    local: Vec<(String, Value)>,
+    local: &'a [(String, Value)],
 }
 
 impl Env for Scope<'_> {
@@ -170,11 +171,14 @@ struct Ctx<'a> {
     vars: BTreeMap<String, Value>,
     /// The profile's lines, for origins.
     lines: Lines,
+    /// The expressions parsed so far, by their text (a loop evaluates the
+    /// same text once per iteration).
+    parsed: RefCell<BTreeMap<String, Expr>>,
 }
 
 impl<'a> Ctx<'a> {
     fn new(p: &'a Profile, machine: &'a Machine, vars: BTreeMap<String, Value>) -> Ctx<'a> {
-        Ctx { p, machine, vars, lines: Lines::new(&p.text) }
+        Ctx { p, machine, vars, lines: Lines::new(&p.text), parsed: RefCell::default() }
     }
 
     fn origin(&self, span: std::ops::Range<usize>) -> String {
@@ -182,9 +186,13 @@ impl<'a> Ctx<'a> {
     }
 
     fn eval<T>(&self, local: &[(String, Value)], at: &Spanned<T>, src: &str, field: &str) -> Result<Value, ProfileError> {
-        let scope = Scope { machine: self.machine, vars: &self.vars, local: local.to_vec() };
-        let e = expr::parse(src).map_err(|m| self.p.err(at.span(), field, format!("in `{}`: {m}", src.trim())))?;
-        e.eval(&scope).map_err(|m| self.p.err(at.span(), field, format!("in `{}`: {m}", src.trim())))
+        let scope = Scope { machine: self.machine, vars: &self.vars, local };
+        let mut parsed = self.parsed.borrow_mut();
+        if !parsed.contains_key(src) {
+            let e = expr::parse(src).map_err(|m| self.p.err(at.span(), field, format!("in `{}`: {m}", src.trim())))?;
+            parsed.insert(src.to_string(), e);
+        }
+        parsed[src].eval(&scope).map_err(|m| self.p.err(at.span(), field, format!("in `{}`: {m}", src.trim())))
     }
 
     /// A value field: a TOML literal or an expression string.
