@@ -278,6 +278,8 @@ pub struct HostedScheduler {
     arrays: Vec<(Rodata, Vec<u64>)>,
     /// The values of [`LoadConfig::c_consts`].
     consts: Vec<(String, i64)>,
+    /// The template values of each shape of path written so far (paths.rs).
+    path_consts: std::cell::RefCell<BTreeMap<String, Vec<i64>>>,
     /// Keeps the object mapped; dropped last.
     loaded: Loaded,
 }
@@ -455,6 +457,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         after_attach: Default::default(),
         arrays,
         consts,
+        path_consts: Default::default(),
         loaded,
     };
     // What scx_utils' enum init writes before load (see scx_enums.rs).

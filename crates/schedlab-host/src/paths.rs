@@ -91,6 +91,25 @@ fn template_from(base: String, levels: usize, steps: &[Step]) -> Vec<String> {
     out
 }
 
+/// The shape of a path: its text without what is inside brackets
+/// (`a[1].b[2][ 3 ].c` -> `a[].b[][].c`). Two paths that parse and have
+/// one shape have one template (it depends on the names and on how many
+/// indices each level has, not on their values).
+pub(crate) fn shape(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut inside = false;
+    for c in path.chars() {
+        match c {
+            '[' => inside = true,
+            ']' => inside = false,
+            _ if inside => continue,
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The C expression of a map's value type: `(*MAP.value)`.
 fn map_value(map: &str) -> String {
     format!("(*{map}.value)")
@@ -115,13 +134,24 @@ pub(crate) fn exprs(target: &str) -> Vec<String> {
 }
 
 impl HostedScheduler {
-    /// The offset and size of what a path addresses, from the constants
-    /// the object recorded for its template, checking every index.
-    fn locate(&self, target: &str, consts: &[String], base_index: &[u64], steps: &[Step], base: &str) -> Result<(usize, usize), String> {
+    /// The values the object recorded for the template of writes of
+    /// `shape` (`template` makes it), kept for the next write of the shape.
+    fn template_values(&self, target: &str, shape: String, template: impl FnOnce() -> Vec<String>) -> Result<Vec<i64>, String> {
+        if let Some(v) = self.path_consts.borrow().get(&shape) {
+            return Ok(v.clone());
+        }
+        let consts = template();
         let mut vals = Vec::with_capacity(consts.len());
-        for c in consts {
+        for c in &consts {
             vals.push(self.c_const(c).ok_or_else(|| format!("`{c}` was not recorded at load (the profile did not name `{target}` before load)"))?);
         }
+        self.path_consts.borrow_mut().insert(shape, vals.clone());
+        Ok(vals)
+    }
+
+    /// The offset and size of what a path addresses, from the constants
+    /// the object recorded for its template (`vals`), checking every index.
+    fn locate(&self, target: &str, vals: Vec<i64>, base_index: &[u64], steps: &[Step], base: &str) -> Result<(usize, usize), String> {
         let mut vals = vals.into_iter();
         let mut next = || vals.next().unwrap_or(0).max(0) as usize;
         let mut off = 0usize;
@@ -151,7 +181,8 @@ impl HostedScheduler {
     pub(crate) fn patch_map(&self, map: &str, key: u32, cpu: u32, nr_cpus: u32, member: &str, bytes: &[u8]) -> Result<(), String> {
         let steps = member_steps(member).ok_or_else(|| format!("`{member}` is not a member path like .a[1].b"))?;
         let what = format!("{map}{member}");
-        let (off, size) = self.locate(&what, &template_from(map_value(map), 0, &steps), &[], &steps, map)?;
+        let vals = self.template_values(&what, shape(&format!("{}{member}", map_value(map))), || template_from(map_value(map), 0, &steps))?;
+        let (off, size) = self.locate(&what, vals, &[], &steps, map)?;
         if bytes.len() > size {
             return Err(format!("`{what}` is {size} bytes; {} do not fit", bytes.len()));
         }
@@ -183,7 +214,8 @@ impl HostedScheduler {
             .chain(&self.globals)
             .find(|g| g.name == p.base)
             .ok_or_else(|| format!("`{}`: no global of that name (a .bss/.data/.rodata variable)", p.base))?;
-        let (off, size) = self.locate(target, &template(&p), &p.base_index, &p.steps, &p.base)?;
+        let vals = self.template_values(target, shape(target), || template(&p))?;
+        let (off, size) = self.locate(target, vals, &p.base_index, &p.steps, &p.base)?;
         let bytes: Vec<u8> = match value {
             Value::Int(v) if matches!(size, 1 | 2 | 4 | 8) => v.to_le_bytes()[..size].to_vec(),
             Value::Bool(b) if matches!(size, 1 | 2 | 4 | 8) => (*b as u64).to_le_bytes()[..size].to_vec(),
@@ -229,5 +261,22 @@ mod tests {
         assert_eq!(parse("a[x].b"), None);
         assert_eq!(parse("a[1]"), None);
         assert_eq!(parse("a[1].2b"), None);
+    }
+
+    #[test]
+    fn paths_of_one_shape_share_their_template() {
+        let same = ["layers[1].matches[2][0].kind", "layers[3].matches[0][5].kind", "layers[ 0 ].matches[1][1].kind"];
+        for t in same {
+            assert_eq!(shape(t), "layers[].matches[][].kind");
+            assert_eq!(exprs(t), exprs(same[0]));
+        }
+        for other in ["layers[1].matches[2].kind", "layers[1].matches[2][0].kinds", "layers[1][0].matches[2][0].kind", "layer[1].matches[2][0].kind"] {
+            assert_ne!(shape(other), shape(same[0]));
+            assert_ne!(exprs(other), exprs(same[0]));
+        }
+        assert_eq!((shape("a[2]"), shape("cfg.x"), shape("a[12][3]")), ("a[]".into(), "cfg.x".into(), "a[][]".into()));
+        assert_eq!(shape(".a[3].b"), shape(".a[0].b"));
+        assert_eq!(map_member_exprs("m", ".a[3].b"), map_member_exprs("m", ".a[0].b"));
+        assert_ne!(shape(".a.b"), shape(".a[0].b"));
     }
 }

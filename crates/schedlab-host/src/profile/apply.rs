@@ -124,15 +124,39 @@ pub fn load_config(plan: &Plan, cfg: &mut LoadConfig) {
     // Writes into members of array elements need offsets and sizes the
     // object records (host::paths).
     let mut known: std::collections::BTreeSet<String> = cfg.c_consts.iter().cloned().collect();
+    // Paths of one shape need the same expressions: each shape is
+    // expanded once (it is noted once a path of it parses). A target
+    // without a member is no path and needs none.
+    let mut shapes = std::collections::BTreeSet::new();
     for w in &plan.writes {
-        for e in crate::paths::exprs(&w.target) {
+        if !w.target.contains('.') {
+            continue;
+        }
+        let shape = crate::paths::shape(&w.target);
+        if shapes.contains(&shape) {
+            continue;
+        }
+        let exprs = crate::paths::exprs(&w.target);
+        if !exprs.is_empty() {
+            shapes.insert(shape);
+        }
+        for e in exprs {
             if known.insert(e.clone()) {
                 cfg.c_consts.push(e);
             }
         }
     }
     for p in &plan.patches {
-        for e in crate::paths::map_member_exprs(&p.map, &p.member) {
+        // Map members, told apart from globals by their parenthesis.
+        let shape = format!("(*{}){}", p.map, crate::paths::shape(&p.member));
+        if shapes.contains(&shape) {
+            continue;
+        }
+        let exprs = crate::paths::map_member_exprs(&p.map, &p.member);
+        if !exprs.is_empty() {
+            shapes.insert(shape);
+        }
+        for e in exprs {
             if known.insert(e.clone()) {
                 cfg.c_consts.push(e);
             }
