@@ -145,6 +145,7 @@ pub(super) extern "C" fn bpf_cpumask_release(m: *mut BpfCpumaskC) {
         c.usage -= 1;
         if c.usage == 0 {
             let mut i = h.inner.borrow_mut();
+            h.forget_mask(m as usize);
             if let Some(b) = i.cpumasks.remove(&(m as usize)) {
                 i.grave_masks.push(b);
                 h.hold_call_memory();

@@ -118,6 +118,11 @@ pub(super) struct HostState {
     pub inner: RefCell<Inner>,
     /// One-entry cache of the task lookup: (address, task).
     last_task: Cell<(usize, TaskId)>,
+    /// The last `bpf_cpumask` or global mask [`mask_ok`](Self::mask_ok)
+    /// found (0: none); forgotten when a `bpf_cpumask` is released
+    /// ([`forget_mask`](Self::forget_mask)). Lent masks are not kept: they
+    /// expire with the op.
+    last_mask: Cell<usize>,
     /// One-entry cache of the map lookup: (address, index). A map's
     /// address never changes its index (maps are only ever added).
     last_map: Cell<(usize, usize)>,
@@ -272,6 +277,7 @@ impl HostState {
             cid_form: inner.cid.is_some(),
             inner: RefCell::new(inner),
             last_task: Cell::new((0, 0)),
+            last_mask: Cell::new(0),
             last_map: Cell::new((0, 0)),
             array_addrs: Default::default(),
             array_views: Default::default(),
@@ -624,12 +630,26 @@ impl HostState {
         if task.is_some_and(|t| t != 0 && self.last_task.get().0 == t) {
             return true;
         }
+        if self.last_mask.get() == a {
+            return true;
+        }
         let i = self.inner.borrow();
-        task.is_some_and(|t| i.tasks.contains_key(&t))
-            || i.cpumasks.contains_key(&a)
-            || i.lent.contains(&a)
-            || i.global_cpumask(a)
-            || task.is_some_and(|t| i.kobjs.idle_of(t).is_some())
+        if task.is_some_and(|t| i.tasks.contains_key(&t)) {
+            return true;
+        }
+        if i.cpumasks.contains_key(&a) || i.global_cpumask(a) {
+            self.last_mask.set(a);
+            return true;
+        }
+        i.lent.contains(&a) || task.is_some_and(|t| i.kobjs.idle_of(t).is_some())
+    }
+
+    /// A `bpf_cpumask` at `a` is being released: it may not be taken as
+    /// valid any more.
+    pub(super) fn forget_mask(&self, a: usize) {
+        if self.last_mask.get() == a {
+            self.last_mask.set(0);
+        }
     }
 
     /// Checks a `const struct cpumask *` argument, ejecting on a bad one.

@@ -244,6 +244,7 @@ fn bad_arguments_eject_instead_of_crashing() {
         (3, "is not a map of this scheduler"),
         (4, "bpf_spin_lock held"),
         (5, "invalid bpf_cpumask pointer"),
+        (6, "invalid cpumask pointer"),
     ];
     for (mode, msg) in cases {
         let mut c = cfg();

@@ -54,6 +54,17 @@ void BPF_STRUCT_OPS(badarg_enqueue, struct task_struct *p, u64 enq_flags)
 		case 5:
 			bpf_cpumask_release((struct bpf_cpumask *)not_an_object);
 			break;
+		case 6: {
+			/* A mask used, released, then used again. */
+			struct bpf_cpumask *m = bpf_cpumask_create();
+
+			if (m) {
+				bpf_cpumask_test_cpu(0, (const struct cpumask *)m);
+				bpf_cpumask_release(m);
+				bpf_cpumask_weight((const struct cpumask *)m);
+			}
+			break;
+		}
 		}
 	}
 	scx_bpf_dsq_insert(p, SCX_DSQ_GLOBAL, SCX_SLICE_DFL, enq_flags);
