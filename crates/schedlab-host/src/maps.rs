@@ -11,12 +11,13 @@
 //! graveyard, emptied when the outermost call into the scheduler returns
 //! (the kernel frees after an RCU grace period, which is the same promise).
 //!
-//! Everything iterates in a fixed order (keys as bytes, task ids, LRU
-//! stamps), never a hash order, so runs are reproducible.
+//! Lookups by key or owner hash (rustc-hash), but everything iterates in a
+//! fixed order (keys as bytes, task ids, LRU stamps), never a hash order,
+//! so runs are reproducible.
 
-use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use rustc_hash::FxHashMap;
 use schedlab::engine::TaskId;
 
 use super::arena::Arena;

@@ -30,10 +30,10 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
+use rustc_hash::FxHashMap;
 use schedlab::engine::TaskId;
 use schedlab::sched::ext::abi::{CpumaskC, TaskStructC};
 use schedlab::sched::ext::kfuncs;
