@@ -281,7 +281,7 @@ pub struct HostedScheduler {
     /// The template values of each shape of path written so far (paths.rs).
     path_consts: std::cell::RefCell<BTreeMap<String, Vec<i64>>>,
     /// Keeps the object mapped; dropped last.
-    loaded: Loaded,
+    _loaded: Loaded,
 }
 
 /// Compiles (or takes from the cache), loads and configures `source`.
@@ -378,8 +378,11 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let (arena_vars, globals): (Vec<Rodata>, Vec<Rodata>) = globals.into_iter().partition(|g| g.kind == loader::ro_kind::ARENA);
     let (masks, globals): (Vec<Rodata>, Vec<Rodata>) = globals.into_iter().partition(|g| g.kind == loader::ro_kind::BPF_CPUMASK);
     inner.global_cpumasks = masks.iter().map(|m| (m.ptr, m.ptr + m.size as usize, m.elem_size as usize)).collect();
-    arena_lib::place_arena_globals(&mut inner, &loaded.pages, &arena_vars).map_err(ops_err)?;
-    let arrays = resizable(&loaded.pages, &arrays, &cfg.resize).map_err(ops_err)?;
+    // Rodata pages the loader makes writable; the host's state seals them
+    // before any of the scheduler's code runs.
+    let pages = loader::Pages::default();
+    arena_lib::place_arena_globals(&mut inner, &pages, &arena_vars).map_err(ops_err)?;
+    let arrays = resizable(&pages, &arrays, &cfg.resize).map_err(ops_err)?;
     let mut tables = Vec::new();
     for o in table(m.ops.cast(), m.nr_ops, std::mem::size_of::<loader::OpsDescC>()) {
         // SAFETY: see above.
@@ -440,7 +443,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let fpe_slots = fpe::register(&loaded.text);
     let obj = fault::ObjInfo { so: compiled.so.clone(), base: loaded.base };
     let hosted = HostedScheduler {
-        state: HostState::new(inner, end_call, obj),
+        state: HostState::new(inner, end_call, obj, pages),
         ops,
         fns,
         name,
@@ -458,7 +461,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         arrays,
         consts,
         path_consts: Default::default(),
-        loaded,
+        _loaded: loaded,
     };
     // What scx_utils' enum init writes before load (see scx_enums.rs).
     let enums: Vec<(String, u64)> =
@@ -533,7 +536,7 @@ fn resizable(pages: &loader::Pages, arrays: &[Rodata], resize: &[(String, u64)])
 
 impl Drop for HostedScheduler {
     fn drop(&mut self) {
-        self.loaded.pages.seal();
+        self.state.pages.seal();
         fpe::unregister(&self.fpe_slots);
     }
 }
@@ -566,15 +569,6 @@ impl HostedScheduler {
         self.rodata.iter().chain(self.arrays.iter().map(|(a, _)| a)).map(|r| r.name.clone()).collect()
     }
 
-    /// Makes rodata read-only again if a write left it writable; called
-    /// before any of the scheduler's code runs (see [`loader::Pages`]).
-    #[inline]
-    pub(crate) fn seal_rodata(&self) {
-        if self.loaded.pages.any_open() {
-            self.loaded.pages.seal();
-        }
-    }
-
     /// Rodata (or a resized array) named `base`, without its index.
     fn rodata_named(&self, base: &str) -> Option<&Rodata> {
         let resized = || self.arrays.iter().map(|(a, _)| a).find(|a| a.name == base);
@@ -596,8 +590,14 @@ impl HostedScheduler {
     /// attaching. Do this before the scheduler's `init`.
     pub fn set_rodata(&self, name: &str, value: &str) -> Result<(), HostError> {
         let (r, index) = self.find_rodata(name)?;
+        self.write_text(r, index, value)
+    }
+
+    /// Writes `value`, parsed as `r`'s type, into `r` (element `index` of
+    /// an array, or the whole variable).
+    fn write_text(&self, r: &Rodata, index: Option<usize>, value: &str) -> Result<(), HostError> {
         let (offset, bytes) = loader::parse_rodata(r, index, value).map_err(HostError::BadRodata)?;
-        loader::write_rodata(&self.loaded.pages, r, offset, &bytes).map_err(HostError::BadRodata)
+        loader::write_rodata(&self.state.pages, r, offset, &bytes).map_err(HostError::BadRodata)
     }
 
     /// Sets `name` (or `name[i]`) from text: a rodata variable, or else a
@@ -608,8 +608,7 @@ impl HostedScheduler {
         // up among the globals (and an error names both lists).
         if let Some(r) = self.rodata_named(base) {
             if let Ok(index) = flat_index(r, name, &index) {
-                let (offset, bytes) = loader::parse_rodata(r, index, value).map_err(HostError::BadRodata)?;
-                return loader::write_rodata(&self.loaded.pages, r, offset, &bytes).map_err(HostError::BadRodata);
+                return self.write_text(r, index, value);
             }
         }
         let Some(g) = self.globals.iter().find(|g| g.name == base) else {
@@ -621,8 +620,7 @@ impl HostedScheduler {
             });
         };
         let index = flat_index(g, name, &index)?;
-        let (offset, bytes) = loader::parse_rodata(g, index, value).map_err(HostError::BadRodata)?;
-        loader::write_rodata(&self.loaded.pages, g, offset, &bytes).map_err(HostError::BadRodata)
+        self.write_text(g, index, value)
     }
 
     /// Sets the struct_ops flags before attaching, as a loader assigns
@@ -685,7 +683,6 @@ impl HostedScheduler {
         // bpf_prog_test_run() runs in the calling task's context.
         sim.irq_ctx = schedlab::sched::sim::IrqCtx::Task;
         let p: *mut c_void = if ctx.is_empty() { std::ptr::null_mut() } else { ctx.as_mut_ptr().cast() };
-        self.seal_rodata();
         // A syscall program is `int prog(void *ctx)`; `ctx` outlives the
         // call and the program reads at most its declared context size,
         // which the caller provides.

@@ -187,8 +187,6 @@ pub(crate) struct Loaded {
     /// The load bias (an address in the object's debug information plus
     /// this is where it is in memory).
     pub base: usize,
-    /// The protection of the pages rodata writes touched.
-    pub pages: Pages,
 }
 
 thread_local! {
@@ -252,7 +250,7 @@ pub(crate) fn open(so: &Path, source: &Path) -> Result<Loaded, HostError> {
         return Err(load_err("object built for a different shim ABI".into()));
     }
     let (text, base) = text_ranges(*attach as usize);
-    Ok(Loaded { lib, module, text, base, pages: Pages::default() })
+    Ok(Loaded { lib, module, text, base })
 }
 
 /// The value of each C constant expression of `exprs`, as the object
@@ -323,11 +321,13 @@ fn writable(addr: usize) -> Option<bool> {
 }
 
 /// The protection of the object's pages that rodata and global writes
-/// touch. Rodata lies in a read-only segment: a write makes its pages
-/// writable and leaves them so (many writes come in a row while a loader
-/// sets up) until [`Pages::seal`] makes them read-only again, which the
-/// host does before any of the scheduler's code runs, so that a write to
-/// rodata from the scheduler faults as it would in the kernel.
+/// touch. A write makes a read-only page writable and leaves it so (many
+/// writes come in a row while a loader sets up) until [`Pages::seal`]
+/// makes it read-only again, which the host's state does before every
+/// call into C, so that a write to such rodata from the scheduler faults
+/// as it would in the kernel. Rodata that shares a page with writable
+/// data (as in small objects, e.g. the tests' badarg) is written as it is,
+/// and a write to it from the scheduler does not fault, as before.
 ///
 /// Only this code changes the protection of the object's pages, so each
 /// page's original protection is read once (from /proc/self/maps) and

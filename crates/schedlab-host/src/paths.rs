@@ -230,7 +230,7 @@ impl HostedScheduler {
         if off + bytes.len() > base.size as usize {
             return Err(format!("`{target}` lies outside `{}` ({} bytes)", p.base, base.size));
         }
-        super::loader::write_rodata(&self.loaded.pages, base, off, &bytes)
+        super::loader::write_rodata(&self.state.pages, base, off, &bytes)
     }
 }
 

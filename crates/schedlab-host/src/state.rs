@@ -42,6 +42,7 @@ use schedlab::sched::sim::Sim;
 
 use super::fault::{self, ObjInfo};
 use super::kobj::{Kobjs, Who};
+use super::loader;
 use super::maps::{ArrayView, Graveyard, Map};
 
 /// `struct bpf_cpumask`: the mask first, so a `struct cpumask *` cast works.
@@ -133,6 +134,9 @@ pub(super) struct HostState {
     /// arithmetic, not a search of the map registry.
     array_addrs: [Cell<usize>; ARRAY_VIEWS],
     array_views: [Cell<ArrayView>; ARRAY_VIEWS],
+    /// The object's rodata pages a loader write left writable; sealed
+    /// before any call into C (see [`loader::Pages`]).
+    pub pages: loader::Pages,
     /// Nesting depth of calls into C.
     depth: Cell<u32>,
     /// `grave`, `grave_masks` or `lent` may hold something, to release
@@ -269,7 +273,7 @@ pub(super) fn bad(sim: &mut Sim, msg: String) {
 }
 
 impl HostState {
-    pub(super) fn new(inner: Inner, end_call: Option<EndCall>, obj: ObjInfo) -> HostState {
+    pub(super) fn new(inner: Inner, end_call: Option<EndCall>, obj: ObjInfo, pages: loader::Pages) -> HostState {
         // A HostState stays on this thread (a raw pointer makes it neither
         // Send nor Sync), so this is where its calls will be made.
         fault::enter_thread();
@@ -281,6 +285,7 @@ impl HostState {
             last_map: Cell::new((0, 0)),
             array_addrs: Default::default(),
             array_views: Default::default(),
+            pages,
             depth: Cell::new(0),
             call_memory: Cell::new(false),
             end_call,
@@ -366,6 +371,11 @@ impl HostState {
     /// Calls into C with the context set; `f` is the C call.
     #[inline(always)]
     pub(super) fn call<R>(&self, sim: &mut Sim, f: impl FnOnce() -> R) -> R {
+        // The scheduler's code runs with its rodata read-only, as in the
+        // kernel, whatever a loader wrote since the last call.
+        if self.pages.any_open() {
+            self.pages.seal();
+        }
         let prev = CURRENT.replace(Ctx { sim: sim as *mut Sim, host: self as *const HostState });
         let depth = self.depth.get();
         self.depth.set(depth + 1);

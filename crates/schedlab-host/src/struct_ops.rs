@@ -88,7 +88,6 @@ impl HostedScheduler {
         if f == 0 || (self.state.dead() && op != Op::Exit) {
             return None;
         }
-        self.seal_rodata();
         self.state.call_op(sim, op, f, args.as_mut_ptr() as u64)
     }
 
@@ -422,7 +421,6 @@ impl ExtOps for HostedScheduler {
         let (prev, next) = (self.state.who_ptr(sim, who(prev)) as u64, self.state.who_ptr(sim, who(next)) as u64);
         // BPF_PROG(..., bool preempt, prev, next, unsigned int prev_state).
         let mut ctx = [u64::from(preempt), prev, next, prev_state];
-        self.seal_rodata();
         self.state.call_c(sim, Callee::Tracepoint("sched_switch"), f, [ctx.as_mut_ptr() as u64, 0, 0, 0]);
     }
 
@@ -443,7 +441,6 @@ impl ExtOps for HostedScheduler {
         // `int cb(void *map, void *key, void *value)`; map and value are live
         // addresses of this scheduler's map; `key` outlives the call.
         let k = key.as_mut_ptr() as u64;
-        self.seal_rodata();
         self.state.call_c(sim, Callee::Timer, cb, [map as u64, k, value as u64, 0]);
     }
 }

@@ -100,7 +100,6 @@ impl HostedScheduler {
                 return 0;
             }
             let mut args: [u64; 0] = [];
-            self.seal_rodata();
             self.state.call_c(sim, Callee::Named("init_cids"), f, [args.as_mut_ptr() as u64, 0, 0, 0]).map_or(0, |r| r as i32)
         })
     }

@@ -66,7 +66,6 @@ impl HostedScheduler {
                 [*cpu as i32 as i64 as u64, *pressure, 0, 0]
             }
         };
-        self.seal_rodata();
         self.state.call_c(sim, Callee::Tracepoint(name), f, [ctx.as_mut_ptr() as u64, 0, 0, 0]);
         drop(text);
     }
