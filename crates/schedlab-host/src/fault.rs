@@ -173,7 +173,7 @@ pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Box<Cau
 
 /// Where a fault was, as the debug information of the object says.
 pub(super) struct ObjInfo {
-    /// The shared object (the cached build; the loaded copy is deleted).
+    /// The shared object (the cached build; a private copy is deleted once loaded).
     pub so: PathBuf,
     /// Its load bias.
     pub base: usize,

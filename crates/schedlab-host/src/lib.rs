@@ -21,7 +21,7 @@
 //! - `compile`: shim materialisation, the scan pass, the cache, `cc`;
 //! - `scan`: maps, rodata, ops tables and syscall programs from the
 //!   preprocessed source, and the descriptor unit generated from them;
-//! - `loader`: dlopen of a private copy, `schedlab_attach()`, rodata writes;
+//! - `loader`: dlopen (in place, or of a private copy), `schedlab_attach()`, rodata writes;
 //! - `struct_ops`: the `ExtOps` callbacks, each packing its arguments as the
 //!   BPF_PROG context and calling the object's program;
 //! - `cid`, `struct_ops_cid`, `sub`: the 7.3 cid form (`struct

@@ -1,11 +1,16 @@
-//! Loading a compiled scheduler: a private copy of the object, dlopen,
-//! `schedlab_attach()`, and the descriptor tables it returns (the Rust
-//! mirrors of shim/schedlab_abi.h), plus rodata writes.
+//! Loading a compiled scheduler: dlopen of the object (in place, or a
+//! private copy when it is already resident), `schedlab_attach()`, and the
+//! descriptor tables it returns (the Rust mirrors of
+//! shim/schedlab_abi.h), plus rodata writes.
 //!
 //! Isolation: dlopen() of a path already loaded returns the same instance,
-//! globals included, so every load copies the cached object to a new
-//! unique file and opens that. The copy is unlinked right after dlopen (the
-//! mapping stays), so nothing is left behind even if the process dies.
+//! globals included. So the first load of a cached object opens it in
+//! place, and a load of an object this process already has resident (two
+//! worlds at once, or one the dynamic loader kept after dlclose) opens a
+//! private copy: the cached object copied to a new unique file, unlinked
+//! right after dlopen (the mapping stays), so nothing is left behind even
+//! if the process dies. Cache entries are replaced by rename, never
+//! rewritten, so an object open in place never changes under its mapping.
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void, CStr};
@@ -217,17 +222,35 @@ pub(crate) unsafe fn c_str(p: *const c_char) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
-/// Copies `so` to a fresh file, opens it and attaches the runtime.
+/// Serialises "is it resident? then open it in place", so two threads never
+/// both open one object in place.
+static OPENING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Opens `so` (in place, or a private copy when this process already has
+/// it resident) and attaches the runtime.
 pub(crate) fn open(so: &Path, source: &Path) -> Result<Loaded, HostError> {
     let load_err = |msg: String| HostError::Load { path: source.to_path_buf(), msg };
-    let copy: PathBuf = std::env::temp_dir().join(format!("schedlab-{}.so", unique_suffix()));
-    std::fs::copy(so, &copy)
-        .map_err(|err| HostError::Io { what: format!("copying {} to {}", so.display(), copy.display()), err })?;
+    let opening = OPENING.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: RTLD_NOLOAD only looks the object up among the loaded ones; a
+    // handle it returns is closed at once (the object stays as it was).
+    let resident = unsafe { libloading::os::unix::Library::open(Some(so), libc::RTLD_NOW | libc::RTLD_NOLOAD) }.is_ok();
+    let copy: Option<PathBuf> = if resident {
+        let copy = std::env::temp_dir().join(format!("schedlab-{}.so", unique_suffix()));
+        std::fs::copy(so, &copy)
+            .map_err(|err| HostError::Io { what: format!("copying {} to {}", so.display(), copy.display()), err })?;
+        Some(copy)
+    } else {
+        None
+    };
+    let path = copy.as_deref().unwrap_or(so);
     // SAFETY: the object is one we compiled from the shim; its only
     // initialisers are the C runtime's (no constructors of ours run).
     // RTLD_LOCAL keeps its symbols out of the global scope.
-    let lib = unsafe { libloading::os::unix::Library::open(Some(&copy), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    let _ = std::fs::remove_file(&copy);
+    let lib = unsafe { libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    drop(opening);
+    if let Some(copy) = &copy {
+        let _ = std::fs::remove_file(copy);
+    }
     let lib: libloading::Library = lib.map_err(|e| load_err(e.to_string()))?.into();
 
     type Attach = unsafe extern "C" fn(extern "C" fn(*const c_char) -> *mut c_void) -> *mut ModuleC;

@@ -214,6 +214,23 @@ fn each_load_has_its_own_globals() {
 }
 
 #[test]
+fn a_load_after_unloading_starts_fresh() {
+    // The first load opens the cached object in place; once it is gone,
+    // the next load must not find its globals (whether the dynamic loader
+    // unmapped the object or kept it resident).
+    let mut s = sim(&mixed(2, 10));
+    let a = load_with(&test_sched("features"), &cfg());
+    for want in 1..=2 {
+        assert_eq!(a.run_syscall(&mut s, "bump", &mut []).unwrap(), want);
+    }
+    a.set_rodata("bias", "7").unwrap();
+    drop(a);
+    let b = load_with(&test_sched("features"), &cfg());
+    assert_eq!(b.run_syscall(&mut s, "bump", &mut []).unwrap(), 1);
+    assert_eq!(b.rodata_bytes("bias").unwrap(), (-3i32).to_ne_bytes());
+}
+
+#[test]
 fn rodata_and_flags_are_checked_by_name() {
     let mut c = cfg();
     c.rodata = vec![("nope".into(), "1".into())];
