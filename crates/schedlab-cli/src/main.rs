@@ -312,6 +312,11 @@ fn run(path: PathBuf, seed: Option<u64>, mut sets: Vec<String>, features: Vec<St
             }
         }
     }
+    // The process exits next: freeing a world of thousands of tasks block
+    // by block, and its results, would only cost time. Everything the run
+    // writes is written and flushed above.
+    std::mem::forget(results);
+    std::mem::forget(sim);
     Ok(())
 }
 
