@@ -467,6 +467,18 @@ impl Results {
                 }
             })
             .collect();
+        // Most tasks share their affinity: its cpulist is written once.
+        let mut last_allowed: Option<(crate::machine::cpumask::CpuMask, String)> = None;
+        let mut allowed_list = |m: &crate::machine::cpumask::CpuMask| -> String {
+            match &last_allowed {
+                Some((prev, text)) if prev == m => text.clone(),
+                _ => {
+                    let text = m.to_cpulist();
+                    last_allowed = Some((m.clone(), text.clone()));
+                    text
+                }
+            }
+        };
         let tasks = sim
             .tasks
             .iter()
@@ -477,7 +489,7 @@ impl Results {
                 tgid: t.tgid,
                 cgroup: t.cgroup.clone(),
                 cpu: t.cpu,
-                cpus_allowed: t.cpus_allowed.to_cpulist(),
+                cpus_allowed: allowed_list(&t.cpus_allowed),
                 ran_on: t.ran_on.to_cpulist(),
                 policy: t.policy.kernel_name(),
                 nice: t.nice,

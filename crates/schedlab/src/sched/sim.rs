@@ -367,6 +367,13 @@ impl Sim {
         crate::sched::task::Op::SetAffinity { mask: mask as u32 }
     }
 
+    /// Makes room for `n` more tasks (a hint: tasks can still be added
+    /// past it).
+    pub fn reserve_tasks(&mut self, n: usize) {
+        self.tasks.reserve(n);
+        self.task_rngs.reserve(n);
+    }
+
     pub(crate) fn add_task(&mut self, mut t: Task) -> TaskId {
         let id = self.tasks.len() as TaskId;
         t.id = id;

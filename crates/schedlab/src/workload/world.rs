@@ -190,6 +190,9 @@ pub fn build_with(s: &Scenario, file: &str, topo: Topology, ext: &dyn ExtLoader)
         features.set(f, on);
     }
     let mut sim = Sim::new(topo, costs, features, tunables, s.seed, s.duration.0);
+    // The task table grows to its start-up size at once, instead of by
+    // doubling copies of tasks of nearly a kilobyte each.
+    sim.reserve_tasks(need.tasks.min(1 << 20) as usize);
     if let Some(irq) = &s.machine.irqoff {
         let n = sim.nr_cpus();
         let cpus = match &irq.cpus {

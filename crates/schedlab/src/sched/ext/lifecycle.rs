@@ -70,7 +70,9 @@ impl Sim {
         }
         let nodes = self.topo.nr_nodes();
         let mut st = crate::sched::ext::ScxSched::new(n, nodes);
-        st.stats = std::mem::take(&mut self.scx.stats);
+        // The statistics carry over; a swap, as a take would build (and
+        // zero) another quarter-megabyte histogram only to drop it.
+        std::mem::swap(&mut st.stats, &mut self.scx.stats);
         for op in Op::ALL {
             st.has[op.index()] = ops.has(op);
         }
