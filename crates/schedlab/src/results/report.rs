@@ -240,8 +240,10 @@ impl ScxResult {
             return None;
         }
         let st = &x.stats;
-        let h = &st.local_residence;
-        let over = |ns: u64| if h.is_empty() { 0 } else { h.count_between(ns + 1, h.max().max(ns + 1)) };
+        let over = |ns: u64| match &st.local_residence {
+            Some(h) if !h.is_empty() => h.count_between(ns + 1, h.max().max(ns + 1)),
+            _ => 0,
+        };
         Some(ScxResult {
             name: x.name.clone(),
             crate_: x.origin.as_ref().map(|(n, v)| format!("{n}@{v}")),
@@ -272,7 +274,7 @@ impl ScxResult {
             overhead_ns: st.overhead_ns,
             dsq_lock_wait_ns: st.dsq_lock_wait_ns,
             rq_lock_wait_ns: st.rq_lock_wait_ns,
-            local_dsq_residence: latency_stats(h),
+            local_dsq_residence: st.local_residence.as_ref().and_then(latency_stats),
             local_dsq_residence_over_128us: over(128_000),
             local_dsq_residence_over_256us: over(256_000),
             bypass_lb_moved: st.bypass_lb_moved,

@@ -257,7 +257,11 @@ impl Sim {
         }
         if let Some(since) = self.task_mut(p).scx.local_since.take() {
             let now = self.now();
-            self.scx.stats.local_residence.saturating_record((now - since).max(1));
+            self.scx
+                .stats
+                .local_residence
+                .get_or_insert_with(|| hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"))
+                .saturating_record((now - since).max(1));
         }
     }
 

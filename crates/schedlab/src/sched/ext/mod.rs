@@ -391,8 +391,10 @@ pub struct ScxStats {
     /// Time spent waiting for runqueue locks (remote pulls and moves, a
     /// CPU's own schedule() behind them, the disable's class switches), ns.
     pub rq_lock_wait_ns: Ns,
-    /// Local DSQ residence (insert to removal), experiment 000's metric.
-    pub local_residence: Histogram<u64>,
+    /// Local DSQ residence (insert to removal), experiment 000's metric;
+    /// built at the first record (a histogram is 270 KB to zero, and most
+    /// worlds never enable a scheduler).
+    pub local_residence: Option<Histogram<u64>>,
     /// Longest time any ext task waited runnable while disabling.
     pub max_wait_while_disabling_ns: Ns,
     /// When the scheduler became enabled, ns.
@@ -427,7 +429,7 @@ impl Default for ScxStats {
             overhead_ns: 0,
             dsq_lock_wait_ns: 0,
             rq_lock_wait_ns: 0,
-            local_residence: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
+            local_residence: None,
             max_wait_while_disabling_ns: 0,
             enabled_at: None,
             disable_started_at: None,
