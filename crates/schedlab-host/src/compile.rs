@@ -127,20 +127,10 @@ fn write_atomic(path: &Path, data: &[u8]) -> Result<(), HostError> {
     std::fs::rename(&tmp, path).map_err(io_err(format!("renaming into {}", path.display())))
 }
 
+/// The SHA-256 of the embedded shim (each file's name and contents, in
+/// `SHIM_FILES` order), computed by build.rs from the same files.
 fn shim_hash() -> String {
-    // The shim is compiled in: hash it once per process.
-    static HASH: OnceLock<String> = OnceLock::new();
-    HASH.get_or_init(|| {
-        let mut h = Sha256::new();
-        for (name, text) in SHIM_FILES {
-            h.update(name.as_bytes());
-            h.update([0]);
-            h.update(text.as_bytes());
-            h.update([0]);
-        }
-        hex(&h.finalize())
-    })
-    .clone()
+    env!("SCHEDLAB_SHIM_SHA256").to_string()
 }
 
 /// The shim directory under `cache`, written on first use.
@@ -711,6 +701,21 @@ mod tests {
         let d = std::env::temp_dir().join(format!("schedlab-test-{name}-{}", unique_suffix()));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn the_build_time_shim_hash_is_the_hash_of_shim_files() {
+        // build.rs reads SHIM_FILES' entries from this file's text; a list
+        // it misread (or files it read elsewhere) would name the shim's
+        // cache directory after other contents.
+        let mut h = Sha256::new();
+        for (name, text) in SHIM_FILES {
+            h.update(name.as_bytes());
+            h.update([0]);
+            h.update(text.as_bytes());
+            h.update([0]);
+        }
+        assert_eq!(shim_hash(), hex(&h.finalize()));
     }
 
     #[test]
