@@ -37,10 +37,23 @@ pub(super) struct CpuTimers {
     pending: [(usize, u128); PENDING_MAX],
     /// Entries in use in `pending`.
     npending: usize,
+    /// A tree of at most [`SCAN_MAX`] slots is never walked: a set writes
+    /// its leaf and marks the tree `dirty`, and the next read scans the
+    /// leaves for the least key and puts it at the root (node 1). On a
+    /// few CPUs that takes fewer instructions than a walk, each of whose
+    /// levels pays for a parent, a sibling and a 128-bit select. The
+    /// nodes between the root and the leaves are then stale and never
+    /// read, and `pending` stays empty.
+    scan: bool,
+    dirty: bool,
 }
 
 /// Keys kept unwalked at most (see `CpuTimers::pending`).
 const PENDING_MAX: usize = 4;
+
+/// Trees of at most this many slots are scanned, not walked (see
+/// `CpuTimers::scan`).
+const SCAN_MAX: usize = 8;
 
 impl CpuTimers {
     pub(super) fn new(cpus: usize) -> Self {
@@ -57,7 +70,7 @@ impl CpuTimers {
         // Node 0, above the root, stops both loops of a walk: no slot
         // wins it and no key is less than its.
         (keys[0], win[0]) = (0, u32::MAX);
-        CpuTimers { keys, win, gens: vec![0; n], pending: [(0, NO_KEY); PENDING_MAX], npending: 0 }
+        CpuTimers { keys, win, gens: vec![0; n], pending: [(0, NO_KEY); PENDING_MAX], npending: 0, scan: n <= SCAN_MAX, dirty: false }
     }
 
     /// How many slots (CPUs, padded to a power of two); 0 without timers.
@@ -85,6 +98,12 @@ impl CpuTimers {
     #[inline]
     pub(super) fn set(&mut self, slot: usize, key: u128) {
         debug_assert!(slot < self.slots(), "slot {slot} of {}", self.slots());
+        if self.scan {
+            let leaf = self.slots() + slot;
+            self.keys[leaf] = key;
+            self.dirty = true;
+            return;
+        }
         let n = self.npending;
         match self.pending[..n].iter_mut().find(|p| p.0 == slot) {
             Some(p) => p.1 = key,
@@ -108,13 +127,32 @@ impl CpuTimers {
     }
 
     /// Walks the pending keys into the tree.
-    #[inline]
+    #[inline(always)]
     pub(super) fn settle(&mut self) {
+        if self.dirty {
+            self.rescan();
+        }
         while self.npending > 0 {
             self.npending -= 1;
             let (slot, key) = self.pending[self.npending & (PENDING_MAX - 1)];
             self.walk(slot, key);
         }
+    }
+
+    /// Puts the least leaf and its slot at the root of a scanned tree
+    /// (see [`CpuTimers::scan`]). The tables' sizes are powers of two,
+    /// so each size gets a scan of fixed length, unrolled.
+    #[inline]
+    fn rescan(&mut self) {
+        self.dirty = false;
+        let n = self.slots();
+        let (slot, key) = match n {
+            1 => least::<1>(&self.keys[1..]),
+            2 => least::<2>(&self.keys[2..]),
+            4 => least::<4>(&self.keys[4..]),
+            _ => least::<SCAN_MAX>(&self.keys[SCAN_MAX..]),
+        };
+        (self.keys[1], self.win[1]) = (key, slot);
     }
 
     /// Stores `key` for `slot` and replays its path towards the root.
@@ -176,7 +214,7 @@ impl CpuTimers {
     /// the truth).
     #[inline]
     pub(super) fn head_hint(&self) -> Option<(usize, u128)> {
-        if self.npending != 0 {
+        if self.npending != 0 || self.dirty {
             return None;
         }
         self.first()
@@ -185,11 +223,26 @@ impl CpuTimers {
     /// The slot with the earliest key, if any is armed (on a settled tree).
     #[inline]
     pub(super) fn first(&self) -> Option<(usize, u128)> {
-        debug_assert!(self.npending == 0, "first() on an unsettled tree");
+        debug_assert!(self.npending == 0 && !self.dirty, "first() on an unsettled tree");
         // The root (for a single slot, its leaf: win[1] = 0).
         let key = *self.keys.get(1)?;
         (key != NO_KEY).then_some((self.win[1] as usize, key))
     }
+}
+
+/// The first of `leaves` holding the least of their first N keys (the
+/// slot standing for the whole tree when every key is NO_KEY does not
+/// matter), and that key.
+#[inline(always)]
+fn least<const N: usize>(leaves: &[u128]) -> (u32, u128) {
+    let leaves: &[u128; N] = leaves[..N].try_into().expect("N leaves");
+    let (mut best, mut best_key) = (0u32, leaves[0]);
+    for (i, &key) in leaves.iter().enumerate().skip(1) {
+        if key < best_key {
+            (best, best_key) = (i as u32, key);
+        }
+    }
+    (best, best_key)
 }
 
 #[cfg(test)]
