@@ -36,34 +36,40 @@ impl Sim {
     }
 
     /// Interprets `p`'s program until it runs, blocks or exits.
+    ///
+    /// The common steps reach the task's fields through one index of the
+    /// task table each, and the step is matched in place rather than
+    /// copied out whole: each kind of step reads only its own fields.
     fn run_program(&mut self, cpu: Cpu, p: TaskId) {
+        let pi = p as usize;
         for _ in 0..MAX_INSTANT_STEPS {
-            let pc = self.task(p).pc as usize;
-            let prog = self.task(p).prog as usize;
-            let Some(&op) = self.programs[prog].ops.get(pc) else {
+            let t = &self.tasks[pi];
+            let Some(op) = self.programs[t.prog as usize].ops.get(t.pc as usize) else {
                 self.task_exit(cpu, p);
                 return;
             };
-            match op {
-                Op::Run(d) => match self.task(p).run_left {
-                    None => {
-                        let ns = self.draw(p, &d);
-                        self.task_mut(p).run_left = Some(ns);
-                        if ns > 0 {
+            match *op {
+                Op::Run(d) => {
+                    let t = &mut self.tasks[pi];
+                    match t.run_left {
+                        None => {
+                            let ns = d.draw(&mut self.task_rngs[pi]);
+                            t.run_left = Some(ns);
+                            if ns > 0 {
+                                self.arm_step(cpu);
+                                return;
+                            }
+                        }
+                        Some(0) => {
+                            t.run_left = None;
+                            t.pc += 1;
+                        }
+                        Some(_) => {
                             self.arm_step(cpu);
                             return;
                         }
                     }
-                    Some(0) => {
-                        let t = self.task_mut(p);
-                        t.run_left = None;
-                        t.pc += 1;
-                    }
-                    Some(_) => {
-                        self.arm_step(cpu);
-                        return;
-                    }
-                },
+                }
                 Op::Sleep(d) => {
                     let ns = self.draw(p, &d);
                     self.task_mut(p).pc += 1;
@@ -231,10 +237,10 @@ impl Sim {
                     }
                 }
                 Op::Work => {
-                    self.task_mut(p).stats.work += 1;
-                    let w = self.task(p).workload as usize;
-                    self.metrics[w].work += 1;
-                    self.task_mut(p).pc += 1;
+                    let t = &mut self.tasks[pi];
+                    t.stats.work += 1;
+                    t.pc += 1;
+                    self.metrics[t.workload as usize].work += 1;
                 }
                 Op::Stamp => {
                     let now = self.now();
