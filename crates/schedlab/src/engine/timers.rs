@@ -52,12 +52,19 @@ pub(super) struct CpuTimers {
 const PENDING_MAX: usize = 4;
 
 /// Trees of at most this many slots are scanned, not walked (see
-/// `CpuTimers::scan`).
+/// `CpuTimers::scan`); smaller ones are padded to `SCAN_MIN` slots, so
+/// that a scan is over 4 or 8 leaves.
 const SCAN_MAX: usize = 8;
+const SCAN_MIN: usize = 4;
 
 impl CpuTimers {
     pub(super) fn new(cpus: usize) -> Self {
-        let n = cpus.max(1).next_power_of_two();
+        let mut n = cpus.max(1).next_power_of_two();
+        if n < SCAN_MIN {
+            // Disarmed slots that are never armed: a scan of 4 leaves
+            // costs about what one of 1 or 2 does.
+            n = SCAN_MIN;
+        }
         let mut win = vec![0u32; 2 * n];
         for (i, leaf) in win[n..].iter_mut().enumerate() {
             *leaf = i as u32;
@@ -140,19 +147,19 @@ impl CpuTimers {
     }
 
     /// Puts the least leaf and its slot at the root of a scanned tree
-    /// (see [`CpuTimers::scan`]). The tables' sizes are powers of two,
-    /// so each size gets a scan of fixed length, unrolled.
-    #[inline]
+    /// (see [`CpuTimers::scan`]): a tree of 4 or of 8 slots, each with a
+    /// scan of fixed length, unrolled.
+    #[inline(always)]
     fn rescan(&mut self) {
         self.dirty = false;
-        let n = self.slots();
-        let (slot, key) = match n {
-            1 => least::<1>(&self.keys[1..]),
-            2 => least::<2>(&self.keys[2..]),
-            4 => least::<4>(&self.keys[4..]),
-            _ => least::<SCAN_MAX>(&self.keys[SCAN_MAX..]),
+        let keys = &mut self.keys[..];
+        let (slot, key) = if keys.len() == 2 * SCAN_MIN {
+            least::<SCAN_MIN>(&keys[SCAN_MIN..])
+        } else {
+            least::<SCAN_MAX>(&keys[SCAN_MAX..])
         };
-        (self.keys[1], self.win[1]) = (key, slot);
+        keys[1] = key;
+        self.win[1] = slot;
     }
 
     /// Stores `key` for `slot` and replays its path towards the root.
