@@ -771,9 +771,7 @@ impl Sim {
         if !G || e & GSE == 0 {
             let old = self.task(e).se.lru_stamp;
             if self.task(e).se.on_rq {
-                let lru = &mut self.rq_mut(q.cpu).cfs.lru;
-                lru.remove(&(old, e));
-                lru.insert((now, e));
+                self.rq_mut(q.cpu).cfs.lru.replace(&(old, e), (now, e));
             }
         }
         let se = self.se_mut_g::<G>(e);

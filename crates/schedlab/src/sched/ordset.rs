@@ -49,6 +49,12 @@ impl<T: Ord + Copy> OrdSet<T> {
     pub fn insert(&mut self, x: T) -> bool {
         match self {
             OrdSet::Small(v) => {
+                // An entry above all others (a fresh LRU stamp, a late
+                // deadline) goes at the end without a search.
+                if v.len() < Self::SMALL_MAX && v.last().is_none_or(|last| *last < x) {
+                    v.push(x);
+                    return true;
+                }
                 let Err(at) = v.binary_search(&x) else { return false };
                 if v.len() < Self::SMALL_MAX {
                     v.insert(at, x);
@@ -67,13 +73,19 @@ impl<T: Ord + Copy> OrdSet<T> {
     #[inline]
     pub fn remove(&mut self, x: &T) -> bool {
         match self {
-            OrdSet::Small(v) => match v.binary_search(x) {
-                Ok(at) => {
-                    v.remove(at);
-                    true
-                }
-                Err(_) => false,
-            },
+            OrdSet::Small(v) => {
+                // The least entry (a timeline's head, just picked) is
+                // found without a search.
+                let at = match v.first() {
+                    Some(first) if first == x => 0,
+                    _ => match v.binary_search(x) {
+                        Ok(at) => at,
+                        Err(_) => return false,
+                    },
+                };
+                v.remove(at);
+                true
+            }
             OrdSet::Big(s) => {
                 let was = s.remove(x);
                 if s.len() <= Self::SMALL_MAX / 4 {
@@ -84,6 +96,26 @@ impl<T: Ord + Copy> OrdSet<T> {
                 was
             }
         }
+    }
+
+    /// Replaces `old` by `new`, as `remove(old)` then `insert(new)`. When
+    /// `new` is above every entry (an LRU entry moving to the back), the
+    /// entries after `old` move down one place and `new` takes the last:
+    /// one move instead of two.
+    #[inline]
+    pub fn replace(&mut self, old: &T, new: T) {
+        if let OrdSet::Small(v) = self {
+            if v.last().is_some_and(|last| *last < new) {
+                if let Ok(at) = v.binary_search(old) {
+                    v[at..].rotate_left(1);
+                    let last = v.len() - 1;
+                    v[last] = new;
+                    return;
+                }
+            }
+        }
+        self.remove(old);
+        self.insert(new);
     }
 
     /// Whether `x` is in the set.
@@ -192,17 +224,24 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
-        /// Any sequence of inserts and removes leaves the set a B-tree set
-        /// would hold, in the same order, across both representations.
+        /// Any sequence of inserts, removes and replaces leaves the set a
+        /// B-tree set would hold, in the same order, across both
+        /// representations. Replaces mostly move an entry to the back, as
+        /// the LRU's do.
         #[test]
-        fn agrees_with_a_btree_set(ops in proptest::collection::vec((proptest::bool::ANY, 0u32..200), 1..600)) {
+        fn agrees_with_a_btree_set(ops in proptest::collection::vec((0u8..5, 0u32..200, 0u32..40), 1..600)) {
             let mut set = OrdSet::default();
             let mut reference = BTreeSet::new();
-            for (add, x) in ops {
-                if add {
-                    proptest::prop_assert_eq!(set.insert(x), reference.insert(x));
-                } else {
-                    proptest::prop_assert_eq!(set.remove(&x), reference.remove(&x));
+            for (op, x, y) in ops {
+                match op {
+                    0 | 1 => proptest::prop_assert_eq!(set.insert(x), reference.insert(x)),
+                    2 => proptest::prop_assert_eq!(set.remove(&x), reference.remove(&x)),
+                    _ => {
+                        let new = if op == 3 { reference.last().map_or(y, |&l| l + y) } else { y * 5 };
+                        set.replace(&x, new);
+                        reference.remove(&x);
+                        reference.insert(new);
+                    }
                 }
                 proptest::prop_assert_eq!(set.len(), reference.len());
                 proptest::prop_assert_eq!(set.first(), reference.first());
