@@ -17,6 +17,14 @@
 //! key may well be below this queue's current minimum, though, so the
 //! minimum is found without moving the reference point: the reference is
 //! the last key popped, never the minimum merely looked at.
+//!
+//! A queue of a few entries (a small machine's sleep timers and IPIs) is
+//! a binary heap instead: there a pop, which re-files a bucket and may
+//! scan the next, costs more than sifting down a few levels, and a push
+//! of a key later than most, as the engine's usually are, stops at once.
+//! The queue turns radix when the heap would outgrow [`SMALL_MAX`]
+//! entries, and back when it is empty. Keys are unique, so either pops
+//! the same entry.
 
 /// A min-queue of `(key, T)` pairs with unique keys, each pushed key
 /// above the last key popped.
@@ -36,8 +44,16 @@ pub(super) struct RadixQueue<T> {
     min: u128,
     min_bucket: usize,
     min_index: usize,
+    /// Entries in the buckets.
     len: usize,
+    /// While not `radix`: every entry, as a binary min-heap on the key
+    /// (the buckets are empty).
+    small: Vec<(u128, T)>,
+    radix: bool,
 }
+
+/// The most entries held as a binary heap (see the module docs).
+const SMALL_MAX: usize = 32;
 
 /// Bits per digit. An entry moves to a lower bucket each time the one it
 /// is in holds the minimum, and it moves about as often as there are
@@ -58,6 +74,8 @@ impl<T> Default for RadixQueue<T> {
             min_bucket: 0,
             min_index: 0,
             len: 0,
+            small: Vec::new(),
+            radix: false,
         }
     }
 }
@@ -66,7 +84,7 @@ impl<T: Copy> RadixQueue<T> {
     /// How many entries are held.
     #[inline]
     pub(super) fn len(&self) -> usize {
-        self.len
+        self.len + self.small.len()
     }
 
     /// The bucket for `key` relative to `last` (`key` above it).
@@ -80,8 +98,69 @@ impl<T: Copy> RadixQueue<T> {
     /// Adds `value` under `key`, which must exceed the last key popped.
     #[inline]
     pub(super) fn push(&mut self, key: u128, value: T) {
+        debug_assert!(key > self.last, "key {key:#x} not above the last popped {:#x}", self.last);
+        if !self.radix {
+            if self.small.len() < SMALL_MAX {
+                self.small_push(key, value);
+                return;
+            }
+            // Outgrown: every entry goes to its bucket.
+            self.radix = true;
+            let mut small = std::mem::take(&mut self.small);
+            self.len = small.len();
+            for &(k, v) in &small {
+                self.file(k, v);
+            }
+            small.clear();
+            self.small = small;
+        }
         self.file(key, value);
         self.len += 1;
+    }
+
+    /// Sifts a new entry up the heap from the bottom (a hole moves up
+    /// while its parent's key is greater).
+    #[inline]
+    fn small_push(&mut self, key: u128, value: T) {
+        let h = &mut self.small;
+        let mut i = h.len();
+        h.push((key, value));
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if h[parent].0 < key {
+                break;
+            }
+            h[i] = h[parent];
+            i = parent;
+        }
+        h[i] = (key, value);
+    }
+
+    /// Removes the heap's least entry: the last one takes its place and
+    /// sifts down.
+    #[inline]
+    fn small_pop(&mut self) -> Option<(u128, T)> {
+        let h = &mut self.small;
+        let last = h.pop()?;
+        let Some(&top) = h.first() else { return Some(last) };
+        let n = h.len();
+        let mut i = 0;
+        loop {
+            let mut child = 2 * i + 1;
+            if child >= n {
+                break;
+            }
+            if child + 1 < n && h[child + 1].0 < h[child].0 {
+                child += 1;
+            }
+            if last.0 < h[child].0 {
+                break;
+            }
+            h[i] = h[child];
+            i = child;
+        }
+        h[i] = last;
+        Some(top)
     }
 
     /// Puts an entry in its bucket relative to `last`, keeping the
@@ -100,12 +179,18 @@ impl<T: Copy> RadixQueue<T> {
     /// The least key held.
     #[inline]
     pub(super) fn peek_key(&self) -> Option<u128> {
+        if !self.radix {
+            return self.small.first().map(|e| e.0);
+        }
         (self.len > 0).then_some(self.min)
     }
 
     /// The value under the least key.
     #[inline]
     pub(super) fn peek(&self) -> Option<&T> {
+        if !self.radix {
+            return self.small.first().map(|e| &e.1);
+        }
         if self.len == 0 {
             return None;
         }
@@ -113,7 +198,23 @@ impl<T: Copy> RadixQueue<T> {
     }
 
     /// Removes and returns the entry with the least key.
+    #[inline]
     pub(super) fn pop(&mut self) -> Option<(u128, T)> {
+        if !self.radix {
+            let popped = self.small_pop()?;
+            self.last = popped.0;
+            return Some(popped);
+        }
+        self.radix_pop()
+    }
+
+    /// `pop` from the buckets.
+    #[inline(never)]
+    fn radix_pop(&mut self) -> Option<(u128, T)> {
+        if self.len == 1 {
+            // The last entry: the queue is a heap again.
+            self.radix = false;
+        }
         if self.len == 0 {
             return None;
         }
@@ -204,6 +305,13 @@ mod tests {
     proptest! {
         #[test]
         fn radix_queue_matches_a_binary_heap(ops in proptest::collection::vec((0u8..8, any::<u64>()), 0..600)) {
+            against_the_heap(&ops);
+        }
+
+        /// As many pops as pushes: the queue crosses between a heap and
+        /// buckets both ways.
+        #[test]
+        fn crossing_between_heap_and_buckets(ops in proptest::collection::vec((0u8..10, any::<u64>()), 0..3000)) {
             against_the_heap(&ops);
         }
     }
