@@ -99,11 +99,18 @@ impl<T: Copy> RadixQueue<T> {
     #[inline]
     pub(super) fn push(&mut self, key: u128, value: T) {
         debug_assert!(key > self.last, "key {key:#x} not above the last popped {:#x}", self.last);
+        if !self.radix && self.small.len() < SMALL_MAX {
+            self.small_push(key, value);
+            return;
+        }
+        self.radix_push(key, value);
+    }
+
+    /// `push` into the buckets, moving the heap's entries there first if
+    /// it is full.
+    #[inline(never)]
+    fn radix_push(&mut self, key: u128, value: T) {
         if !self.radix {
-            if self.small.len() < SMALL_MAX {
-                self.small_push(key, value);
-                return;
-            }
             // Outgrown: every entry goes to its bucket.
             self.radix = true;
             let mut small = std::mem::take(&mut self.small);

@@ -21,6 +21,8 @@ impl Sim {
     }
 
     /// The running task on `cpu` finished its step (or became able to make progress).
+    /// Inlined into the event loop, where most events are step ends.
+    #[inline(always)]
     pub(crate) fn on_step_done(&mut self, cpu: Cpu) {
         self.commit_progress(cpu);
         let Some(p) = self.rq(cpu).curr else { return };
