@@ -195,7 +195,11 @@ pub type ProgId = u32;
 /// One step of a behaviour program. A program is executed by the task while
 /// it is on a CPU: instant steps run back to back, `Run` consumes CPU time,
 /// blocking steps take the task off the CPU.
+///
+/// An explicit tag byte (`repr(u8)`) rather than one folded into `Dist`'s:
+/// the interpreter's dispatch on the step is then a load and a jump.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(u8)]
 pub enum Op {
     /// Burn CPU for a duration.
     Run(Dist),
