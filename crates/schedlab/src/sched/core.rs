@@ -296,6 +296,7 @@ impl Sim {
     }
 
     /// Account the running task's progress up to now.
+    #[inline]
     pub(crate) fn commit_progress(&mut self, cpu: Cpu) {
         let now = self.now();
         let Some(p) = self.rq(cpu).curr else { return };

@@ -385,8 +385,22 @@ impl Sim {
 
     /// update_curr(): charges the current entity of one runqueue for the
     /// time since its exec_start.
+    ///
+    /// Inlined up to the test whether any time passed since the entity
+    /// was last charged: a second call at the same instant, which is
+    /// frequent, then costs no call (update_se() would return 0).
+    #[inline]
     pub(crate) fn update_curr<const G: bool>(&mut self, q: Cq) {
         let Some(e) = self.cfs_g::<G>(q).curr else { return };
+        if self.now() <= self.se_g::<G>(e).exec_start {
+            return;
+        }
+        self.update_curr_charge::<G>(q, e);
+    }
+
+    /// update_curr() once time has passed for the running entity `e`.
+    #[inline(never)]
+    fn update_curr_charge<const G: bool>(&mut self, q: Cq, e: Se) {
         let cpu = q.cpu;
         let is_task = !G || e & GSE == 0;
         let delta = if is_task { self.update_se(e) } else { self.update_se_group(e) };
