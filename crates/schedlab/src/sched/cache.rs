@@ -101,10 +101,19 @@ impl Sim {
     }
 
     /// account_mm_sched(): charge `delta` of `p`'s runtime to its process on `cpu`.
+    ///
+    /// Inlined up to the test whether cache-aware scheduling is on at all.
+    #[inline]
     pub(crate) fn account_mm_sched(&mut self, cpu: Cpu, p: TaskId, delta: Ns) {
         if !self.cache_on() || self.task(p).nr_cpus_allowed == 1 {
             return;
         }
+        self.account_mm_sched_on(cpu, p, delta);
+    }
+
+    /// account_mm_sched() with the feature on.
+    #[inline(never)]
+    fn account_mm_sched_on(&mut self, cpu: Cpu, p: TaskId, delta: Ns) {
         let epoch = self.cpu_epoch(cpu);
         self.cpu_cache[cpu as usize].runtime += delta;
         let tgid = self.task(p).tgid;

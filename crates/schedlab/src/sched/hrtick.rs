@@ -28,6 +28,7 @@ impl Sim {
     }
 
     /// hrtick_clear(): `__schedule()` cancels the timer before it picks.
+    #[inline]
     pub(crate) fn hrtick_clear(&mut self, cpu: Cpu) {
         if self.hrtick_enabled_fair() {
             let rq = self.rq_mut(cpu);
@@ -37,6 +38,7 @@ impl Sim {
 
     /// `__schedule()`'s hrtick_clear() and, for a fair pick,
     /// pick_next_task_fair()'s hrtick_start_fair().
+    #[inline]
     pub(crate) fn hrtick_restart(&mut self, cpu: Cpu, next: TaskId) {
         self.hrtick_clear(cpu);
         if self.task(next).class == ClassId::Fair {
@@ -46,10 +48,19 @@ impl Sim {
 
     /// hrtick_start_fair(): arm the timer for the rest of `p`'s slice when
     /// other fair tasks wait; a task already past its slice is rescheduled.
+    /// Inlined up to the test whether there is anything to do, which
+    /// mostly there is not (the feature is off by default).
+    #[inline]
     pub(crate) fn hrtick_start_fair(&mut self, cpu: Cpu, p: TaskId) {
         if !self.hrtick_enabled_fair() || self.rq(cpu).cfs.h_nr_queued <= 1 {
             return;
         }
+        self.hrtick_arm_fair(cpu, p);
+    }
+
+    /// hrtick_start_fair() once the hrtick is on and others wait.
+    #[inline(never)]
+    fn hrtick_arm_fair(&mut self, cpu: Cpu, p: TaskId) {
         let se = &self.task(p).se;
         let ran = se.sum_exec_runtime - se.prev_sum_exec_runtime;
         let Some(delta) = se.slice.checked_sub(ran) else {
@@ -68,6 +79,7 @@ impl Sim {
 
     /// hrtick_update(): after a fair enqueue or dequeue, re-arm for the
     /// running task if it is a fair one.
+    #[inline]
     pub(crate) fn hrtick_update(&mut self, cpu: Cpu) {
         if !self.hrtick_enabled_fair() {
             return;

@@ -118,6 +118,7 @@ fn accumulate_pelt_segments(periods: u64, d1: u32, d3: u32) -> u32 {
 
 /// Adds `delta` time units to the sums, decaying them first if period
 /// boundaries were crossed. Returns the number of boundaries crossed.
+#[inline(never)]
 fn accumulate_sum(
     mut delta: u64,
     sa: &mut SchedAvg,
@@ -175,6 +176,7 @@ fn accumulate_sum(
 /// * `load`: weight (runqueue) or 0/1 (task) while runnable;
 /// * `runnable`: number of runnable tasks represented;
 /// * `running`: whether the entity occupied the CPU.
+#[inline]
 fn update_load_sum(
     now: u64,
     sa: &mut SchedAvg,
@@ -302,6 +304,7 @@ impl SchedAvg {
     /// The state over `[last_update_time, now)` is taken to be the one passed
     /// in, so call this at every state change with the *previous* state.
     /// Returns `true` if a period boundary was crossed (averages recomputed).
+    #[inline]
     pub fn update_entity(&mut self, now: u64, weight: u64, on_rq: bool, running: bool) -> bool {
         let queued = u64::from(on_rq);
         if update_load_sum(now, self, queued, queued, running) {
@@ -321,6 +324,7 @@ impl SchedAvg {
     /// runqueue had a current task. As for [`SchedAvg::update_entity`] these
     /// describe the interval since the last update. Returns `true` if a
     /// period boundary was crossed.
+    #[inline]
     pub fn update_rq(
         &mut self,
         now: u64,
