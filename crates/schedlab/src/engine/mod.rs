@@ -14,7 +14,7 @@
 //! order they were scheduled, and a running hash of everything processed.
 //! One u128 key packs (time, seq) so that one comparison orders two events.
 //! The keys only grow (see the `queue` submodule), which lets the queue
-//! be a radix heap.
+//! be a radix heap (a binary heap while it holds a few entries).
 //!
 //! Two kinds of events stay out of the heap. The end of the running task's
 //! current step is a deadline that moves on every switch and every

@@ -6,6 +6,8 @@
 //! puts a changed key back into the tree runs about once per event, over
 //! most of the tree's height; it was the simulator's costliest function
 //! and is kept to a few instructions per level (see [`CpuTimers::walk`]).
+//! On a machine of a few CPUs a scan of the leaves is cheaper still, and
+//! replaces the walks there (see `CpuTimers::scan`).
 
 /// No pending event in a slot.
 pub(super) const NO_KEY: u128 = u128::MAX;
@@ -80,7 +82,8 @@ impl CpuTimers {
         CpuTimers { keys, win, gens: vec![0; n], pending: [(0, NO_KEY); PENDING_MAX], npending: 0, scan: n <= SCAN_MAX, dirty: false }
     }
 
-    /// How many slots (CPUs, padded to a power of two); 0 without timers.
+    /// How many slots (CPUs, padded to a power of two, at least
+    /// `SCAN_MIN`); 0 without timers.
     #[inline]
     pub(super) fn slots(&self) -> usize {
         self.keys.len() / 2
@@ -231,7 +234,7 @@ impl CpuTimers {
     #[inline]
     pub(super) fn first(&self) -> Option<(usize, u128)> {
         debug_assert!(self.npending == 0 && !self.dirty, "first() on an unsettled tree");
-        // The root (for a single slot, its leaf: win[1] = 0).
+        // The root.
         let key = *self.keys.get(1)?;
         (key != NO_KEY).then_some((self.win[1] as usize, key))
     }
