@@ -348,34 +348,43 @@ impl Sim {
     }
 
     /// Return-from-interrupt on the local CPU: reschedule if asked to.
+    /// Inlined into the event loop up to its tests; the reschedule itself
+    /// stays out of line.
+    #[inline(always)]
     fn finish_event(&mut self) {
         let cpu = self.this_cpu;
         // Interrupts come back on, then the reschedule check, as on a
         // return from interrupt; the classes' work around it is theirs.
         self.scx_irq_exit_begin(cpu);
         if self.rq(cpu).need_resched {
-            let until = self.rq(cpu).irq_until;
-            // A task that is preempted is switched at the return from the
-            // interrupt. A task that blocks calls schedule() itself, at once,
-            // and the idle task leaves at once too: the task switched in
-            // starts its clock when the handler is done (switch_in).
-            let preempted = self.rq(cpu).curr.is_some_and(|c| self.task(c).state == TaskState::Runnable);
-            if preempted && until > self.now() {
-                // The handler's work charged to this CPU runs first, on the
-                // interrupted task's time (as without IRQ_TIME_ACCOUNTING);
-                // schedule() comes at its exit, so the task switched in is
-                // not charged for it.
-                if !self.rq(cpu).irq_exit_pending {
-                    self.rq_mut(cpu).irq_exit_pending = true;
-                    self.engine.schedule(until, Event::IrqExit { cpu });
-                }
-            } else {
-                self.schedule(cpu);
-            }
+            self.finish_resched(cpu);
         }
         self.scx_irq_exit_end(cpu);
         if self.check_invariants {
             self.assert_invariants();
+        }
+    }
+
+    /// `finish_event`'s reschedule, `cpu` having been asked to.
+    #[inline(never)]
+    fn finish_resched(&mut self, cpu: Cpu) {
+        let until = self.rq(cpu).irq_until;
+        // A task that is preempted is switched at the return from the
+        // interrupt. A task that blocks calls schedule() itself, at once,
+        // and the idle task leaves at once too: the task switched in
+        // starts its clock when the handler is done (switch_in).
+        let preempted = self.rq(cpu).curr.is_some_and(|c| self.task(c).state == TaskState::Runnable);
+        if preempted && until > self.now() {
+            // The handler's work charged to this CPU runs first, on the
+            // interrupted task's time (as without IRQ_TIME_ACCOUNTING);
+            // schedule() comes at its exit, so the task switched in is
+            // not charged for it.
+            if !self.rq(cpu).irq_exit_pending {
+                self.rq_mut(cpu).irq_exit_pending = true;
+                self.engine.schedule(until, Event::IrqExit { cpu });
+            }
+        } else {
+            self.schedule(cpu);
         }
     }
 

@@ -687,10 +687,16 @@ impl Sim {
     /// Raises the irq_works queued on this CPU during the event just
     /// handled: they run when it enables interrupts again, after the
     /// scheduler work it was doing.
+    /// The test is inlined into every event's end; the work stays out of line.
+    #[inline]
     pub(crate) fn scx_flush_local_irq_work(&mut self) {
-        if self.scx.local_irq_work.is_empty() {
-            return;
+        if !self.scx.local_irq_work.is_empty() {
+            self.scx_flush_local_irq_work_now();
         }
+    }
+
+    #[inline(never)]
+    fn scx_flush_local_irq_work_now(&mut self) {
         let cpu = self.this_cpu;
         let at = self.now().max(self.rq(cpu).irq_until);
         for ev in std::mem::take(&mut self.scx.local_irq_work) {
@@ -710,7 +716,18 @@ impl Sim {
     /// irq_work event at `irq_until`, where their IPIs leave from; kicks
     /// queued during the switch itself (ops.dispatch, ops.stopping, ...)
     /// run after it, as on the kernel, where __schedule() keeps interrupts off.
+    ///
+    /// Inlined up to the test for no kicks at all (the common case on every
+    /// event); the search and the work stay out of line.
+    #[inline]
     pub(crate) fn scx_run_self_kicks(&mut self) {
+        if !self.rqs[self.this_cpu as usize].scx.kicks.is_empty() {
+            self.scx_run_self_kicks_now();
+        }
+    }
+
+    #[inline(never)]
+    fn scx_run_self_kicks_now(&mut self) {
         let cpu = self.this_cpu;
         let c = cpu as usize;
         if !self.rqs[c].scx.kicks.iter().any(|&(target, _)| target == cpu) {

@@ -15,6 +15,9 @@ use super::HARDLOCKUP_NS;
 impl Sim {
     /// Interrupts are enabled again on `cpu`: the kick irq_work runs, so
     /// kicks of this CPU by itself take effect before the reschedule check.
+    /// Inlined into the event loop: it runs on every event and mostly
+    /// finds nothing to do.
+    #[inline]
     pub(crate) fn scx_irq_exit_begin(&mut self, cpu: Cpu) {
         debug_assert_eq!(cpu, self.this_cpu);
         self.scx_run_self_kicks();
@@ -23,7 +26,8 @@ impl Sim {
     /// After the reschedule check: the time sched_ext callbacks, kfuncs and
     /// DSQ locks took is CPU time of `cpu` (a hard lockup if it exceeds the
     /// watchdog threshold), and the irq_work raised on `cpu` is queued to
-    /// run after it.
+    /// run after it. Inlined like [`Sim::scx_irq_exit_begin`].
+    #[inline]
     pub(crate) fn scx_irq_exit_end(&mut self, cpu: Cpu) {
         let cost = std::mem::take(&mut self.scx.cost_acc);
         if cost > 0 {

@@ -130,12 +130,22 @@ thread_local! {
 
 impl std::ops::Deref for TaskView {
     type Target = TaskStructC;
+    /// Inlined (the host reads views too): a built view is one load; the
+    /// thread-local for an unbuilt one stays out of line.
+    #[inline]
     fn deref(&self) -> &TaskStructC {
         match &self.c {
             Some(c) => c,
-            None => UNBUILT.with(|u| *u),
+            None => unbuilt(),
         }
     }
+}
+
+/// What an unbuilt view reads as.
+#[cold]
+#[inline(never)]
+fn unbuilt() -> &'static TaskStructC {
+    UNBUILT.with(|u| *u)
 }
 
 impl std::ops::DerefMut for TaskView {
