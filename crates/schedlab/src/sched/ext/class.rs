@@ -51,6 +51,12 @@ impl Sim {
             return;
         }
         let delta = self.update_se(p);
+        // Nothing ran since the last charge (a second update in one event):
+        // the writes below would add and take zero, unless the view is
+        // still to be built, which the first write does.
+        if delta == 0 && self.task(p).scx.c.built().is_some() {
+            return;
+        }
         // The ext server (6.19+) budgets sched_ext time like the fair server.
         self.rqs[cpu as usize].fair_time += delta;
         let c = &mut self.task_mut(p).scx.c;

@@ -87,6 +87,7 @@ impl Block {
         self.start = 0;
     }
 
+    #[inline]
     fn push_back(&mut self, e: Entry) {
         if self.start > 0 && self.v.len() == self.v.capacity() {
             self.compact();
@@ -110,6 +111,7 @@ impl Block {
     }
 
     /// Takes the entry at position `at` of the live entries.
+    #[inline]
     fn remove(&mut self, at: usize) -> Entry {
         let s = self.start;
         let e = self.v[s + at];
@@ -195,7 +197,36 @@ impl DsqList {
     }
 
     /// Adds an entry (keys are unique: they carry the DSQ's sequence number).
+    ///
+    /// Inlined for the common case of a list in one block that has room,
+    /// with the key going at its end (a local DSQ, a FIFO tail insert): a
+    /// push. Anything else, which searches or splits, is out of line.
+    #[inline]
     pub fn insert(&mut self, key: DsqKey, p: TaskId) {
+        let k = ord(key);
+        let h = self.head;
+        if self.blocks.len() == h + 1 {
+            let blk = &mut self.blocks[h];
+            if blk.len() < Self::BLOCK_MAX {
+                let empty = match blk.live().last() {
+                    None => true,
+                    Some(last) if ord(last.0) < k => false,
+                    Some(_) => return self.insert_any(key, p),
+                };
+                blk.push_back((key, p));
+                if empty {
+                    self.firsts[h] = k;
+                }
+                self.len += 1;
+                return;
+            }
+        }
+        self.insert_any(key, p);
+    }
+
+    /// [`insert`](Self::insert) in any case.
+    #[inline(never)]
+    fn insert_any(&mut self, key: DsqKey, p: TaskId) {
         let k = ord(key);
         if self.blocks.is_empty() {
             self.blocks.push(Block::default());
@@ -245,7 +276,36 @@ impl DsqList {
     }
 
     /// Removes the entry at `key`, returning its task.
+    ///
+    /// Inlined for what consuming and picking do: take the first entry of
+    /// the head block when that leaves the block either empty and the only
+    /// one (a local DSQ) or too full to merge. Anything else is out of line.
+    #[inline]
     pub fn remove(&mut self, key: &DsqKey) -> Option<TaskId> {
+        let h = self.head;
+        let single = self.blocks.len() == h + 1;
+        if let Some(blk) = self.blocks.get_mut(h) {
+            if blk.front().is_some_and(|e| e.0 == *key) {
+                let n = blk.len();
+                if n == 1 && single {
+                    let (_, p) = blk.remove(0);
+                    self.len -= 1;
+                    return Some(p);
+                }
+                if n > Self::BLOCK_MAX / 4 {
+                    let (_, p) = blk.remove(0);
+                    self.len -= 1;
+                    self.firsts[h] = ord(blk.live()[0].0);
+                    return Some(p);
+                }
+            }
+        }
+        self.remove_any(key)
+    }
+
+    /// [`remove`](Self::remove) in any case.
+    #[inline(never)]
+    fn remove_any(&mut self, key: &DsqKey) -> Option<TaskId> {
         let (b, at) = self.find(key)?;
         let blk = &mut self.blocks[b];
         let (_, p) = blk.remove(at);
