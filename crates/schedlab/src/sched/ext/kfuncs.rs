@@ -64,16 +64,26 @@ fn disallowed(sim: &mut Sim, name: &str) -> bool {
     false
 }
 
+/// Inlined (the kfuncs it serves are inlined into the host's shims);
+/// the error is out of line.
+#[inline]
 fn valid_cpu(sim: &mut Sim, cpu: i32, what: &str) -> Option<Cpu> {
     if cpu >= 0 && (cpu as usize) < sim.nr_cpus() {
         Some(cpu as Cpu)
     } else {
-        sim.scx_error(format!("invalid CPU {cpu}{what}"));
-        None
+        invalid_cpu(sim, cpu, what)
     }
 }
 
+#[cold]
+#[inline(never)]
+fn invalid_cpu(sim: &mut Sim, cpu: i32, what: &str) -> Option<Cpu> {
+    sim.scx_error(format!("invalid CPU {cpu}{what}"));
+    None
+}
+
 /// The CPU the calling op runs on (smp_processor_id()).
+#[inline]
 fn this_cpu(sim: &Sim) -> Cpu {
     sim.scx.current_frame().map_or(sim.this_cpu, |f| f.cpu)
 }
@@ -102,6 +112,7 @@ pub fn task_checked(sim: &Sim, c: *const TaskStructC, id: u32) -> Option<TaskId>
 
 /// scx_bpf_select_cpu_dfl(): the default idle-CPU search; returns the CPU and
 /// whether it was idle (and is now claimed).
+#[inline]
 pub fn scx_bpf_select_cpu_dfl(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flags: u64) -> (i32, bool) {
     kf(sim);
     if !allowed(sim, "scx_bpf_select_cpu_dfl", &[Op::SelectCpu, Op::Enqueue]) {
@@ -140,15 +151,12 @@ pub fn scx_bpf_select_cpu_and(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flag
 
 /// Checks shared by every insert and move: the flags a scheduler may pass,
 /// and SCX_ENQ_IMMED only into local DSQs (scx_vet_enq_flags, 7.1).
+/// Inlined into every insert and move; the errors are out of line.
+#[inline]
 fn vet_enq_flags(sim: &mut Sim, id: u64, flags: u64) -> Option<u64> {
-    if flags & enq_flags::INTERNAL_MASK != 0 {
-        sim.scx_error(format!("invalid enq_flags 0x{flags:x}"));
-        return None;
-    }
     let is_local = id == dsq_id::LOCAL || id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON;
-    if flags & enq_flags::IMMED != 0 && !is_local {
-        sim.scx_error(format!("SCX_ENQ_IMMED on a non-local DSQ 0x{id:x}"));
-        return None;
+    if flags & enq_flags::INTERNAL_MASK != 0 || (flags & enq_flags::IMMED != 0 && !is_local) {
+        return bad_enq_flags(sim, id, flags);
     }
     if is_local && sim.scx.ops_flags & ops_flags::ALWAYS_ENQ_IMMED != 0 {
         return Some(flags | enq_flags::IMMED);
@@ -156,19 +164,27 @@ fn vet_enq_flags(sim: &mut Sim, id: u64, flags: u64) -> Option<u64> {
     Some(flags)
 }
 
+/// [`vet_enq_flags`]' errors, in its order.
+#[cold]
+#[inline(never)]
+fn bad_enq_flags(sim: &mut Sim, id: u64, flags: u64) -> Option<u64> {
+    if flags & enq_flags::INTERNAL_MASK != 0 {
+        sim.scx_error(format!("invalid enq_flags 0x{flags:x}"));
+    } else {
+        sim.scx_error(format!("SCX_ENQ_IMMED on a non-local DSQ 0x{id:x}"));
+    }
+    None
+}
+
 /// scx_dsq_insert_commit(): a verdict for the task being enqueued is a
 /// direct dispatch; from ops.dispatch it goes into the dispatch buffer.
+/// Inlined into the inserts; the errors are out of line.
+#[inline]
 fn insert_commit(sim: &mut Sim, p: TaskId, id: u64, flags: u64) -> bool {
     let frame = sim.scx.current_frame().copied();
     if let Some(f) = frame.filter(|f| matches!(f.op, Op::SelectCpu | Op::Enqueue)) {
-        if f.task != Some(p) {
-            let (a, b) = (f.task.map(|t| sim.task_comm(t)).unwrap_or_default(), sim.task_comm(p));
-            sim.scx_error(format!("scheduling for {a} but trying to direct-dispatch {b}"));
-            return false;
-        }
-        if sim.task(p).scx.ddsp.is_some() {
-            let comm = sim.task_comm(p);
-            sim.scx_error(format!("{comm} already direct-dispatched"));
+        if f.task != Some(p) || sim.task(p).scx.ddsp.is_some() {
+            bad_direct_dispatch(sim, f.task, p);
             return false;
         }
         sim.task_mut(p).scx.ddsp = Some((id, flags));
@@ -177,7 +193,7 @@ fn insert_commit(sim: &mut Sim, p: TaskId, id: u64, flags: u64) -> bool {
         return true;
     }
     if sim.scx.dsp_buf.len() >= sim.scx.dsp_max_batch as usize {
-        sim.scx_error("dispatch buffer overflow".into());
+        dispatch_overflow(sim);
         return false;
     }
     let qseq = match sim.task(p).scx.ops_state {
@@ -189,6 +205,27 @@ fn insert_commit(sim: &mut Sim, p: TaskId, id: u64, flags: u64) -> bool {
     true
 }
 
+/// A direct dispatch of a task other than the one being scheduled, or of
+/// one already dispatched.
+#[cold]
+#[inline(never)]
+fn bad_direct_dispatch(sim: &mut Sim, task: Option<TaskId>, p: TaskId) {
+    if task != Some(p) {
+        let (a, b) = (task.map(|t| sim.task_comm(t)).unwrap_or_default(), sim.task_comm(p));
+        sim.scx_error(format!("scheduling for {a} but trying to direct-dispatch {b}"));
+    } else {
+        let comm = sim.task_comm(p);
+        sim.scx_error(format!("{comm} already direct-dispatched"));
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn dispatch_overflow(sim: &mut Sim) {
+    sim.scx_error("dispatch buffer overflow".into());
+}
+
+#[inline]
 fn set_slice(sim: &mut Sim, p: TaskId, slice: u64) {
     let c = &mut sim.task_mut(p).scx.c.scx;
     if slice != 0 {
@@ -199,6 +236,7 @@ fn set_slice(sim: &mut Sim, p: TaskId, slice: u64) {
 }
 
 /// scx_bpf_dsq_insert() (scx_bpf_dispatch() before 6.13).
+#[inline]
 pub fn scx_bpf_dsq_insert(sim: &mut Sim, p: TaskId, dsq_id: u64, slice: u64, enq_flags: u64) -> bool {
     kf(sim);
     if !allowed(sim, "scx_bpf_dsq_insert", &[Op::SelectCpu, Op::Enqueue, Op::Dispatch]) {
@@ -210,6 +248,7 @@ pub fn scx_bpf_dsq_insert(sim: &mut Sim, p: TaskId, dsq_id: u64, slice: u64, enq
 }
 
 /// scx_bpf_dsq_insert_vtime() (scx_bpf_dispatch_vtime() before 6.13).
+#[inline]
 pub fn scx_bpf_dsq_insert_vtime(sim: &mut Sim, p: TaskId, dsq_id: u64, slice: u64, vtime: u64, enq_flags: u64) -> bool {
     kf(sim);
     if !allowed(sim, "scx_bpf_dsq_insert_vtime", &[Op::SelectCpu, Op::Enqueue, Op::Dispatch]) {
@@ -244,6 +283,7 @@ pub fn scx_bpf_dispatch_cancel(sim: &mut Sim) {
 /// scx_bpf_dsq_move_to_local() (scx_bpf_consume() before 6.13): move the
 /// first task of a user DSQ that this CPU can run into its local DSQ.
 /// `enq_flags` is 7.1's second argument (0 for the older form).
+#[inline]
 pub fn scx_bpf_dsq_move_to_local(sim: &mut Sim, id: u64, enq_flags: u64) -> bool {
     kf(sim);
     if !allowed(sim, "scx_bpf_dsq_move_to_local", &[Op::Dispatch]) {
