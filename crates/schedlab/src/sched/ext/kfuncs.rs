@@ -436,6 +436,7 @@ pub fn scx_bpf_destroy_dsq(sim: &mut Sim, id: u64) {
 }
 
 /// scx_bpf_dsq_nr_queued(): LOCAL, LOCAL_ON|cpu or a user DSQ.
+#[inline]
 pub fn scx_bpf_dsq_nr_queued(sim: &mut Sim, id: u64) -> i32 {
     kf(sim);
     if id == dsq_id::LOCAL {
@@ -453,17 +454,26 @@ pub fn scx_bpf_dsq_nr_queued(sim: &mut Sim, id: u64) -> i32 {
 }
 
 /// scx_bpf_dsq_peek() (6.19+): the first task of a user DSQ.
+#[inline]
 pub fn scx_bpf_dsq_peek(sim: &mut Sim, id: u64) -> Option<TaskId> {
     kf(sim);
-    if id & dsq_id::BUILTIN != 0 {
-        sim.scx_error(format!("peek disallowed on builtin DSQ 0x{id:x}"));
-        return None;
-    }
-    let Some(&d) = sim.scx.user_dsqs.get(&id) else {
-        sim.scx_error(format!("peek on non-existent DSQ 0x{id:x}"));
-        return None;
+    let d = match sim.scx.user_dsqs.get(&id) {
+        Some(&d) if id & dsq_id::BUILTIN == 0 => d,
+        _ => return bad_peek(sim, id),
     };
     sim.scx.dsqs[d as usize].first().map(|(_, p)| p)
+}
+
+/// scx_bpf_dsq_peek()'s errors.
+#[cold]
+#[inline(never)]
+fn bad_peek(sim: &mut Sim, id: u64) -> Option<TaskId> {
+    if id & dsq_id::BUILTIN != 0 {
+        sim.scx_error(format!("peek disallowed on builtin DSQ 0x{id:x}"));
+    } else {
+        sim.scx_error(format!("peek on non-existent DSQ 0x{id:x}"));
+    }
+    None
 }
 
 /// bpf_iter_scx_dsq_new(): iterate a user DSQ; sees only tasks queued
@@ -721,12 +731,14 @@ pub fn scx_bpf_task_running(sim: &mut Sim, p: TaskId) -> bool {
 }
 
 /// scx_bpf_task_cpu(): the CPU whose runqueue `p` belongs to.
+#[inline]
 pub fn scx_bpf_task_cpu(sim: &mut Sim, p: TaskId) -> i32 {
     kf(sim);
     sim.task(p).cpu as i32
 }
 
 /// scx_bpf_cpu_node(): the NUMA node of `cpu`.
+#[inline]
 pub fn scx_bpf_cpu_node(sim: &mut Sim, cpu: i32) -> i32 {
     kf(sim);
     valid_cpu(sim, cpu, "").map_or(0, |c| sim.topo.node_of(c as usize) as i32)
@@ -751,12 +763,14 @@ pub fn sim_time(bpf_ns: u64) -> u64 {
 }
 
 /// scx_bpf_now(): the simulated clock, as BPF sees it.
+#[inline]
 pub fn scx_bpf_now(sim: &mut Sim) -> u64 {
     kf(sim);
     bpf_time(clock(sim))
 }
 
 /// bpf_ktime_get_ns(): the simulated clock, as BPF sees it.
+#[inline]
 pub fn bpf_ktime_get_ns(sim: &mut Sim) -> u64 {
     bpf_time(clock(sim))
 }
@@ -767,6 +781,7 @@ pub fn bpf_ktime_get_ns(sim: &mut Sim) -> u64 {
 /// charged to its CPU after the event, while other CPUs' events at earlier
 /// times may follow, and a scheduler subtracting the two readings (scx_cosmos:
 /// `now - last_run_at` in ops.stopping) would underflow.
+#[inline]
 fn clock(sim: &mut Sim) -> u64 {
     let t = (sim.now() + sim.scx.cost_acc).max(sim.scx.clock_max);
     sim.scx.clock_max = t;
@@ -774,6 +789,7 @@ fn clock(sim: &mut Sim) -> u64 {
 }
 
 /// bpf_get_smp_processor_id(): the CPU the program runs on.
+#[inline]
 pub fn bpf_get_smp_processor_id(sim: &mut Sim) -> u32 {
     this_cpu(sim)
 }
@@ -813,6 +829,7 @@ pub fn task_is_ext(sim: &Sim, p: TaskId) -> bool {
 /// scx_bpf_cpu_curr() / scx_bpf_cpu_rq(): what runs on `cpu`, `Some(None)`
 /// while its idle task does; `None` (and an error) for an invalid CPU, as
 /// kf_cpu_valid() reports it.
+#[inline]
 pub fn scx_bpf_cpu_curr(sim: &mut Sim, cpu: i32) -> Option<Option<TaskId>> {
     kf(sim);
     let c = valid_cpu(sim, cpu, "")?;

@@ -39,12 +39,12 @@ mod lifecycle;
 pub mod ops;
 pub mod procs;
 mod rqlock;
+pub mod userdsq;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use hdrhistogram::Histogram;
-use rustc_hash::FxHashMap;
 
 use crate::machine::cpumask::{CpuMask, SummaryMask};
 use crate::engine::{Cpu, TaskId};
@@ -495,7 +495,7 @@ pub struct ScxSched {
     /// Every DSQ: local DSQs, then global and bypass ones, then user DSQs ([`DsqIdx`] indexes it).
     pub dsqs: Vec<Dsq>,
     /// User DSQs by id (scx_bpf_create_dsq()).
-    pub user_dsqs: FxHashMap<u64, DsqIdx>,
+    pub user_dsqs: userdsq::UserDsqs,
     /// The global idle masks.
     pub idle: IdleMasks,
     /// Per-node idle masks (SCX_OPS_BUILTIN_IDLE_PER_NODE).
@@ -615,7 +615,7 @@ impl ScxSched {
             dsp_max_batch: ops::DSP_MAX_BATCH_DFL,
             nr_cpus: nr_cpus as u32,
             dsqs: Vec::new(),
-            user_dsqs: FxHashMap::default(),
+            user_dsqs: userdsq::UserDsqs::default(),
             idle: empty.clone(),
             idle_node: vec![empty; nr_nodes],
             possible_c: CpumaskC::from_mask(&CpuMask::full(nr_cpus)),
