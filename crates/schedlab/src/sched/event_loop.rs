@@ -9,7 +9,7 @@ use crate::engine::time::Ns;
 use crate::engine::{Cpu, Event, TaskId, Upcoming};
 use crate::sched::ext::abi::TaskStructC;
 use crate::sched::prefetch;
-use crate::sched::sim::{Sim, NO_CURR};
+use crate::sched::sim::{IrqCtx, Sim, NO_CURR};
 use crate::sched::task::TaskState;
 
 /// Prefetches what a hosted scheduler's callbacks read of a task's C
@@ -194,14 +194,18 @@ impl Sim {
     /// passed through memory, cost more than the loop's other work.
     #[inline(always)]
     fn dispatch(&mut self, t: Ns, ev: Event) -> bool {
-        self.irq_ctx = crate::sched::sim::IrqCtx::of(&ev);
+        // Each arm sets its context (IrqCtx::of gives the same, checked in
+        // debug builds): a store, where classifying the event again was a
+        // second match on it.
         match ev {
             Event::End => {
+                self.irq_ctx = IrqCtx::Task;
                 self.engine.account(t, &ev);
                 self.finished = true;
                 return true;
             }
             Event::StepDone { cpu, gen } => {
+                self.irq_ctx = IrqCtx::Task;
                 if self.rq(cpu).step_gen != gen {
                     return false;
                 }
@@ -211,6 +215,7 @@ impl Sim {
                 self.on_step_done(cpu);
             }
             Event::Tick { cpu } => {
+                self.irq_ctx = IrqCtx::HardIrq;
                 if self.irq_deferred(cpu, t, ev) {
                     return false;
                 }
@@ -219,6 +224,7 @@ impl Sim {
                 self.on_tick(cpu);
             }
             Event::Timer { task, gen } => {
+                self.irq_ctx = IrqCtx::HardIrq;
                 if self.task(task).timer_gen != gen || self.irq_deferred(self.task(task).cpu, t, ev) {
                     return false;
                 }
@@ -226,6 +232,7 @@ impl Sim {
                 self.on_timer(task);
             }
             Event::Ipi { cpu } => {
+                self.irq_ctx = IrqCtx::HardIrq;
                 if self.irq_deferred(cpu, t, ev) {
                     return false;
                 }
@@ -234,10 +241,12 @@ impl Sim {
                 self.on_ipi(cpu);
             }
             Event::WorkloadStart { workload } => {
+                self.irq_ctx = IrqCtx::Task;
                 self.engine.account(t, &ev);
                 self.start_workload(workload);
             }
             Event::HrTick { cpu, gen } => {
+                self.irq_ctx = IrqCtx::HardIrq;
                 if self.rq(cpu).hrtick_gen != gen || self.irq_deferred(cpu, t, ev) {
                     return false;
                 }
@@ -246,11 +255,13 @@ impl Sim {
                 self.on_hrtick(cpu);
             }
             Event::IrqExit { cpu } => {
+                self.irq_ctx = IrqCtx::Task;
                 self.engine.account(t, &ev);
                 self.this_cpu = cpu;
                 self.rq_mut(cpu).irq_exit_pending = false;
             }
             Event::CgroupWrite { index } => {
+                self.irq_ctx = IrqCtx::Task;
                 // Written from user space; the writer is taken to run on
                 // CPU 0 (its own cost is not modelled).
                 self.engine.account(t, &ev);
@@ -258,11 +269,13 @@ impl Sim {
                 self.cgroup_write(index);
             }
             Event::RtBandwidth { cpu } => {
+                self.irq_ctx = IrqCtx::HardIrq;
                 self.engine.account(t, &ev);
                 self.this_cpu = cpu;
                 self.on_rt_bandwidth(cpu);
             }
             Event::ScxDeferred { cpu, on, ipi } => {
+                self.irq_ctx = IrqCtx::HardIrq;
                 // IRQ-off windows are kernel sections. An IPI to a CPU that
                 // runs a user task (the case irq_work_queue_on() is for) is
                 // taken at once; irq_work raised on the calling CPU waits
@@ -275,6 +288,7 @@ impl Sim {
                 self.on_scx_deferred(cpu, on);
             }
             Event::ScxKick { cpu } => {
+                self.irq_ctx = IrqCtx::HardIrq;
                 if self.irq_deferred(cpu, t, ev) {
                     return false;
                 }
@@ -282,6 +296,7 @@ impl Sim {
                 self.on_scx_kick(cpu);
             }
             Event::ScxTimer { id, gen } => {
+                self.irq_ctx = IrqCtx::SoftIrq;
                 let cpu = self.scx.timers.get(&id).map(|&(_, c)| c);
                 if let Some(c) = cpu {
                     if self.irq_deferred(c, t, ev) {
@@ -292,22 +307,27 @@ impl Sim {
                 self.on_scx_timer(id, gen);
             }
             Event::ScxWatchdog => {
+                self.irq_ctx = IrqCtx::Task;
                 self.engine.account(t, &ev);
                 self.on_scx_watchdog();
             }
             Event::ScxBypassLb => {
+                self.irq_ctx = IrqCtx::SoftIrq;
                 self.engine.account(t, &ev);
                 self.on_scx_bypass_lb();
             }
             Event::ScxDisable => {
+                self.irq_ctx = IrqCtx::Task;
                 self.engine.account(t, &ev);
                 self.on_scx_disable();
             }
             Event::ScxDisableStep => {
+                self.irq_ctx = IrqCtx::Task;
                 self.engine.account(t, &ev);
                 self.on_scx_disable_step();
             }
             Event::ScxAttach => {
+                self.irq_ctx = IrqCtx::Task;
                 self.engine.account(t, &ev);
                 if let Some(ops) = self.scx_pending.take() {
                     if let Err(e) = self.scx_enable(ops) {
@@ -316,14 +336,17 @@ impl Sim {
                 }
             }
             Event::ScxDetach => {
+                self.irq_ctx = IrqCtx::Task;
                 self.engine.account(t, &ev);
                 self.scx_unregister();
             }
             Event::CfsPeriod { tg, gen, slack } => {
+                self.irq_ctx = IrqCtx::HardIrq;
                 self.engine.account(t, &ev);
                 self.on_cfs_bandwidth_timer(tg, gen, slack);
             }
         }
+        debug_assert_eq!(self.irq_ctx, IrqCtx::of(&ev));
         self.finish_event();
         true
     }

@@ -128,6 +128,14 @@ fn machine_size(nr_cpus: usize) -> String {
     }
 }
 
+/// Shared words made this mask's own: copied first unless this is their
+/// only holder.
+#[inline(never)]
+fn unshare(w: &mut std::sync::Arc<[u64]>) -> &mut [u64] {
+    std::sync::Arc::make_mut(w)
+}
+
+#[inline]
 fn words_for(nr_bits: usize) -> usize {
     nr_bits.div_ceil(WORD_BITS)
 }
@@ -208,6 +216,7 @@ impl CpuMask {
     }
 
     /// The bitmap words, `nr_bits` rounded up to whole words.
+    #[inline]
     pub(crate) fn words(&self) -> &[u64] {
         match &self.words {
             Words::Inline(w) => &w[..words_for(self.nr_bits)],
@@ -216,13 +225,15 @@ impl CpuMask {
         }
     }
 
+    /// Inlined: every write to a mask goes through it, and the words are
+    /// almost always the mask's own; a shared copy is made out of line.
+    #[inline]
     fn words_mut(&mut self) -> &mut [u64] {
         let n = words_for(self.nr_bits);
         match &mut self.words {
             Words::Inline(w) => &mut w[..n],
             Words::Heap(w) => w,
-            // Copies the words first unless this is their only holder.
-            Words::Shared(w) => std::sync::Arc::make_mut(w),
+            Words::Shared(w) => unshare(w),
         }
     }
 
@@ -283,6 +294,7 @@ impl CpuMask {
     }
 
     /// The lowest CPU in the mask that is `>= from`.
+    #[inline]
     pub fn next_set(&self, from: usize) -> Option<usize> {
         self.scan_from(from, |w| w)
     }
