@@ -59,13 +59,19 @@ pub struct WorkloadMetrics {
     pub reports_rate: bool,
 }
 
+/// A histogram of durations as every latency metric keeps them: 1 ns to
+/// an hour, at 3 significant digits.
+pub fn duration_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
 impl WorkloadMetrics {
     /// Empty metrics for a workload.
     pub fn new(name: &str, kind: &str) -> Self {
         WorkloadMetrics {
             name: name.to_string(),
             kind: kind.to_string(),
-            latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"),
+            latency: duration_histogram(),
             thresholds: Vec::new(),
             start_ns: 0,
             nr_tasks: 0,
@@ -86,7 +92,7 @@ impl WorkloadMetrics {
     /// Records a request latency (from the request's start to its end).
     pub fn record_request(&mut self, ns: Ns) {
         self.request_latency
-            .get_or_insert_with(|| Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"))
+            .get_or_insert_with(duration_histogram)
             .saturating_record(ns.max(1));
     }
 

@@ -473,7 +473,7 @@ fn build_schbench(sim: &mut Sim, w: u32, tgid: u32, s: &SchbenchSpec, prefix: &s
     let rps = s.rps.unwrap_or(0);
     let m = &mut sim.metrics[w as usize];
     m.reports_rate = true;
-    m.request_latency = Some(hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"));
+    m.request_latency = Some(crate::sched::metrics::duration_histogram());
     // One lock per CPU, as schbench's per_cpu_locks.
     let lock_base = sim.locks.len() as u32;
     if !s.no_locking {
@@ -558,7 +558,7 @@ fn build_server(sim: &mut Sim, w: u32, tgid: u32, s: &ServerSpec, prefix: &str) 
     let working_set = s.working_set.unwrap_or(4 << 20);
     let m = &mut sim.metrics[w as usize];
     m.reports_rate = true;
-    m.request_latency = Some(hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"));
+    m.request_latency = Some(crate::sched::metrics::duration_histogram());
     let name = m.name.clone();
     let mut ids = Vec::new();
     for inst in 0..instances {

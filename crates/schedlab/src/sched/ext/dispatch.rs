@@ -260,7 +260,7 @@ impl Sim {
             self.scx
                 .stats
                 .local_residence
-                .get_or_insert_with(|| hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds"))
+                .get_or_insert_with(crate::sched::metrics::duration_histogram)
                 .saturating_record((now - since).max(1));
         }
     }
