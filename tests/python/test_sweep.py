@@ -84,7 +84,10 @@ def test_ray_sweep_aggregates_are_the_local_ones(local_ray, tmp_path, cli):
 
 def test_killed_ray_sweep_resumes(local_ray, tmp_path):
     out = tmp_path / "ray"
-    grid = dict(GRID, seeds=range(1, 7))
+    # Runs of 0.2-0.4 s each, so that the kill lands with most of the twelve
+    # still to run: the 100 ms runs of GRID take 10 ms, and all twelve could
+    # be stored between one look at the store and the kill.
+    grid = dict(GRID, seeds=range(1, 7), set={"duration": "5s", "workload.0.loops": 15000})
     # The driver in a process of its own, on the running cluster, killed
     # once some runs are stored.
     code = (
@@ -98,7 +101,7 @@ def test_killed_ray_sweep_resumes(local_ray, tmp_path):
     while time.monotonic() < deadline and p.poll() is None:
         if runs.exists() and len(list(runs.glob("*.json"))) >= 2:
             break
-        time.sleep(0.05)
+        time.sleep(0.01)
     assert p.poll() is None, "the sweep finished before it could be killed"
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
