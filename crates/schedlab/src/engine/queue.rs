@@ -18,13 +18,15 @@
 //! minimum is found without moving the reference point: the reference is
 //! the last key popped, never the minimum merely looked at.
 //!
-//! A queue of a few entries (a small machine's sleep timers and IPIs) is
-//! a binary heap instead: there a pop, which re-files a bucket and may
-//! scan the next, costs more than sifting down a few levels, and a push
-//! of a key later than most, as the engine's usually are, stops at once.
-//! The queue turns radix when the heap would outgrow [`SMALL_MAX`]
-//! entries, and back when it is empty. Keys are unique, so either pops
-//! the same entry.
+//! A queue of up to some thousands of entries (the sleep timers of a few
+//! thousand tasks, and IPIs) is a binary heap
+//! instead: there a pop, which re-files a bucket (several entries, some
+//! 40 instructions each) and may scan the next, costs more than a walk
+//! down the heap's levels, and a push of a key later than most, as the
+//! engine's usually are, stops at once; the heap (128 KiB at most) stays
+//! within the L2 cache. The queue turns radix when the heap would outgrow
+//! [`SMALL_MAX`] entries, and back when it is empty. Keys are unique, so
+//! either pops the same entry.
 
 /// A min-queue of `(key, T)` pairs with unique keys, each pushed key
 /// above the last key popped.
@@ -52,8 +54,10 @@ pub(super) struct RadixQueue<T> {
     radix: bool,
 }
 
-/// The most entries held as a binary heap (see the module docs).
-const SMALL_MAX: usize = 32;
+/// The most entries held as a binary heap (see the module docs). The
+/// unit tests use a few, so that their sequences cross into the buckets
+/// and back.
+const SMALL_MAX: usize = if cfg!(test) { 32 } else { 4096 };
 
 /// Bits per digit. An entry moves to a lower bucket each time the one it
 /// is in holds the minimum, and it moves about as often as there are
@@ -143,9 +147,12 @@ impl<T: Copy> RadixQueue<T> {
         h[i] = (key, value);
     }
 
-    /// Removes the heap's least entry: the last one takes its place and
-    /// sifts down.
-    #[inline]
+    /// Removes the heap's least entry. The hole at the top moves down to
+    /// a leaf along the lesser children, then the last entry fills it,
+    /// sifting up (Floyd's bottom-up pop): the last entry, a late key,
+    /// belongs near the bottom, so this takes one comparison per level
+    /// where a sift down from the top takes two.
+    #[inline(always)]
     fn small_pop(&mut self) -> Option<(u128, T)> {
         let h = &mut self.small;
         let last = h.pop()?;
@@ -160,11 +167,16 @@ impl<T: Copy> RadixQueue<T> {
             if child + 1 < n && h[child + 1].0 < h[child].0 {
                 child += 1;
             }
-            if last.0 < h[child].0 {
-                break;
-            }
             h[i] = h[child];
             i = child;
+        }
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if h[parent].0 < last.0 {
+                break;
+            }
+            h[i] = h[parent];
+            i = parent;
         }
         h[i] = last;
         Some(top)
@@ -204,8 +216,10 @@ impl<T: Copy> RadixQueue<T> {
         self.buckets[self.min_bucket].get(self.min_index).map(|e| &e.1)
     }
 
-    /// Removes and returns the entry with the least key.
-    #[inline]
+    /// Removes and returns the entry with the least key. Always inlined
+    /// (into the engine's pop, itself inlined into the event loop), with
+    /// the buckets' pop out of line.
+    #[inline(always)]
     pub(super) fn pop(&mut self) -> Option<(u128, T)> {
         if !self.radix {
             let popped = self.small_pop()?;
