@@ -161,11 +161,12 @@ impl<T: Copy> RadixQueue<T> {
         let mut i = 0;
         loop {
             let mut child = 2 * i + 1;
-            if child >= n {
+            if child + 1 < n {
+                // Which child is less is a coin toss the branch predictor
+                // loses: an add, not a branch.
+                child += (h[child + 1].0 < h[child].0) as usize;
+            } else if child >= n {
                 break;
-            }
-            if child + 1 < n && h[child + 1].0 < h[child].0 {
-                child += 1;
             }
             h[i] = h[child];
             i = child;
