@@ -670,6 +670,8 @@ impl Sim {
         // every event. Saved lags of dequeued tasks are checked at dequeue.
         let overloaded = self.rqs.iter().filter(|rq| rq.nr_running > 1).count() as u32;
         assert_eq!(self.rd.nr_overloaded, overloaded, "overloaded-CPU count drifted");
+        let rt_queued: u32 = self.rqs.iter().map(|rq| rq.rt.rt_nr_running).sum();
+        assert_eq!(self.rt_queued, rt_queued, "queued-RT-task count drifted");
         for (c, rq) in self.rqs.iter().enumerate() {
             assert_eq!(rq.curr.unwrap_or(NO_CURR), self.curr_of[c], "cpu{c}: curr_of disagrees with rq->curr");
             assert_eq!(self.timeline_head_task(c as Cpu), self.cfs_first[c], "cpu{c}: cfs_first disagrees with the timeline");

@@ -315,6 +315,7 @@ impl SchedClass for RtClass {
         }
         rt.mark(prio);
         rt.rt_nr_running += 1;
+        sim.rt_queued += 1;
         sim.update_pushable(cpu, p);
     }
 
@@ -328,6 +329,7 @@ impl SchedClass for RtClass {
         rt.mark(prio);
         rt.rt_nr_running -= 1;
         rt.pushable.remove(&(prio, p));
+        sim.rt_queued -= 1;
         sim.task_mut(p).rt.on_rq = false;
         true
     }
@@ -351,6 +353,9 @@ impl SchedClass for RtClass {
     }
 
     fn pick_task(&self, sim: &mut Sim, cpu: Cpu) -> Option<TaskId> {
+        if sim.rt_queued == 0 {
+            return None;
+        }
         let rt = &sim.rq(cpu).rt;
         if rt.rt_nr_running == 0 || rt.throttled {
             return None;

@@ -146,6 +146,11 @@ pub struct Sim {
     /// scheduler is loaded or enabled ([`Sim::scx_build_views`]); a
     /// simulation without one never builds them.
     pub(crate) scx_views: bool,
+    /// RT tasks queued on any runqueue: the sum of every `rt_nr_running`.
+    /// The RT class's pick answers "none" from here when it is 0, without
+    /// reading the CPU's RT runqueue, which on thousands of CPUs is a
+    /// cache miss on every pick of a machine with no RT task.
+    pub(crate) rt_queued: u32,
     /// Tracepoint consumers (Perfetto trace, utilisation timeline); None: tracing off.
     pub(crate) tracer: Option<Box<crate::results::trace::Tracer>>,
     /// The cgroup tree and the task groups' per-CPU fair state.
@@ -228,6 +233,7 @@ impl Sim {
             scx: Box::new(crate::sched::ext::ScxSched::new(n, 1)),
             scx_pending: None,
             scx_views: false,
+            rt_queued: 0,
             tracer: None,
             cg: Box::new(crate::sched::cgroup::TaskGroups::new(n)),
             group_memo,
