@@ -33,14 +33,15 @@ impl Sim {
     /// kfuncs check against, counts the call and charges its cost.
     pub(crate) fn scx_call<R>(&mut self, op: Op, cpu: Cpu, task: Option<TaskId>, f: impl FnOnce(&dyn ops::ExtOps, &mut Sim) -> R) -> Option<R> {
         let ops = self.scx.ops.clone()?;
-        self.scx.frames.push(OpFrame { op, cpu, task });
-        let outer = self.scx.frame_ops;
+        // The caller's frame waits here (no stack of frames to grow).
+        let outer = self.scx.frame.replace(OpFrame { op, cpu, task });
+        let outer_ops = self.scx.frame_ops;
         self.scx.frame_ops |= 1 << op.index();
         self.scx.stats.op_calls[op.index()] += 1;
         self.scx.cost_acc += self.costs.scx_op_ns;
         let r = f(&*ops, self);
-        self.scx.frames.pop();
-        self.scx.frame_ops = outer;
+        self.scx.frame = outer;
+        self.scx.frame_ops = outer_ops;
         Some(r)
     }
 
@@ -59,7 +60,7 @@ impl Sim {
         }
         // The ext server (6.19+) budgets sched_ext time like the fair server.
         self.rqs[cpu as usize].fair_time += delta;
-        let c = &mut self.task_mut(p).scx.c;
+        let c = &mut *self.tasks[p as usize].scx.c;
         c.se.sum_exec_runtime += delta;
         c.utime += delta;
         if c.scx.slice != SLICE_INF {
@@ -70,7 +71,7 @@ impl Sim {
     /// set_task_runnable(): restart the watchdog clock if the task ran since.
     fn scx_set_runnable(&mut self, p: TaskId) {
         let now = self.now();
-        let t = &mut self.task_mut(p).scx;
+        let t = &mut self.tasks[p as usize].scx;
         if t.runnable_at.is_none() {
             t.runnable_at = Some(now);
             t.c.scx.runnable_at = now;
@@ -145,19 +146,30 @@ impl SchedClass for ExtClass {
     }
 
     fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
-        let mut sticky = sim.task_mut(p).scx.sticky_cpu.take();
-        if flags & enq::RESTORE != 0 && sim.rq(cpu).curr == Some(p) {
+        let now = sim.now();
+        // The task's and the runqueue's updates, each with one lookup.
+        let t = &mut sim.tasks[p as usize].scx;
+        let mut sticky = t.sticky_cpu.take();
+        // set_task_runnable(): restart the watchdog clock if the task ran since.
+        let set_runnable = t.runnable_at.is_none();
+        if set_runnable {
+            t.runnable_at = Some(now);
+        }
+        let c = &mut t.c.scx;
+        if set_runnable {
+            c.runnable_at = now;
+        }
+        c.flags |= task_flags::QUEUED;
+        let r = &mut sim.rqs[cpu as usize];
+        if flags & enq::RESTORE != 0 && r.curr == Some(p) {
             // The running task put back after a property change stays local.
             sticky = Some(cpu);
         }
-        let f = scx_enq_flags(flags) | std::mem::take(&mut sim.scx.extra_enq_flags);
-        let wakeup = flags & enq::WAKEUP != 0;
-        if wakeup {
-            sim.rqs[cpu as usize].scx.flags |= rq_flags::IN_WAKEUP;
+        if flags & enq::WAKEUP != 0 {
+            r.scx.flags |= rq_flags::IN_WAKEUP;
         }
-        sim.scx_set_runnable(p);
-        sim.task_mut(p).scx.set_flag(task_flags::QUEUED, true);
-        sim.rqs[cpu as usize].scx.nr_running += 1;
+        r.scx.nr_running += 1;
+        let f = scx_enq_flags(flags) | std::mem::take(&mut sim.scx.extra_enq_flags);
         let migrating = flags & enq::MIGRATING != 0;
         if sim.scx.has(Op::Runnable) && !migrating {
             sim.scx_call(Op::Runnable, cpu, Some(p), |o, s| o.runnable(s, p, f));
@@ -188,10 +200,13 @@ impl SchedClass for ExtClass {
         if sim.scx.has(Op::Quiescent) && !migrating {
             sim.scx_call(Op::Quiescent, cpu, Some(p), |o, s| o.quiescent(s, p, f));
         }
-        let t = &mut sim.task_mut(p).scx;
-        t.set_flag(task_flags::QUEUED, false);
-        t.set_flag(task_flags::DEQD_FOR_SLEEP, flags & deq::SLEEP != 0);
+        let t = &mut sim.tasks[p as usize].scx;
         t.ddsp = None;
+        let c = &mut t.c.scx;
+        c.flags &= !(task_flags::QUEUED | task_flags::DEQD_FOR_SLEEP);
+        if flags & deq::SLEEP != 0 {
+            c.flags |= task_flags::DEQD_FOR_SLEEP;
+        }
         sim.rqs[cpu as usize].scx.nr_running -= 1;
         sim.scx_dispatch_dequeue(p);
         true
@@ -287,8 +302,9 @@ impl SchedClass for ExtClass {
             sim.scx_call(Op::Running, cpu, Some(p), |o, s| o.running(s, p));
         }
         // clr_task_runnable(p, true): the watchdog clock restarts next time.
-        sim.task_mut(p).scx.runnable_at = None;
-        sim.task_mut(p).scx.c.on_cpu = 1;
+        let t = &mut sim.tasks[p as usize].scx;
+        t.runnable_at = None;
+        t.c.on_cpu = 1;
     }
 
     fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {

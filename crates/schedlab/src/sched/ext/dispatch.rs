@@ -46,7 +46,9 @@ impl Sim {
             return;
         }
         // A fresh enqueue ends IMMED protection.
-        self.task_mut(p).scx.set_flag(task_flags::IMMED, false);
+        let t = &mut self.tasks[p as usize].scx;
+        t.set_flag(task_flags::IMMED, false);
+        let ddsp = t.ddsp.is_some();
         if self.scx.bypassing {
             self.task_mut(p).scx.ddsp = None;
             self.scx_refill_slice_dfl(p);
@@ -58,7 +60,7 @@ impl Sim {
             self.scx_dispatch_enqueue(dsq, p, flags);
             return;
         }
-        if self.task(p).scx.ddsp.is_some() {
+        if ddsp {
             self.scx_direct_dispatch(cpu, p, flags);
             return;
         }
@@ -70,16 +72,17 @@ impl Sim {
         }
         self.scx.next_qseq += 1;
         let qseq = self.scx.next_qseq;
-        self.task_mut(p).scx.ops_state = OpsState::Queueing;
-        self.task_mut(p).scx.c.scx.ops_state = 1 | qseq << 2;
+        let t = &mut self.tasks[p as usize].scx;
+        t.ops_state = OpsState::Queueing;
+        t.c.scx.ops_state = 1 | qseq << 2;
         self.scx_call(Op::Enqueue, cpu, Some(p), |o, s| o.enqueue(s, p, flags));
-        if self.task(p).scx.ddsp.is_some() {
+        let t = &mut self.tasks[p as usize].scx;
+        if t.ddsp.is_some() {
             self.scx_direct_dispatch(cpu, p, flags);
             return;
         }
-        if self.task(p).scx.ops_state == OpsState::Queueing {
+        if t.ops_state == OpsState::Queueing {
             // Not inserted directly: the BPF scheduler holds the task now.
-            let t = &mut self.task_mut(p).scx;
             t.ops_state = OpsState::Queued { qseq };
             t.c.scx.ops_state = 2 | qseq << 2;
             t.set_flag(task_flags::IN_CUSTODY, true);
@@ -88,8 +91,9 @@ impl Sim {
 
     /// direct_dispatch(): carry out the verdict select_cpu/enqueue gave.
     fn scx_direct_dispatch(&mut self, cpu: Cpu, p: TaskId, flags: u64) {
-        let (id, dflags) = self.task_mut(p).scx.ddsp.take().expect("direct dispatch verdict");
-        self.task_mut(p).scx.ops_state = OpsState::None;
+        let t = &mut self.tasks[p as usize].scx;
+        let (id, dflags) = t.ddsp.take().expect("direct dispatch verdict");
+        t.ops_state = OpsState::None;
         self.scx.stats.direct_dispatches += 1;
         let f = flags | dflags;
         let dsq = self.scx_find_dsq(cpu, id, p);
@@ -111,6 +115,13 @@ impl Sim {
         if id == dsq_id::LOCAL {
             return self.scx.local(cpu);
         }
+        // A user DSQ is the common verdict; the built-in ids and the
+        // errors need the task's node.
+        if id & (dsq_id::BUILTIN | dsq_id::LOCAL_ON) == 0 {
+            if let Some(&idx) = self.scx.user_dsqs.get(&id) {
+                return idx;
+            }
+        }
         let node = self.topo.node_of(self.task(p).cpu as usize) as u32;
         if id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON {
             let c = (id & dsq_id::LOCAL_CPU_MASK) as usize;
@@ -122,11 +133,6 @@ impl Sim {
         }
         if id == dsq_id::GLOBAL {
             return self.scx.global(node);
-        }
-        if id & dsq_id::BUILTIN == 0 {
-            if let Some(&idx) = self.scx.user_dsqs.get(&id) {
-                return idx;
-            }
         }
         self.scx_error(format!("non-existent DSQ 0x{id:x}"));
         self.scx.global(node)
@@ -155,23 +161,28 @@ impl Sim {
             self.scx_error(format!("DSQ ID 0x{:016x} already had PRIQ-enqueued tasks", d.id));
             vtime = true;
         }
-        let is_local = matches!(kind, DsqKind::Local(_));
-        if !is_local {
-            self.scx_dsq_lock(dsq, 0);
-        }
         // Custody: a user DSQ keeps the task in the scheduler's hands; any
-        // built-in DSQ takes it out (ops.dequeue, 7.1).
-        if kind == DsqKind::User {
-            self.task_mut(p).scx.set_flag(task_flags::IN_CUSTODY, true);
-        } else {
-            self.scx_leave_custody(p, 0);
+        // built-in DSQ takes it out (ops.dequeue, 7.1). A local DSQ needs
+        // no DSQ lock (the rq lock covers it).
+        match kind {
+            DsqKind::Local(_) => self.scx_leave_custody(p, 0),
+            DsqKind::User => {
+                self.scx_dsq_lock(dsq, 0);
+                self.tasks[p as usize].scx.set_flag(task_flags::IN_CUSTODY, true);
+            }
+            _ => {
+                self.scx_dsq_lock(dsq, 0);
+                self.scx_leave_custody(p, 0);
+            }
         }
-        let vt = self.task(p).scx.c.scx.dsq_vtime;
+        // The task and the DSQ are disjoint fields: both borrowed at once,
+        // each looked up once.
+        let t = &mut self.tasks[p as usize].scx;
         let d = &mut self.scx.dsqs[dsq as usize];
         let head = flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0;
         let key = if vtime {
             d.order = DsqOrder::Vtime;
-            d.insert_vtime(p, vt)
+            d.insert_vtime(p, t.c.scx.dsq_vtime)
         } else {
             if d.order == DsqOrder::Unset && d.kind == DsqKind::User {
                 d.order = DsqOrder::Fifo;
@@ -180,20 +191,21 @@ impl Sim {
         };
         let seq = d.seq;
         let nr = d.nr();
-        let t = &mut self.task_mut(p).scx;
         t.dsq = Some((dsq, key));
-        t.c.scx.dsq_seq = seq as u32;
-        t.c.scx.dsq_flags = vtime as u32;
         t.ops_state = OpsState::None;
-        t.c.scx.ops_state = 0;
+        let c = &mut t.c.scx;
+        c.dsq_seq = seq as u32;
+        c.dsq_flags = vtime as u32;
+        c.ops_state = 0;
         if let DsqKind::Local(cpu) = kind {
-            t.local_since = Some(now);
             // dsq_inc_nr(): IMMED tasks are counted, and one that cannot run
             // at once is reenqueued.
             if flags & enq_flags::IMMED != 0 {
-                t.set_flag(task_flags::IMMED, true);
+                c.flags |= task_flags::IMMED;
             }
-            if t.has_flag(task_flags::IMMED) {
+            let immed = c.flags & task_flags::IMMED != 0;
+            t.local_since = Some(now);
+            if immed {
                 self.rqs[cpu as usize].scx.nr_immed += 1;
                 if nr > 1 || !self.scx_rq_is_open(cpu, flags) {
                     self.scx_schedule_reenq_local(cpu, 0);
@@ -248,14 +260,19 @@ impl Sim {
 
     #[inline(never)]
     fn scx_dispatch_dequeue_work(&mut self, p: TaskId) {
-        let Some((dsq, key)) = self.task_mut(p).scx.dsq.take() else { return };
-        self.scx.dsqs[dsq as usize].remove(key);
-        if let DsqKind::Local(cpu) = self.scx.dsqs[dsq as usize].kind {
-            if self.task(p).scx.has_flag(task_flags::IMMED) {
+        // Everything of the task at once: one lookup.
+        let t = &mut self.tasks[p as usize].scx;
+        let Some((dsq, key)) = t.dsq.take() else { return };
+        let immed = t.has_flag(task_flags::IMMED);
+        let since = t.local_since.take();
+        let d = &mut self.scx.dsqs[dsq as usize];
+        d.remove(key);
+        if let DsqKind::Local(cpu) = d.kind {
+            if immed {
                 self.rqs[cpu as usize].scx.nr_immed -= 1;
             }
         }
-        if let Some(since) = self.task_mut(p).scx.local_since.take() {
+        if let Some(since) = since {
             let now = self.now();
             self.scx
                 .stats
@@ -394,10 +411,18 @@ impl Sim {
 
     /// consume_dispatch_q(): move the first task of `dsq` this CPU can run
     /// into its local DSQ. Tasks it cannot run are skipped, at a cost.
+    /// Inlined up to the test for an empty DSQ (balance tries the global
+    /// DSQ on every pick; most schedulers leave it empty).
+    #[inline]
     pub(crate) fn scx_consume_dsq(&mut self, cpu: Cpu, dsq: DsqIdx, flags: u64) -> bool {
         if self.scx.dsqs[dsq as usize].nr() == 0 {
             return false;
         }
+        self.scx_consume_dsq_work(cpu, dsq, flags)
+    }
+
+    #[inline(never)]
+    fn scx_consume_dsq_work(&mut self, cpu: Cpu, dsq: DsqIdx, flags: u64) -> bool {
         let bypass_dsq = matches!(self.scx.dsqs[dsq as usize].kind, DsqKind::Bypass(_));
         if self.scx_aborting() && !bypass_dsq {
             return false;

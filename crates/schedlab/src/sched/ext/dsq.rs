@@ -285,15 +285,18 @@ impl DsqList {
         let h = self.head;
         let single = self.blocks.len() == h + 1;
         if let Some(blk) = self.blocks.get_mut(h) {
-            if blk.front().is_some_and(|e| e.0 == *key) {
+            if let Some(&(_, p)) = blk.front().filter(|e| e.0 == *key) {
                 let n = blk.len();
                 if n == 1 && single {
-                    let (_, p) = blk.remove(0);
+                    // Block::remove(0)'s own case for its last entry.
+                    blk.v.clear();
+                    blk.start = 0;
                     self.len -= 1;
                     return Some(p);
                 }
                 if n > Self::BLOCK_MAX / 4 {
-                    let (_, p) = blk.remove(0);
+                    // ... and for the head of a longer block.
+                    blk.start += 1;
                     self.len -= 1;
                     self.firsts[h] = ord(blk.live()[0].0);
                     return Some(p);
@@ -516,6 +519,7 @@ impl Dsq {
     }
 
     /// Removes the entry at `key`, returning its task; an emptied DSQ forgets its ordering.
+    #[inline]
     pub fn remove(&mut self, key: DsqKey) -> Option<TaskId> {
         let p = self.list.remove(&key);
         if self.list.is_empty() {

@@ -141,6 +141,15 @@ impl Sim {
     /// tracking the LLC and node searches look in prev's node's idle masks
     /// and the last one goes on to the other nodes, nearest first.
     pub(crate) fn scx_select_cpu_dfl(&mut self, p: TaskId, prev: Cpu, wake_flags: u64, allowed: Option<&CpuMask>, flags: u64) -> (Cpu, bool) {
+        self.scx.cost_acc += self.costs.scan_cpu_ns * 4;
+        if self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE == 0 && self.scx.idle.cpu.is_empty() {
+            // Nothing idle anywhere (the whole-core mask is a subset of
+            // this one): every step of the search would find nothing,
+            // claim nothing and leave the distribution cursor where it
+            // is. A busy machine's every wakeup comes here, before the
+            // affinity is lent out or intersected.
+            return (prev, false);
+        }
         // The search reads the task's affinity, not the task: it is lent out
         // for the search instead of copied (a heap copy per wakeup beyond
         // 256 CPUs), and put back whichever way the search ends.
@@ -164,15 +173,7 @@ impl Sim {
         let this = self.this_cpu;
         let pc = prev as usize;
         let prev_ok = allowed.test(pc);
-        self.scx.cost_acc += self.costs.scan_cpu_ns * 4;
         let node = self.scx_cpu_node_if_enabled(pc);
-        if node.is_none() && self.scx.idle.cpu.is_empty() {
-            // Nothing idle anywhere (the whole-core mask is a subset of
-            // this one): every step below would find nothing, claim
-            // nothing and leave the distribution cursor where it is. A
-            // busy machine's every wakeup comes here.
-            return (prev, false);
-        }
         // The LLC and node searches look in `allowed` within these spans
         // (shared, not copied: no mask is built per wakeup).
         let llc = self.scx.selcpu_topo_llc.then(|| std::sync::Arc::clone(&self.scx.llc_masks[self.topo.llc_of(pc)]));

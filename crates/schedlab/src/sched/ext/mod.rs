@@ -503,9 +503,11 @@ pub struct ScxSched {
     /// The C cpumask of possible CPUs (scx_bpf_get_possible_cpumask()).
     pub possible_c: CpumaskC,
     /// The op calls in progress, innermost last.
-    pub frames: Vec<OpFrame>,
-    /// The ops in `frames`, one bit per `Op::index()`: what a kfunc's
-    /// "called from" check tests without walking the frames.
+    /// The innermost op call in progress; the outer ones are saved on
+    /// the stack of the [`Sim::scx_call`]s that entered them.
+    pub frame: Option<OpFrame>,
+    /// The ops in progress, one bit per `Op::index()`: what a kfunc's
+    /// "called from" check tests without walking the calls.
     pub(crate) frame_ops: u64,
     /// The dispatch buffer of the ops.dispatch() in progress.
     pub dsp_buf: Vec<DspEntry>,
@@ -619,7 +621,7 @@ impl ScxSched {
             idle: empty.clone(),
             idle_node: vec![empty; nr_nodes],
             possible_c: CpumaskC::from_mask(&CpuMask::full(nr_cpus)),
-            frames: Vec::new(),
+            frame: None,
             frame_ops: 0,
             dsp_buf: Vec::new(),
             dsp_nr_tasks: 0,
@@ -682,6 +684,6 @@ impl ScxSched {
 
     /// The op being executed, if any.
     pub fn current_frame(&self) -> Option<&OpFrame> {
-        self.frames.last()
+        self.frame.as_ref()
     }
 }
