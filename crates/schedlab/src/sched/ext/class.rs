@@ -46,11 +46,27 @@ impl Sim {
     }
 
     /// update_curr_scx(): charge runtime and burn the slice.
+    ///
+    /// Inlined up to the test for nothing to charge: a switch updates the
+    /// current task two or three times (the core's update, dequeue,
+    /// put_prev) in one instant, and only the first finds time to charge.
+    #[inline]
     pub(crate) fn update_curr_scx(&mut self, cpu: Cpu) {
-        let Some(p) = self.rq(cpu).curr else { return };
-        if self.task(p).class != ClassId::Ext {
+        let Some(p) = self.rqs[cpu as usize].curr else { return };
+        let t = &self.tasks[p as usize];
+        if t.class != ClassId::Ext {
             return;
         }
+        // update_se() would find no delta (its own test) and the view is
+        // built: every write below would be of zero.
+        if self.now() <= t.se.exec_start && t.scx.c.built().is_some() {
+            return;
+        }
+        self.update_curr_scx_work(cpu, p);
+    }
+
+    #[inline(never)]
+    fn update_curr_scx_work(&mut self, cpu: Cpu, p: TaskId) {
         let delta = self.update_se(p);
         // Nothing ran since the last charge (a second update in one event):
         // the writes below would add and take zero, unless the view is
@@ -238,8 +254,9 @@ impl SchedClass for ExtClass {
         if !sim.scx.enabled() {
             return None;
         }
-        let prev = sim.rq(cpu).curr;
-        sim.rqs[cpu as usize].scx.pnt_seq += 1;
+        let r = &mut sim.rqs[cpu as usize];
+        let prev = r.curr;
+        r.scx.pnt_seq += 1;
         sim.scx_balance_one(cpu, prev);
         let keep = sim.rqs[cpu as usize].scx.flags & rq_flags::BAL_KEEP != 0;
         let p = match prev.filter(|_| keep) {

@@ -111,17 +111,25 @@ impl Sim {
     }
 
     /// find_dsq_for_dispatch(): resolve a DSQ id as seen from `cpu`.
+    ///
+    /// Inlined for the common verdicts, SCX_DSQ_LOCAL and a user DSQ; the
+    /// other built-in ids and the errors, which need the task's node, are
+    /// out of line.
+    #[inline]
     pub(crate) fn scx_find_dsq(&mut self, cpu: Cpu, id: u64, p: TaskId) -> DsqIdx {
         if id == dsq_id::LOCAL {
             return self.scx.local(cpu);
         }
-        // A user DSQ is the common verdict; the built-in ids and the
-        // errors need the task's node.
         if id & (dsq_id::BUILTIN | dsq_id::LOCAL_ON) == 0 {
             if let Some(&idx) = self.scx.user_dsqs.get(&id) {
                 return idx;
             }
         }
+        self.scx_find_dsq_other(id, p)
+    }
+
+    #[inline(never)]
+    fn scx_find_dsq_other(&mut self, id: u64, p: TaskId) -> DsqIdx {
         let node = self.topo.node_of(self.task(p).cpu as usize) as u32;
         if id & dsq_id::LOCAL_ON == dsq_id::LOCAL_ON {
             let c = (id & dsq_id::LOCAL_CPU_MASK) as usize;
@@ -182,13 +190,15 @@ impl Sim {
         let head = flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0;
         let key = if vtime {
             d.order = DsqOrder::Vtime;
-            d.insert_vtime(p, t.c.scx.dsq_vtime)
+            d.vtime_key(t.c.scx.dsq_vtime)
         } else {
             if d.order == DsqOrder::Unset && d.kind == DsqKind::User {
                 d.order = DsqOrder::Fifo;
             }
-            d.insert_fifo(p, head)
+            d.fifo_key(head)
         };
+        // One insert for both orders, its fast path inlined once.
+        d.list.insert(key, p);
         let seq = d.seq;
         let nr = d.nr();
         t.dsq = Some((dsq, key));
@@ -457,17 +467,17 @@ impl Sim {
     pub(crate) fn scx_balance_one(&mut self, cpu: Cpu, prev: Option<TaskId>) {
         let c = cpu as usize;
         self.scx_rq_lock_own(cpu);
-        self.rqs[c].scx.flags &= !rq_flags::BAL_KEEP;
-        self.rqs[c].scx.flags |= rq_flags::IN_BALANCE;
+        let r = &mut self.rqs[c].scx;
+        r.flags = (r.flags & !rq_flags::BAL_KEEP) | rq_flags::IN_BALANCE;
         let have = self.scx_balance_inner(cpu, prev);
+        let r = &mut self.rqs[c].scx;
         if have == Balance::Keep {
-            self.rqs[c].scx.flags |= rq_flags::BAL_KEEP;
+            r.flags |= rq_flags::BAL_KEEP;
         }
-        if have != Balance::None {
-            let local = self.scx.local(cpu);
-            if self.scx.dsqs[local as usize].nr() > 1 && self.rqs[c].scx.nr_immed > 0 {
-                self.scx_schedule_reenq_local(cpu, 0);
-            }
+        // IMMED tasks queued behind another cannot run at once (the count,
+        // rarely non-zero, is tested first).
+        if have != Balance::None && r.nr_immed > 0 && self.scx.dsqs[self.scx.local(cpu) as usize].nr() > 1 {
+            self.scx_schedule_reenq_local(cpu, 0);
         }
         self.rqs[c].scx.flags &= !rq_flags::IN_BALANCE;
         // Work deferred while balancing runs now (the balance callback).

@@ -201,7 +201,7 @@ impl DsqList {
     /// Inlined for the common case of a list in one block that has room,
     /// with the key going at its end (a local DSQ, a FIFO tail insert): a
     /// push. Anything else, which searches or splits, is out of line.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, key: DsqKey, p: TaskId) {
         let k = ord(key);
         let h = self.head;
@@ -495,8 +495,10 @@ impl Dsq {
         self.kind != DsqKind::User
     }
 
-    /// Inserts `p` at the tail (or head) in FIFO order; returns its key.
-    pub fn insert_fifo(&mut self, p: TaskId, head: bool) -> DsqKey {
+    /// The key of the next FIFO insert at the tail (or head); counts the
+    /// insert. The caller puts the task in `list` under it.
+    #[inline]
+    pub fn fifo_key(&mut self, head: bool) -> DsqKey {
         self.seq += 1;
         let k = if head {
             self.head_ctr -= 1;
@@ -505,15 +507,27 @@ impl Dsq {
             self.tail_ctr += 1;
             self.tail_ctr
         };
-        let key = (k, self.seq);
+        (k, self.seq)
+    }
+
+    /// The key of the next insert by `vtime` (ties keep insertion order);
+    /// counts the insert.
+    #[inline]
+    pub fn vtime_key(&mut self, vtime: u64) -> DsqKey {
+        self.seq += 1;
+        (vtime, self.seq)
+    }
+
+    /// Inserts `p` at the tail (or head) in FIFO order; returns its key.
+    pub fn insert_fifo(&mut self, p: TaskId, head: bool) -> DsqKey {
+        let key = self.fifo_key(head);
         self.list.insert(key, p);
         key
     }
 
     /// Inserts `p` ordered by `vtime`; ties keep insertion order.
     pub fn insert_vtime(&mut self, p: TaskId, vtime: u64) -> DsqKey {
-        self.seq += 1;
-        let key = (vtime, self.seq);
+        let key = self.vtime_key(vtime);
         self.list.insert(key, p);
         key
     }

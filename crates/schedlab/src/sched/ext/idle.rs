@@ -140,6 +140,9 @@ impl Sim {
     /// SCX_PICK_IDLE_* (scx_bpf_select_cpu_and()). With per-node idle
     /// tracking the LLC and node searches look in prev's node's idle masks
     /// and the last one goes on to the other nodes, nearest first.
+    ///
+    /// Inlined up to the test for nothing idle; the search is out of line.
+    #[inline]
     pub(crate) fn scx_select_cpu_dfl(&mut self, p: TaskId, prev: Cpu, wake_flags: u64, allowed: Option<&CpuMask>, flags: u64) -> (Cpu, bool) {
         self.scx.cost_acc += self.costs.scan_cpu_ns * 4;
         if self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE == 0 && self.scx.idle.cpu.is_empty() {
@@ -150,6 +153,11 @@ impl Sim {
             // affinity is lent out or intersected.
             return (prev, false);
         }
+        self.scx_select_cpu_dfl_search(p, prev, wake_flags, allowed, flags)
+    }
+
+    #[inline(never)]
+    fn scx_select_cpu_dfl_search(&mut self, p: TaskId, prev: Cpu, wake_flags: u64, allowed: Option<&CpuMask>, flags: u64) -> (Cpu, bool) {
         // The search reads the task's affinity, not the task: it is lent out
         // for the search instead of copied (a heap copy per wakeup beyond
         // 256 CPUs), and put back whichever way the search ends.
