@@ -97,29 +97,32 @@ impl Sim {
     /// The task leaves the BPF scheduler's custody: ops.dequeue() (7.1: on
     /// every exit from custody; before 7.1 only when the kernel took a
     /// queued task back).
+    ///
+    /// Inlined up to the op call: most schedulers have no ops.dequeue, and
+    /// then leaving custody is clearing the flag.
     #[inline]
     pub(crate) fn scx_leave_custody(&mut self, p: TaskId, flags: u64) {
-        if self.task(p).scx.has_flag(task_flags::IN_CUSTODY) {
-            self.scx_leave_custody_work(p, flags);
+        let t = &mut self.tasks[p as usize].scx;
+        if t.has_flag(task_flags::IN_CUSTODY) {
+            t.set_flag(task_flags::IN_CUSTODY, false);
+            if self.scx.has(Op::Dequeue) {
+                self.scx_call_dequeue(p, flags);
+            }
         }
     }
 
     #[inline(never)]
-    fn scx_leave_custody_work(&mut self, p: TaskId, flags: u64) {
-        self.task_mut(p).scx.set_flag(task_flags::IN_CUSTODY, false);
-        if self.scx.has(Op::Dequeue) {
-            let cpu = self.this_cpu;
-            self.scx_call(Op::Dequeue, cpu, Some(p), |o, s| o.dequeue(s, p, flags));
-        }
+    fn scx_call_dequeue(&mut self, p: TaskId, flags: u64) {
+        let cpu = self.this_cpu;
+        self.scx_call(Op::Dequeue, cpu, Some(p), |o, s| o.dequeue(s, p, flags));
     }
 
     /// ops_dequeue(): the kernel takes the task back.
+    #[inline(always)]
     pub(crate) fn scx_ops_dequeue(&mut self, p: TaskId, flags: u64) {
-        match self.task(p).scx.ops_state {
-            OpsState::Queueing => unreachable!("ops.enqueue cannot be interrupted by a dequeue"),
-            OpsState::None | OpsState::Dispatching | OpsState::Queued { .. } => {}
-        }
-        self.task_mut(p).scx.ops_state = OpsState::None;
+        let t = &mut self.tasks[p as usize].scx;
+        assert!(t.ops_state != OpsState::Queueing, "ops.enqueue cannot be interrupted by a dequeue");
+        t.ops_state = OpsState::None;
         self.scx_leave_custody(p, flags);
     }
 

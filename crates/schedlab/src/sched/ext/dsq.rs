@@ -548,6 +548,7 @@ impl Dsq {
     }
 
     /// The first entry: the head of a FIFO, the lowest vtime of a priority queue.
+    #[inline]
     pub fn first(&self) -> Option<(DsqKey, TaskId)> {
         self.list.first()
     }
