@@ -70,11 +70,18 @@ impl Sim {
 
     /// Does `work_ns` of work under `cpu`'s rq lock: with the lock dance if
     /// `cpu` is another CPU's runqueue, as plain CPU time on the caller's own.
+    /// Inlined up to the own-runqueue case (one end of every remote move).
+    #[inline]
     pub(crate) fn scx_rq_locked_work(&mut self, cpu: Cpu, work_ns: Ns) {
         if cpu == self.this_cpu {
             self.scx.cost_acc += work_ns;
             return;
         }
+        self.scx_rq_locked_work_remote(cpu, work_ns);
+    }
+
+    #[inline(never)]
+    fn scx_rq_locked_work_remote(&mut self, cpu: Cpu, work_ns: Ns) {
         self.scx_rq_lock(cpu);
         self.scx.cost_acc += work_ns;
         self.scx_rq_unlock(cpu);
