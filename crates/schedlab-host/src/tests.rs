@@ -95,7 +95,8 @@ fn c_layouts_and_constants_match_rust() {
     v.push(("sizeof(struct bpf_dynptr)".into(), 16));
     let consts: &[(&str, u64)] = &[
         ("SCX_DSQ_FLAG_BUILTIN", dsq_id::BUILTIN),
-        ("SCX_DSQ_FLAG_LOCAL_ON", dsq_id::LOCAL_ON),
+        ("SCX_DSQ_FLAG_LOCAL_ON", dsq_id::FLAG_LOCAL_ON),
+        ("SCX_DSQ_LOCAL_ON", dsq_id::LOCAL_ON),
         ("SCX_DSQ_GLOBAL", dsq_id::GLOBAL),
         ("SCX_DSQ_LOCAL", dsq_id::LOCAL),
         ("SCX_DSQ_BYPASS", dsq_id::BYPASS),

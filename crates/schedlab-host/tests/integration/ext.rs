@@ -151,6 +151,41 @@ fn default_paths_run_every_task_in_ext() {
     assert_eq!(m.exited, m.nr_tasks, "hackbench finished");
 }
 
+/// A FIFO user DSQ whose id has bit 62 set: SCX_DSQ_FLAG_LOCAL_ON
+/// without SCX_DSQ_FLAG_BUILTIN is an ordinary user id in the kernel
+/// (scx_bpf_create_dsq refuses only bit 63; only both bits mean LOCAL_ON).
+struct Bit62;
+const BIT62: u64 = (1 << 62) | 7;
+impl ExtOps for Bit62 {
+    fn name(&self) -> &str {
+        "bit62"
+    }
+    fn has(&self, op: Op) -> bool {
+        matches!(op, Op::Enqueue | Op::Dispatch | Op::Init)
+    }
+    fn init(&self, sim: &mut Sim) -> i32 {
+        kf::scx_bpf_create_dsq(sim, BIT62, -1)
+    }
+    fn enqueue(&self, sim: &mut Sim, p: TaskId, f: u64) {
+        kf::scx_bpf_dsq_insert(sim, p, BIT62, 5_000_000, f);
+    }
+    fn dispatch(&self, sim: &mut Sim, _cpu: Cpu, _prev: Option<TaskId>) {
+        if kf::scx_bpf_dsq_nr_queued(sim, BIT62) > 0 {
+            assert!(kf::scx_bpf_dsq_move_to_local(sim, BIT62, 0));
+        }
+    }
+}
+
+#[test]
+fn a_user_dsq_id_with_bit_62_is_not_a_local_on_id() {
+    // 4 CPUs: read as LOCAL_ON | 7, the id would name a CPU that does not
+    // exist, and the scheduler would be ejected at its first insert.
+    let mut s = ext_sim(&mixed(4, 1), Rc::new(Checked::new(Bit62)));
+    s.run();
+    assert_eq!(s.scx.state, EnableState::Enabled, "exit: {:?}", s.scx.exit);
+    all_tasks_ran(&s);
+}
+
 #[test]
 fn user_vtime_dsq_shares_cpu_by_weight() {
     let ops = Rc::new(Checked::new(Vtime::default()));

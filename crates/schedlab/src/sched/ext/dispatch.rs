@@ -120,7 +120,7 @@ impl Sim {
         if id == dsq_id::LOCAL {
             return self.scx.local(cpu);
         }
-        if id & (dsq_id::BUILTIN | dsq_id::LOCAL_ON) == 0 {
+        if id & dsq_id::BUILTIN == 0 {
             if let Some(&idx) = self.scx.user_dsqs.get(&id) {
                 return idx;
             }

@@ -329,8 +329,11 @@ pub mod pick_idle_flags {
 pub mod dsq_id {
     /// SCX_DSQ_FLAG_BUILTIN: a built-in DSQ id.
     pub const BUILTIN: u64 = 1 << 63;
-    /// SCX_DSQ_FLAG_LOCAL_ON: `LOCAL_ON | cpu` names a CPU's local DSQ.
-    pub const LOCAL_ON: u64 = 1 << 62;
+    /// SCX_DSQ_FLAG_LOCAL_ON: with BUILTIN, marks a CPU's local DSQ id.
+    pub const FLAG_LOCAL_ON: u64 = 1 << 62;
+    /// SCX_DSQ_LOCAL_ON: `LOCAL_ON | cpu` names a CPU's local DSQ. Both
+    /// bits: a user DSQ id may have bit 62 set (only bit 63 is refused).
+    pub const LOCAL_ON: u64 = BUILTIN | FLAG_LOCAL_ON;
     /// SCX_DSQ_INVALID.
     pub const INVALID: u64 = BUILTIN;
     /// SCX_DSQ_GLOBAL: the global DSQ (per node).
