@@ -713,6 +713,7 @@ impl Sim {
         let this = self.this_cpu;
         let r = &mut self.rqs[this as usize].scx;
         r.kicks.push((target, flags));
+        self.scx.kicks_queued += 1;
         if !r.kick_work_queued {
             r.kick_work_queued = true;
             self.scx.local_irq_work.push(Event::ScxKick { cpu: this });
@@ -756,7 +757,7 @@ impl Sim {
     /// event); the search and the work stay out of line.
     #[inline]
     pub(crate) fn scx_run_self_kicks(&mut self) {
-        if !self.rqs[self.this_cpu as usize].scx.kicks.is_empty() {
+        if self.scx.kicks_queued != 0 && !self.rqs[self.this_cpu as usize].scx.kicks.is_empty() {
             self.scx_run_self_kicks_now();
         }
     }
@@ -770,6 +771,7 @@ impl Sim {
         }
         let kicks = std::mem::take(&mut self.rqs[c].scx.kicks);
         let (own, others): (Vec<_>, Vec<_>) = kicks.into_iter().partition(|&(target, _)| target == cpu);
+        self.scx.kicks_queued -= own.len() as u32;
         if others.is_empty() {
             // Nothing left for the irq_work: drop it unless already raised.
             let work = Event::ScxKick { cpu };
@@ -792,6 +794,7 @@ impl Sim {
     pub(crate) fn on_scx_kick(&mut self, cpu: Cpu) {
         self.this_cpu = cpu;
         let kicks = std::mem::take(&mut self.rqs[cpu as usize].scx.kicks);
+        self.scx.kicks_queued -= kicks.len() as u32;
         self.rqs[cpu as usize].scx.kick_work_queued = false;
         if !self.scx.enabled() {
             return;

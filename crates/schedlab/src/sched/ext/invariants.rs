@@ -26,6 +26,8 @@ impl Sim {
             return;
         }
         let n = self.nr_cpus();
+        let kicks: usize = self.rqs.iter().map(|rq| rq.scx.kicks.len()).sum();
+        assert_eq!(self.scx.kicks_queued as usize, kicks, "scx: the count of queued kicks drifted");
         let mut queued = vec![0u32; n];
         for (p, st) in self.tasks.iter().map(|t| &t.scx).enumerate() {
             if let Some((idx, key)) = st.dsq {

@@ -566,6 +566,11 @@ pub struct ScxSched {
     /// irq_works raised on the current CPU during this event (kicks,
     /// deferred work before 7.1); they fire when it enables interrupts.
     pub local_irq_work: Vec<crate::engine::Event>,
+    /// Kicks queued on any CPU (the sum of every `ScxRq::kicks`' length):
+    /// the end of every event looks for its CPU's own kicks only when
+    /// this is not 0, instead of reading that CPU's kick list, a cache
+    /// miss per event on thousands of CPUs.
+    pub kicks_queued: u32,
     /// bpf_get_prandom_u32()'s stream.
     pub rng: crate::engine::rng::Rng,
     /// scx_cgroup_enabled: cgroup ops reach the scheduler.
@@ -647,6 +652,7 @@ impl ScxSched {
             node_masks: Vec::new(),
             bypass_lb_intv_ns: 500_000_000,
             local_irq_work: Vec::new(),
+            kicks_queued: 0,
             rng: crate::engine::rng::Rng::new(0, crate::engine::rng::Stream::Scheduler),
             cgroup_enabled: false,
             cgroup_inited: Vec::new(),
