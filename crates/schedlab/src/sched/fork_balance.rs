@@ -9,7 +9,7 @@ use crate::sched::balance::{GroupStats, GroupType, GROUPS_AHEAD};
 use crate::sched::group_memo::GroupMemo;
 use crate::sched::group_tree::{Walk, TREE_MIN_GROUPS};
 use crate::sched::sim::Sim;
-use crate::sched::topology::SchedDomain;
+use crate::sched::topology::{SchedDomain, NO_GROUP_ID};
 
 /// What a fork walk of a domain finds: the forking CPU's own group (its
 /// type and statistics) and the idlest other group (with its span).
@@ -20,16 +20,27 @@ impl Sim {
     /// widest domain, at each level into the idlest group, then its idlest CPU.
     pub(crate) fn find_idlest_cpu(&self, p: TaskId, this_cpu: Cpu, prev: Cpu, mut memo: Option<&mut GroupMemo>) -> Cpu {
         let allowed = &self.task(p).cpus_allowed;
+        let everywhere = self.task(p).nr_cpus_allowed as usize == self.nr_cpus();
         let mut cpu = this_cpu;
         let mut level = self.domains[cpu as usize].len();
-        if level == 0 || !self.domains[cpu as usize][level - 1].span.intersects(allowed) {
+        // A task allowed everywhere meets every (non-empty) span.
+        if level == 0 || !everywhere && !self.domains[cpu as usize][level - 1].span.intersects(allowed) {
             return prev;
         }
         while level > 0 {
-            let sd = &self.domains[cpu as usize][level - 1];
+            let domains = &self.domains[cpu as usize];
+            let (sd, parent) = (&domains[level - 1], domains.get(level));
             level -= 1;
             if !sd.flags.balance_fork {
                 continue;
+            }
+            if everywhere {
+                if let Some(m) = memo.as_deref_mut() {
+                    if self.idle_mostly_local(sd, parent, m) {
+                        debug_assert_eq!(self.find_idlest_group(sd, p, cpu, None), None, "cpu{cpu} stays local at {}", sd.level);
+                        continue;
+                    }
+                }
             }
             let Some(group) = self.find_idlest_group(sd, p, cpu, memo.as_deref_mut()) else { continue };
             let new_cpu = self.find_idlest_group_cpu(&group, p, cpu);
@@ -41,6 +52,31 @@ impl Sim {
             level = self.domains[cpu as usize].iter().take_while(|d| d.span_weight < weight).count();
         }
         cpu
+    }
+
+    /// Whether find_idlest_group() keeps a task allowed everywhere in
+    /// `sd`'s own group for want of idle CPUs elsewhere: the own group has
+    /// spare capacity (the least busy type, so no other group is of a
+    /// less busy one) and at least as many idle CPUs as all the other
+    /// groups together, so at least as many as the idlest of them. The
+    /// domain's idle CPUs are counted in `parent`'s own group, which is
+    /// its span, from the statistics `memo` keeps: two groups read
+    /// instead of every group of the domain (once the CPUs of a node are
+    /// busy, every fork of a burst stays local so at every level).
+    fn idle_mostly_local(&self, sd: &SchedDomain, parent: Option<&SchedDomain>, memo: &mut GroupMemo) -> bool {
+        let (Some(own), Some(span)) = (sd.groups.groups().next(), parent.and_then(|d| d.groups.groups().next())) else { return false };
+        if own.id == NO_GROUP_ID || span.id == NO_GROUP_ID {
+            return false;
+        }
+        debug_assert_eq!(span.mask, &sd.span, "the parent's own group is not the domain's span");
+        for g in [&own, &span] {
+            match memo.get(g.id) {
+                Some(s) => debug_assert_eq!(*s, self.group_stats(g.cpus), "kept statistics of group {} are stale", g.id),
+                None => memo.put(g.id, &self.group_stats(g.cpus)),
+            }
+        }
+        let (Some(ls), Some(ss)) = (memo.get(own.id), memo.get(span.id)) else { return false };
+        ls.classify(sd.imbalance_pct as u64) == GroupType::HasSpare && ls.idle_cpus >= ss.idle_cpus - ls.idle_cpus
     }
 
     /// find_idlest_group(); with `memo`, a group's statistics are taken
