@@ -132,12 +132,17 @@ impl GroupMemo {
             return;
         }
         let (a, b) = (self.starts[cpu] as usize, self.starts[cpu + 1] as usize);
+        // Until a tree is built the marks are not read (a tree's build
+        // reads every group of its span).
+        let trees = !self.trees.is_empty();
         for &id in &self.ids[a..b] {
             if let Some(s) = &mut self.stats[id as usize] {
                 s.reshare(&old, &share);
             }
-            for d in &mut self.changed {
-                d[id as usize / 64] |= 1 << (id % 64);
+            if trees {
+                for d in &mut self.changed {
+                    d[id as usize / 64] |= 1 << (id % 64);
+                }
             }
         }
     }
