@@ -9,7 +9,7 @@ use crate::sched::balance::{GroupStats, GroupType, GROUPS_AHEAD};
 use crate::sched::group_memo::GroupMemo;
 use crate::sched::group_tree::{Walk, TREE_MIN_GROUPS};
 use crate::sched::sim::Sim;
-use crate::sched::topology::{SchedDomain, NO_GROUP_ID};
+use crate::sched::topology::{Group, SchedDomain};
 
 /// What a fork walk of a domain finds: the forking CPU's own group (its
 /// type and statistics) and the idlest other group (with its span).
@@ -27,16 +27,22 @@ impl Sim {
         if level == 0 || !everywhere && !self.domains[cpu as usize][level - 1].span.intersects(allowed) {
             return prev;
         }
+        // The idle CPUs of the next level's span, when known: the own
+        // group's of the level just passed at the same CPU.
+        let mut span_idle = None;
         while level > 0 {
             let domains = &self.domains[cpu as usize];
             let (sd, parent) = (&domains[level - 1], domains.get(level));
             level -= 1;
             if !sd.flags.balance_fork {
+                span_idle = None;
                 continue;
             }
             if everywhere {
                 if let Some(m) = memo.as_deref_mut() {
-                    if self.idle_mostly_local(sd, parent, m) {
+                    let local;
+                    (local, span_idle) = self.idle_mostly_local(sd, parent, span_idle, m);
+                    if local {
                         debug_assert_eq!(self.find_idlest_group(sd, p, cpu, None), None, "cpu{cpu} stays local at {}", sd.level);
                         continue;
                     }
@@ -48,6 +54,7 @@ impl Sim {
                 continue;
             }
             let weight = sd.span_weight;
+            span_idle = None;
             cpu = new_cpu;
             level = self.domains[cpu as usize].iter().take_while(|d| d.span_weight < weight).count();
         }
@@ -59,24 +66,43 @@ impl Sim {
     /// spare capacity (the least busy type, so no other group is of a
     /// less busy one) and at least as many idle CPUs as all the other
     /// groups together, so at least as many as the idlest of them. The
-    /// domain's idle CPUs are counted in `parent`'s own group, which is
-    /// its span, from the statistics `memo` keeps: two groups read
-    /// instead of every group of the domain (once the CPUs of a node are
-    /// busy, every fork of a burst stays local so at every level).
-    fn idle_mostly_local(&self, sd: &SchedDomain, parent: Option<&SchedDomain>, memo: &mut GroupMemo) -> bool {
-        let (Some(own), Some(span)) = (sd.groups.groups().next(), parent.and_then(|d| d.groups.groups().next())) else { return false };
-        if own.id == NO_GROUP_ID || span.id == NO_GROUP_ID {
-            return false;
+    /// domain's idle CPUs are `span_idle` when the caller knows them,
+    /// otherwise counted in `parent`'s own group, which is the domain's
+    /// span, from the statistics `memo` keeps: a group or two read instead
+    /// of every group of the domain (once the CPUs of a node are busy,
+    /// every fork of a burst stays local so at every level). Also returns
+    /// the own group's idle CPUs, when read (the next level's span).
+    fn idle_mostly_local(&self, sd: &SchedDomain, parent: Option<&SchedDomain>, span_idle: Option<u32>, memo: &mut GroupMemo) -> (bool, Option<u32>) {
+        let Some(own) = own_group(sd) else { return (false, None) };
+        let Some(ls) = self.memo_stats(&own, memo) else { return (false, None) };
+        let (own_idle, has_spare) = (ls.idle_cpus, ls.classify(sd.imbalance_pct as u64) == GroupType::HasSpare);
+        if !has_spare {
+            return (false, Some(own_idle));
         }
-        debug_assert_eq!(span.mask, &sd.span, "the parent's own group is not the domain's span");
-        for g in [&own, &span] {
-            match memo.get(g.id) {
-                Some(s) => debug_assert_eq!(*s, self.group_stats(g.cpus), "kept statistics of group {} are stale", g.id),
-                None => memo.put(g.id, &self.group_stats(g.cpus)),
+        let span = parent.and_then(own_group);
+        let idle = match span_idle {
+            Some(n) => {
+                debug_assert_eq!(Some(n), span.map(|g| self.group_stats(g.cpus).idle_cpus), "the idle CPUs of {}'s span", sd.level);
+                n
             }
+            None => {
+                let Some(g) = span else { return (false, Some(own_idle)) };
+                debug_assert_eq!(g.mask, &sd.span, "the parent's own group is not the domain's span");
+                let Some(ss) = self.memo_stats(&g, memo) else { return (false, Some(own_idle)) };
+                ss.idle_cpus
+            }
+        };
+        (own_idle >= idle - own_idle, Some(own_idle))
+    }
+
+    /// A shared group's statistics from `memo`, summed and kept there
+    /// first if it does not keep them.
+    fn memo_stats<'m>(&self, g: &Group<'_>, memo: &'m mut GroupMemo) -> Option<&'m GroupStats> {
+        match memo.get(g.id) {
+            Some(s) => debug_assert_eq!(*s, self.group_stats(g.cpus), "kept statistics of group {} are stale", g.id),
+            None => memo.put(g.id, &self.group_stats(g.cpus)),
         }
-        let (Some(ls), Some(ss)) = (memo.get(own.id), memo.get(span.id)) else { return false };
-        ls.classify(sd.imbalance_pct as u64) == GroupType::HasSpare && ls.idle_cpus >= ss.idle_cpus - ls.idle_cpus
+        memo.get(g.id)
     }
 
     /// find_idlest_group(); with `memo`, a group's statistics are taken
@@ -200,4 +226,15 @@ impl Sim {
         }
         best_idle.map(|b| b.2).or(least.map(|l| l.2)).unwrap_or(this_cpu)
     }
+}
+
+/// `sd`'s own group when it is shared (kept in the group memo) and the
+/// CPU's walk is a rotation of the shared order (its own group is where
+/// the walk starts); read directly, not through the walk's iterator.
+fn own_group(sd: &SchedDomain) -> Option<Group<'_>> {
+    let (first, _) = sd.groups.shared()?;
+    let k = sd.groups.rotation()?;
+    let g = sd.groups.shared_group(k);
+    debug_assert_eq!(g.id, first + k as u32);
+    Some(g)
 }
