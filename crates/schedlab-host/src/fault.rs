@@ -148,16 +148,23 @@ thread_local! {
     static HOSTED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Marks a stretch of Rust called from hosted C (a kfunc); returns what to
-/// restore with [`rust_section_end`].
-#[inline]
-pub(super) fn rust_section() -> bool {
-    HOSTED.with(|h| h.replace(false))
+/// Marks the start of a stretch of Rust called from hosted C (a kfunc),
+/// ended by [`rust_section_end`].
+///
+/// A kfunc is only ever entered from hosted C, inside a guarded call, so
+/// the flag is set on entry and is set again on the way out: storing the
+/// constants spares keeping the old value across the kfunc. (Kfuncs do not
+/// nest: one is never called from another's Rust, which would also alias
+/// the simulator; the debug assertion checks.)
+#[inline(always)]
+pub(super) fn rust_section() {
+    debug_assert!(HOSTED.get() || !cfg!(all(target_arch = "x86_64", target_os = "linux")), "a kfunc entered from Rust");
+    HOSTED.set(false);
 }
 
-#[inline]
-pub(super) fn rust_section_end(prev: bool) {
-    HOSTED.with(|h| h.set(prev))
+#[inline(always)]
+pub(super) fn rust_section_end() {
+    HOSTED.set(true);
 }
 
 /// Calls `f(a[0], a[1], a[2], a[3])`, a function of a loaded scheduler
@@ -485,7 +492,11 @@ mod imp {
             (&raw mut (*gp).prev).write(prev);
         }
         let slot = if prev.is_null() { Some(enter_outermost(budget_ns)) } else { None };
-        let hosted = HOSTED.replace(true);
+        // Every guarded call starts from Rust (the simulator, or a kfunc
+        // that runs an op), where the flag is clear, so it is set and then
+        // cleared again rather than saved and restored.
+        debug_assert!(!HOSTED.get(), "a guarded call from hosted C");
+        HOSTED.set(true);
         TOP.set(gp);
         // SAFETY: `f` is a function of a loaded scheduler taking up to four
         // integer arguments (extra ones are ignored by the C ABI); the
@@ -497,7 +508,7 @@ mod imp {
         // on the way out; the rest only after a fault.
         let sig = unsafe { std::ptr::read_volatile(&raw const (*gp).sig) };
         TOP.set(prev);
-        HOSTED.set(hosted);
+        HOSTED.set(false);
         if let Some(s) = slot {
             s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
         }

@@ -212,7 +212,7 @@ pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R 
         return R::zero();
     }
     // Rust from here on: a fault is not the scheduler's (fault.rs).
-    let hosted = fault::rust_section();
+    fault::rust_section();
     let r = match catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: see the module documentation: `ctx` was set by
         // HostState::call from a live `&mut Sim` and `&HostState` that are
@@ -222,20 +222,22 @@ pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R 
     })) {
         Ok(r) => r,
         Err(payload) => {
-            kfunc_panicked(payload, ctx);
+            kfunc_panicked(payload);
             R::zero()
         }
     };
-    fault::rust_section_end(hosted);
+    fault::rust_section_end();
     r
 }
 
 /// Keeps a kfunc's panic for HostState::call to resume, and clears the
-/// context's simulator so no further kfunc of this call runs.
+/// context's simulator so no further kfunc of this call runs. (The context
+/// is read again here rather than kept live across every kfunc.)
 #[cold]
 #[inline(never)]
-fn kfunc_panicked(payload: Box<dyn Any + Send>, ctx: Ctx) {
+fn kfunc_panicked(payload: Box<dyn Any + Send>) {
     PANIC.with(|p| *p.borrow_mut() = Some(payload));
+    let ctx = CURRENT.get();
     CURRENT.set(Ctx { sim: std::ptr::null_mut(), ..ctx });
 }
 
