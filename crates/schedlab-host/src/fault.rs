@@ -54,7 +54,7 @@
 //! - Every Rust frame below the trampoline is paused at a call into C.
 //!   Host state lives in `RefCell`s that are never borrowed across a call
 //!   into C (state.rs), so none is left borrowed; `HostState::call`
-//!   restores its thread-local context and depth on the normal return
+//!   restores its thread-local context on the normal return
 //!   path, which the abandoned call takes too.
 //! - A kfunc's work is never half done: Rust code is never interrupted by
 //!   the abort (see above). A kfunc that ran before the fault keeps its
@@ -472,13 +472,12 @@ mod imp {
     /// Starts the outermost call of this thread: its epoch turns odd, so the
     /// watchdog starts timing it.
     #[inline(always)]
-    fn enter_outermost(budget_ns: u64) -> &'static Slot {
+    fn enter_outermost(budget_ns: u64) {
         let s = MY_SLOT.get();
         s.budget.store(budget_ns, Ordering::Relaxed);
         // Only this thread writes its slot's epoch, so a load and a store
         // do (no locked read-modify-write); Release publishes the budget.
         s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
-        s
     }
 
     #[inline(always)]
@@ -491,7 +490,9 @@ mod imp {
             (&raw mut (*gp).sig).write(0);
             (&raw mut (*gp).prev).write(prev);
         }
-        let slot = if prev.is_null() { Some(enter_outermost(budget_ns)) } else { None };
+        if prev.is_null() {
+            enter_outermost(budget_ns);
+        }
         // Every guarded call starts from Rust (the simulator, or a kfunc
         // that runs an op), where the flag is clear, so it is set and then
         // cleared again rather than saved and restored.
@@ -509,7 +510,10 @@ mod imp {
         let sig = unsafe { std::ptr::read_volatile(&raw const (*gp).sig) };
         TOP.set(prev);
         HOSTED.set(false);
-        if let Some(s) = slot {
+        if prev.is_null() {
+            // The slot is looked up again (one load) rather than kept live
+            // across the call.
+            let s = MY_SLOT.get();
             s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
         }
         if sig != 0 {

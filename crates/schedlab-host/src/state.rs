@@ -137,14 +137,13 @@ pub(super) struct HostState {
     /// The object's rodata pages a loader write left writable; sealed
     /// before any call into C (see [`loader::Pages`]).
     pub pages: loader::Pages,
-    /// Nesting depth of calls into C.
-    depth: Cell<u32>,
     /// `grave`, `grave_masks` or `lent` may hold something, to release
     /// when the outermost call returns (a flag, so that the calls that
     /// hold nothing, nearly all, need not look into `inner`).
     call_memory: Cell<bool>,
-    /// The runtime's spin lock / RCU balance check.
-    end_call: Option<EndCall>,
+    /// The runtime's spin lock / RCU balance check (one that never has
+    /// work when the runtime has none, so the call path need not ask).
+    end_call: EndCall,
     /// The object is cid-form (fixed when it is loaded).
     cid_form: bool,
     /// The object faulted or did not return: it is not called again
@@ -178,6 +177,14 @@ struct Ctx {
 thread_local! {
     static CURRENT: Cell<Ctx> = const { Cell::new(Ctx { sim: std::ptr::null_mut(), host: std::ptr::null() }) };
     static PANIC: RefCell<Option<Box<dyn Any + Send>>> = const { RefCell::new(None) };
+}
+
+/// The pending flag of a runtime without an end-of-call check: never set.
+static NO_END_CALL: u32 = 0;
+
+/// The check of a runtime without one (never called: its flag stays 0).
+unsafe extern "C" fn no_end_call() -> u32 {
+    0
 }
 
 /// Values a kfunc returns to C when it cannot do its work.
@@ -288,9 +295,8 @@ impl HostState {
             array_addrs: Default::default(),
             array_views: Default::default(),
             pages,
-            depth: Cell::new(0),
             call_memory: Cell::new(false),
-            end_call,
+            end_call: end_call.unwrap_or(EndCall { f: no_end_call, pending: &raw const NO_END_CALL }),
             dead: Cell::new(false),
             last_fault: RefCell::new(None),
             budget_ns: Cell::new(fault::DEFAULT_BUDGET_NS),
@@ -379,15 +385,18 @@ impl HostState {
             self.pages.seal();
         }
         let prev = CURRENT.replace(Ctx { sim: sim as *mut Sim, host: self as *const HostState });
-        let depth = self.depth.get();
-        self.depth.set(depth + 1);
+        // Calls nest only within one scheduler (a kfunc runs an op of the
+        // scheduler that called it; a simulator hosts one), so a call is
+        // this state's outermost exactly when no call is in progress on the
+        // thread: no depth count to keep.
+        debug_assert!(prev.host.is_null() || std::ptr::eq(prev.host, self), "calls of two schedulers nested");
+        let outermost = prev.host.is_null();
         let r = f();
-        self.depth.set(depth);
         // A kfunc that panicked cleared the simulator pointer (with_ctx).
         if CURRENT.replace(prev).sim.is_null() {
-            self.resume_panic(depth);
+            self.resume_panic(outermost);
         }
-        if depth == 0 {
+        if outermost {
             self.end_outermost(sim);
         }
         r
@@ -395,9 +404,9 @@ impl HostState {
 
     #[cold]
     #[inline(never)]
-    fn resume_panic(&self, depth: u32) -> ! {
+    fn resume_panic(&self, outermost: bool) -> ! {
         let payload = PANIC.with(|p| p.borrow_mut().take()).expect("a kfunc's panic was stored");
-        if depth == 0 {
+        if outermost {
             self.release_call_memory();
         }
         resume_unwind(payload)
@@ -407,13 +416,12 @@ impl HostState {
     /// check, and freeing what the call released.
     #[inline(always)]
     fn end_outermost(&self, sim: &mut Sim) {
-        if let Some(e) = self.end_call {
-            // SAFETY: `pending` is the runtime's flag (or a static), live as
-            // long as the object; C wrote it, so it is read as memory C may
-            // have changed behind the compiler's back.
-            if unsafe { std::ptr::read_volatile(e.pending) } != 0 {
-                self.run_end_call(sim, e.f);
-            }
+        let e = self.end_call;
+        // SAFETY: `pending` is the runtime's flag (or a static), live as
+        // long as the object; C wrote it, so it is read as memory C may
+        // have changed behind the compiler's back.
+        if unsafe { std::ptr::read_volatile(e.pending) } != 0 {
+            self.run_end_call(sim, e.f);
         }
         if self.call_memory.get() {
             self.release_call_memory();
