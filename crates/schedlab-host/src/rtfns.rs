@@ -45,6 +45,9 @@ fn map_of(sim: &mut Sim, h: &HostState, map: *mut c_void, kinds: &[MapKind], wha
 }
 
 /// The task on `cpu` as a C pointer: the running task or the idle task.
+/// (Inlined: out of line, its every caller pays a call and a prologue for
+/// a few instructions.)
+#[inline]
 pub(super) fn curr_ptr(sim: &mut Sim, h: &HostState, cpu: u32, curr: Option<u32>) -> *mut TaskStructC {
     match curr {
         Some(p) => h.task_ptr(sim, p),

@@ -333,7 +333,9 @@ impl HostState {
 
     /// [`call_c`](Self::call_c) for ops.`op`, whose one argument is its
     /// context: the common case, with every argument in a register.
-    #[inline(never)]
+    /// Inlined into each op's wrapper (struct_ops.rs): one prologue and
+    /// no call for the two.
+    #[inline(always)]
     pub(super) fn call_op(&self, sim: &mut Sim, op: Op, f: usize, ctx: u64) -> Option<u64> {
         let cost0 = sim.scx.cost_acc;
         match self.guarded(sim, f, [ctx, 0, 0, 0]) {
@@ -502,8 +504,11 @@ impl HostState {
     /// The C view of task `p`, registered so later arguments can be checked.
     #[inline]
     pub(super) fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
-        let g = sim.task(p).cgrp;
-        let Some(c) = kfuncs::task_c_built(sim, p) else { return self.task_ptr_slow(sim, p) };
+        // The task looked up once for its cgroup and its view (what
+        // kfuncs::task_c_built() reads).
+        let t = sim.task_mut(p);
+        let g = t.cgrp;
+        let Some(c) = t.scx.c.built_mut().map(|c| c as *mut TaskStructC) else { return self.task_ptr_slow(sim, p) };
         let addr = c as usize;
         // The common case: the task is registered at this address (which
         // the slow path does only after giving it a parent) and the cgroup

@@ -83,6 +83,7 @@ impl HostedScheduler {
     /// not defined, or it faulted (the scheduler is then ejected). After a
     /// fault nothing but ops.exit is called, as the object's state cannot
     /// be trusted.
+    #[inline(always)]
     fn call_op(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<u64> {
         let f = self.f(op);
         if f == 0 || (self.state.dead() && op != Op::Exit) {
@@ -91,18 +92,22 @@ impl HostedScheduler {
         self.state.call_op(sim, op, f, args.as_mut_ptr() as u64)
     }
 
+    #[inline(always)]
     pub(super) fn call_void(&self, sim: &mut Sim, op: Op, args: &mut [u64]) {
         self.call_op(sim, op, args);
     }
 
+    #[inline(always)]
     pub(super) fn call_s32(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<i32> {
         self.call_op(sim, op, args).map(|r| r as i32)
     }
 
+    #[inline(always)]
     fn call_bool(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<bool> {
         self.call_op(sim, op, args).map(|r| r as u8 != 0)
     }
 
+    #[inline]
     pub(super) fn task(&self, sim: &mut Sim, p: TaskId) -> u64 {
         self.state.task_ptr(sim, p) as u64
     }
