@@ -274,6 +274,12 @@ impl std::fmt::Display for Callee<'_> {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn bad_mask(sim: &mut Sim, m: *const CpumaskC, what: &str) {
+    bad(sim, format!("{what}: invalid cpumask pointer {:#x}", m as usize));
+}
+
 /// Reports a rule violation the way the kernel's argument checks do:
 /// scx_error() (SCX_EXIT_ERROR), which ejects the scheduler; the kfunc then
 /// returns a harmless value.
@@ -644,6 +650,9 @@ impl HostState {
 
     /// Whether `m` may be read as a `struct cpumask`: a bpf_cpumask, a lent
     /// kernel mask, or a task's `cpus_mask` (an idle task's too).
+    /// The two one-entry caches are checked inline; the registries out
+    /// of line.
+    #[inline]
     pub(super) fn mask_ok(&self, m: *const CpumaskC) -> bool {
         let a = m as usize;
         if a == 0 {
@@ -658,6 +667,11 @@ impl HostState {
         if self.last_mask.get() == a {
             return true;
         }
+        self.mask_ok_slow(a, task)
+    }
+
+    #[inline(never)]
+    fn mask_ok_slow(&self, a: usize, task: Option<usize>) -> bool {
         let i = self.inner.borrow();
         if task.is_some_and(|t| i.tasks.contains_key(&t)) {
             return true;
@@ -678,6 +692,7 @@ impl HostState {
     }
 
     /// Checks a `const struct cpumask *` argument, ejecting on a bad one.
+    #[inline]
     pub(super) fn mask<'a>(&self, sim: &mut Sim, m: *const CpumaskC, what: &str) -> Option<&'a CpumaskC> {
         if self.mask_ok(m) {
             // SAFETY: mask_ok() found the address among live objects the host
@@ -687,7 +702,7 @@ impl HostState {
             // calling kfunc.
             Some(unsafe { &*m })
         } else {
-            bad(sim, format!("{what}: invalid cpumask pointer {:#x}", m as usize));
+            bad_mask(sim, m, what);
             None
         }
     }
