@@ -66,14 +66,21 @@ pub(super) extern "C" fn bpf_map_lookup_elem(map: *mut c_void, key: *const c_voi
             let (cpu, nr) = cpu_info(sim);
             return v.at(array_key(key), cpu, nr).cast();
         }
-        let Some(i) = map_index(sim, h, map, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
-        let ks = h.inner.borrow().maps[i].def.key_size;
-        let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
-        let (cpu, nr) = cpu_info(sim);
-        let r = h.inner.borrow_mut().maps[i].lookup(key, cpu, nr).cast();
-        h.note_array(map as usize, i);
-        r
+        lookup_slow(sim, h, map, key)
     })
+}
+
+/// bpf_map_lookup_elem() of a map without a view. Out of line, so that
+/// the view's path saves only the registers it uses.
+#[inline(never)]
+fn lookup_slow(sim: &mut Sim, h: &HostState, map: *mut c_void, key: *const c_void) -> *mut c_void {
+    let Some(i) = map_index(sim, h, map, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
+    let ks = h.inner.borrow().maps[i].def.key_size;
+    let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
+    let (cpu, nr) = cpu_info(sim);
+    let r = h.inner.borrow_mut().maps[i].lookup(key, cpu, nr).cast();
+    h.note_array(map as usize, i);
+    r
 }
 
 pub(super) extern "C" fn bpf_map_lookup_percpu_elem(map: *mut c_void, key: *const c_void, cpu: u32) -> *mut c_void {
@@ -82,14 +89,21 @@ pub(super) extern "C" fn bpf_map_lookup_percpu_elem(map: *mut c_void, key: *cons
             let nr = k::scx_bpf_nr_cpu_ids(sim);
             return v.at(array_key(key), cpu, nr).cast();
         }
-        let Some(i) = map_index(sim, h, map, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
-        let ks = h.inner.borrow().maps[i].def.key_size;
-        let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
-        let nr = k::scx_bpf_nr_cpu_ids(sim);
-        let r = h.inner.borrow_mut().maps[i].lookup_percpu(key, cpu, nr).cast();
-        h.note_array(map as usize, i);
-        r
+        lookup_percpu_slow(sim, h, map, key, cpu)
     })
+}
+
+/// bpf_map_lookup_percpu_elem() of a map without a view (out of line, as
+/// lookup_slow()).
+#[inline(never)]
+fn lookup_percpu_slow(sim: &mut Sim, h: &HostState, map: *mut c_void, key: *const c_void, cpu: u32) -> *mut c_void {
+    let Some(i) = map_index(sim, h, map, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
+    let ks = h.inner.borrow().maps[i].def.key_size;
+    let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
+    let nr = k::scx_bpf_nr_cpu_ids(sim);
+    let r = h.inner.borrow_mut().maps[i].lookup_percpu(key, cpu, nr).cast();
+    h.note_array(map as usize, i);
+    r
 }
 
 pub(super) extern "C" fn bpf_map_update_elem(map: *mut c_void, key: *const c_void, value: *const c_void, flags: u64) -> i64 {
