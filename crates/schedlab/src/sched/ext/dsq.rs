@@ -285,22 +285,16 @@ impl DsqList {
         let h = self.head;
         let single = self.blocks.len() == h + 1;
         if let Some(blk) = self.blocks.get_mut(h) {
-            if let Some(&(_, p)) = blk.front().filter(|e| e.0 == *key) {
-                let n = blk.len();
-                if n == 1 && single {
-                    // Block::remove(0)'s own case for its last entry.
-                    blk.v.clear();
-                    blk.start = 0;
-                    self.len -= 1;
-                    return Some(p);
-                }
-                if n > Self::BLOCK_MAX / 4 {
-                    // ... and for the head of a longer block.
-                    blk.start += 1;
-                    self.len -= 1;
+            let n = blk.len();
+            if blk.front().is_some_and(|e| e.0 == *key) && (n == 1 && single || n > Self::BLOCK_MAX / 4) {
+                // What remove_any does here, without its search, retiring
+                // or merging: none applies.
+                let (_, p) = blk.remove(0);
+                self.len -= 1;
+                if n > 1 {
                     self.firsts[h] = ord(blk.live()[0].0);
-                    return Some(p);
                 }
+                return Some(p);
             }
         }
         self.remove_any(key)
