@@ -227,19 +227,11 @@ pub(super) extern "C" fn bpf_task_storage_get(
         let Some(i) = map_index(sim, h, map, "bpf_task_storage_get") else { return std::ptr::null_mut() };
         let Some(p) = h.who(sim, task, "bpf_task_storage_get") else { return std::ptr::null_mut() };
         // One borrow and one map index for the size and the lookup (nearly
-        // every call, many per op). A non-NULL `value` is what bytes()
-        // would return, without its NULL check's ejection, which cannot
-        // happen here.
+        // every call, many per op); bytes() touches only `sim`.
         let r = {
             let mut inner = h.inner.borrow_mut();
             let m = &mut inner.maps[i];
-            let init = if value.is_null() {
-                None
-            } else {
-                // SAFETY: as in bytes(): BPF passes a value of the map's
-                // value size, read only within this helper.
-                Some(unsafe { std::slice::from_raw_parts(value.cast::<u8>(), m.def.value_size as usize) })
-            };
+            let init = if value.is_null() { None } else { bytes(sim, value, m.def.value_size, "bpf_task_storage_get") };
             m.storage_get(p.owner(), init, flags)
         };
         match r {
