@@ -243,7 +243,8 @@ impl Engine {
 
     /// Arms `cpu`'s step timer: `Event::StepDone { cpu, gen }` at `at`
     /// (never in the past), replacing whatever it held; None disarms it.
-    #[inline]
+    /// Inlined into the scheduler's `arm_step`, where most steps are set.
+    #[inline(always)]
     pub fn set_step(&mut self, cpu: Cpu, at: Option<Ns>, gen: u32) {
         let key = match at {
             Some(at) => {
@@ -290,11 +291,9 @@ impl Engine {
     pub fn pop(&mut self) -> Option<(Ns, Event)> {
         self.steps.settle();
         let heap = self.heap.peek_key().unwrap_or(NO_KEY);
-        let step = self.steps.first();
-        let step_key = step.map_or(NO_KEY, |x| x.1);
+        let (cpu, step_key) = self.steps.head();
         let (tick_key, tick) = self.ticks.front().copied().unwrap_or((NO_KEY, 0));
         let (key, event) = if step_key < heap && step_key < tick_key {
-            let cpu = step?.0;
             self.steps.take(cpu, self.lookahead);
             (step_key, Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] })
         } else if tick_key < heap {

@@ -16,16 +16,28 @@ pub(super) const NO_KEY: u128 = u128::MAX;
 /// node holds the least key below it and a slot holding that key.
 /// Re-arming or cancelling a slot replays its path towards the root and
 /// stops at the first node the change does not reach.
-#[derive(Debug, Default)]
+///
+/// A key is a u128 (time << 64 | seq), but the nodes hold only its time,
+/// and each slot its seq: the seqs are unique, so two keys with the same
+/// time (rare but for disarmed slots) are told apart by the seqs of the
+/// slots that hold them, and the tree orders keys exactly as u128
+/// compares do. A level of a walk then compares and selects 64 bits
+/// where it did 128, and stores one word less.
+#[derive(Debug)]
 pub(super) struct CpuTimers {
-    /// `keys[k]`: the least key below node k, where node k's children are
-    /// 2k and 2k+1 and node n + i is slot i's leaf (NO_KEY: disarmed).
-    /// The keys are in the nodes rather than once per slot so that a
-    /// level's loads depend on the node index only, not on the slot the
-    /// level below found. n is a power of two.
-    keys: Vec<u128>,
-    /// `win[k]`: a slot below node k holding `keys[k]` (`win[n + i] = i`).
+    /// `keys[k]`: the time of the least key below node k, where node k's
+    /// children are 2k and 2k+1 and node n + i is slot i's leaf (u64::MAX:
+    /// disarmed, see `seqs`). The keys are in the nodes rather than once
+    /// per slot so that a level's loads depend on the node index only, not
+    /// on the slot the level below found. n is a power of two.
+    keys: Vec<u64>,
+    /// `win[k]`: a slot below node k holding the least key (`win[n + i] =
+    /// i`).
     win: Vec<u32>,
+    /// `seqs[i]`: the seq of slot i's key (u64::MAX: disarmed, its key
+    /// NO_KEY), and `seqs[n] = 0`, the seq of node 0 (see
+    /// [`CpuTimers::walk`]), whose "slot" n stands for no slot.
+    seqs: Vec<u64>,
     /// The generation each armed slot's event carries (step timers).
     pub(super) gens: Vec<u32>,
     /// Keys set since the tree was last read, not yet walked into it:
@@ -40,14 +52,18 @@ pub(super) struct CpuTimers {
     /// Entries in use in `pending`.
     npending: usize,
     /// A tree of at most [`SCAN_MAX`] slots is never walked: a set writes
-    /// its leaf and marks the tree `dirty`, and the next read scans the
-    /// leaves for the least key and puts it at the root (node 1). On a
+    /// its key in `leaves` and marks the tree `dirty`, and the next read
+    /// scans them for the least key and puts it at the root (node 1). On a
     /// few CPUs that takes fewer instructions than a walk, each of whose
-    /// levels pays for a parent, a sibling and a 128-bit select. The
-    /// nodes between the root and the leaves are then stale and never
-    /// read, and `pending` stays empty.
+    /// levels pays for a parent, a sibling and a select. The nodes
+    /// between the root and the leaves are then stale and never read, and
+    /// `pending` stays empty.
     scan: bool,
     dirty: bool,
+    /// A scanned tree's keys, whole: a set writes one entry, and the
+    /// scan compares whole keys; it puts the least key's time at the root
+    /// and its seq in `seqs`, which is all that is read of the tree.
+    leaves: [u128; SCAN_MAX],
 }
 
 /// Keys kept unwalked at most (see `CpuTimers::pending`).
@@ -58,6 +74,14 @@ const PENDING_MAX: usize = 4;
 /// that a scan is over 4 or 8 leaves.
 const SCAN_MAX: usize = 8;
 const SCAN_MIN: usize = 4;
+
+/// An engine without CPUs has a tree of disarmed slots all the same, so
+/// that its root can be read without a test.
+impl Default for CpuTimers {
+    fn default() -> Self {
+        Self::new(0)
+    }
+}
 
 impl CpuTimers {
     pub(super) fn new(cpus: usize) -> Self {
@@ -75,18 +99,26 @@ impl CpuTimers {
         for k in (1..n).rev() {
             win[k] = win[2 * k];
         }
-        let mut keys = vec![NO_KEY; 2 * n];
+        let mut keys = vec![u64::MAX; 2 * n];
+        let mut seqs = vec![u64::MAX; n + 1];
         // Node 0, above the root, stops both loops of a walk: no slot
-        // wins it and no key is less than its.
-        (keys[0], win[0]) = (0, u32::MAX);
-        CpuTimers { keys, win, gens: vec![0; n], pending: [(0, NO_KEY); PENDING_MAX], npending: 0, scan: n <= SCAN_MAX, dirty: false }
+        // wins it (its "slot" n is none) and no key is less than its
+        // (0, 0), seqs starting at 1.
+        (keys[0], win[0], seqs[n]) = (0, n as u32, 0);
+        CpuTimers { keys, win, seqs, gens: vec![0; n], pending: [(0, NO_KEY); PENDING_MAX], npending: 0, scan: n <= SCAN_MAX, dirty: false, leaves: [NO_KEY; SCAN_MAX] }
     }
 
     /// How many slots (CPUs, padded to a power of two, at least
-    /// `SCAN_MIN`); 0 without timers.
+    /// `SCAN_MIN`).
     #[inline]
     pub(super) fn slots(&self) -> usize {
         self.keys.len() / 2
+    }
+
+    /// The full key of the tree's node `k` whose winner is `slot`.
+    #[inline(always)]
+    fn full_key(&self, k: usize, slot: usize) -> u128 {
+        (self.keys[k] as u128) << 64 | self.seqs[slot] as u128
     }
 
     /// The key slot `slot` holds (NO_KEY when disarmed).
@@ -94,7 +126,8 @@ impl CpuTimers {
     pub(super) fn key(&self, slot: usize) -> u128 {
         match self.pending[..self.npending].iter().find(|p| p.0 == slot) {
             Some(&(_, key)) => key,
-            None => self.keys[self.slots() + slot],
+            None if self.scan => self.leaves[slot],
+            None => self.full_key(self.slots() + slot, slot),
         }
     }
 
@@ -109,8 +142,7 @@ impl CpuTimers {
     pub(super) fn set(&mut self, slot: usize, key: u128) {
         debug_assert!(slot < self.slots(), "slot {slot} of {}", self.slots());
         if self.scan {
-            let leaf = self.slots() + slot;
-            self.keys[leaf] = key;
+            self.leaves[slot & (SCAN_MAX - 1)] = key;
             self.dirty = true;
             return;
         }
@@ -121,8 +153,16 @@ impl CpuTimers {
                 self.pending[n] = (slot, key);
                 self.npending = n + 1;
             }
-            None => self.walk(slot, key),
+            None => self.walk_now(slot, key),
         }
+    }
+
+    /// `walk`, out of line: for a set that finds `pending` full (rare),
+    /// so that `set`, inlined where steps are armed, stays small.
+    #[cold]
+    #[inline(never)]
+    fn walk_now(&mut self, slot: usize, key: u128) {
+        self.walk(slot, key);
     }
 
     /// Disarms the slot a pop took; with `at_once`, walks that (and any
@@ -155,14 +195,14 @@ impl CpuTimers {
     #[inline(always)]
     fn rescan(&mut self) {
         self.dirty = false;
-        let keys = &mut self.keys[..];
-        let (slot, key) = if keys.len() == 2 * SCAN_MIN {
-            least::<SCAN_MIN>(&keys[SCAN_MIN..])
+        let (slot, key) = if self.keys.len() == 2 * SCAN_MIN {
+            least::<SCAN_MIN>(&self.leaves)
         } else {
-            least::<SCAN_MAX>(&keys[SCAN_MAX..])
+            least::<SCAN_MAX>(&self.leaves)
         };
-        keys[1] = key;
+        self.keys[1] = (key >> 64) as u64;
         self.win[1] = slot;
+        self.seqs[slot as usize] = key as u64;
     }
 
     /// Stores `key` for `slot` and replays its path towards the root.
@@ -177,44 +217,52 @@ impl CpuTimers {
     /// slot stands for a disarmed subtree does not matter. Node 0, above
     /// the root, ends either loop, which saves a test per level.
     ///
+    /// The nodes compare times; equal times (mostly two disarmed slots)
+    /// take a branch that compares the two winners' seqs.
+    ///
     /// Node indices are masked with the tables' length less one (a power
     /// of two, and every index is below it anyway) so that the compiler
     /// can drop the bounds checks.
+    #[inline(always)]
     fn walk(&mut self, slot: usize, key: u128) {
-        let (keys, win) = (&mut self.keys[..], &mut self.win[..]);
+        let (time, seq) = ((key >> 64) as u64, key as u64);
+        let (keys, win, seqs) = (&mut self.keys[..], &mut self.win[..], &mut self.seqs[..]);
         let m = keys.len().wrapping_sub(1);
         let win = &mut win[..m + 1];
         let mut node = (m / 2 + 1 + slot) & m;
-        if keys[node] == key {
+        if keys[node] == time && seqs[slot] == seq {
             return;
         }
-        keys[node] = key;
+        keys[node] = time;
+        seqs[slot] = seq;
         let s = slot as u32;
-        let (mut cand, mut cand_key) = (s, key);
+        let (mut cand, mut cand_time) = (s, time);
         loop {
             let parent = node / 2;
             if win[parent & m] != s {
                 break;
             }
             let sib = (node ^ 1) & m;
-            let (other, other_key) = (win[sib], keys[sib]);
+            let (other, other_time) = (win[sib], keys[sib]);
             // Which of two keys is less is a coin toss the branch
             // predictor loses: select without a branch.
-            let less = other_key < cand_key;
-            let mask = (less as u128).wrapping_neg();
-            cand_key ^= (cand_key ^ other_key) & mask;
+            let less = if other_time != cand_time { other_time < cand_time } else { seqs[other as usize] < seqs[cand as usize] };
+            let mask = (less as u64).wrapping_neg();
+            cand_time ^= (cand_time ^ other_time) & mask;
             cand ^= (cand ^ other) & mask as u32;
             win[parent & m] = cand;
-            keys[parent & m] = cand_key;
+            keys[parent & m] = cand_time;
             node = parent;
         }
         loop {
             let parent = (node / 2) & m;
-            if cand_key >= keys[parent] {
+            let parent_time = keys[parent];
+            let less = if cand_time != parent_time { cand_time < parent_time } else { seqs[cand as usize] < seqs[win[parent] as usize] };
+            if !less {
                 break;
             }
             win[parent] = cand;
-            keys[parent] = cand_key;
+            keys[parent] = cand_time;
             node = parent;
         }
     }
@@ -233,10 +281,18 @@ impl CpuTimers {
     /// The slot with the earliest key, if any is armed (on a settled tree).
     #[inline]
     pub(super) fn first(&self) -> Option<(usize, u128)> {
-        debug_assert!(self.npending == 0 && !self.dirty, "first() on an unsettled tree");
-        // The root.
-        let key = *self.keys.get(1)?;
-        (key != NO_KEY).then_some((self.win[1] as usize, key))
+        let (slot, key) = self.head();
+        (key != NO_KEY).then_some((slot, key))
+    }
+
+    /// The root of a settled tree: the slot with the earliest key and
+    /// that key, which is NO_KEY when no slot is armed (the slot is then
+    /// any).
+    #[inline(always)]
+    pub(super) fn head(&self) -> (usize, u128) {
+        debug_assert!(self.npending == 0 && !self.dirty, "head() on an unsettled tree");
+        let slot = self.win[1] as usize;
+        (slot, self.full_key(1, slot))
     }
 }
 
