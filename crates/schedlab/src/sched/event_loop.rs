@@ -138,9 +138,14 @@ impl Sim {
     /// CPUs these structures are not in any cache, and each event
     /// otherwise begins with a wait on memory. Under a hosted scheduler,
     /// the current event's task (prefetched during the last event) leads
-    /// to its C `task_struct`, which is prefetched too. A prefetch changes
+    /// to its C `task_struct`, which is prefetched too; before a step's
+    /// end, the CPU's local DSQ and the head of the DSQ it consumed from
+    /// last (its task, then its C view and runqueue), before a wakeup the
+    /// woken task's runqueue. A prefetch changes
     /// nothing but timing; a wrong guess costs a line of bandwidth.
-    #[inline]
+    /// Out of line: inlined, its sched_ext part cost the event loop
+    /// instructions on every event of runs that never prefetch.
+    #[inline(never)]
     fn prefetch_upcoming(&self, current: &Event) {
         let ext = self.scx_views;
         if ext {
@@ -149,8 +154,32 @@ impl Sim {
                 Event::StepDone { cpu, .. } | Event::Tick { cpu } => self.curr_of.get(cpu as usize).copied().unwrap_or(NO_CURR),
                 _ => NO_CURR,
             };
-            if let Some(c) = self.tasks.get(p as usize).and_then(|t| t.scx.c.built()) {
-                prefetch_task_c(c);
+            if let Some(t) = self.tasks.get(p as usize) {
+                if let Some(c) = t.scx.c.built() {
+                    prefetch_task_c(c);
+                }
+                // A woken task is enqueued on its previous CPU unless
+                // ops.select_cpu() finds another idle: that runqueue.
+                if let Event::Timer { .. } = *current {
+                    self.prefetch_scx_rq(t.cpu);
+                }
+            }
+            if let Event::StepDone { cpu, .. } = *current {
+                // The CPU's local DSQ, whose own lines came in during the
+                // last event (below): its head block next.
+                if let Some(d) = self.scx.dsqs.get(self.scx.local(cpu) as usize) {
+                    d.prefetch_head_block();
+                }
+                // A step's end that blocks the task most likely pulls the
+                // head of the DSQ this CPU consumed from last, which sits
+                // on a remote runqueue: its task was prefetched during the
+                // last event (below); its C view and runqueue follow now.
+                if let Some(t) = self.scx.consume_hint(cpu).and_then(|h| self.tasks.get(h as usize)) {
+                    if let Some(c) = t.scx.c.built() {
+                        prefetch_task_c(c);
+                    }
+                    self.prefetch_scx_rq(t.cpu);
+                }
             }
         }
         let next = self.engine.upcoming();
@@ -165,6 +194,14 @@ impl Sim {
                 if let Some(&p) = self.curr_of.get(c as usize) {
                     self.prefetch_task(p, ext);
                 }
+                if let (Upcoming::Step(_), true) = (next, ext) {
+                    if let Some(d) = self.scx.dsqs.get(self.scx.local(c) as usize) {
+                        d.prefetch();
+                    }
+                    if let Some(t) = self.scx.consume_hint(c).and_then(|h| self.tasks.get(h as usize)) {
+                        t.prefetch(true);
+                    }
+                }
                 // A step's end may block the running task: the fair pick
                 // that follows most likely takes the timeline's head.
                 if let (Upcoming::Step(_), false) = (next, ext) {
@@ -174,6 +211,18 @@ impl Sim {
                 }
             }
             Upcoming::Other => {}
+        }
+    }
+
+    /// Prefetches what sched_ext reads of runqueue `cpu` when it moves a
+    /// task on or off it (counts, the sched_ext state and its lock).
+    #[inline(always)]
+    fn prefetch_scx_rq(&self, cpu: Cpu) {
+        if let Some(rq) = self.rqs.get(cpu as usize) {
+            prefetch(rq);
+            prefetch(&rq.nr_running);
+            prefetch(&rq.scx.nr_running);
+            prefetch(&rq.scx.lock_held_until);
         }
     }
 

@@ -450,6 +450,9 @@ impl Sim {
         self.scx.stats.dsq_scanned += scanned;
         self.scx_dsq_lock(dsq, scanned);
         let Some(p) = found else { return false };
+        if let Some(hint) = self.scx.consumed_from.get_mut(cpu as usize) {
+            *hint = dsq;
+        }
         self.scx_dispatch_dequeue(p);
         if self.task(p).cpu == cpu {
             self.scx.stats.consumed_local += 1;

@@ -553,6 +553,32 @@ impl Dsq {
         self.list.after(key, rev, max_seq)
     }
 
+    /// Starts loading the DSQ's own lines, what an insert, a pick and a
+    /// removal read first. Only timing changes.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self) {
+        use crate::sched::prefetch;
+        prefetch(self);
+        prefetch(&self.list);
+        prefetch(&self.seq);
+        prefetch(&self.tail_ctr);
+    }
+
+    /// Starts loading the next level once the DSQ's own lines are in: its
+    /// head block's header and first key (the entries behind the header
+    /// would take one more dependent load). Only timing changes.
+    #[inline(always)]
+    pub(crate) fn prefetch_head_block(&self) {
+        use crate::sched::prefetch;
+        let l = &self.list;
+        if let Some(b) = l.blocks.get(l.head) {
+            prefetch(b);
+        }
+        if let Some(f) = l.firsts.get(l.head) {
+            prefetch(f);
+        }
+    }
+
     /// Takes the DSQ's lock at simulated time `at` for `hold` ns: returns the
     /// time spent waiting. Callers serialise in event order, so this is a
     /// FIFO spinlock in simulated time.

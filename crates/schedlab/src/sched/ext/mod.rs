@@ -579,6 +579,13 @@ pub struct ScxSched {
     pub cgroup_inited: Vec<bool>,
     /// p->scx.cgrp_moving_from of the tasks in a migration.
     pub cgrp_moving_from: BTreeMap<TaskId, u32>,
+    /// Per CPU, the DSQ it last consumed a task from (`u32::MAX`: none
+    /// yet). Only a hint for the event loop, which prefetches that DSQ's
+    /// head task before the CPU's next step ends: on thousands of CPUs
+    /// the task a CPU pulls off a shared DSQ sits on a remote runqueue,
+    /// and its lines are not in any cache. A dense array, so that reading
+    /// it does not itself miss on the runqueue.
+    pub(crate) consumed_from: Vec<DsqIdx>,
 }
 
 impl ScxSched {
@@ -657,7 +664,17 @@ impl ScxSched {
             cgroup_enabled: false,
             cgroup_inited: Vec::new(),
             cgrp_moving_from: BTreeMap::new(),
+            consumed_from: vec![DsqIdx::MAX; nr_cpus],
         }
+    }
+
+    /// The task at the head of the DSQ `cpu` last consumed from: the
+    /// likeliest task for its next consume (a prefetch hint, see
+    /// `consumed_from`).
+    #[inline]
+    pub(crate) fn consume_hint(&self, cpu: Cpu) -> Option<TaskId> {
+        let &d = self.consumed_from.get(cpu as usize)?;
+        Some(self.dsqs.get(d as usize)?.first()?.1)
     }
 
     /// Whether the scheduler defines `op` (SCX_HAS_OP).
