@@ -437,16 +437,25 @@ impl Sim {
         if self.scx_aborting() && !bypass_dsq {
             return false;
         }
-        // One walk from the head; nothing changes the DSQ during it.
-        let mut scanned = 0u64;
-        let mut found = None;
-        for (_, p) in self.scx.dsqs[dsq as usize].list.iter() {
-            scanned += 1;
-            if self.tasks[p as usize].allowed_on(cpu as usize) {
-                found = Some(p);
-                break;
+        // One walk from the head; nothing changes the DSQ during it. The
+        // head is nearly always taken (most tasks may run anywhere): it is
+        // tested before setting up the walk over the blocks.
+        let list = &self.scx.dsqs[dsq as usize].list;
+        let (scanned, found) = match list.first() {
+            Some((_, p)) if self.tasks[p as usize].allowed_on(cpu as usize) => (1u64, Some(p)),
+            _ => {
+                let mut scanned = 0u64;
+                let mut found = None;
+                for (_, p) in list.iter() {
+                    scanned += 1;
+                    if self.tasks[p as usize].allowed_on(cpu as usize) {
+                        found = Some(p);
+                        break;
+                    }
+                }
+                (scanned, found)
             }
-        }
+        };
         self.scx.stats.dsq_scanned += scanned;
         self.scx_dsq_lock(dsq, scanned);
         let Some(p) = found else { return false };
