@@ -462,7 +462,19 @@ impl Sim {
         if let Some(hint) = self.scx.consumed_from.get_mut(cpu as usize) {
             *hint = dsq;
         }
-        self.scx_dispatch_dequeue(p);
+        // dispatch_dequeue() of a task in a shared DSQ, inlined: nothing
+        // of a local DSQ's accounting (the IMMED count, the residence
+        // clock) applies to it.
+        let t = &mut self.tasks[p as usize].scx;
+        let d = &mut self.scx.dsqs[dsq as usize];
+        match t.dsq {
+            Some((at, key)) if at == dsq && !matches!(d.kind, DsqKind::Local(_)) => {
+                debug_assert!(t.local_since.is_none(), "task {p} in a shared DSQ has a local DSQ's clock");
+                t.dsq = None;
+                d.remove(key);
+            }
+            _ => self.scx_dispatch_dequeue(p),
+        }
         if self.task(p).cpu == cpu {
             self.scx.stats.consumed_local += 1;
             let local = self.scx.local(cpu);
