@@ -464,12 +464,11 @@ impl Sim {
         }
         // dispatch_dequeue() of a task in a shared DSQ, inlined: nothing
         // of a local DSQ's accounting (the IMMED count, the residence
-        // clock) applies to it.
+        // clock, which such a task does not run) applies to it.
         let t = &mut self.tasks[p as usize].scx;
         let d = &mut self.scx.dsqs[dsq as usize];
         match t.dsq {
-            Some((at, key)) if at == dsq && !matches!(d.kind, DsqKind::Local(_)) => {
-                debug_assert!(t.local_since.is_none(), "task {p} in a shared DSQ has a local DSQ's clock");
+            Some((at, key)) if at == dsq && t.local_since.is_none() && !matches!(d.kind, DsqKind::Local(_)) => {
                 t.dsq = None;
                 d.remove(key);
             }
