@@ -77,9 +77,6 @@ pub(super) struct Inner {
     pub map_addr: FxHashMap<usize, usize>,
     /// Task pointers handed to C -> task.
     pub tasks: FxHashMap<usize, TaskId>,
-    /// The pointer registered in `tasks` for each task (0: none yet), so a
-    /// task handed to C again is not looked up in the map.
-    pub task_addr: Vec<usize>,
     /// Live `bpf_cpumask`s by address.
     pub cpumasks: FxHashMap<usize, Box<BpfCpumaskC>>,
     /// Masks lent by scx_bpf_get_*_cpumask(), valid until the op returns.
@@ -115,8 +112,40 @@ pub(super) struct Inner {
 /// Array maps whose lookups skip the registry (see `HostState::array_views`).
 const ARRAY_VIEWS: usize = 4;
 
+/// What [`HostState::task_ptr`] did for a task: the address of its view,
+/// registered in [`Inner::tasks`], and the task group whose `css_set`
+/// `p->cgroups` points to ([`NO_GROUP`]: the cgroup objects did not exist
+/// yet). Values go in and out by copy, as with a `Cell`: no reference into
+/// the table outlives a method, so it needs no borrow flag.
+#[derive(Default)]
+struct TaskRegs(std::cell::UnsafeCell<Vec<(usize, u32)>>);
+
+/// A task group no task is in: `p->cgroups` is not set yet.
+const NO_GROUP: u32 = u32::MAX;
+
+impl TaskRegs {
+    #[inline(always)]
+    fn get(&self, p: TaskId) -> (usize, u32) {
+        // SAFETY: the reference lives only within this method, which calls
+        // nothing that could reach the table (HostState is not Sync).
+        let v = unsafe { &*self.0.get() };
+        v.get(p as usize).copied().unwrap_or((0, NO_GROUP))
+    }
+
+    fn set(&self, p: TaskId, r: (usize, u32)) {
+        // SAFETY: as in `get`.
+        let v = unsafe { &mut *self.0.get() };
+        if v.len() <= p as usize {
+            v.resize(p as usize + 1, (0, NO_GROUP));
+        }
+        v[p as usize] = r;
+    }
+}
+
 pub(super) struct HostState {
     pub inner: RefCell<Inner>,
+    /// Each task's registration (see [`TaskRegs`]).
+    task_regs: TaskRegs,
     /// One-entry cache of the task lookup: (address, task).
     last_task: Cell<(usize, TaskId)>,
     /// The last `bpf_cpumask` or global mask [`mask_ok`](Self::mask_ok)
@@ -295,6 +324,7 @@ impl HostState {
         HostState {
             cid_form: inner.cid.is_some(),
             inner: RefCell::new(inner),
+            task_regs: TaskRegs::default(),
             last_task: Cell::new((0, 0)),
             last_mask: Cell::new(0),
             last_map: Cell::new((0, 0)),
@@ -516,31 +546,16 @@ impl HostState {
         let g = t.cgrp;
         let Some(c) = t.scx.c.built_mut().map(|c| c as *mut TaskStructC) else { return self.task_ptr_slow(sim, p) };
         let addr = c as usize;
-        // The common case: the task is registered at this address (which
-        // the slow path does only after giving it a parent) and the cgroup
-        // objects exist (0 stands for either not being so). Anything else
-        // takes the full path, which does the same and more.
-        let cset = {
-            let i = self.inner.borrow();
-            if i.task_addr.get(p as usize) == Some(&addr) {
-                i.cgroups.cset_addr(g)
-            } else {
-                0
-            }
-        };
-        if cset == 0 {
+        // The common case: the view is registered at this address and
+        // p->cgroups already follows the task's cgroup (a view keeps its
+        // address for the task's life, and a task group's css_set never
+        // moves, so only a cgroup move changes what is to be written).
+        // Anything else takes the full path, which does the same and more.
+        if self.task_regs.get(p) != (addr, g) {
             return self.task_ptr_slow(sim, p);
         }
-        // p->cgroups follows the task's cgroup. Written only when it
-        // changed: with tens of thousands of tasks, a store to every
-        // task_struct on every call is a cache line written back each time.
-        let cset = cset as *mut core::ffi::c_void;
         // SAFETY: `c` is the task's boxed task_struct.
-        unsafe {
-            if (*c).cgroups != cset {
-                (*c).cgroups = cset;
-            }
-        }
+        debug_assert_eq!(unsafe { (*c).cgroups } as usize, self.inner.borrow().cgroups.cset_addr(g), "p->cgroups of task {p}");
         self.last_task.set((addr, p));
         c
     }
@@ -571,18 +586,12 @@ impl HostState {
             unsafe { (*c).real_parent = idle };
         }
         let addr = c as usize;
-        if self.last_task.get() != (addr, p) {
-            let mut i = self.inner.borrow_mut();
-            if i.task_addr.get(p as usize) != Some(&addr) {
-                i.tasks.insert(addr, p);
-                if i.task_addr.len() <= p as usize {
-                    i.task_addr.resize(p as usize + 1, 0);
-                }
-                i.task_addr[p as usize] = addr;
-            }
-            drop(i);
-            self.last_task.set((addr, p));
+        let (known, _) = self.task_regs.get(p);
+        if known != addr {
+            self.inner.borrow_mut().tasks.insert(addr, p);
         }
+        self.task_regs.set(p, (addr, if cset == 0 { NO_GROUP } else { g }));
+        self.last_task.set((addr, p));
         c
     }
 
