@@ -37,9 +37,9 @@
 //! # When a signal is taken as the scheduler's
 //!
 //! Only when the thread is inside a guarded call (a [`Guard`] is on the
-//! thread's guard stack) **and** hosted C is what runs: the flag
-//! [`HOSTED`] is set by [`call`] and cleared by every kfunc for its
-//! duration ([`rust_section`], used by `state::with_ctx`), so a fault in
+//! thread's guard stack) **and** hosted C is what runs: the innermost
+//! guard's `hosted` flag is set by [`call`] and cleared by every kfunc for
+//! its duration ([`kfunc_enter`], used by `state::with_ctx`), so a fault in
 //! schedlab's own Rust code is never mistaken for the scheduler's, and
 //! goes to the previous handler (std's stack overflow report, or the
 //! default action) as before. For a fault, the instruction must also lie
@@ -53,9 +53,9 @@
 //!
 //! - Every Rust frame below the trampoline is paused at a call into C.
 //!   Host state lives in `RefCell`s that are never borrowed across a call
-//!   into C (state.rs), so none is left borrowed; `HostState::call`
-//!   restores its thread-local context on the normal return
-//!   path, which the abandoned call takes too.
+//!   into C (state.rs), so none is left borrowed; [`call`] pops its
+//!   guard, and with it the kfuncs' context, on the normal return path,
+//!   which the abandoned call takes too.
 //! - A kfunc's work is never half done: Rust code is never interrupted by
 //!   the abort (see above). A kfunc that ran before the fault keeps its
 //!   effect, as it would in the kernel before `scx_error()`.
@@ -78,6 +78,8 @@ use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
 
+use super::state::Ctx;
+
 /// The default budget of one callback: 5 s of wall time.
 pub(super) const DEFAULT_BUDGET_NS: u64 = 5_000_000_000;
 
@@ -90,6 +92,9 @@ pub(super) enum Kind {
     Fpe,
     /// The budget ran out.
     Timeout,
+    /// A kfunc of the call panicked (state.rs resumes the panic; not a
+    /// fault of the scheduler's).
+    Panic,
 }
 
 /// A caught fault or timeout.
@@ -112,22 +117,32 @@ pub(super) struct Caught {
     pub general_protection: bool,
 }
 
-/// Saved by the trampoline, read and written by the signal handler.
+/// One guarded call in progress: what the trampoline saved, what the
+/// signal handler found, and the context the call's kfuncs run in.
 ///
-/// Only `sig` and `prev` are set before the call: the trampoline fills
-/// `regs` before any hosted instruction runs (the handler never abandons a
-/// call from schedlab's own text, where the trampoline is), and the
-/// handler fills `fault` before it sets `sig`. Leaving them unwritten
-/// saves a dozen stores per call.
+/// Only `sig`, `hosted`, `ctx` and `prev` are set before the call: the
+/// trampoline fills `regs` before any hosted instruction runs (the handler
+/// never abandons a call from schedlab's own text, where the trampoline
+/// is), and the handler fills `fault` before it sets `sig`. Leaving them
+/// unwritten saves a dozen stores per call.
 #[repr(C)]
 pub(super) struct Guard {
     /// rbx, rbp, r12, r13, r14, r15, rsp after the return, return address.
     regs: MaybeUninit<[u64; 8]>,
-    /// The signal that ended the call (0: none).
+    /// The signal that ended the call (0: none; [`PANICKED`]: a kfunc of
+    /// the call panicked).
     sig: i32,
+    /// Hosted C is running, not one of our kfuncs (see the module doc).
+    hosted: bool,
     fault: MaybeUninit<Fault>,
+    /// What the call's kfuncs reach the simulator through (state.rs); its
+    /// `sim` is null once a kfunc of the call panicked.
+    ctx: Ctx,
     prev: *mut Guard,
 }
+
+/// [`Guard::sig`] of a call one of whose kfuncs panicked.
+const PANICKED: i32 = -1;
 
 /// What the handler saw, valid once [`Guard::sig`] is set.
 #[derive(Clone, Copy)]
@@ -141,41 +156,173 @@ struct Fault {
     trapno: i64,
 }
 
+/// The bottom of every thread's guard stack, standing for no call: its
+/// null `sim` turns kfuncs away and its clear `hosted` turns the handler
+/// away, so neither needs to test for an empty stack first.
+struct Bottom(Guard);
+
+// SAFETY: nothing writes the bottom guard: kfunc_enter writes only a guard
+// with a context, poison only the guard of a kfunc kfunc_enter let in, the
+// handler only a guard whose `hosted` is set, and `call` only its own.
+unsafe impl Sync for Bottom {}
+
+static BOTTOM: Bottom = Bottom(Guard {
+    regs: MaybeUninit::uninit(),
+    sig: 0,
+    hosted: false,
+    fault: MaybeUninit::uninit(),
+    ctx: Ctx { sim: std::ptr::null_mut(), host: std::ptr::null() },
+    prev: std::ptr::null_mut(),
+});
+
+/// [`BOTTOM`] as a stack entry (only ever read through).
+#[inline(always)]
+fn bottom() -> *mut Guard {
+    (&raw const BOTTOM.0).cast_mut()
+}
+
 thread_local! {
-    /// The innermost guard of this thread (null: not in a guarded call).
-    static TOP: Cell<*mut Guard> = const { Cell::new(std::ptr::null_mut()) };
-    /// Hosted C is running (not a kfunc of ours).
-    static HOSTED: Cell<bool> = const { Cell::new(false) };
+    /// The innermost guard of this thread ([`BOTTOM`]: not in a guarded call).
+    static TOP: Cell<*mut Guard> = const { Cell::new((&raw const BOTTOM.0).cast_mut()) };
 }
 
-/// Marks the start of a stretch of Rust called from hosted C (a kfunc),
-/// ended by [`rust_section_end`].
+/// Whether no guarded call is in progress on this thread (the next one is
+/// the outermost).
+#[inline(always)]
+pub(super) fn idle() -> bool {
+    TOP.get() == bottom()
+}
+
+/// The context of the innermost guarded call, if any (for assertions).
+pub(super) fn top_ctx() -> Option<Ctx> {
+    let g = TOP.get();
+    // SAFETY: TOP is this thread's innermost live guard (or the bottom).
+    (g != bottom()).then(|| unsafe { (*g).ctx })
+}
+
+/// Starts a kfunc (Rust called from hosted C, ended by [`kfunc_exit`]):
+/// the innermost guarded call and its context, with the call marked as
+/// running Rust, so that a fault from here on is not taken for the
+/// scheduler's. None outside any guarded call (impossible for C the host
+/// loaded) or after a kfunc of this call panicked.
 ///
-/// A kfunc is only ever entered from hosted C, inside a guarded call, so
-/// the flag is set on entry and is set again on the way out: storing the
-/// constants spares keeping the old value across the kfunc. (Kfuncs do not
-/// nest: one is never called from another's Rust, which would also alias
-/// the simulator; the debug assertion checks.)
+/// A kfunc is only ever entered from hosted C, so the flag is cleared on
+/// entry and set again on the way out rather than saved and restored.
+/// (Kfuncs do not nest: one is never called from another's Rust, which
+/// would also alias the simulator; the debug assertion checks.)
 #[inline(always)]
-pub(super) fn rust_section() {
-    debug_assert!(HOSTED.get() || !cfg!(all(target_arch = "x86_64", target_os = "linux")), "a kfunc entered from Rust");
-    HOSTED.set(false);
+pub(super) fn kfunc_enter() -> Option<(*mut Guard, Ctx)> {
+    let g = TOP.get();
+    // SAFETY: `g` is the innermost live guard of this thread (`call`,
+    // suspended below this kfunc, owns it until its C call returns), or
+    // the bottom, which has no context and is not written.
+    unsafe {
+        let ctx = (*g).ctx;
+        if ctx.sim.is_null() {
+            return None;
+        }
+        debug_assert!((*g).hosted, "a kfunc entered from Rust");
+        (*g).hosted = false;
+        Some((g, ctx))
+    }
 }
 
+/// Ends the kfunc [`kfunc_enter`] started, with the guard it returned
+/// (the innermost again: any guarded call the kfunc made has returned).
 #[inline(always)]
-pub(super) fn rust_section_end() {
-    HOSTED.set(true);
+pub(super) fn kfunc_exit(g: *mut Guard) {
+    // SAFETY: as in kfunc_enter.
+    unsafe { (*g).hosted = true };
+}
+
+/// A kfunc of the innermost call panicked: the call's further kfuncs do
+/// nothing, and [`call`] reports [`Kind::Panic`] when it returns.
+#[cold]
+pub(super) fn poison() {
+    let g = TOP.get();
+    if g != bottom() {
+        // SAFETY: as in kfunc_enter; the handler leaves the guard alone
+        // while Rust runs (`hosted` is clear).
+        unsafe {
+            (*g).ctx.sim = std::ptr::null_mut();
+            (*g).sig = PANICKED;
+        }
+    }
 }
 
 /// Calls `f(a[0], a[1], a[2], a[3])`, a function of a loaded scheduler
 /// (any C function of up to four integer or pointer arguments returning
 /// void or an integer, whose result is then in the low bits), under a
 /// guard with `budget_ns` of wall time (0: unlimited) if this is the
-/// outermost call on the thread. The error is boxed so that the result of
-/// a call that returned stays two words, in registers.
+/// outermost call on the thread, its kfuncs running in `ctx`. The error
+/// is boxed so that the result of a call that returned stays two words,
+/// in registers.
 #[inline(always)]
-pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Box<Caught>> {
-    imp::call(f, a, budget_ns)
+pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64, ctx: Ctx) -> Result<u64, Box<Caught>> {
+    let prev = TOP.get();
+    // Every guarded call starts from Rust (the simulator, or a kfunc that
+    // runs an op), never from hosted C.
+    // SAFETY: `prev` is the live guard of the call below this one, or the
+    // bottom.
+    debug_assert!(unsafe { !(*prev).hosted }, "a guarded call from hosted C");
+    let mut g = MaybeUninit::<Guard>::uninit();
+    let gp = g.as_mut_ptr();
+    // SAFETY: writing fields of our own local (see Guard for the rest).
+    unsafe {
+        (&raw mut (*gp).sig).write(0);
+        (&raw mut (*gp).hosted).write(true);
+        (&raw mut (*gp).ctx).write(ctx);
+        (&raw mut (*gp).prev).write(prev);
+    }
+    let outermost = prev == bottom();
+    if outermost {
+        imp::enter_outermost(budget_ns);
+    }
+    TOP.set(gp);
+    // SAFETY: `f` is a function of a loaded scheduler taking up to four
+    // integer arguments (extra ones are ignored by the C ABI); `g`
+    // outlives the call.
+    let r = unsafe { imp::guard_call(a, f, gp) };
+    // SAFETY: `g` is a live local; the handler or a kfunc may have written
+    // it during the call, through the pointer in TOP. Only `sig` is read
+    // on the way out; the rest only after a fault.
+    let sig = unsafe { std::ptr::read_volatile(&raw const (*gp).sig) };
+    TOP.set(prev);
+    if outermost {
+        imp::leave_outermost();
+    }
+    if sig != 0 {
+        return Err(caught(gp));
+    }
+    Ok(r)
+}
+
+/// What ended the call at `g` early (its `sig` is set).
+#[cold]
+#[inline(never)]
+fn caught(g: *const Guard) -> Box<Caught> {
+    // SAFETY: the guard of a call that just returned; `ctx` and `sig` are
+    // always set.
+    let (sig, ctx) = unsafe { (std::ptr::read_volatile(&raw const (*g).sig), (*g).ctx) };
+    if ctx.sim.is_null() {
+        // A kfunc panicked (and C may have faulted after that): the panic
+        // is what the caller resumes.
+        return Box::new(Caught { kind: Kind::Panic, code: 0, addr: 0, ip: 0, sp: 0, entry_sp: 0, write: None, general_protection: false });
+    }
+    // SAFETY: the handler set `sig` only after filling `fault`, and it
+    // acts only after the trampoline filled `regs` (see Guard).
+    let (f, regs) = unsafe { ((*g).fault.assume_init(), (*g).regs.assume_init()) };
+    let kind = match sig {
+        libc::SIGSEGV => Kind::Segv,
+        libc::SIGBUS => Kind::Bus,
+        libc::SIGILL => Kind::Ill,
+        libc::SIGFPE => Kind::Fpe,
+        _ => Kind::Timeout,
+    };
+    // #PF (trap 14): error code bit 1 is "write".
+    let write = (f.trapno == 14).then_some(f.err & 2 != 0);
+    let general_protection = f.trapno == 13;
+    Box::new(Caught { kind, code: f.code, addr: f.addr, ip: f.ip, sp: f.sp, entry_sp: regs[6] as usize, write, general_protection })
 }
 
 /// Where a fault was, as the debug information of the object says.
@@ -256,6 +403,7 @@ pub(super) fn describe(c: &Caught, what: &str, obj: &ObjInfo, budget_ns: u64) ->
         ),
         Kind::Fpe => ("SIGFPE", "arithmetic exception".into(), "BPF arithmetic cannot trap"),
         Kind::Timeout => unreachable!("handled above"),
+        Kind::Panic => unreachable!("a kfunc's panic is resumed, not described"),
     };
     format!("{what}: {detail}{at} ({sig} natively); {verifier}: {why}")
 }
@@ -294,7 +442,7 @@ mod imp {
     );
 
     extern "C" {
-        fn __schedlab_guard_call(a0: u64, a1: u64, a2: u64, a3: u64, f: usize, g: *mut Guard) -> u64;
+        fn __schedlab_guard_call(a0: u64, a1: u64, a2: u64, a3: u64, f: usize, g: *mut std::ffi::c_void) -> u64;
     }
 
     /// One thread the watchdog watches.
@@ -472,7 +620,7 @@ mod imp {
     /// Starts the outermost call of this thread: its epoch turns odd, so the
     /// watchdog starts timing it.
     #[inline(always)]
-    fn enter_outermost(budget_ns: u64) {
+    pub(super) fn enter_outermost(budget_ns: u64) {
         let s = MY_SLOT.get();
         s.budget.store(budget_ns, Ordering::Relaxed);
         // Only this thread writes its slot's epoch, so a load and a store
@@ -480,69 +628,25 @@ mod imp {
         s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
     }
 
+    /// Ends the outermost call of this thread: its epoch turns even. (The
+    /// slot is looked up again, one load, rather than kept live across the
+    /// call.)
     #[inline(always)]
-    pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64) -> Result<u64, Box<Caught>> {
-        let prev = TOP.get();
-        let mut g = MaybeUninit::<Guard>::uninit();
-        let gp = g.as_mut_ptr();
-        // SAFETY: writing fields of our own local (see Guard for the rest).
-        unsafe {
-            (&raw mut (*gp).sig).write(0);
-            (&raw mut (*gp).prev).write(prev);
-        }
-        if prev.is_null() {
-            enter_outermost(budget_ns);
-        }
-        // Every guarded call starts from Rust (the simulator, or a kfunc
-        // that runs an op), where the flag is clear, so it is set and then
-        // cleared again rather than saved and restored.
-        debug_assert!(!HOSTED.get(), "a guarded call from hosted C");
-        HOSTED.set(true);
-        TOP.set(gp);
-        // SAFETY: `f` is a function of a loaded scheduler taking up to four
-        // integer arguments (extra ones are ignored by the C ABI); the
-        // trampoline saves what the handler needs to abandon it into `g`,
-        // which outlives the call.
-        let r = unsafe { __schedlab_guard_call(a[0], a[1], a[2], a[3], f, gp) };
-        // SAFETY: `g` is a live local; the handler may have written it
-        // during the call, through the pointer in TOP. Only `sig` is read
-        // on the way out; the rest only after a fault.
-        let sig = unsafe { std::ptr::read_volatile(&raw const (*gp).sig) };
-        TOP.set(prev);
-        HOSTED.set(false);
-        if prev.is_null() {
-            // The slot is looked up again (one load) rather than kept live
-            // across the call.
-            let s = MY_SLOT.get();
-            s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
-        }
-        if sig != 0 {
-            return Err(caught(gp));
-        }
-        Ok(r)
+    pub(super) fn leave_outermost() {
+        let s = MY_SLOT.get();
+        s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
     }
 
-    /// What the handler recorded in `g` when it abandoned the call.
-    #[cold]
-    #[inline(never)]
-    fn caught(g: *const Guard) -> Box<Caught> {
-        // SAFETY: the handler set `sig` only after filling `fault`, and it
-        // acts only after the trampoline filled `regs` (see Guard).
-        let (sig, f, regs) = unsafe {
-            let g = std::ptr::read_volatile(g);
-            (g.sig, g.fault.assume_init(), g.regs.assume_init())
-        };
-        let kind = match sig {
-            libc::SIGSEGV => Kind::Segv,
-            libc::SIGBUS => Kind::Bus,
-            libc::SIGILL => Kind::Ill,
-            libc::SIGFPE => Kind::Fpe,
-            _ => Kind::Timeout,
-        };
-        // #PF (trap 14): error code bit 1 is "write".
-        let write = (f.trapno == 14).then_some(f.err & 2 != 0);
-        let general_protection = f.trapno == 13;
-        Box::new(Caught { kind, code: f.code, addr: f.addr, ip: f.ip, sp: f.sp, entry_sp: regs[6] as usize, write, general_protection })
+    /// The trampoline: `f(a[0], a[1], a[2], a[3])` with the registers to
+    /// abandon it saved into `g`.
+    ///
+    /// # Safety
+    /// `f` is a C function of up to four integer arguments; `g` is the
+    /// caller's live guard.
+    #[inline(always)]
+    pub(super) unsafe fn guard_call(a: [u64; 4], f: usize, g: *mut Guard) -> u64 {
+        // SAFETY: per the contract.
+        unsafe { __schedlab_guard_call(a[0], a[1], a[2], a[3], f, g.cast()) }
     }
 
     /// Abandons the innermost guarded call if `sig` is the scheduler's
@@ -552,7 +656,9 @@ mod imp {
     /// Called from a signal handler with the kernel's `info` and `ctx`.
     pub(crate) unsafe fn try_recover(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
         let top = TOP.get();
-        if top.is_null() || !HOSTED.get() {
+        // SAFETY: `top` is this thread's innermost live guard (its `call`
+        // is suspended below this handler), or the bottom.
+        if unsafe { !(*top).hosted } {
             return false;
         }
         // SAFETY: the kernel passes a ucontext_t for SA_SIGINFO handlers.
@@ -635,12 +741,17 @@ mod imp {
 mod imp {
     use super::*;
 
-    pub fn call(f: usize, a: [u64; 4], _budget_ns: u64) -> Result<u64, Box<Caught>> {
-        // SAFETY: as the guarded call: a scheduler function of up to four
-        // integer arguments.
+    pub fn enter_outermost(_budget_ns: u64) {}
+
+    pub fn leave_outermost() {}
+
+    /// # Safety
+    /// `f` is a C function of up to four integer arguments.
+    pub unsafe fn guard_call(a: [u64; 4], f: usize, _g: *mut Guard) -> u64 {
+        // SAFETY: per the contract.
         let f: unsafe extern "C" fn(u64, u64, u64, u64) -> u64 = unsafe { std::mem::transmute(f) };
         // SAFETY: see above.
-        Ok(unsafe { f(a[0], a[1], a[2], a[3]) })
+        unsafe { f(a[0], a[1], a[2], a[3]) }
     }
 
     pub fn timeout_signal() -> i32 {

@@ -4,29 +4,30 @@
 //!
 //! Every kfunc entry point (ffi.rs, kptr.rs, mapfns.rs) is an
 //! `extern "C"` function the C runtime calls with no context argument. It
-//! finds the simulator and this scheduler's state through the thread-local
-//! [`CURRENT`], which [`HostState::call`] sets around each call into C and
-//! restores afterwards (calls nest: a kfunc may run another op, e.g.
-//! `scx_bpf_reenqueue_local` calls `ops.enqueue`).
+//! finds the simulator and this scheduler's state in the [`Ctx`] of the
+//! innermost guarded call (fault.rs keeps the thread's stack of them),
+//! which [`HostState::guarded`] makes around each call into C (calls nest: a
+//! kfunc may run another op, e.g. `scx_bpf_reenqueue_local` calls
+//! `ops.enqueue`).
 //!
-//! Why that is sound: [`HostState::call`] receives `&mut Sim` and derives the
-//! raw pointer it stores from it, then does not touch its `&mut Sim` until C
-//! returns. While C runs, exactly one kfunc at a time turns the raw pointer
-//! back into `&mut Sim` ([`with_ctx`]), and that borrow ends before the kfunc
-//! returns to C; if the kfunc re-enters a scheduler op, the inner
-//! [`HostState::call`] derives a new pointer from that borrow and the outer
-//! one is again unused until the inner call is over. So the `&mut Sim`s form
-//! a stack of reborrows, never two live at once. The simulator is
-//! single-threaded and the pointer is thread-local, so no other thread sees
-//! it. Host state is in `RefCell`s that no code holds borrowed across a call
-//! into C.
+//! Why that is sound: [`HostState::guarded`] receives `&mut Sim` and
+//! derives the raw pointer it stores from it, then does not touch its
+//! `&mut Sim` until C returns. While C runs, exactly one kfunc at a time
+//! turns the raw pointer back into `&mut Sim` ([`with_ctx`]), and that
+//! borrow ends before the kfunc returns to C; if the kfunc re-enters a
+//! scheduler op, the inner [`HostState::guarded`] derives a new pointer
+//! from that borrow and the outer one is again unused until the inner call
+//! is over. So the `&mut Sim`s form a stack of reborrows, never two live at
+//! once. The simulator is single-threaded and the guard stack is
+//! thread-local, so no other thread sees the pointer. Host state is in
+//! `RefCell`s that no code holds borrowed across a call into C.
 //!
 //! A panic inside a kfunc (a simulator bug or a failed assertion in a test)
-//! must not unwind through C frames. It is caught and stored, and
-//! [`CURRENT`]'s simulator pointer is cleared: every further kfunc in that
-//! call returns a harmless value, and the panic resumes once the C call
-//! returns to Rust (which finds the cleared pointer it would restore
-//! anyway, so a call that did not panic pays for no extra check).
+//! must not unwind through C frames. It is caught and stored, and the
+//! call's context is poisoned (`fault::poison`): every further kfunc in
+//! that call returns a harmless value, and the call ends as if it had
+//! faulted ([`fault::Kind::Panic`]), so the panic resumes once the C call
+//! returns to Rust at no extra check for a call that did not panic.
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -197,14 +198,16 @@ pub(super) struct EndCall {
     pub pending: *const u32,
 }
 
+/// What a guarded call's kfuncs run with (see the module doc); part of
+/// fault.rs's `Guard`, which the trampoline is handed.
 #[derive(Clone, Copy)]
-struct Ctx {
-    sim: *mut Sim,
-    host: *const HostState,
+#[repr(C)]
+pub(super) struct Ctx {
+    pub sim: *mut Sim,
+    pub host: *const HostState,
 }
 
 thread_local! {
-    static CURRENT: Cell<Ctx> = const { Cell::new(Ctx { sim: std::ptr::null_mut(), host: std::ptr::null() }) };
     static PANIC: RefCell<Option<Box<dyn Any + Send>>> = const { RefCell::new(None) };
 }
 
@@ -241,17 +244,15 @@ impl<T> Zero for *const T {
 /// Runs a kfunc body with the simulator and the calling scheduler's state.
 #[inline]
 pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
-    let ctx = CURRENT.get();
-    if ctx.sim.is_null() {
-        // Outside HostState::call (impossible for C the host loaded) or
+    // Rust from here on: a fault is not the scheduler's (fault.rs).
+    let Some((g, ctx)) = fault::kfunc_enter() else {
+        // Outside HostState::guarded (impossible for C the host loaded) or
         // after a panic in this call: do nothing.
         return R::zero();
-    }
-    // Rust from here on: a fault is not the scheduler's (fault.rs).
-    fault::rust_section();
+    };
     let r = match catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: see the module documentation: `ctx` was set by
-        // HostState::call from a live `&mut Sim` and `&HostState` that are
+        // HostState::guarded from a live `&mut Sim` and `&HostState` that are
         // not otherwise used until this kfunc returns.
         let (sim, host) = unsafe { (&mut *ctx.sim, &*ctx.host) };
         f(sim, host)
@@ -262,19 +263,17 @@ pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R 
             R::zero()
         }
     };
-    fault::rust_section_end();
+    fault::kfunc_exit(g);
     r
 }
 
-/// Keeps a kfunc's panic for HostState::call to resume, and clears the
-/// context's simulator so no further kfunc of this call runs. (The context
-/// is read again here rather than kept live across every kfunc.)
+/// Keeps a kfunc's panic for HostState::guarded to resume, and poisons the
+/// call so no further kfunc of it runs.
 #[cold]
 #[inline(never)]
 fn kfunc_panicked(payload: Box<dyn Any + Send>) {
     PANIC.with(|p| *p.borrow_mut() = Some(payload));
-    let ctx = CURRENT.get();
-    CURRENT.set(Ctx { sim: std::ptr::null_mut(), ..ctx });
+    fault::poison();
 }
 
 /// What the host was calling when hosted code faulted, for the message.
@@ -383,10 +382,32 @@ impl HostState {
         }
     }
 
+    /// Calls `f` guarded (fault.rs) with this state and `sim` as the
+    /// context of its kfuncs; a kfunc's panic resumes here.
     #[inline(always)]
     fn guarded(&self, sim: &mut Sim, f: usize, args: [u64; 4]) -> Result<u64, Box<fault::Caught>> {
-        let budget = self.budget_ns.get();
-        self.call(sim, || fault::call(f, args, budget))
+        // The scheduler's code runs with its rodata read-only, as in the
+        // kernel, whatever a loader wrote since the last call.
+        if self.pages.any_open() {
+            self.pages.seal();
+        }
+        // Calls nest only within one scheduler (a kfunc runs an op of the
+        // scheduler that called it; a simulator hosts one), so a call is
+        // this state's outermost exactly when no call is in progress on the
+        // thread: no depth count to keep.
+        debug_assert!(fault::top_ctx().is_none_or(|c| std::ptr::eq(c.host, self)), "calls of two schedulers nested");
+        let outermost = fault::idle();
+        let ctx = Ctx { sim: sim as *mut Sim, host: self as *const HostState };
+        let r = fault::call(f, args, self.budget_ns.get(), ctx);
+        if let Err(c) = &r {
+            if c.kind == fault::Kind::Panic {
+                self.resume_panic(outermost);
+            }
+        }
+        if outermost {
+            self.end_outermost(sim);
+        }
+        r
     }
 
     #[cold]
@@ -412,32 +433,6 @@ impl HostState {
             self.inner.borrow_mut().trace.push(format!("schedlab: {msg}"));
         }
         bad(sim, msg);
-    }
-
-    /// Calls into C with the context set; `f` is the C call.
-    #[inline(always)]
-    pub(super) fn call<R>(&self, sim: &mut Sim, f: impl FnOnce() -> R) -> R {
-        // The scheduler's code runs with its rodata read-only, as in the
-        // kernel, whatever a loader wrote since the last call.
-        if self.pages.any_open() {
-            self.pages.seal();
-        }
-        let prev = CURRENT.replace(Ctx { sim: sim as *mut Sim, host: self as *const HostState });
-        // Calls nest only within one scheduler (a kfunc runs an op of the
-        // scheduler that called it; a simulator hosts one), so a call is
-        // this state's outermost exactly when no call is in progress on the
-        // thread: no depth count to keep.
-        debug_assert!(prev.host.is_null() || std::ptr::eq(prev.host, self), "calls of two schedulers nested");
-        let outermost = prev.host.is_null();
-        let r = f();
-        // A kfunc that panicked cleared the simulator pointer (with_ctx).
-        if CURRENT.replace(prev).sim.is_null() {
-            self.resume_panic(outermost);
-        }
-        if outermost {
-            self.end_outermost(sim);
-        }
-        r
     }
 
     #[cold]
