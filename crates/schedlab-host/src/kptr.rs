@@ -396,10 +396,10 @@ fn pick_after(start: u32, nr: u32, word: impl Fn(usize) -> u64) -> Option<u32> {
 #[inline(always)]
 fn distribute(sim: &mut Sim, h: &HostState, word: impl Fn(usize) -> u64) -> u32 {
     let nr = nr_cpus(sim);
-    let start = h.inner.borrow().rotor;
+    let start = h.rotor.get();
     match pick_after(start, nr, word) {
         Some(c) => {
-            h.inner.borrow_mut().rotor = c;
+            h.rotor.set(c);
             c
         }
         None => nr,

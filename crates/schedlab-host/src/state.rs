@@ -85,8 +85,6 @@ pub(super) struct Inner {
     /// Global `struct bpf_cpumask` objects of the scheduler: (start, end,
     /// element size).
     pub global_cpumasks: Vec<(usize, usize, usize)>,
-    /// Where bpf_cpumask_any_distribute() continues.
-    pub rotor: u32,
     pub timers: BTreeMap<u64, Timer>,
     pub next_timer: u64,
     /// Memory released during this call, freed when it returns. Code that
@@ -154,6 +152,9 @@ pub(super) struct HostState {
     /// ([`forget_mask`](Self::forget_mask)). Lent masks are not kept: they
     /// expire with the op.
     last_mask: Cell<usize>,
+    /// Where bpf_cpumask_any_distribute() continues (a Cell, not in
+    /// `inner`: scx_lavd calls it in loops over the CPUs).
+    pub rotor: Cell<u32>,
     /// One-entry cache of the map lookup: (address, index). A map's
     /// address never changes its index (maps are only ever added).
     last_map: Cell<(usize, usize)>,
@@ -326,6 +327,7 @@ impl HostState {
             task_regs: TaskRegs::default(),
             last_task: Cell::new((0, 0)),
             last_mask: Cell::new(0),
+            rotor: Cell::new(0),
             last_map: Cell::new((0, 0)),
             array_addrs: Default::default(),
             array_views: Default::default(),
