@@ -71,6 +71,7 @@ mod kptr;
 pub(crate) mod loader;
 mod mapfns;
 pub(crate) mod maps;
+mod owners;
 mod perf;
 mod ringbuf;
 mod rtfns;

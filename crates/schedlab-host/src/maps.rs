@@ -21,6 +21,7 @@ use rustc_hash::FxHashMap;
 use schedlab::engine::TaskId;
 
 use super::arena::Arena;
+use super::owners::Owned;
 use super::perf::PerfSlot;
 use super::ringbuf::RingBuf;
 
@@ -252,7 +253,7 @@ enum Store {
     },
     Queue(VecDeque<Box<[u64]>>),
     /// Local storage by owner ([`owner_key`]).
-    Storage(FxHashMap<u64, Box<[u64]>>),
+    Storage(Owned),
     /// Inner map addresses (0: empty slot).
     Maps(Vec<usize>),
     /// HASH_OF_MAPS: inner map address by key.
@@ -340,7 +341,8 @@ impl Map {
             MapKind::PercpuArray => Store::PercpuArray(None),
             MapKind::Hash | MapKind::LruHash => Store::Hash { elems: FxHashMap::default(), keys: BTreeSet::new(), lru: BTreeMap::new(), clock: 0 },
             MapKind::Queue | MapKind::Stack => Store::Queue(VecDeque::new()),
-            MapKind::TaskStorage | MapKind::CgrpStorage | MapKind::InodeStorage => Store::Storage(FxHashMap::default()),
+            MapKind::TaskStorage => Store::Storage(Owned::new(true)),
+            MapKind::CgrpStorage | MapKind::InodeStorage => Store::Storage(Owned::new(false)),
             MapKind::ArrayOfMaps => Store::Maps(vec![0; def.max_entries as usize]),
             MapKind::HashOfMaps => Store::MapsByKey(BTreeMap::new()),
             MapKind::PerfEventArray => Store::Perf(vec![PerfSlot::default(); def.max_entries as usize]),
@@ -594,7 +596,25 @@ impl Map {
     /// `bpf_{task,cgrp,inode}_storage_get()` (bpf_local_storage.c): the
     /// owner's value; created (from `init`, or zeroed) with F_CREATE, else
     /// NULL when absent.
+    ///
+    /// Inlined for the common case, an owner that has its value.
+    #[inline]
     pub(crate) fn storage_get(&mut self, owner: u64, init: Option<&[u8]>, flags: u64) -> Result<*mut u8, i64> {
+        // Only local storage maps have a Storage store.
+        if let Store::Storage(m) = &mut self.store {
+            if flags & !F_CREATE == 0 {
+                if let Some(v) = m.get_mut(owner) {
+                    return Ok(bytes_mut(v));
+                }
+            }
+        }
+        self.storage_create(owner, init, flags)
+    }
+
+    /// [`storage_get`](Self::storage_get) of an owner without a value (or
+    /// with bad arguments).
+    #[inline(never)]
+    fn storage_create(&mut self, owner: u64, init: Option<&[u8]>, flags: u64) -> Result<*mut u8, i64> {
         if !self.def.kind.is_storage() {
             return Err(-EINVAL);
         }
@@ -603,7 +623,7 @@ impl Map {
         }
         let (vsize, special) = (self.def.value_size, &self.special);
         let Store::Storage(m) = &mut self.store else { unreachable!() };
-        if let Some(v) = m.get_mut(&owner) {
+        if let Some(v) = m.get_mut(owner) {
             return Ok(bytes_mut(v));
         }
         if flags & F_CREATE == 0 {
@@ -614,14 +634,14 @@ impl Map {
             // SAFETY: `v` holds value_size bytes, as many as `init`.
             unsafe { copy_map_value(bytes_mut(&mut v), init, special) };
         }
-        Ok(bytes_mut(m.entry(owner).or_insert(v)))
+        Ok(bytes_mut(m.insert(owner, v)))
     }
 
     /// `bpf_{task,cgrp,inode}_storage_delete()`, and the owner's death
     /// (bpf_task_storage_free()): -ENOENT when it had no value.
     pub(crate) fn storage_delete(&mut self, owner: u64, grave: &mut Graveyard) -> i64 {
         let Store::Storage(m) = &mut self.store else { return -EINVAL };
-        match m.remove(&owner) {
+        match m.remove(owner) {
             Some(v) => {
                 grave.push(v);
                 0
@@ -727,9 +747,7 @@ impl Map {
                 // Values are distinct allocations: at most one holds `addr`.
                 elems.iter().find(|(_, e)| within(e.val.as_ptr(), 1).is_some()).map(|(k, _)| k.clone())
             }
-            Store::Storage(m) => {
-                m.iter().find(|(_, v)| within(v.as_ptr(), 1).is_some()).map(|(t, _)| t.to_ne_bytes().to_vec())
-            }
+            Store::Storage(m) => m.find(|v| within(v.as_ptr(), 1).is_some()).map(|t| t.to_ne_bytes().to_vec()),
             _ => None,
         }
     }
