@@ -14,7 +14,7 @@ use schedlab::sched::ext::abi::{CpumaskC, DsqIterC, TaskStructC};
 use schedlab::sched::ext::kfuncs as k;
 
 use super::kobj::Who;
-use super::state::{bad, with_ctx};
+use super::state::{bad, with_ctx, with_ctx_fast};
 use super::{kptr, mapfns, rtfns};
 
 /// `struct scx_bpf_select_cpu_and_args`.
@@ -273,6 +273,13 @@ pub(super) extern "C" fn scx_bpf_nr_cpu_ids() -> u32 {
 }
 
 pub(super) extern "C" fn scx_bpf_cpu_node(cpu: i32) -> i32 {
+    // A valid CPU (scx_bpfland asks for each CPU it looks at).
+    let fast = with_ctx_fast(|sim, _| (cpu >= 0 && (cpu as usize) < sim.nr_cpus()).then(|| k::scx_bpf_cpu_node(sim, cpu)));
+    fast.unwrap_or_else(|| cpu_node_full(cpu))
+}
+
+#[inline(never)]
+extern "C" fn cpu_node_full(cpu: i32) -> i32 {
     with_ctx(|sim, _| k::scx_bpf_cpu_node(sim, cpu))
 }
 
@@ -356,6 +363,16 @@ pub(super) extern "C" fn scx_bpf_task_running(p: *const TaskStructC) -> bool {
 }
 
 pub(super) extern "C" fn scx_bpf_task_cpu(p: *const TaskStructC) -> i32 {
+    // The task last handed to C or named by it.
+    let fast = with_ctx_fast(|sim, h| {
+        let t = h.task_known(p)?;
+        (sim.tasks.len() > t as usize).then(|| k::scx_bpf_task_cpu(sim, t))
+    });
+    fast.unwrap_or_else(|| task_cpu_full(p))
+}
+
+#[inline(never)]
+extern "C" fn task_cpu_full(p: *const TaskStructC) -> i32 {
     with_ctx(|sim, h| match h.who(sim, p, "scx_bpf_task_cpu") {
         Some(Who::Task(p)) => k::scx_bpf_task_cpu(sim, p),
         Some(Who::Idle(cpu)) => cpu as i32,

@@ -11,7 +11,7 @@ use schedlab::sched::ext::abi::{CpumaskC, TaskStructC, CPUMASK_WORDS, NR_CPUS};
 use schedlab::sched::ext::kfuncs as k;
 use schedlab::sched::sim::Sim;
 
-use super::state::{bad, with_ctx, BpfCpumaskC, HostState};
+use super::state::{bad, with_ctx, with_ctx_fast, BpfCpumaskC, HostState};
 
 pub(super) extern "C" fn bpf_task_from_pid(pid: i32) -> *mut TaskStructC {
     with_ctx(|sim, h| k::scx_bpf_task_from_pid(sim, pid).map_or(std::ptr::null_mut(), |p| h.task_ptr(sim, p)))
@@ -225,6 +225,21 @@ pub(super) extern "C" fn bpf_cpumask_clear_cpu(cpu: u32, m: *mut BpfCpumaskC) {
 }
 
 pub(super) extern "C" fn bpf_cpumask_test_cpu(cpu: u32, m: *const CpumaskC) -> bool {
+    // A mask the caches know.
+    let fast = with_ctx_fast(|sim, h| {
+        if !h.mask_known(m) {
+            return None;
+        }
+        // SAFETY: as in HostState::mask: a live mask the host owns or lent.
+        let m = unsafe { &*m };
+        let nr = nr_cpus(sim);
+        Some(cpu < nr && bit(m, cpu))
+    });
+    fast.unwrap_or_else(|| test_cpu_full(cpu, m))
+}
+
+#[inline(never)]
+extern "C" fn test_cpu_full(cpu: u32, m: *const CpumaskC) -> bool {
     with_ctx(|sim, h| {
         let nr = nr_cpus(sim);
         read(sim, h, m, "bpf_cpumask_test_cpu").is_some_and(|m| cpu < nr && bit(m, cpu))
@@ -407,6 +422,20 @@ fn distribute(sim: &mut Sim, h: &HostState, word: impl Fn(usize) -> u64) -> u32 
 }
 
 pub(super) extern "C" fn bpf_cpumask_any_distribute(m: *const CpumaskC) -> u32 {
+    // A mask the caches know (scx_lavd walks the CPUs of one with it).
+    let fast = with_ctx_fast(|sim, h| {
+        if !h.mask_known(m) {
+            return None;
+        }
+        // SAFETY: as in HostState::mask: a live mask the host owns or lent.
+        let m = unsafe { &*m };
+        Some(distribute(sim, h, |w| m.bits[w]))
+    });
+    fast.unwrap_or_else(|| any_distribute_full(m))
+}
+
+#[inline(never)]
+extern "C" fn any_distribute_full(m: *const CpumaskC) -> u32 {
     with_ctx(|sim, h| match read(sim, h, m, "bpf_cpumask_any_distribute") {
         Some(m) => distribute(sim, h, |w| m.bits[w]),
         None => nr_cpus(sim),

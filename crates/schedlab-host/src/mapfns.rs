@@ -11,7 +11,7 @@ use schedlab::sched::ext::kfuncs as k;
 use schedlab::sched::sim::Sim;
 
 use super::maps::{EBUSY, EINVAL};
-use super::state::{bad, with_ctx, Callee, HostState, Timer};
+use super::state::{bad, with_ctx, with_ctx_fast, Callee, HostState, Timer};
 
 /// The callback faulted.
 const EFAULT: i64 = 14;
@@ -59,51 +59,51 @@ fn array_key(key: *const c_void) -> u32 {
 }
 
 pub(super) extern "C" fn bpf_map_lookup_elem(map: *mut c_void, key: *const c_void) -> *mut c_void {
-    with_ctx(|sim, h| {
-        // An array map already looked up: its value's address, with the
-        // same accounting (cpu_info) and answer as the full path below.
-        if let Some(v) = h.array_view(map as usize).filter(|_| !key.is_null()) {
-            let (cpu, nr) = cpu_info(sim);
-            return v.at(array_key(key), cpu, nr).cast();
-        }
-        lookup_slow(sim, h, map, key)
-    })
+    // An array map already looked up: its value's address, with the same
+    // accounting (cpu_info) and answer as the full path.
+    let fast = with_ctx_fast(|sim, h| {
+        let v = h.array_view(map as usize).filter(|_| !key.is_null())?;
+        let (cpu, nr) = cpu_info(sim);
+        Some(v.at(array_key(key), cpu, nr).cast())
+    });
+    fast.unwrap_or_else(|| lookup_full(map, key))
 }
 
-/// bpf_map_lookup_elem() of a map without a view. Out of line, so that
-/// the view's path saves only the registers it uses.
+/// bpf_map_lookup_elem() of a map without a view.
 #[inline(never)]
-fn lookup_slow(sim: &mut Sim, h: &HostState, map: *mut c_void, key: *const c_void) -> *mut c_void {
-    let Some(i) = map_index(sim, h, map, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
-    let ks = h.inner.borrow().maps[i].def.key_size;
-    let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
-    let (cpu, nr) = cpu_info(sim);
-    let r = h.inner.borrow_mut().maps[i].lookup(key, cpu, nr).cast();
-    h.note_array(map as usize, i);
-    r
+extern "C" fn lookup_full(map: *mut c_void, key: *const c_void) -> *mut c_void {
+    with_ctx(|sim, h| {
+        let Some(i) = map_index(sim, h, map, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
+        let ks = h.inner.borrow().maps[i].def.key_size;
+        let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_elem") else { return std::ptr::null_mut() };
+        let (cpu, nr) = cpu_info(sim);
+        let r = h.inner.borrow_mut().maps[i].lookup(key, cpu, nr).cast();
+        h.note_array(map as usize, i);
+        r
+    })
 }
 
 pub(super) extern "C" fn bpf_map_lookup_percpu_elem(map: *mut c_void, key: *const c_void, cpu: u32) -> *mut c_void {
-    with_ctx(|sim, h| {
-        if let Some(v) = h.array_view(map as usize).filter(|v| v.percpu() && !key.is_null()) {
-            let nr = k::scx_bpf_nr_cpu_ids(sim);
-            return v.at(array_key(key), cpu, nr).cast();
-        }
-        lookup_percpu_slow(sim, h, map, key, cpu)
-    })
+    let fast = with_ctx_fast(|sim, h| {
+        let v = h.array_view(map as usize).filter(|v| v.percpu() && !key.is_null())?;
+        let nr = k::scx_bpf_nr_cpu_ids(sim);
+        Some(v.at(array_key(key), cpu, nr).cast())
+    });
+    fast.unwrap_or_else(|| lookup_percpu_full(map, key, cpu))
 }
 
-/// bpf_map_lookup_percpu_elem() of a map without a view (out of line, as
-/// lookup_slow()).
+/// bpf_map_lookup_percpu_elem() of a map without a view.
 #[inline(never)]
-fn lookup_percpu_slow(sim: &mut Sim, h: &HostState, map: *mut c_void, key: *const c_void, cpu: u32) -> *mut c_void {
-    let Some(i) = map_index(sim, h, map, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
-    let ks = h.inner.borrow().maps[i].def.key_size;
-    let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
-    let nr = k::scx_bpf_nr_cpu_ids(sim);
-    let r = h.inner.borrow_mut().maps[i].lookup_percpu(key, cpu, nr).cast();
-    h.note_array(map as usize, i);
-    r
+extern "C" fn lookup_percpu_full(map: *mut c_void, key: *const c_void, cpu: u32) -> *mut c_void {
+    with_ctx(|sim, h| {
+        let Some(i) = map_index(sim, h, map, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
+        let ks = h.inner.borrow().maps[i].def.key_size;
+        let Some(key) = bytes(sim, key, ks, "bpf_map_lookup_percpu_elem") else { return std::ptr::null_mut() };
+        let nr = k::scx_bpf_nr_cpu_ids(sim);
+        let r = h.inner.borrow_mut().maps[i].lookup_percpu(key, cpu, nr).cast();
+        h.note_array(map as usize, i);
+        r
+    })
 }
 
 pub(super) extern "C" fn bpf_map_update_elem(map: *mut c_void, key: *const c_void, value: *const c_void, flags: u64) -> i64 {

@@ -268,6 +268,24 @@ pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R 
     r
 }
 
+/// The common case of a kfunc whose usual work is a few loads and no
+/// call: `f` runs with the context as under [`with_ctx`], but without
+/// `catch_unwind`, so that the kfunc needs no stack frame; it returns
+/// None, having changed nothing, for every other case, which the kfunc
+/// then hands to its full path (a function of its own, so that the call
+/// is a tail call). `f` must not panic (it allocates nothing, and every
+/// index it takes is one it checked): a panic here would abort the process
+/// instead of being resumed after the C call.
+#[inline(always)]
+pub(super) fn with_ctx_fast<R>(f: impl FnOnce(&mut Sim, &HostState) -> Option<R>) -> Option<R> {
+    let (g, ctx) = fault::kfunc_enter()?;
+    // SAFETY: as in with_ctx.
+    let (sim, host) = unsafe { (&mut *ctx.sim, &*ctx.host) };
+    let r = f(sim, host);
+    fault::kfunc_exit(g);
+    r
+}
+
 /// Keeps a kfunc's panic for HostState::guarded to resume, and poisons the
 /// call so no further kfunc of it runs.
 #[cold]
@@ -537,11 +555,21 @@ impl HostState {
     /// The C view of task `p`, registered so later arguments can be checked.
     #[inline]
     pub(super) fn task_ptr(&self, sim: &mut Sim, p: TaskId) -> *mut TaskStructC {
+        match self.task_ptr_known(sim, p) {
+            Some(c) => c,
+            None => self.task_ptr_slow(sim, p),
+        }
+    }
+
+    /// [`task_ptr`](Self::task_ptr) in its common case, which has nothing
+    /// to do but note the task (None: any other case).
+    #[inline]
+    pub(super) fn task_ptr_known(&self, sim: &mut Sim, p: TaskId) -> Option<*mut TaskStructC> {
         // The task looked up once for its cgroup and its view (what
         // kfuncs::task_c_built() reads).
-        let t = sim.task_mut(p);
+        let t = sim.tasks.get_mut(p as usize)?;
         let g = t.cgrp;
-        let Some(c) = t.scx.c.built_mut().map(|c| c as *mut TaskStructC) else { return self.task_ptr_slow(sim, p) };
+        let c: *mut TaskStructC = t.scx.c.built_mut()?;
         let addr = c as usize;
         // The common case: the view is registered at this address and
         // p->cgroups already follows the task's cgroup (a view keeps its
@@ -549,12 +577,12 @@ impl HostState {
         // moves, so only a cgroup move changes what is to be written).
         // Anything else takes the full path, which does the same and more.
         if self.task_regs.get(p) != (addr, g) {
-            return self.task_ptr_slow(sim, p);
+            return None;
         }
         // SAFETY: `c` is the task's boxed task_struct.
         debug_assert_eq!(unsafe { (*c).cgroups } as usize, self.inner.borrow().cgroups.cset_addr(g), "p->cgroups of task {p}");
         self.last_task.set((addr, p));
-        c
+        Some(c)
     }
 
     #[inline(never)]
@@ -595,12 +623,18 @@ impl HostState {
     /// The task behind a pointer from C, or an ejection naming `what`.
     #[inline]
     pub(super) fn task_of(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<TaskId> {
+        match self.task_known(c) {
+            Some(p) => Some(p),
+            None => self.task_of_slow(sim, c as usize, what),
+        }
+    }
+
+    /// The task behind `c` if it is the last one seen (None: look it up).
+    #[inline]
+    pub(super) fn task_known(&self, c: *const TaskStructC) -> Option<TaskId> {
         let addr = c as usize;
         let (last, p) = self.last_task.get();
-        if addr != 0 && last == addr {
-            return Some(p);
-        }
-        self.task_of_slow(sim, addr, what)
+        (addr != 0 && last == addr).then_some(p)
     }
 
     #[inline(never)]
@@ -624,12 +658,10 @@ impl HostState {
     /// local storage helpers), or an ejection naming `what`.
     #[inline]
     pub(super) fn who(&self, sim: &mut Sim, c: *const TaskStructC, what: &str) -> Option<Who> {
-        let addr = c as usize;
-        let (last, p) = self.last_task.get();
-        if addr != 0 && last == addr {
-            return Some(Who::Task(p));
+        match self.task_known(c) {
+            Some(p) => Some(Who::Task(p)),
+            None => self.who_slow(sim, c, what),
         }
-        self.who_slow(sim, c, what)
     }
 
     #[inline(never)]
@@ -661,19 +693,21 @@ impl HostState {
     #[inline]
     pub(super) fn mask_ok(&self, m: *const CpumaskC) -> bool {
         let a = m as usize;
+        self.mask_known(m) || (a != 0 && self.mask_ok_slow(a, a.checked_sub(std::mem::offset_of!(TaskStructC, cpus_mask))))
+    }
+
+    /// [`mask_ok`](Self::mask_ok) by its one-entry caches only (false:
+    /// not known to be valid).
+    #[inline]
+    pub(super) fn mask_known(&self, m: *const CpumaskC) -> bool {
+        let a = m as usize;
         if a == 0 {
             return false;
         }
         // Most often `p->cpus_ptr` of the task the scheduler was just
         // handed or handed back: the last task seen needs no lookup.
         let task = a.checked_sub(std::mem::offset_of!(TaskStructC, cpus_mask));
-        if task.is_some_and(|t| t != 0 && self.last_task.get().0 == t) {
-            return true;
-        }
-        if self.last_mask.get() == a {
-            return true;
-        }
-        self.mask_ok_slow(a, task)
+        task.is_some_and(|t| t != 0 && self.last_task.get().0 == t) || self.last_mask.get() == a
     }
 
     #[inline(never)]
