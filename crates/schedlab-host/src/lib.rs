@@ -444,7 +444,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let fpe_slots = fpe::register(&loaded.text);
     let obj = fault::ObjInfo { so: compiled.so.clone(), base: loaded.base };
     let hosted = HostedScheduler {
-        state: HostState::new(inner, end_call, obj, pages),
+        state: HostState::new(inner, end_call, obj, pages, &fns),
         ops,
         fns,
         name,

@@ -180,6 +180,11 @@ pub(super) struct HostState {
     /// The object faulted or did not return: it is not called again
     /// (except ops.exit, see fault.rs).
     dead: Cell<bool>,
+    /// The callbacks that may be called, by `Op` index (0: none): the
+    /// object's, until it is dead, then only ops.exit; one load tells
+    /// an op's wrapper both whether the op exists and whether the object
+    /// may run.
+    op_fns: [Cell<usize>; Op::ALL.len()],
     /// What the fault that killed the object was (for a caller outside
     /// any enabled scheduler, e.g. a loader's SEC("syscall") run).
     pub(super) last_fault: RefCell<Option<String>>,
@@ -335,7 +340,7 @@ pub(super) fn bad(sim: &mut Sim, msg: String) {
 }
 
 impl HostState {
-    pub(super) fn new(inner: Inner, end_call: Option<EndCall>, obj: ObjInfo, pages: loader::Pages) -> HostState {
+    pub(super) fn new(inner: Inner, end_call: Option<EndCall>, obj: ObjInfo, pages: loader::Pages, fns: &[usize; Op::ALL.len()]) -> HostState {
         // A HostState stays on this thread (a raw pointer makes it neither
         // Send nor Sync), so this is where its calls will be made.
         fault::enter_thread();
@@ -353,10 +358,17 @@ impl HostState {
             call_memory: Cell::new(false),
             end_call: end_call.unwrap_or(EndCall { f: no_end_call, pending: &raw const NO_END_CALL }),
             dead: Cell::new(false),
+            op_fns: fns.map(Cell::new),
             last_fault: RefCell::new(None),
             budget_ns: Cell::new(fault::DEFAULT_BUDGET_NS),
             obj,
         }
+    }
+
+    /// The callback to call for `op` (0: none, or the object is dead).
+    #[inline(always)]
+    pub(super) fn op_fn(&self, op: Op) -> usize {
+        self.op_fns[op.index()].get()
     }
 
     /// Whether the object faulted (or timed out) and is not to be trusted.
@@ -402,6 +414,13 @@ impl HostState {
         }
     }
 
+    /// Loader writes left rodata pages writable: seal them before C runs.
+    #[cold]
+    #[inline(never)]
+    fn seal_pages(&self) {
+        self.pages.seal();
+    }
+
     /// Calls `f` guarded (fault.rs) with this state and `sim` as the
     /// context of its kfuncs; a kfunc's panic resumes here.
     #[inline(always)]
@@ -409,7 +428,7 @@ impl HostState {
         // The scheduler's code runs with its rodata read-only, as in the
         // kernel, whatever a loader wrote since the last call.
         if self.pages.any_open() {
-            self.pages.seal();
+            self.seal_pages();
         }
         // Calls nest only within one scheduler (a kfunc runs an op of the
         // scheduler that called it; a simulator hosts one), so a call is
@@ -445,6 +464,9 @@ impl HostState {
     /// Records a caught fault: the object is dead, the scheduler ejected.
     pub(super) fn fault(&self, sim: &mut Sim, what: Callee, c: &fault::Caught) {
         self.dead.set(true);
+        for op in Op::ALL.into_iter().filter(|&op| op != Op::Exit) {
+            self.op_fns[op.index()].set(0);
+        }
         let msg = fault::describe(c, &what.to_string(), &self.obj, self.budget_ns.get());
         self.last_fault.replace(Some(msg.clone()));
         if sim.scx.exit.is_some() {

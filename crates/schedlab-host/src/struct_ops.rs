@@ -85,8 +85,9 @@ impl HostedScheduler {
     /// be trusted.
     #[inline(always)]
     fn call_op(&self, sim: &mut Sim, op: Op, args: &mut [u64]) -> Option<u64> {
-        let f = self.f(op);
-        if f == 0 || (self.state.dead() && op != Op::Exit) {
+        let f = self.state.op_fn(op);
+        debug_assert_eq!(f, if self.state.dead() && op != Op::Exit { 0 } else { self.f(op) });
+        if f == 0 {
             return None;
         }
         self.state.call_op(sim, op, f, args.as_mut_ptr() as u64)
