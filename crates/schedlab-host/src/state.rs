@@ -145,8 +145,12 @@ pub(super) struct HostState {
     pub inner: RefCell<Inner>,
     /// Each task's registration (see [`TaskRegs`]).
     task_regs: TaskRegs,
-    /// One-entry cache of the task lookup: (address, task).
+    /// Two-entry cache of the task lookup: (address, task) of the last
+    /// task handed to C, and of the last one C named that had to be
+    /// looked up (scx_cosmos, say, asks about a callback's task and
+    /// another, in turn).
     last_task: Cell<(usize, TaskId)>,
+    found_task: Cell<(usize, TaskId)>,
     /// The last `bpf_cpumask` or global mask [`mask_ok`](Self::mask_ok)
     /// found (0: none); forgotten when a `bpf_cpumask` is released
     /// ([`forget_mask`](Self::forget_mask)). Lent masks are not kept: they
@@ -349,6 +353,7 @@ impl HostState {
             inner: RefCell::new(inner),
             task_regs: TaskRegs::default(),
             last_task: Cell::new((0, 0)),
+            found_task: Cell::new((0, 0)),
             last_mask: Cell::new(0),
             rotor: Cell::new(0),
             last_map: Cell::new((0, 0)),
@@ -656,7 +661,11 @@ impl HostState {
     pub(super) fn task_known(&self, c: *const TaskStructC) -> Option<TaskId> {
         let addr = c as usize;
         let (last, p) = self.last_task.get();
-        (addr != 0 && last == addr).then_some(p)
+        if addr != 0 && last == addr {
+            return Some(p);
+        }
+        let (found, q) = self.found_task.get();
+        (addr != 0 && found == addr).then_some(q)
     }
 
     #[inline(never)]
@@ -664,7 +673,7 @@ impl HostState {
         let found = if addr == 0 { None } else { self.inner.borrow().tasks.get(&addr).copied() };
         match found {
             Some(p) => {
-                self.last_task.set((addr, p));
+                self.found_task.set((addr, p));
                 Some(p)
             }
             None => {
@@ -691,6 +700,7 @@ impl HostState {
         let addr = c as usize;
         let i = self.inner.borrow();
         if let Some(&p) = i.tasks.get(&addr) {
+            self.found_task.set((addr, p));
             return Some(Who::Task(p));
         }
         if let Some(cpu) = i.kobjs.idle_of(addr) {
@@ -727,15 +737,18 @@ impl HostState {
             return false;
         }
         // Most often `p->cpus_ptr` of the task the scheduler was just
-        // handed or handed back: the last task seen needs no lookup.
+        // handed or handed back, then the last bpf_cpumask found, then
+        // `p->cpus_ptr` of the task C last named: none needs a lookup.
         let task = a.checked_sub(std::mem::offset_of!(TaskStructC, cpus_mask));
-        task.is_some_and(|t| t != 0 && self.last_task.get().0 == t) || self.last_mask.get() == a
+        let task_is = |(last, _): (usize, TaskId)| task.is_some_and(|t| t != 0 && last == t);
+        task_is(self.last_task.get()) || self.last_mask.get() == a || task_is(self.found_task.get())
     }
 
     #[inline(never)]
     fn mask_ok_slow(&self, a: usize, task: Option<usize>) -> bool {
         let i = self.inner.borrow();
-        if task.is_some_and(|t| i.tasks.contains_key(&t)) {
+        if let Some((t, &p)) = task.and_then(|t| Some((t, i.tasks.get(&t)?))) {
+            self.found_task.set((t, p));
             return true;
         }
         if i.cpumasks.contains_key(&a) || i.global_cpumask(a) {
