@@ -10,7 +10,7 @@ use schedlab::sched::ext::abi::TaskStructC;
 use schedlab::sched::ext::kfuncs as k;
 use schedlab::sched::sim::Sim;
 
-use super::maps::{EBUSY, EINVAL};
+use super::maps::{self, EBUSY, EINVAL};
 use super::state::{bad, with_ctx, with_ctx_fast, Callee, HostState, Timer};
 
 /// The callback faulted.
@@ -223,6 +223,20 @@ pub(super) extern "C" fn bpf_task_storage_get(
     value: *mut c_void,
     flags: u64,
 ) -> *mut c_void {
+    // The last map looked up, a task the lookup caches know, and a value
+    // it has (scx_bpfland and scx_cosmos call this several times a
+    // callback).
+    let fast = with_ctx_fast(|_, h| {
+        let i = h.map_known(map as usize)?;
+        let p = h.task_known(task)?;
+        let mut inner = h.inner.try_borrow_mut().ok()?;
+        inner.maps.get_mut(i)?.storage_present(maps::owner_key(p), flags, true).map(|v| v.cast())
+    });
+    fast.unwrap_or_else(|| task_storage_get_full(map, task, value, flags))
+}
+
+#[inline(never)]
+extern "C" fn task_storage_get_full(map: *mut c_void, task: *mut TaskStructC, value: *mut c_void, flags: u64) -> *mut c_void {
     with_ctx(|sim, h| {
         let Some(i) = map_index(sim, h, map, "bpf_task_storage_get") else { return std::ptr::null_mut() };
         let Some(p) = h.who(sim, task, "bpf_task_storage_get") else { return std::ptr::null_mut() };

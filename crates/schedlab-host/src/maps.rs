@@ -601,14 +601,26 @@ impl Map {
     #[inline]
     pub(crate) fn storage_get(&mut self, owner: u64, init: Option<&[u8]>, flags: u64) -> Result<*mut u8, i64> {
         // Only local storage maps have a Storage store.
-        if let Store::Storage(m) = &mut self.store {
-            if flags & !F_CREATE == 0 {
-                if let Some(v) = m.get_mut(owner) {
-                    return Ok(bytes_mut(v));
-                }
-            }
+        match self.storage_present(owner, flags, false) {
+            Some(v) => Ok(v),
+            None => self.storage_create(owner, init, flags),
         }
-        self.storage_create(owner, init, flags)
+    }
+
+    /// [`storage_get`](Self::storage_get) when the owner has a value
+    /// (None: any other case, which that handles); `task_only`: only if
+    /// the owner is a task of a task storage map (no hash lookup, no call).
+    #[inline(always)]
+    pub(crate) fn storage_present(&mut self, owner: u64, flags: u64, task_only: bool) -> Option<*mut u8> {
+        let Store::Storage(m) = &mut self.store else { return None };
+        if flags & !F_CREATE != 0 {
+            return None;
+        }
+        if task_only {
+            m.task_mut(owner).map(bytes_mut)
+        } else {
+            m.get_mut(owner).map(bytes_mut)
+        }
     }
 
     /// [`storage_get`](Self::storage_get) of an owner without a value (or

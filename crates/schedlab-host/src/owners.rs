@@ -33,9 +33,17 @@ impl Owned {
     }
 
     /// The slot of a task owner, if `owner` is one.
-    #[inline]
+    #[inline(always)]
     fn task_slot(&self, owner: u64) -> Option<usize> {
         (self.dense && owner < IDLE_OWNER).then_some(owner as usize)
+    }
+
+    /// `owner`'s value if `owner` is a task with one (None: any other
+    /// case, which [`get_mut`](Self::get_mut) handles).
+    #[inline(always)]
+    pub(crate) fn task_mut(&mut self, owner: u64) -> Option<&mut [u64]> {
+        let t = self.task_slot(owner)?;
+        self.tasks.get_mut(t)?.as_deref_mut()
     }
 
     /// `owner`'s value.

@@ -550,13 +550,19 @@ impl HostState {
     /// The index of the map at `addr`, if it is one of this scheduler's.
     #[inline]
     pub(super) fn map_at(&self, addr: usize) -> Option<usize> {
-        let (a, i) = self.last_map.get();
-        if a == addr && addr != 0 {
+        if let Some(i) = self.map_known(addr) {
             return Some(i);
         }
         let i = self.inner.borrow().map_addr.get(&addr).copied()?;
         self.last_map.set((addr, i));
         Some(i)
+    }
+
+    /// The index of the map at `addr` if it is the last one looked up.
+    #[inline]
+    pub(super) fn map_known(&self, addr: usize) -> Option<usize> {
+        let (a, i) = self.last_map.get();
+        (a == addr && addr != 0).then_some(i)
     }
 
     /// The view of the array map at `addr`, if it was noted.
