@@ -766,3 +766,42 @@ mod imp {
 pub(super) use imp::{enter_thread, install};
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(super) use imp::try_recover;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stands for hosted C: runs one kfunc that panics (as `with_ctx`
+    /// handles it: poison, then leave), then another, which must find
+    /// the call poisoned.
+    extern "C" fn c_with_a_panicking_kfunc(_: u64, _: u64, _: u64, _: u64) -> u64 {
+        let first = kfunc_enter().map(|(g, _)| {
+            poison();
+            kfunc_exit(g);
+        });
+        let second = kfunc_enter().is_some();
+        u64::from(first.is_some()) | u64::from(second) << 1
+    }
+
+    extern "C" fn c_returning(a: u64, b: u64, _: u64, _: u64) -> u64 {
+        let ctx_seen = kfunc_enter().map(|(g, ctx)| {
+            kfunc_exit(g);
+            ctx.sim as u64
+        });
+        a + b + ctx_seen.unwrap_or(0)
+    }
+
+    #[test]
+    fn a_kfunc_panic_ends_the_call_and_the_stack_unwinds() {
+        install();
+        // Never dereferenced: only compared.
+        let ctx = Ctx { sim: std::ptr::dangling_mut(), host: std::ptr::null() };
+        assert!(idle() && top_ctx().is_none());
+        let r = call(c_with_a_panicking_kfunc as *const () as usize, [0; 4], 0, ctx);
+        assert!(matches!(r, Err(ref c) if c.kind == Kind::Panic), "{r:?}");
+        assert!(idle(), "the guard is popped");
+        let r = call(c_returning as *const () as usize, [2, 3, 0, 0], 0, ctx);
+        assert_eq!(r.ok(), Some(5 + ctx.sim as u64), "a later call runs, with its context");
+        assert!(kfunc_enter().is_none(), "no context outside a call");
+    }
+}
