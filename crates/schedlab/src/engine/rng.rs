@@ -190,16 +190,18 @@ fn neg_log2_fraction_q32_many<const N: usize>(xs: [u64; N], bits: u32) -> [u64; 
     let lz = xs.map(|x| 63 - x.leading_zeros());
     let mut m2: [u64; N] = std::array::from_fn(|k| xs[k] << (63 - lz[k]));
     let mut frac = [0u64; N];
-    for i in (0..32).rev() {
+    for _ in 0..32 {
         for k in 0..N {
             let m = ((m2[k] as u128 * m2[k] as u128) >> 64) as u64;
             // m >= 2: halve it and set the bit. Doubled, the halved m is
-            // m with its lowest bit cleared; the other, m + m. Selected
-            // by a mask rather than a branch or a shift by the bit, which
-            // would lengthen the chain.
-            let keep = ((m as i64) >> 63) as u64;
-            m2[k] = (m & !1 & keep) | (m.wrapping_add(m) & !keep);
-            frac[k] |= (m >> 63) << i;
+            // m with its lowest bit cleared; the other, m + m. The bit is
+            // the carry out of m + m, so one add gives both the bit and
+            // the other value, and the bits enter frac from the right
+            // (after 32 steps the first is bit 31, as frac |= bit << i
+            // for i from 31 down would place it).
+            let (doubled, top) = m.overflowing_add(m);
+            m2[k] = if top { m & !1 } else { doubled };
+            frac[k] = frac[k].wrapping_add(frac[k]) + u64::from(top);
         }
     }
     std::array::from_fn(|k| (((bits - lz[k]) as u64) << 32).saturating_sub(frac[k]))
