@@ -212,7 +212,13 @@ fn update_load_sum(
 /// already weighted).
 fn update_load_avg(sa: &mut SchedAvg, load: u64) {
     let divider = sa.divider();
-    sa.load_avg = (u128::from(load) * u128::from(sa.load_sum) / u128::from(divider)) as u64;
+    // The product fits 64 bits in practice (an entity's sum is at most
+    // LOAD_AVG_MAX, a runqueue's comes with load 1), and a 64-bit division
+    // is a fraction of the 128-bit one's library call; same quotient.
+    sa.load_avg = match load.checked_mul(sa.load_sum) {
+        Some(p) => p / divider,
+        None => (u128::from(load) * u128::from(sa.load_sum) / u128::from(divider)) as u64,
+    };
     sa.runnable_avg = sa.runnable_sum / divider;
     sa.util_avg = u64::from(sa.util_sum) / divider;
 }
