@@ -75,10 +75,11 @@ pub fn build_tree(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), Scenari
 pub fn place_tasks(sim: &mut Sim, s: &Scenario, file: &str) -> Result<(), ScenarioError> {
     let n = sim.nr_cpus();
     for p in 0..sim.tasks.len() {
-        let path = sim.tasks[p].cgroup.clone();
-        if path == "/" {
+        // Most tasks stay in the root: test before copying the path.
+        if sim.tasks[p].cgroup == "/" {
             continue;
         }
+        let path = sim.tasks[p].cgroup.clone();
         let w = sim.tasks[p].workload as usize;
         let spec = s.workloads.get(w);
         let g = match sim.cg.find(&path) {

@@ -41,7 +41,7 @@ use crate::engine::time::{Ns, NSEC_PER_MSEC, NSEC_PER_USEC};
 // The helpers rtapp.rs shares with the kinds here live below both, in
 // common.rs; they are re-exported under their old paths.
 pub use common::{new_task, BuildError};
-pub(crate) use common::{check_nice, check_rt, cpus};
+pub(crate) use common::{check_nice, check_rt, cpus, indexed_name};
 
 /// Adds the workload `spec` (index `w`) to the simulator; `links` are the
 /// wait objects of the scenario's replay workloads ([`replay::Links::new`]).
@@ -134,7 +134,7 @@ fn build_hog(sim: &mut Sim, w: u32, tgid: u32, h: &HogSpec, prefix: &str) -> Res
     for i in 0..h.count {
         let nice = check_nice(h.nice.as_ref().map_or(0, |n| n.get(i as usize)), prefix)?;
         let pid = if h.threads { tgid } else { tgid + i };
-        let mut t = new_task(format!("{}-{i}", sim.metrics[w as usize].name), w, pid, policy, nice, h.priority.unwrap_or(0), allowed.clone(), prog);
+        let mut t = new_task(indexed_name(&sim.metrics[w as usize].name, i), w, pid, policy, nice, h.priority.unwrap_or(0), allowed.clone(), prog);
         if let Some(s) = h.slice {
             if !(100 * NSEC_PER_USEC..=100 * NSEC_PER_MSEC).contains(&s.0) {
                 return Err(BuildError::field(format!("{prefix}.slice"), format!("{} is outside 0.1ms..100ms", crate::engine::time::fmt_ns(s.0))));
