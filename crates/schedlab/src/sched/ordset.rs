@@ -4,11 +4,10 @@
 //! vector is several times cheaper than a B-tree (a binary search and a
 //! short move, no node allocation); a set that grows past
 //! [`OrdSet::SMALL_MAX`] entries (say, a thousand tasks queued on one CPU)
-//! moves to a B-tree, and back once it shrinks to a quarter of that, so
-//! that a set near the boundary does not convert on every change.
-//! [`Counts`] is the multiset of a runqueue's slices.
-
-use std::collections::{btree_set, BTreeSet};
+//! moves to [`Blocks`], sorted vectors of at most that many entries in
+//! order, and back once it shrinks to a quarter of that, so that a set
+//! near the boundary does not convert on every change. [`Counts`] is the
+//! multiset of a runqueue's slices.
 
 /// A set of `T` in order.
 #[derive(Clone, Debug)]
@@ -16,7 +15,7 @@ pub enum OrdSet<T> {
     /// Up to `SMALL_MAX` entries, sorted.
     Small(Vec<T>),
     /// More.
-    Big(BTreeSet<T>),
+    Big(Blocks<T>),
 }
 
 impl<T> Default for OrdSet<T> {
@@ -34,7 +33,7 @@ impl<T: Ord + Copy> OrdSet<T> {
     pub fn len(&self) -> usize {
         match self {
             OrdSet::Small(v) => v.len(),
-            OrdSet::Big(s) => s.len(),
+            OrdSet::Big(s) => s.len,
         }
     }
 
@@ -59,7 +58,7 @@ impl<T: Ord + Copy> OrdSet<T> {
                 if v.len() < Self::SMALL_MAX {
                     v.insert(at, x);
                 } else {
-                    let mut s: BTreeSet<T> = v.drain(..).collect();
+                    let mut s = Blocks { blocks: vec![std::mem::take(v)], len: Self::SMALL_MAX };
                     s.insert(x);
                     *self = OrdSet::Big(s);
                 }
@@ -88,9 +87,9 @@ impl<T: Ord + Copy> OrdSet<T> {
             }
             OrdSet::Big(s) => {
                 let was = s.remove(x);
-                if s.len() <= Self::SMALL_MAX / 4 {
+                if s.len <= Self::SMALL_MAX / 4 {
                     let mut v = Vec::with_capacity(Self::SMALL_MAX);
-                    v.extend(s.iter().copied());
+                    v.extend(s.blocks.iter().flatten().copied());
                     *self = OrdSet::Small(v);
                 }
                 was
@@ -131,7 +130,7 @@ impl<T: Ord + Copy> OrdSet<T> {
     pub fn first(&self) -> Option<&T> {
         match self {
             OrdSet::Small(v) => v.first(),
-            OrdSet::Big(s) => s.first(),
+            OrdSet::Big(s) => s.blocks.first().and_then(|b| b.first()),
         }
     }
 
@@ -140,7 +139,7 @@ impl<T: Ord + Copy> OrdSet<T> {
     pub fn iter(&self) -> Iter<'_, T> {
         match self {
             OrdSet::Small(v) => Iter::Small(v.iter()),
-            OrdSet::Big(s) => Iter::Big(s.iter()),
+            OrdSet::Big(s) => Iter::Big(s.blocks.iter().flatten()),
         }
     }
 }
@@ -159,8 +158,8 @@ impl<'a, T: Ord + Copy> IntoIterator for &'a OrdSet<T> {
 pub enum Iter<'a, T> {
     /// Over the sorted vector.
     Small(std::slice::Iter<'a, T>),
-    /// Over the B-tree.
-    Big(btree_set::Iter<'a, T>),
+    /// Over the blocks.
+    Big(std::iter::Flatten<std::slice::Iter<'a, Vec<T>>>),
 }
 
 impl<'a, T> Iterator for Iter<'a, T> {
@@ -182,6 +181,94 @@ impl<T> DoubleEndedIterator for Iter<'_, T> {
             Iter::Small(i) => i.next_back(),
             Iter::Big(i) => i.next_back(),
         }
+    }
+}
+
+/// A large [`OrdSet`]: sorted vectors of 1 to [`OrdSet::SMALL_MAX`]
+/// entries, each block's entries below the next block's. An insert or a
+/// remove finds its block by a binary search over the blocks' last
+/// entries and moves at most a block's entries; an entry above all
+/// others (a fresh LRU stamp, the deadlines of a burst of forks) is
+/// pushed onto the last block, or starts a new one, without a search.
+/// Unlike a B-tree's nodes, the blocks are allocated only when one
+/// splits, and a scan in order reads them as arrays.
+#[derive(Clone, Debug)]
+pub struct Blocks<T> {
+    blocks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T: Ord + Copy> Blocks<T> {
+    const MAX: usize = OrdSet::<T>::SMALL_MAX;
+
+    /// The block that holds `x` if any does: the first whose last entry
+    /// is not below `x` (`blocks.len()` when `x` is above all).
+    #[inline]
+    fn block_of(&self, x: &T) -> usize {
+        self.blocks.partition_point(|b| b.last().is_some_and(|last| last < x))
+    }
+
+    fn insert(&mut self, x: T) -> bool {
+        let at = self.block_of(&x);
+        if at == self.blocks.len() {
+            match self.blocks.last_mut() {
+                Some(b) if b.len() < Self::MAX => b.push(x),
+                _ => {
+                    let mut b = Vec::with_capacity(Self::MAX);
+                    b.push(x);
+                    self.blocks.push(b);
+                }
+            }
+            self.len += 1;
+            return true;
+        }
+        let b = &mut self.blocks[at];
+        let Err(i) = b.binary_search(&x) else { return false };
+        if b.len() < Self::MAX {
+            b.insert(i, x);
+        } else {
+            // Full: split in halves, x into the half it belongs to.
+            let half = Self::MAX / 2;
+            let mut right = Vec::with_capacity(Self::MAX);
+            right.extend_from_slice(&b[half..]);
+            b.truncate(half);
+            if i <= half {
+                b.insert(i, x);
+            } else {
+                right.insert(i - half, x);
+            }
+            self.blocks.insert(at + 1, right);
+        }
+        self.len += 1;
+        true
+    }
+
+    fn remove(&mut self, x: &T) -> bool {
+        let at = self.block_of(x);
+        let Some(b) = self.blocks.get_mut(at) else { return false };
+        let i = match b.first() {
+            Some(first) if first == x => 0,
+            _ => match b.binary_search(x) {
+                Ok(i) => i,
+                Err(_) => return false,
+            },
+        };
+        b.remove(i);
+        let left = b.len();
+        self.len -= 1;
+        // A block that falls to a quarter joins the next one if they fit
+        // in one, so that the blocks stay few for the entries held.
+        if left == 0 {
+            self.blocks.remove(at);
+        } else if left <= Self::MAX / 4 && self.blocks.get(at + 1).is_some_and(|n| left + n.len() <= Self::MAX) {
+            let next = self.blocks.remove(at + 1);
+            self.blocks[at].extend_from_slice(&next);
+        }
+        true
+    }
+
+    fn contains(&self, x: &T) -> bool {
+        self.blocks.get(self.block_of(x)).is_some_and(|b| b.binary_search(x).is_ok())
     }
 }
 
@@ -222,6 +309,7 @@ impl<T: Ord + Copy> Counts<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     proptest::proptest! {
         /// Any sequence of inserts, removes and replaces leaves the set a
@@ -252,6 +340,28 @@ mod tests {
         }
     }
 
+    /// Thousands of entries in scattered order, then removed in another:
+    /// many blocks split and join, and the set stays the B-tree's.
+    #[test]
+    fn many_blocks_agree_with_a_btree_set() {
+        let mut set = OrdSet::default();
+        let mut reference = BTreeSet::new();
+        for k in 0..3000u32 {
+            let x = k.wrapping_mul(2_654_435_761) % 5000;
+            assert_eq!(set.insert(x), reference.insert(x));
+        }
+        assert!(set.iter().eq(reference.iter()));
+        for k in 0..5000u32 {
+            let x = k.wrapping_mul(40_503) % 5000;
+            assert_eq!(set.remove(&x), reference.remove(&x), "{x}");
+            if k % 97 == 0 {
+                assert!(set.iter().eq(reference.iter()));
+                assert_eq!(set.first(), reference.first());
+            }
+        }
+        assert!(set.is_empty());
+    }
+
     #[test]
     fn counts_hold_a_multiset() {
         let mut c = Counts::default();
@@ -271,7 +381,7 @@ mod tests {
     }
 
     #[test]
-    fn grows_into_a_tree_and_shrinks_back() {
+    fn grows_into_blocks_and_shrinks_back() {
         let mut set = OrdSet::default();
         for x in 0..=OrdSet::<u32>::SMALL_MAX as u32 {
             set.insert(x);
