@@ -118,8 +118,25 @@ fn accumulate_pelt_segments(periods: u64, d1: u32, d3: u32) -> u32 {
 
 /// Adds `delta` time units to the sums, decaying them first if period
 /// boundaries were crossed. Returns the number of boundaries crossed.
+///
+/// Most updates stay within the current period: that case, a few adds,
+/// is inlined into the caller; the decay is called.
+#[inline]
+fn accumulate_sum(delta: u64, sa: &mut SchedAvg, load: u64, runnable: u64, running: bool) -> u64 {
+    if delta + u64::from(sa.period_contrib) < PELT_PERIOD {
+        // delta < 1024: the whole contribution, undecayed.
+        sa.period_contrib += delta as u32;
+        add_contrib(sa, delta, load, runnable, running);
+        return 0;
+    }
+    let periods = accumulate_periods(delta, sa, load, runnable, running);
+    debug_assert_ne!(periods, 0);
+    periods
+}
+
+/// [`accumulate_sum`] of a delta that may cross period boundaries.
 #[inline(never)]
-fn accumulate_sum(
+fn accumulate_periods(
     mut delta: u64,
     sa: &mut SchedAvg,
     load: u64,
@@ -151,8 +168,14 @@ fn accumulate_sum(
         }
     }
     sa.period_contrib = delta as u32;
+    add_contrib(sa, u64::from(contrib), load, runnable, running);
+    periods
+}
 
-    let contrib = u64::from(contrib);
+/// Adds a contribution of `contrib` units to the sums, weighted by
+/// `load` and `runnable` (the tail of [`accumulate_sum`]).
+#[inline(always)]
+fn add_contrib(sa: &mut SchedAvg, contrib: u64, load: u64, runnable: u64, running: bool) {
     if load != 0 {
         sa.load_sum = sa.load_sum.saturating_add(load.saturating_mul(contrib));
     }
@@ -165,8 +188,6 @@ fn accumulate_sum(
         let add = (contrib << SCHED_CAPACITY_SHIFT) as u32;
         sa.util_sum = sa.util_sum.saturating_add(add);
     }
-
-    periods
 }
 
 /// Brings the sums of `sa` up to `now` (ns). Returns `true` when at least
