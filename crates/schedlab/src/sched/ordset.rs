@@ -73,15 +73,7 @@ impl<T: Ord + Copy> OrdSet<T> {
     pub fn remove(&mut self, x: &T) -> bool {
         match self {
             OrdSet::Small(v) => {
-                // The least entry (a timeline's head, just picked) is
-                // found without a search.
-                let at = match v.first() {
-                    Some(first) if first == x => 0,
-                    _ => match v.binary_search(x) {
-                        Ok(at) => at,
-                        Err(_) => return false,
-                    },
-                };
+                let Some(at) = position(v, x) else { return false };
                 v.remove(at);
                 true
             }
@@ -184,6 +176,16 @@ impl<T> DoubleEndedIterator for Iter<'_, T> {
     }
 }
 
+/// Where `x` is in the sorted `v`, if there. The least entry (a
+/// timeline's head, just picked) is found without a search.
+#[inline]
+fn position<T: Ord>(v: &[T], x: &T) -> Option<usize> {
+    match v.first() {
+        Some(first) if first == x => Some(0),
+        _ => v.binary_search(x).ok(),
+    }
+}
+
 /// A large [`OrdSet`]: sorted vectors of 1 to [`OrdSet::SMALL_MAX`]
 /// entries, each block's entries below the next block's. An insert or a
 /// remove finds its block by a binary search over the blocks' last
@@ -246,13 +248,7 @@ impl<T: Ord + Copy> Blocks<T> {
     fn remove(&mut self, x: &T) -> bool {
         let at = self.block_of(x);
         let Some(b) = self.blocks.get_mut(at) else { return false };
-        let i = match b.first() {
-            Some(first) if first == x => 0,
-            _ => match b.binary_search(x) {
-                Ok(i) => i,
-                Err(_) => return false,
-            },
-        };
+        let Some(i) = position(b, x) else { return false };
         b.remove(i);
         let left = b.len();
         self.len -= 1;
