@@ -662,7 +662,9 @@ impl HostState {
         }
     }
 
-    /// The task behind `c` if it is the last one seen (None: look it up).
+    /// The task behind `c` if the lookup cache holds it: the last task
+    /// handed to C, or the last one C named that had to be looked up
+    /// (None: look it up).
     #[inline]
     pub(super) fn task_known(&self, c: *const TaskStructC) -> Option<TaskId> {
         let addr = c as usize;
