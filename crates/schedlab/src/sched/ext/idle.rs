@@ -145,15 +145,22 @@ impl Sim {
     #[inline]
     pub(crate) fn scx_select_cpu_dfl(&mut self, p: TaskId, prev: Cpu, wake_flags: u64, allowed: Option<&CpuMask>, flags: u64) -> (Cpu, bool) {
         self.scx.cost_acc += self.costs.scan_cpu_ns * 4;
-        if self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE == 0 && self.scx.idle.cpu.is_empty() {
-            // Nothing idle anywhere (the whole-core mask is a subset of
-            // this one): every step of the search would find nothing,
-            // claim nothing and leave the distribution cursor where it
-            // is. A busy machine's every wakeup comes here, before the
-            // affinity is lent out or intersected.
+        if self.scx_select_cpu_dfl_finds_none() {
             return (prev, false);
         }
         self.scx_select_cpu_dfl_search(p, prev, wake_flags, allowed, flags)
+    }
+
+    /// Whether [`scx_select_cpu_dfl`](Self::scx_select_cpu_dfl) answers
+    /// prev, unclaimed, without searching or reading its `allowed` mask:
+    /// nothing is idle anywhere (the whole-core mask is a subset of this
+    /// one), so every step of the search would find nothing, claim nothing
+    /// and leave the distribution cursor where it is. A busy machine's
+    /// every wakeup comes here, before the affinity is lent out or
+    /// intersected (or, for scx_bpf_select_cpu_and(), copied).
+    #[inline]
+    pub(crate) fn scx_select_cpu_dfl_finds_none(&self) -> bool {
+        self.scx.ops_flags & ops_flags::BUILTIN_IDLE_PER_NODE == 0 && self.scx.idle.cpu.is_empty()
     }
 
     #[inline(never)]

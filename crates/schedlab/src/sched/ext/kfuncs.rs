@@ -5,6 +5,7 @@
 //! which ejects the scheduler, and a harmless return value.
 
 use crate::engine::{Cpu, TaskId};
+use crate::machine::cpumask::CpuMask;
 use crate::sched::ext::abi::{CpumaskC, DsqIterC};
 use crate::sched::sim::Sim;
 
@@ -139,14 +140,31 @@ pub fn scx_bpf_select_cpu_and(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flag
         sim.scx_error("built-in idle tracking is disabled".into());
         return EBUSY;
     }
-    let mask = cpus_allowed.to_mask(sim.nr_cpus());
-    if !mask.intersects(&sim.task(p).cpus_allowed) {
+    if !c_mask_intersects(cpus_allowed, &sim.task(p).cpus_allowed) {
         return EBUSY;
     }
-    match sim.scx_select_cpu_dfl(p, prev, wake_flags, Some(&mask), flags) {
+    // The mask is copied only for a search that reads it: with nothing
+    // idle the default selection answers prev, unclaimed, either way.
+    let found = if sim.scx_select_cpu_dfl_finds_none() {
+        sim.scx_select_cpu_dfl(p, prev, wake_flags, None, flags)
+    } else {
+        let mask = cpus_allowed.to_mask(sim.nr_cpus());
+        sim.scx_select_cpu_dfl(p, prev, wake_flags, Some(&mask), flags)
+    };
+    match found {
         (cpu, true) => cpu as i32,
         _ => EBUSY,
     }
+}
+
+/// Whether C mask `c` and `mask` (of the machine's CPUs) share a CPU:
+/// `c.to_mask(n).intersects(mask)` without building the copy. The copy's
+/// words are `c`'s with the bits past the machine's CPUs cleared, and
+/// `mask` has none of those bits set.
+fn c_mask_intersects(c: &CpumaskC, mask: &CpuMask) -> bool {
+    let any = c.bits.iter().zip(mask.words()).any(|(a, b)| a & b != 0);
+    debug_assert_eq!(any, c.to_mask(mask.nr_bits()).intersects(mask));
+    any
 }
 
 /// Checks shared by every insert and move: the flags a scheduler may pass,
