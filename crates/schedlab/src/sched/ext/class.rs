@@ -198,21 +198,22 @@ impl SchedClass for ExtClass {
     }
 
     fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
-        if !sim.task(p).scx.queued() {
+        // The task is looked up once for the test and the custody change,
+        // and once more after the ops (which may change anything).
+        let t = &mut sim.tasks[p as usize].scx;
+        if !t.queued() {
             return true;
         }
-        let mut f = if flags & deq::SLEEP != 0 { deq_flags::SLEEP } else { 0 };
-        if f == 0 {
-            f |= deq_flags::SCHED_CHANGE;
-        }
+        let sleep = flags & deq::SLEEP != 0;
+        let f = if sleep { deq_flags::SLEEP } else { deq_flags::SCHED_CHANGE };
         let migrating = flags & deq::MIGRATING != 0;
         if migrating {
             // An internal migration: the task stays out of custody.
-            sim.task_mut(p).scx.ops_state = OpsState::None;
+            t.ops_state = OpsState::None;
         } else {
             sim.scx_ops_dequeue(p, f);
         }
-        if sim.rq(cpu).curr == Some(p) && sim.scx.has(Op::Stopping) {
+        if sim.scx.has(Op::Stopping) && sim.rq(cpu).curr == Some(p) {
             sim.update_curr_scx(cpu);
             sim.scx_call(Op::Stopping, cpu, Some(p), |o, s| o.stopping(s, p, false));
         }
@@ -223,11 +224,14 @@ impl SchedClass for ExtClass {
         t.ddsp = None;
         let c = &mut t.c.scx;
         c.flags &= !(task_flags::QUEUED | task_flags::DEQD_FOR_SLEEP);
-        if flags & deq::SLEEP != 0 {
+        if sleep {
             c.flags |= task_flags::DEQD_FOR_SLEEP;
         }
+        let in_dsq = t.dsq.is_some();
         sim.rqs[cpu as usize].scx.nr_running -= 1;
-        sim.scx_dispatch_dequeue(p);
+        if in_dsq {
+            sim.scx_dispatch_dequeue(p);
+        }
         true
     }
 
