@@ -80,11 +80,19 @@ impl Sim {
         self.scx_rq_locked_work_remote(cpu, work_ns);
     }
 
+    /// [`Sim::scx_rq_lock`], the work, [`Sim::scx_rq_unlock`] in one: the
+    /// unlock's clock is the lock's plus the wait, the hold and the work
+    /// (nothing else is charged in between), which is where the lock's own
+    /// "free again at" would be moved to, so the lock is simply held for
+    /// the hold and the work.
     #[inline(never)]
     fn scx_rq_locked_work_remote(&mut self, cpu: Cpu, work_ns: Ns) {
-        self.scx_rq_lock(cpu);
-        self.scx.cost_acc += work_ns;
-        self.scx_rq_unlock(cpu);
+        let at = self.scx_op_clock();
+        let hold = self.costs.rq_lock_ns;
+        let wait = self.rqs[cpu as usize].scx.lock(at, hold + work_ns);
+        self.scx.cost_acc += wait + hold + work_ns;
+        self.scx.stats.rq_lock_wait_ns += wait;
+        debug_assert_eq!(self.rqs[cpu as usize].scx.lock_held_until, self.scx_op_clock());
     }
 
     /// __schedule() takes `cpu`'s own rq lock: it waits for the remote
