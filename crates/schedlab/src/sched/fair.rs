@@ -70,6 +70,10 @@ impl crate::sched::rq::CfsRq {
     }
 }
 
+/// How far (virtual ns, ~4 s) an entity charged, queued or dequeued may
+/// be from zero_vruntime before zero moves to V ([`Sim::follow_zero_vruntime`]).
+const ZERO_DRIFT_MAX: u64 = 1 << 32;
+
 /// The fair class (`fair_sched_class`): EEVDF.
 pub(crate) struct FairClass;
 /// The fair class object.
@@ -175,6 +179,23 @@ impl Sim {
         let delta = vdiff(v, cfs.zero_vruntime) as i128;
         cfs.sum_w_vruntime -= cfs.sum_weight as i128 * delta;
         cfs.zero_vruntime = v;
+    }
+
+    /// update_zero_vruntime(), only once the entity `e` just charged,
+    /// queued or dequeued is ZERO_DRIFT_MAX from zero_vruntime (saving V's
+    /// division on most calls). What the class compares does not depend on
+    /// where zero is: moving it by d takes W d off Σ w (v - zero), which
+    /// leaves V = zero + ⌊Σ w (v - zero) / W⌋ and every eligibility test as
+    /// they were, and V of an empty queue is zero itself, which only sets
+    /// where the vruntimes of the entities queued next start (only their
+    /// differences are compared). Such an entity is near V (within its lag
+    /// bounds, the running one within its slice), so the keys stay small.
+    #[inline]
+    fn follow_zero_vruntime<const G: bool>(&mut self, q: Cq, e: Se) {
+        let drift = vdiff(self.se_g::<G>(e).vruntime, self.cfs_g::<G>(q).zero_vruntime);
+        if drift.unsigned_abs() > ZERO_DRIFT_MAX {
+            self.update_zero_vruntime::<G>(q);
+        }
     }
 
     /// Lag limit: an entity may be owed, or owe, at most max(2 slices, a tick) of service.
@@ -414,7 +435,7 @@ impl Sim {
             self.account_mm_sched(cpu, e, delta);
         }
         let resched = self.update_deadline::<G>(e);
-        self.update_zero_vruntime::<G>(q);
+        self.follow_zero_vruntime::<G>(q, e);
         if G && q.tg != 0 {
             self.account_cfs_rq_runtime(q, delta);
         }
@@ -446,7 +467,6 @@ impl Sim {
         }
     }
 
-    /// enqueue_entity(): place, account and queue an entity.
     /// enqueue_entity(): place, account and queue an entity (the walk up
     /// the hierarchy and the h_nr counts are enqueue_task_fair's).
     pub(crate) fn enqueue_entity<const G: bool>(&mut self, q: Cq, e: Se, flags: u32) {
@@ -478,13 +498,12 @@ impl Sim {
             self.rq_mut(q.cpu).cfs.lru.insert((stamp, e));
         }
         self.se_mut_g::<G>(e).on_rq = true;
-        self.update_zero_vruntime::<G>(q);
+        self.follow_zero_vruntime::<G>(q, e);
         if G && q.tg != 0 && self.cfs_g::<G>(q).nr_queued == 1 {
             self.check_enqueue_throttle(q);
         }
     }
 
-    /// A delayed (still queued) entity is woken (requeue_delayed_entity).
     /// A delayed (still queued) task is woken (requeue_delayed_entity);
     /// clear_delayed() counts it runnable again up the hierarchy.
     pub(crate) fn requeue_delayed_entity<const G: bool>(&mut self, q: Cq, p: TaskId) {
@@ -509,7 +528,6 @@ impl Sim {
         self.add_h_nr::<G>(p, 0, 1);
     }
 
-    /// dequeue_entity(): returns false if the dequeue is delayed instead.
     /// dequeue_entity(): returns false if the dequeue is delayed instead
     /// (tasks only: a group entity leaves when its runqueue empties). The
     /// walk and the h_nr counts are dequeue_task_fair's.
@@ -566,7 +584,7 @@ impl Sim {
             self.return_cfs_rq_runtime(q);
         }
         self.update_cfs_group::<G>(e);
-        self.update_zero_vruntime::<G>(q);
+        self.follow_zero_vruntime::<G>(q, e);
         true
     }
 
