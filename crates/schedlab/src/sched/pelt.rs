@@ -232,16 +232,53 @@ fn update_load_sum(
 /// `load_sum` (the task weight for an entity, 1 for a runqueue whose sum is
 /// already weighted).
 fn update_load_avg(sa: &mut SchedAvg, load: u64) {
-    let divider = sa.divider();
+    let pc = sa.period_contrib as usize;
     // The product fits 64 bits in practice (an entity's sum is at most
     // LOAD_AVG_MAX, a runqueue's comes with load 1), and a 64-bit division
     // is a fraction of the 128-bit one's library call; same quotient.
     sa.load_avg = match load.checked_mul(sa.load_sum) {
-        Some(p) => p / divider,
-        None => (u128::from(load) * u128::from(sa.load_sum) / u128::from(divider)) as u64,
+        Some(p) => div_by_divider(p, pc),
+        None => (u128::from(load) * u128::from(sa.load_sum) / u128::from(sa.divider())) as u64,
     };
-    sa.runnable_avg = sa.runnable_sum / divider;
-    sa.util_avg = u64::from(sa.util_sum) / divider;
+    sa.runnable_avg = div_by_divider(sa.runnable_sum, pc);
+    sa.util_avg = div_by_divider(u64::from(sa.util_sum), pc);
+}
+
+/// Numerators below this are divided through [`DIVIDER_RECIPROCALS`].
+const RECIPROCAL_EXACT_BELOW: u64 = 1 << 48;
+
+/// `ceil(2^64 / d)` for every divider `d = PELT_MIN_DIVIDER + pc`
+/// (`pc` = `period_contrib`, 0..1024); see [`div_by_divider`].
+static DIVIDER_RECIPROCALS: [u64; PELT_PERIOD as usize] = {
+    let mut t = [0u64; PELT_PERIOD as usize];
+    let mut pc = 0;
+    while pc < t.len() {
+        let d = (PELT_MIN_DIVIDER + pc as u64) as u128;
+        t[pc] = ((1u128 << 64).div_ceil(d)) as u64;
+        pc += 1;
+    }
+    t
+};
+
+/// `n / (PELT_MIN_DIVIDER + pc)`: every update that crosses a period
+/// divides three sums by the divider, and a multiply by its reciprocal is
+/// a fraction of a division's latency.
+///
+/// Exact for `n < 2^48` (Granlund and Montgomery): with `m = ceil(2^64 /
+/// d)`, `m d = 2^64 + e` with `0 <= e < d`, so `n m / 2^64 = n / d + n e /
+/// (d 2^64)`. Writing `n = q d + r` (`r <= d - 1`), that is `q + (r + n e /
+/// 2^64) / d`, and `n e < 2^48 2^16 = 2^64` (every divider is below 2^16),
+/// so the fraction stays below 1 and the floor is `q`. Larger numerators
+/// (a runqueue of tens of thousands of heavy tasks) divide.
+#[inline(always)]
+fn div_by_divider(n: u64, pc: usize) -> u64 {
+    debug_assert!(pc < PELT_PERIOD as usize, "period_contrib {pc}");
+    let pc = pc & (PELT_PERIOD as usize - 1);
+    if n < RECIPROCAL_EXACT_BELOW {
+        ((u128::from(n) * u128::from(DIVIDER_RECIPROCALS[pc])) >> 64) as u64
+    } else {
+        n / (PELT_MIN_DIVIDER + pc as u64)
+    }
 }
 
 /// Load-tracking state of a task or of a runqueue (`struct sched_avg`).
@@ -506,6 +543,40 @@ mod tests {
         fn set_running(&mut self, running: bool) {
             self.sync();
             self.running = running;
+        }
+    }
+
+    proptest::proptest! {
+        /// The reciprocal gives the quotient over the whole range it is
+        /// used for, every divider, with numerators spread over all
+        /// magnitudes and at the multiples of the divider, where a
+        /// reciprocal that is off shows first.
+        #[test]
+        fn reciprocal_division_is_exact(pc in 0usize..1024, bits in 0u32..=64, x: u64, k: u64, back in 0u64..3) {
+            let d = PELT_MIN_DIVIDER + pc as u64;
+            let n = if bits == 64 { x } else { x & ((1u64 << bits) - 1) };
+            proptest::prop_assert_eq!(div_by_divider(n, pc), n / d);
+            let m = (k % (RECIPROCAL_EXACT_BELOW / d + 1)) * d;
+            let m = m.saturating_sub(back);
+            proptest::prop_assert_eq!(div_by_divider(m, pc), m / d);
+        }
+    }
+
+    #[test]
+    fn reciprocal_division_at_the_edges() {
+        for pc in 0..1024usize {
+            let d = PELT_MIN_DIVIDER + pc as u64;
+            let top = RECIPROCAL_EXACT_BELOW - 1;
+            for n in [0, 1, d - 1, d, d + 1, top - d, top - 1, top, top + 1, u64::MAX] {
+                assert_eq!(div_by_divider(n, pc), n / d, "{n} / {d}");
+            }
+            // The last multiples below 2^48, and either side of each.
+            let q = top / d;
+            for k in q.saturating_sub(64)..=q {
+                for n in [k * d - 1, k * d, k * d + d - 1] {
+                    assert_eq!(div_by_divider(n, pc), n / d, "{n} / {d}");
+                }
+            }
         }
     }
 
