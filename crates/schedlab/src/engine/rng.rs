@@ -46,16 +46,7 @@ impl Stream {
 #[repr(align(64))]
 pub struct Rng {
     s: [u64; 4],
-    /// -log2 (Q32) of the uniforms the next draws give, computed by an
-    /// exponential draw alongside its own (see [`Rng::exponential`]):
-    /// the next draw's is `ahead[ready - 1]`. Any draw other than an
-    /// exponential one drops them (`ready = 0`).
-    ahead: [u64; LOGS - 1],
-    ready: u8,
 }
-
-/// Logs an exponential draw computes at a time ([`Rng::exponential`]).
-const LOGS: usize = 4;
 
 impl Rng {
     /// A generator for `stream` under the scenario `seed`.
@@ -68,13 +59,12 @@ impl Rng {
         if s == [0; 4] {
             s[0] = 1;
         }
-        Rng { s, ahead: [0; LOGS - 1], ready: 0 }
+        Rng { s }
     }
 
     /// The next 64 random bits (xoshiro256++).
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        self.ready = 0;
         Self::step(&mut self.s)
     }
 
@@ -122,31 +112,10 @@ impl Rng {
     /// Exponentially distributed with the given mean, computed with integer
     /// arithmetic only (inverse CDF over a fixed-point log2), so that results
     /// are identical on every platform.
-    ///
-    /// The log's 32 squarings depend on each other, so one log keeps the
-    /// multiplier waiting most of the time. A draw that finds no log
-    /// ready computes four side by side, in little more than the time of
-    /// one: its own and the next three draws' (from a copy of the state).
-    /// The stream's next exponential draws take those. The numbers are
-    /// the same as one log at a time.
     pub fn exponential(&mut self, mean: u64) -> u64 {
         // u in (0, 1] as a 53-bit fraction; -ln(u) = -log2(u) * ln 2.
-        let uniform = |x: u64| (x >> 11) + 1; // 1 ..= 2^53
-        let neg_log2_q32 = if self.ready > 0 {
-            Self::step(&mut self.s);
-            self.ready -= 1;
-            self.ahead[self.ready as usize]
-        } else {
-            let mut peek = self.s;
-            let us: [u64; LOGS] = std::array::from_fn(|_| uniform(Self::step(&mut peek)));
-            Self::step(&mut self.s);
-            let logs = neg_log2_fraction_q32_many(us, 53);
-            for (k, &l) in logs[1..].iter().rev().enumerate() {
-                self.ahead[k] = l;
-            }
-            self.ready = (LOGS - 1) as u8;
-            logs[0]
-        };
+        let u = (self.next_u64() >> 11) + 1; // 1 ..= 2^53
+        let neg_log2_q32 = neg_log2_fraction_q32(u, 53);
         // ln 2 in Q32
         const LN2_Q32: u128 = 2_977_044_472;
         let neg_ln_q32 = (neg_log2_q32 as u128 * LN2_Q32) >> 32;
@@ -154,57 +123,133 @@ impl Rng {
     }
 }
 
-/// -log2(x / 2^bits) in Q32 fixed point, for 1 <= x <= 2^bits, using the
-/// bit-by-bit squaring method (exact integer steps). The draws compute
-/// several at a time ([`neg_log2_fraction_q32_many`]); the tests hold them
-/// to this.
-#[cfg(test)]
+/// -log2(x / 2^bits) in Q32 fixed point, for 1 <= x <= 2^bits, as the
+/// bit-by-bit squaring method gives it ([`log2_fraction_by_squaring`]):
+/// that method defines the numbers every draw has given, so this is held
+/// to its bits, which [`log2_fraction_q64_approx`] finds in far fewer
+/// steps for all but about one x in a million.
+///
+/// # Why the approximation gives the same bits
+///
+/// Let L = log2(m) for x's mantissa m = x / 2^lz in [1, 2). The squaring
+/// method's steps square a Q62 mantissa and halve it when it reaches 2,
+/// and both round down, each by less than 2^-62 of a value of at least
+/// 1: step k loses τ_k < 2^-61 / ln 2 (1 + 2^-60) < 2^-60.4 in log2
+/// terms. The
+/// method keeps `bits so far + log2(mantissa) = 2^k log2(m_k)` for an m_k
+/// that loses τ_k 2^-k at step k, with a mantissa in [1, 2), so its 32
+/// bits are exactly floor(2^32 L') for L' = L - Σ τ_k 2^-k, within
+/// 2^-60.4 below L, i.e. 2^32 L' is within 2^-28.4 below 2^32 L.
+///
+/// The approximation gives X ~ 2^64 L within E = 300 (below). Where the
+/// low half of X is at least [`APPROX_MARGIN`] from both ends of its
+/// range, 2^32 L lies more than 2^-28.4 above floor(X / 2^32) and below
+/// the next integer, so floor(2^32 L') = floor(2^32 L) = X >> 32. Elsewhere
+/// (about 2^-20 of the x) the squaring runs.
+#[inline]
 fn neg_log2_fraction_q32(x: u64, bits: u32) -> u64 {
     let lz = 63 - x.leading_zeros(); // floor(log2 x)
-    let int_part = (bits - lz) as u64; // -floor part contribution
-    // mantissa m in [1, 2) as Q62: below 2^63, so each square is one
-    // 64 x 64 -> 128-bit multiply and fits 64 bits again after the shift.
-    let mut m: u64 = x << (62 - lz);
-    let mut frac: u64 = 0;
-    for i in (0..32).rev() {
-        m = ((m as u128 * m as u128) >> 62) as u64;
-        if m >= 1 << 63 {
-            m >>= 1;
-            frac |= 1 << i;
-        }
-    }
+    let approx = log2_fraction_q64_approx(x << (63 - lz));
+    let low = approx as u32;
+    let frac = if (APPROX_MARGIN..=u32::MAX - APPROX_MARGIN).contains(&low) {
+        approx >> 32
+    } else {
+        log2_fraction_by_squaring(x << (62 - lz), 32)
+    };
+    debug_assert_eq!(frac, log2_fraction_by_squaring(x << (62 - lz), 32), "x {x}");
     // log2(x) = lz + frac; -log2(x/2^bits) = bits - lz - frac
-    (int_part << 32).saturating_sub(frac)
+    (((bits - lz) as u64) << 32).saturating_sub(frac)
 }
 
-/// [`neg_log2_fraction_q32`] of each of `xs`, computed side by side (the
-/// same steps, interleaved).
-///
-/// Each mantissa is held doubled, as `M = 2m` in [2^63, 2^64): then
-/// m' = floor(m^2 / 2^62) = floor(M^2 / 2^64), the high word of one
-/// multiply with no shift to assemble it, which shortens the chain of
-/// dependent steps. M is even, so the doubled m' (halved or not) is
-/// exact.
-#[inline]
-fn neg_log2_fraction_q32_many<const N: usize>(xs: [u64; N], bits: u32) -> [u64; N] {
-    let lz = xs.map(|x| 63 - x.leading_zeros());
-    let mut m2: [u64; N] = std::array::from_fn(|k| xs[k] << (63 - lz[k]));
-    let mut frac = [0u64; N];
-    for _ in 0..32 {
-        for k in 0..N {
-            let m = ((m2[k] as u128 * m2[k] as u128) >> 64) as u64;
-            // m >= 2: halve it and set the bit. Doubled, the halved m is
-            // m with its lowest bit cleared; the other, m + m. The bit is
-            // the carry out of m + m, so one add gives both the bit and
-            // the other value, and the bits enter frac from the right
-            // (after 32 steps the first is bit 31, as frac |= bit << i
-            // for i from 31 down would place it).
-            let (doubled, top) = m.overflowing_add(m);
-            m2[k] = if top { m & !1 } else { doubled };
-            frac[k] = frac[k].wrapping_add(frac[k]) + u64::from(top);
+/// How far (in units of 2^-64) the low half of the approximation must
+/// be from a multiple of 2^32 for its high half to be the squaring
+/// method's bits: the bound E on its error (300) plus the squaring's
+/// rounding (2^3.6, under 13), with room to spare.
+const APPROX_MARGIN: u32 = 2048;
+
+/// The first `n` (at most 64) bits of log2(m) for the mantissa `m` in
+/// [1, 2) held in Q62, by repeated squaring: each step squares m, and a
+/// square of 2 or more halves it and gives a 1 bit. The draws' numbers
+/// are defined by these exact integer steps (see
+/// [`neg_log2_fraction_q32`]); a `const fn`, so that the tables below are
+/// built from it at compile time.
+const fn log2_fraction_by_squaring(mut m: u64, n: u32) -> u64 {
+    let mut frac: u64 = 0;
+    let mut i = 0;
+    while i < n {
+        // m < 2 in Q62: the square is below 4 and fits 64 bits again.
+        m = ((m as u128 * m as u128) >> 62) as u64;
+        frac <<= 1;
+        if m >= 1 << 63 {
+            m >>= 1;
+            frac |= 1;
         }
+        i += 1;
     }
-    std::array::from_fn(|k| (((bits - lz[k]) as u64) << 32).saturating_sub(frac[k]))
+    frac
+}
+
+/// Table entries: one per interval of the mantissa cut by its first 8
+/// fraction bits.
+const LOG2_TABLE: usize = 256;
+
+/// `R[i] = floor(2^63 / c_i)` for the midpoint c_i = 1 + (2i + 1) / 512
+/// of the i-th interval: r_i = R[i] / 2^63 brings a mantissa of that
+/// interval within 1/513 of 1.
+static LOG2_RECIPROCALS: [u64; LOG2_TABLE] = {
+    let mut t = [0u64; LOG2_TABLE];
+    let mut i = 0;
+    while i < LOG2_TABLE {
+        t[i] = ((1u128 << 63) * 512 / (513 + 2 * i as u128)) as u64;
+        i += 1;
+    }
+    t
+};
+
+/// `-log2(r_i)` in Q64 for the reciprocals above (r_i in (1/2, 1)): 1 -
+/// log2(2 r_i), where 2 r_i is R[i] read as Q62, its log by 64 steps of
+/// squaring, which round it down by less than 14 units of 2^-64 (13,
+/// and the last bit).
+static LOG2_OF_RECIPROCALS: [u64; LOG2_TABLE] = {
+    let mut t = [0u64; LOG2_TABLE];
+    let mut i = 0;
+    while i < LOG2_TABLE {
+        t[i] = log2_fraction_by_squaring(LOG2_RECIPROCALS[i], 64).wrapping_neg();
+        i += 1;
+    }
+    t
+};
+
+/// log2(e) in Q62, rounded down.
+const LOG2_E_Q62: i128 = 6_653_256_548_922_161_245;
+
+/// log2(m) in Q64 (wrapping) for the mantissa m = `mant` / 2^63 in [1, 2),
+/// within E = 300 units of 2^-64 of the true value.
+///
+/// log2(m) = log2(m r_i) - log2(r_i): the table gives the second term,
+/// and y = m r_i = 1 + z with |z| < 1/513 + 2^-62 < 2^-9. ln(1 + z) is its
+/// series to z^5; the terms left out are below |z|^6 / 6 (1 + 2^-8) in
+/// all, 171 units, which 1 / ln 2 makes 247. z is exact to a unit, each
+/// product and quotient rounds by a unit (under 10 in all, 15 once
+/// scaled by 1 / ln 2), log2(e) by
+/// less than 2^-62 of a term below 2^-9, and the table entry by 14: in
+/// all, under 300. The sum wraps: a true value within E of 0 or of 1
+/// may come out on the other side, where the margin test sends it to
+/// the squaring.
+#[inline(always)]
+fn log2_fraction_q64_approx(mant: u64) -> u64 {
+    let i = (mant >> 55) as usize % LOG2_TABLE;
+    let p = u128::from(mant) * u128::from(LOG2_RECIPROCALS[i]);
+    // y = p / 2^126; z = y - 1 in Q64.
+    let z = ((p >> 62) as i128 - (1i128 << 64)) as i64;
+    let mul = |a: i64, b: i64| ((i128::from(a) * i128::from(b)) >> 64) as i64;
+    let z2 = mul(z, z);
+    let z3 = mul(z2, z);
+    let z4 = mul(z2, z2);
+    let z5 = mul(z4, z);
+    let ln = z - z2 / 2 + z3 / 3 - z4 / 4 + z5 / 5;
+    let log2_y = ((i128::from(ln) * LOG2_E_Q62) >> 62) as i64;
+    LOG2_OF_RECIPROCALS[i].wrapping_add(log2_y as u64)
 }
 
 /// A distribution of durations used by behaviour programs.
@@ -293,19 +338,27 @@ mod tests {
         (int_part << 32).saturating_sub(frac)
     }
 
-    /// An exponential draw with one log at a time, as first written.
+    /// An exponential draw as first written, its log by the squaring.
     fn exponential_alone(r: &mut Rng, mean: u64) -> u64 {
         let u = (r.next_u64() >> 11) + 1;
-        let neg_ln_q32 = (neg_log2_fraction_q32(u, 53) as u128 * 2_977_044_472) >> 32;
+        let neg_ln_q32 = (neg_log2_wide(u, 53) as u128 * 2_977_044_472) >> 32;
         ((mean as u128 * neg_ln_q32) >> 32).min(u64::MAX as u128) as u64
     }
 
+    /// How far the approximation is from 2^64 log2(m) as 64 steps of
+    /// squaring give it (those within 14 units below the true value).
+    fn approx_error(x: u64) -> u64 {
+        let lz = 63 - x.leading_zeros();
+        let approx = log2_fraction_q64_approx(x << (63 - lz));
+        let squared = log2_fraction_by_squaring(x << (62 - lz), 64);
+        approx.wrapping_sub(squared).min(squared.wrapping_sub(approx))
+    }
+
     proptest::proptest! {
-        /// A stream's numbers are the same whether its exponential draws
-        /// take a log computed ahead or not, whatever other draws come
-        /// between them (which drop the log computed ahead).
+        /// A stream's numbers are the ones the draws were first defined
+        /// by, whatever other draws come between them.
         #[test]
-        fn logs_computed_ahead_change_no_number(seed: u64, ops in proptest::collection::vec((0u8..4, 1u64..1 << 40), 1..64)) {
+        fn draws_are_the_squaring_ones(seed: u64, ops in proptest::collection::vec((0u8..4, 1u64..1 << 40), 1..64)) {
             let (mut a, mut b) = (Rng::new(seed, Stream::Task(1)), Rng::new(seed, Stream::Task(1)));
             for (op, x) in ops {
                 let (got, want) = match op {
@@ -317,26 +370,44 @@ mod tests {
             }
         }
 
-        /// The 64-bit squaring gives the wide one's bits (draws and so
-        /// every result depend on them).
+        /// The log gives the squaring's bits over the whole range, and
+        /// the approximation stays within its bound (with 14 units for
+        /// the reference's own rounding).
         #[test]
-        fn narrow_squaring_is_the_wide_one(x in 1u64..=(1 << 53), y in 1u64..=(1 << 53)) {
-            proptest::prop_assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53));
-            let xs = [x, y, (x ^ 1).max(1), (y >> 1).max(1)];
-            proptest::prop_assert_eq!(neg_log2_fraction_q32_many(xs, 53), xs.map(|z| neg_log2_wide(z, 53)));
+        fn log_is_the_squaring_one(x in 1u64..=(1 << 53), shift in 0u32..53) {
+            for x in [x, (x >> shift).max(1)] {
+                proptest::prop_assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53));
+                proptest::prop_assert!(approx_error(x) <= 300 + 14, "x {}: {}", x, approx_error(x));
+            }
         }
     }
 
+    /// Mantissas next to 1 and to 2, where the log is near a whole number
+    /// of 2^-32 and the squaring takes over, and a million from a stream.
     #[test]
-    fn narrow_squaring_at_the_edges() {
-        for x in [1u64, 2, 3, (1 << 52) - 1, 1 << 52, (1 << 52) + 1, (1 << 53) - 1, 1 << 53] {
+    fn log_at_the_edges() {
+        for x in (1u64..1 << 12).chain((1 << 52)..(1 << 52) + (1 << 12)).chain((1 << 53) - (1 << 12)..=1 << 53) {
             assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53), "{x}");
+        }
+        for k in 0..=53 {
+            for x in [(1u64 << k).saturating_sub(1).max(1), 1 << k, (1 << k) + 1] {
+                assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53), "{x}");
+            }
         }
         let mut r = Rng::new(5, Stream::Scheduler);
-        for _ in 0..100_000 {
+        let mut worst = 0;
+        for _ in 0..1_000_000 {
             let x = (r.next_u64() >> 11) + 1;
             assert_eq!(neg_log2_fraction_q32(x, 53), neg_log2_wide(x, 53), "{x}");
+            worst = worst.max(approx_error(x));
         }
+        assert!(worst <= 300 + 14, "approximation off by {worst}");
+    }
+
+    #[test]
+    fn log2_e_constant() {
+        let want = std::f64::consts::LOG2_E * (1u64 << 62) as f64;
+        assert!((LOG2_E_Q62 as f64 - want).abs() < 2048.0);
     }
 
     #[test]
