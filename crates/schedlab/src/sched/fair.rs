@@ -601,7 +601,12 @@ impl Sim {
         // (entity_eligible() for each candidate, without recomputing them).
         let (avg, load) = self.avg_sums::<G>(q);
         let zero = cfs.zero_vruntime;
-        let eligible_at = |v: u64| avg >= vdiff(v, zero) as i128 * load;
+        // Σ w fits 64 bits in practice: one 64 x 64-bit product per test.
+        let load64 = i64::try_from(load);
+        let eligible_at = |v: u64| match load64 {
+            Ok(l) => avg >= i128::from(vdiff(v, zero)) * i128::from(l),
+            Err(_) => avg >= i128::from(vdiff(v, zero)) * load,
+        };
         let eligible = |e: Se| eligible_at(self.se_g::<G>(e).vruntime);
         if let Some(c) = curr {
             if !eligible(c) {
