@@ -36,6 +36,7 @@ pub(crate) mod event_loop;
 pub(crate) mod exec;
 pub mod ext;
 pub mod fair;
+pub(crate) mod fair_avg;
 pub(crate) mod fair_check;
 pub(crate) mod fair_bandwidth;
 pub(crate) mod fair_group;
