@@ -108,8 +108,17 @@ impl LoadWeight {
 }
 
 /// The fair-class scheduling entity (`struct sched_entity`), flat (no group hierarchy).
+///
+/// `repr(C)` with the runtime clock first: every class charges runtime
+/// through it (`update_se`), and under sched_ext it is all that is read of
+/// the entity, so it shares a cache line with the end of [`Task::scx`].
 #[derive(Clone, Debug, Default)]
+#[repr(C)]
 pub struct SchedEntity {
+    /// When the running entity's runtime was last accounted (`se->exec_start`), ns.
+    pub exec_start: Ns,
+    /// Total CPU time consumed, ns (`se->sum_exec_runtime`).
+    pub sum_exec_runtime: Ns,
     /// The entity's weight (`se->load`).
     pub load: LoadWeight,
     /// Virtual runtime in weighted ns (`se->vruntime`), relative to the cfs_rq's zero-lag point V.
@@ -130,12 +139,8 @@ pub struct SchedEntity {
     pub sched_delayed: bool,
     /// Queued in the cfs_rq (includes the running entity and delayed entities).
     pub on_rq: bool,
-    /// When the running entity's runtime was last accounted (`se->exec_start`), ns.
-    pub exec_start: Ns,
     /// When the entity was last picked to run: its place in `cfs.lru`.
     pub lru_stamp: Ns,
-    /// Total CPU time consumed, ns (`se->sum_exec_runtime`).
-    pub sum_exec_runtime: Ns,
     /// `sum_exec_runtime` when the entity was last picked (`se->prev_sum_exec_runtime`), for the slice check.
     pub prev_sum_exec_runtime: Ns,
     /// PELT load / runnable / util averages (`se->avg`).
@@ -388,9 +393,12 @@ pub struct TaskStats {
 
 /// A simulated task (`struct task_struct`, the parts the scheduler reads).
 ///
-/// `repr(C)`, fields in the order the hot path wants them (see below).
+/// `repr(C)`, fields in the order the hot path wants them (see below), and
+/// line-aligned: what every event on the task reads under sched_ext (up to
+/// the fair entity's clock) then fills exactly seven cache lines, where the
+/// same bytes at an arbitrary offset in the task array span eight or nine.
 #[derive(Clone, Debug)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct Task {
     // What the event path reads and writes, together at the start: with
     // tens of thousands of tasks the tasks do not fit in the caches, and
@@ -451,12 +459,6 @@ pub struct Task {
     pub wait_start: Option<Ns>,
     /// Last time this task was switched out (task_hot).
     pub last_ran: Ns,
-    /// Request start (Op::Stamp), carried through stamped wait objects.
-    pub stamp: Option<Ns>,
-    /// When a `Post` woke the task from a `Wait` (for Measure::Wakeup).
-    pub woken_at: Option<Ns>,
-    /// Intended wake time for latency measurement (SleepPeriodic).
-    pub next_wake: Ns,
     /// Bytes of cache the task needs warm; drives the migration refill penalty.
     pub working_set: u64,
     /// When `wakee_flips` was last halved (`p->wakee_flip_decay_ts`), ns.
@@ -464,10 +466,18 @@ pub struct Task {
     /// Per-task statistics for the results.
     pub stats: TaskStats,
     /// sched_ext state (`p->scx`, `struct sched_ext_entity`): before
-    /// the fair entity (the ext class reads only its clock).
+    /// the fair entity, whose clock (its first fields) is all the ext
+    /// class reads of it.
     pub scx: crate::sched::ext::ScxTask,
     /// The fair-class entity (`p->se`).
     pub se: SchedEntity,
+    // Read by a few steps only (stamped wait objects, periodic sleeps).
+    /// Request start (Op::Stamp), carried through stamped wait objects.
+    pub stamp: Option<Ns>,
+    /// When a `Post` woke the task from a `Wait` (for Measure::Wakeup).
+    pub woken_at: Option<Ns>,
+    /// Intended wake time for latency measurement (SleepPeriodic).
+    pub next_wake: Ns,
     /// Iterations done per loop slot.
     pub loop_counts: Vec<u32>,
     /// The RT-class entity (`p->rt`).
@@ -523,27 +533,24 @@ impl Task {
     }
 
     /// Starts loading the lines of the task that an event on it reads:
-    /// its head (state, CPU, affinity, step), its counters and its fair
-    /// entity's clock; with `ext`, its sched_ext entity, else the fair
-    /// entity's PELT averages. Tasks are not line-aligned, so one field
-    /// every 64 bytes or less covers each stretch. Only timing changes.
+    /// its head (state, CPU, affinity, step, counters) and, with `ext`,
+    /// its sched_ext entity and the fair entity's clock after it, else the
+    /// whole fair entity. One field in each line (the task is line-aligned;
+    /// a test checks that these cover the lines). Only timing changes.
     #[inline(always)]
     pub(crate) fn prefetch(&self, ext: bool) {
         use crate::sched::prefetch;
         prefetch(self);
-        prefetch(&self.timer_gen);
         prefetch(&self.cpus_allowed);
-        prefetch(&self.spinning);
-        prefetch(&self.last_ran);
+        prefetch(&self.run_left);
         prefetch(&self.stats);
-        prefetch(&self.se);
-        prefetch(&self.se.exec_start);
         if ext {
-            prefetch(&self.scx);
             prefetch(&self.scx.dsq);
             prefetch(&self.scx.local_since);
-        } else {
-            prefetch(&self.se.avg);
+        }
+        prefetch(&self.se);
+        if !ext {
+            prefetch(&self.se.prev_sum_exec_runtime);
             prefetch(&self.se.avg.util_sum);
         }
     }
@@ -571,5 +578,27 @@ mod tests {
         }
         assert_eq!(LoadWeight::for_nice(0, Policy::Other).weight, NICE_0_LOAD);
         assert_eq!(LoadWeight::for_nice(5, Policy::Other).weight, 335);
+    }
+
+    /// The lines [`Task::prefetch`] touches are every line from the task's
+    /// start to the end of what each class reads: through the fair
+    /// entity's clock under sched_ext, through the whole fair entity else.
+    #[test]
+    fn prefetch_covers_the_hot_lines() {
+        use std::collections::BTreeSet;
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!(align_of::<Task>(), 64);
+        let line = |off: usize| off / 64;
+        let head = [0, offset_of!(Task, cpus_allowed), offset_of!(Task, run_left), offset_of!(Task, stats)];
+        let ext = [offset_of!(Task, scx.dsq), offset_of!(Task, scx.local_since), offset_of!(Task, se)];
+        let fair = [offset_of!(Task, se), offset_of!(Task, se.prev_sum_exec_runtime), offset_of!(Task, se.avg.util_sum)];
+        let got = |extra: &[usize]| head.iter().chain(extra).map(|&o| line(o)).collect::<BTreeSet<_>>();
+        let want = |end: usize| (0..=line(end - 1)).collect::<BTreeSet<_>>();
+        let clock_end = offset_of!(Task, se.sum_exec_runtime) + size_of::<Ns>();
+        assert_eq!(got(&ext), want(clock_end), "sched_ext");
+        let se_end = offset_of!(Task, se) + size_of::<SchedEntity>();
+        let mut fair_lines = want(offset_of!(Task, scx));
+        fair_lines.extend(line(offset_of!(Task, se))..=line(se_end - 1));
+        assert_eq!(got(&fair), fair_lines, "fair");
     }
 }
