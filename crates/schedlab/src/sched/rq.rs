@@ -203,6 +203,9 @@ pub struct Rq {
     pub busy_since: Ns,
     /// Fair runtime received in the current period (fair server).
     pub fair_time: Ns,
+    /// When this CPU next runs periodic balancing, ns (`rq->next_balance`):
+    /// every tick reads it, so it sits with the tick's other fields.
+    pub next_balance: Ns,
     /// Per-CPU counters for the results.
     pub stats: CpuStats,
     // The class runqueues every pick reads past the fair one's head (RT
@@ -213,8 +216,6 @@ pub struct Rq {
     pub scx: crate::sched::ext::ScxRq,
     /// Process of the last task that ran here (lazy TLB: idle keeps the old mm).
     pub last_tgid: Option<u32>,
-    /// When this CPU next runs periodic balancing, ns (`rq->next_balance`).
-    pub next_balance: Ns,
     /// Balancing state per sched-domain level, lowest first.
     pub domains: Vec<DomainState>,
     /// Last time the yield_to() lag-credit path forced a local resched (experiment 003).
