@@ -42,7 +42,9 @@
 //! its duration ([`kfunc_enter`], used by `state::with_ctx`), so a fault in
 //! schedlab's own Rust code is never mistaken for the scheduler's, and
 //! goes to the previous handler (std's stack overflow report, or the
-//! default action) as before. For a fault, the instruction must also lie
+//! default action) as before. (A kfunc's fast path, which runs only
+//! schedlab's own text and calls nothing, leaves the flag set: the
+//! address test below tells its faults apart; [`kfunc_ctx`].) For a fault, the instruction must also lie
 //! in a loaded scheduler's text or outside schedlab's executable (a C
 //! library function such as `memcpy` the scheduler called). For the
 //! timeout, it must lie in a scheduler's text; anywhere else (a kfunc, the
@@ -225,6 +227,22 @@ pub(super) fn kfunc_enter() -> Option<(*mut Guard, Ctx)> {
         (*g).hosted = false;
         Some((g, ctx))
     }
+}
+
+/// The context of the innermost guarded call, for a kfunc's fast path
+/// (state::with_ctx_fast), which runs only schedlab's own code and calls
+/// nothing, not even the C library: the call stays marked as running
+/// hosted C, as the handler tells a fault or a timeout signal in that
+/// code from the scheduler's by its address alone (see the module doc),
+/// and the two stores of [`kfunc_enter`] and [`kfunc_exit`] are saved.
+/// None as for [`kfunc_enter`].
+#[inline(always)]
+pub(super) fn kfunc_ctx() -> Option<Ctx> {
+    let g = TOP.get();
+    // SAFETY: as in kfunc_enter; nothing is written.
+    let (ctx, hosted) = unsafe { ((*g).ctx, (*g).hosted) };
+    debug_assert!(ctx.sim.is_null() || hosted, "a kfunc entered from Rust");
+    (!ctx.sim.is_null()).then_some(ctx)
 }
 
 /// Ends the kfunc [`kfunc_enter`] started, with the guard it returned
