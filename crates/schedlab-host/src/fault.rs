@@ -190,8 +190,8 @@ thread_local! {
 
 /// Whether no guarded call is in progress on this thread (the next one is
 /// the outermost).
-#[inline(always)]
-pub(super) fn idle() -> bool {
+#[cfg(test)]
+fn idle() -> bool {
     TOP.get() == bottom()
 }
 
@@ -268,15 +268,30 @@ pub(super) fn poison() {
     }
 }
 
-/// Calls `f(a[0], a[1], a[2], a[3])`, a function of a loaded scheduler
-/// (any C function of up to four integer or pointer arguments returning
-/// void or an integer, whose result is then in the low bits), under a
-/// guard with `budget_ns` of wall time (0: unlimited) if this is the
-/// outermost call on the thread, its kfuncs running in `ctx`. The error
-/// is boxed so that the result of a call that returned stays two words,
-/// in registers.
+/// The arguments of a guarded call.
+#[derive(Clone, Copy)]
+pub(super) enum Args {
+    /// One (an op's context): the trampoline that passes only it, with
+    /// no registers to clear for the others.
+    One(u64),
+    Four([u64; 4]),
+}
+
+/// This thread's entry in the watchdog's table ([`enter_thread`]). A host
+/// state keeps it, as its calls are all made on the thread that created
+/// it, so that a call need not look it up (a thread-local) twice.
+#[derive(Clone, Copy)]
+pub(super) struct Watch(imp::SlotRef);
+
+/// Calls `f(a...)`, a function of a loaded scheduler (any C function of up
+/// to four integer or pointer arguments returning void or an integer,
+/// whose result is then in the low bits), under a guard with `budget_ns`
+/// of wall time (0: unlimited) if this is the outermost call on the
+/// thread (`watch`: the thread's), its kfuncs running in `ctx`. Also
+/// returns whether the call was the outermost. The error is boxed so
+/// that the result of a call that returned stays two words.
 #[inline(always)]
-pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64, ctx: Ctx) -> Result<u64, Box<Caught>> {
+pub(super) fn call(f: usize, a: Args, budget_ns: u64, watch: Watch, ctx: Ctx) -> (Result<u64, Box<Caught>>, bool) {
     let prev = TOP.get();
     // Every guarded call starts from Rust (the simulator, or a kfunc that
     // runs an op), never from hosted C.
@@ -292,27 +307,35 @@ pub(super) fn call(f: usize, a: [u64; 4], budget_ns: u64, ctx: Ctx) -> Result<u6
         (&raw mut (*gp).ctx).write(ctx);
         (&raw mut (*gp).prev).write(prev);
     }
-    let outermost = prev == bottom();
-    if outermost {
-        imp::enter_outermost(budget_ns);
+    if prev == bottom() {
+        imp::enter_outermost(watch.0, budget_ns);
     }
     TOP.set(gp);
     // SAFETY: `f` is a function of a loaded scheduler taking up to four
     // integer arguments (extra ones are ignored by the C ABI); `g`
     // outlives the call.
-    let r = unsafe { imp::guard_call(a, f, gp) };
+    let r = unsafe {
+        match a {
+            Args::One(a0) => imp::guard_call1(a0, f, gp),
+            Args::Four(a) => imp::guard_call(a, f, gp),
+        }
+    };
     // SAFETY: `g` is a live local; the handler or a kfunc may have written
-    // it during the call, through the pointer in TOP. Only `sig` is read
-    // on the way out; the rest only after a fault.
-    let sig = unsafe { std::ptr::read_volatile(&raw const (*gp).sig) };
+    // it during the call, through the pointer in TOP. Only `sig` (and
+    // `prev`, which nothing writes) is read on the way out; the rest only
+    // after a fault. `prev` is read back rather than kept in a register
+    // across the C call, which would cost the caller a callee-saved
+    // register (a push and a pop) for it.
+    let (sig, prev) = unsafe { (std::ptr::read_volatile(&raw const (*gp).sig), std::ptr::read_volatile(&raw const (*gp).prev)) };
     TOP.set(prev);
+    let outermost = prev == bottom();
     if outermost {
-        imp::leave_outermost();
+        imp::leave_outermost(watch.0);
     }
     if sig != 0 {
-        return Err(caught(gp));
+        return (Err(caught(gp)), outermost);
     }
-    Ok(r)
+    (Ok(r), outermost)
 }
 
 /// What ended the call at `g` early (its `sig` is set).
@@ -459,12 +482,37 @@ mod imp {
         ".popsection",
     );
 
+    // __schedlab_guard_call1(a0, f, guard): the same for a callee of one
+    // argument, which ignores what rsi and rdx hold.
+    std::arch::global_asm!(
+        ".pushsection .text.__schedlab_guard_call1,\"ax\",@progbits",
+        ".globl __schedlab_guard_call1",
+        ".hidden __schedlab_guard_call1",
+        ".type __schedlab_guard_call1,@function",
+        ".p2align 4",
+        "__schedlab_guard_call1:",
+        "mov [rdx], rbx",
+        "mov [rdx + 8], rbp",
+        "mov [rdx + 16], r12",
+        "mov [rdx + 24], r13",
+        "mov [rdx + 32], r14",
+        "mov [rdx + 40], r15",
+        "lea rax, [rsp + 8]",
+        "mov [rdx + 48], rax",
+        "mov rax, [rsp]",
+        "mov [rdx + 56], rax",
+        "jmp rsi",
+        ".size __schedlab_guard_call1, . - __schedlab_guard_call1",
+        ".popsection",
+    );
+
     extern "C" {
         fn __schedlab_guard_call(a0: u64, a1: u64, a2: u64, a3: u64, f: usize, g: *mut std::ffi::c_void) -> u64;
+        fn __schedlab_guard_call1(a0: u64, f: usize, g: *mut std::ffi::c_void) -> u64;
     }
 
     /// One thread the watchdog watches.
-    struct Slot {
+    pub(crate) struct Slot {
         /// Kernel thread id (0: free).
         tid: AtomicI32,
         /// Odd while the thread is inside an outermost guarded call.
@@ -473,6 +521,9 @@ mod imp {
         /// The epoch the watchdog gave up on (the handler aborts only it).
         kill: AtomicU64,
     }
+
+    /// A thread's slot ([`Watch`]).
+    pub(crate) type SlotRef = &'static Slot;
 
     const NSLOTS: usize = 512;
     const fn free_slot() -> Slot {
@@ -569,9 +620,9 @@ mod imp {
     /// calls it when it is created; it is neither Send nor Sync, so every
     /// call into the scheduler is made on a thread that did, and [`call`]
     /// need not check.
-    pub(crate) fn enter_thread() {
+    pub(crate) fn enter_thread() -> Watch {
         if !std::ptr::eq(MY_SLOT.get(), &UNWATCHED) {
-            return;
+            return Watch(MY_SLOT.get());
         }
         install();
         // SAFETY: querying and setting this thread's alternate stack; the
@@ -603,6 +654,7 @@ mod imp {
             });
         }
         MY_SLOT.set(SLOTS.get(slot).unwrap_or(&UNWATCHED));
+        Watch(MY_SLOT.get())
     }
 
     /// Signals threads that stay inside one outermost call past their budget.
@@ -638,20 +690,17 @@ mod imp {
     /// Starts the outermost call of this thread: its epoch turns odd, so the
     /// watchdog starts timing it.
     #[inline(always)]
-    pub(super) fn enter_outermost(budget_ns: u64) {
-        let s = MY_SLOT.get();
+    pub(super) fn enter_outermost(s: SlotRef, budget_ns: u64) {
+        debug_assert!(std::ptr::eq(s, MY_SLOT.get()), "a call on another thread than its host state's");
         s.budget.store(budget_ns, Ordering::Relaxed);
         // Only this thread writes its slot's epoch, so a load and a store
         // do (no locked read-modify-write); Release publishes the budget.
         s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
     }
 
-    /// Ends the outermost call of this thread: its epoch turns even. (The
-    /// slot is looked up again, one load, rather than kept live across the
-    /// call.)
+    /// Ends the outermost call of this thread: its epoch turns even.
     #[inline(always)]
-    pub(super) fn leave_outermost() {
-        let s = MY_SLOT.get();
+    pub(super) fn leave_outermost(s: SlotRef) {
         s.epoch.store(s.epoch.load(Ordering::Relaxed) + 1, Ordering::Release);
     }
 
@@ -665,6 +714,16 @@ mod imp {
     pub(super) unsafe fn guard_call(a: [u64; 4], f: usize, g: *mut Guard) -> u64 {
         // SAFETY: per the contract.
         unsafe { __schedlab_guard_call(a[0], a[1], a[2], a[3], f, g.cast()) }
+    }
+
+    /// [`guard_call`] of a function of one argument.
+    ///
+    /// # Safety
+    /// As for [`guard_call`].
+    #[inline(always)]
+    pub(super) unsafe fn guard_call1(a0: u64, f: usize, g: *mut Guard) -> u64 {
+        // SAFETY: per the contract.
+        unsafe { __schedlab_guard_call1(a0, f, g.cast()) }
     }
 
     /// Abandons the innermost guarded call if `sig` is the scheduler's
@@ -759,9 +818,11 @@ mod imp {
 mod imp {
     use super::*;
 
-    pub fn enter_outermost(_budget_ns: u64) {}
+    pub type SlotRef = ();
 
-    pub fn leave_outermost() {}
+    pub fn enter_outermost(_: SlotRef, _budget_ns: u64) {}
+
+    pub fn leave_outermost(_: SlotRef) {}
 
     /// # Safety
     /// `f` is a C function of up to four integer arguments.
@@ -772,13 +833,22 @@ mod imp {
         unsafe { f(a[0], a[1], a[2], a[3]) }
     }
 
+    /// # Safety
+    /// As for [`guard_call`].
+    pub unsafe fn guard_call1(a0: u64, f: usize, g: *mut Guard) -> u64 {
+        // SAFETY: per the contract.
+        unsafe { guard_call([a0, 0, 0, 0], f, g) }
+    }
+
     pub fn timeout_signal() -> i32 {
         0
     }
 
     pub fn install() {}
 
-    pub fn enter_thread() {}
+    pub fn enter_thread() -> Watch {
+        Watch(())
+    }
 }
 
 pub(super) use imp::{enter_thread, install};
@@ -815,10 +885,12 @@ mod tests {
         // Never dereferenced: only compared.
         let ctx = Ctx { sim: std::ptr::dangling_mut(), host: std::ptr::null() };
         assert!(idle() && top_ctx().is_none());
-        let r = call(c_with_a_panicking_kfunc as *const () as usize, [0; 4], 0, ctx);
+        let w = enter_thread();
+        let (r, outermost) = call(c_with_a_panicking_kfunc as *const () as usize, Args::Four([0; 4]), 0, w, ctx);
+        assert!(outermost);
         assert!(matches!(r, Err(ref c) if c.kind == Kind::Panic), "{r:?}");
         assert!(idle(), "the guard is popped");
-        let r = call(c_returning as *const () as usize, [2, 3, 0, 0], 0, ctx);
+        let (r, _) = call(c_returning as *const () as usize, Args::Four([2, 3, 0, 0]), 0, w, ctx);
         assert_eq!(r.ok(), Some(5 + ctx.sim as u64), "a later call runs, with its context");
         assert!(kfunc_enter().is_none(), "no context outside a call");
     }

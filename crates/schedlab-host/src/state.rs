@@ -194,6 +194,9 @@ pub(super) struct HostState {
     pub(super) last_fault: RefCell<Option<String>>,
     /// The wall-time budget of one outermost call (0: none).
     pub budget_ns: Cell<u64>,
+    /// The thread's watchdog entry (fault.rs), where this state's calls
+    /// are made.
+    watch: fault::Watch,
     /// The object's file and load bias, for file:line of a fault.
     pub obj: ObjInfo,
 }
@@ -348,8 +351,9 @@ impl HostState {
     pub(super) fn new(inner: Inner, end_call: Option<EndCall>, obj: ObjInfo, pages: loader::Pages, fns: &[usize; Op::ALL.len()]) -> HostState {
         // A HostState stays on this thread (a raw pointer makes it neither
         // Send nor Sync), so this is where its calls will be made.
-        fault::enter_thread();
+        let watch = fault::enter_thread();
         HostState {
+            watch,
             cid_form: inner.cid.is_some(),
             inner: RefCell::new(inner),
             task_regs: TaskRegs::default(),
@@ -395,7 +399,7 @@ impl HostState {
     /// message naming `what`, the address and the source line.
     pub(super) fn call_c(&self, sim: &mut Sim, what: Callee, f: usize, args: [u64; 4]) -> Option<u64> {
         let cost0 = sim.scx.cost_acc;
-        match self.guarded(sim, f, args) {
+        match self.guarded(sim, f, fault::Args::Four(args)) {
             Ok(r) => Some(r),
             Err(c) => {
                 self.caught(sim, what, &c, cost0);
@@ -411,7 +415,7 @@ impl HostState {
     #[inline(always)]
     pub(super) fn call_op(&self, sim: &mut Sim, op: Op, f: usize, ctx: u64) -> Option<u64> {
         let cost0 = sim.scx.cost_acc;
-        match self.guarded(sim, f, [ctx, 0, 0, 0]) {
+        match self.guarded(sim, f, fault::Args::One(ctx)) {
             Ok(r) => Some(r),
             Err(c) => {
                 self.caught(sim, Callee::Op(op), &c, cost0);
@@ -430,7 +434,7 @@ impl HostState {
     /// Calls `f` guarded (fault.rs) with this state and `sim` as the
     /// context of its kfuncs; a kfunc's panic resumes here.
     #[inline(always)]
-    fn guarded(&self, sim: &mut Sim, f: usize, args: [u64; 4]) -> Result<u64, Box<fault::Caught>> {
+    fn guarded(&self, sim: &mut Sim, f: usize, args: fault::Args) -> Result<u64, Box<fault::Caught>> {
         // The scheduler's code runs with its rodata read-only, as in the
         // kernel, whatever a loader wrote since the last call.
         if self.pages.any_open() {
@@ -441,9 +445,8 @@ impl HostState {
         // this state's outermost exactly when no call is in progress on the
         // thread: no depth count to keep.
         debug_assert!(fault::top_ctx().is_none_or(|c| std::ptr::eq(c.host, self)), "calls of two schedulers nested");
-        let outermost = fault::idle();
         let ctx = Ctx { sim: sim as *mut Sim, host: self as *const HostState };
-        let r = fault::call(f, args, self.budget_ns.get(), ctx);
+        let (r, outermost) = fault::call(f, args, self.budget_ns.get(), self.watch, ctx);
         if let Err(c) = &r {
             if c.kind == fault::Kind::Panic {
                 self.resume_panic(outermost);
