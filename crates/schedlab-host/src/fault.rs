@@ -43,10 +43,10 @@
 //! schedlab's own Rust code is never mistaken for the scheduler's, and
 //! goes to the previous handler (std's stack overflow report, or the
 //! default action) as before. (A kfunc's fast path, which runs only
-//! schedlab's own text and calls nothing, leaves the flag set: the
-//! address test below tells its faults apart; [`kfunc_ctx`].) For a fault, the instruction must also lie
-//! in a loaded scheduler's text or outside schedlab's executable (a C
-//! library function such as `memcpy` the scheduler called). For the
+//! schedlab's own text, leaves the flag set: the address test below tells
+//! its faults apart; [`kfunc_ctx`].) For a fault, the instruction must
+//! also lie in a loaded scheduler's text or outside schedlab's executable
+//! (a C library function such as `memcpy` the scheduler called). For the
 //! timeout, it must lie in a scheduler's text; anywhere else (a kfunc, the
 //! C library) the signal is ignored and sent again a little later, so an
 //! asynchronous abort never lands in Rust or in a C library call.
@@ -230,8 +230,8 @@ pub(super) fn kfunc_enter() -> Option<(*mut Guard, Ctx)> {
 }
 
 /// The context of the innermost guarded call, for a kfunc's fast path
-/// (state::with_ctx_fast), which runs only schedlab's own code and calls
-/// nothing, not even the C library: the call stays marked as running
+/// (state::with_ctx_fast), which runs only schedlab's own code (it calls
+/// nothing outside it, not even the C library): the call stays marked as running
 /// hosted C, as the handler tells a fault or a timeout signal in that
 /// code from the scheduler's by its address alone (see the module doc),
 /// and the two stores of [`kfunc_enter`] and [`kfunc_exit`] are saved.

@@ -12,9 +12,10 @@ use std::ffi::{c_char, c_void, CStr};
 
 use schedlab::sched::ext::abi::{CpumaskC, DsqIterC, TaskStructC};
 use schedlab::sched::ext::kfuncs as k;
+use schedlab::sched::ext::ops::dsq_id;
 
 use super::kobj::Who;
-use super::state::{bad, with_ctx, with_ctx_fast};
+use super::state::{bad, with_ctx, with_ctx_fast, with_ctx_plain};
 use super::{kptr, mapfns, rtfns};
 
 /// `struct scx_bpf_select_cpu_and_args`.
@@ -193,9 +194,22 @@ pub(super) extern "C" fn scx_bpf_kick_cpu(cpu: i32, flags: u64) {
     with_ctx(|sim, _| k::scx_bpf_kick_cpu(sim, cpu, flags))
 }
 
-pub(super) extern "C" fn scx_bpf_dsq_nr_queued(dsq_id: u64) -> i32 {
-    with_ctx(|sim, h| match super::cid::dsq_in(sim, h, dsq_id) {
-        Some(dsq_id) => k::scx_bpf_dsq_nr_queued(sim, dsq_id),
+pub(super) extern "C" fn scx_bpf_dsq_nr_queued(id: u64) -> i32 {
+    // Every id but a LOCAL_ON one of a cid-form scheduler (cid::dsq_in()
+    // passes the others as they are) or one naming no CPU (an error):
+    // scx_bpfland asks several times a callback.
+    let fast = with_ctx_fast(|sim, h| {
+        let cpu = (id & dsq_id::LOCAL_CPU_MASK) as i32;
+        let plain = id & dsq_id::LOCAL_ON != dsq_id::LOCAL_ON || (!h.cid_form() && cpu >= 0 && (cpu as usize) < sim.nr_cpus());
+        plain.then(|| k::scx_bpf_dsq_nr_queued(sim, id))
+    });
+    fast.unwrap_or_else(|| nr_queued_full(id))
+}
+
+#[inline(never)]
+extern "C" fn nr_queued_full(id: u64) -> i32 {
+    with_ctx(|sim, h| match super::cid::dsq_in(sim, h, id) {
+        Some(id) => k::scx_bpf_dsq_nr_queued(sim, id),
         None => -22,
     })
 }
@@ -381,11 +395,11 @@ extern "C" fn task_cpu_full(p: *const TaskStructC) -> i32 {
 }
 
 pub(super) extern "C" fn scx_bpf_now() -> u64 {
-    with_ctx(|sim, _| k::scx_bpf_now(sim))
+    with_ctx_plain(|sim, _| k::scx_bpf_now(sim))
 }
 
 pub(super) extern "C" fn bpf_ktime_get_ns() -> u64 {
-    with_ctx(|sim, _| k::bpf_ktime_get_ns(sim))
+    with_ctx_plain(|sim, _| k::bpf_ktime_get_ns(sim))
 }
 
 pub(super) extern "C" fn bpf_get_prandom_u32() -> u32 {
@@ -393,7 +407,7 @@ pub(super) extern "C" fn bpf_get_prandom_u32() -> u32 {
 }
 
 pub(super) extern "C" fn bpf_get_smp_processor_id() -> u32 {
-    with_ctx(|sim, _| k::bpf_get_smp_processor_id(sim))
+    with_ctx_plain(|sim, _| k::bpf_get_smp_processor_id(sim))
 }
 
 /// The host function the runtime asks for by `name`.

@@ -291,12 +291,21 @@ pub(super) fn with_ctx<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R 
 /// schedlab's own code (fault::kfunc_ctx).
 #[inline(always)]
 pub(super) fn with_ctx_fast<R>(f: impl FnOnce(&mut Sim, &HostState) -> Option<R>) -> Option<R> {
-    // `f` calls nothing, so the call need not be marked as running Rust
-    // (fault::kfunc_ctx).
+    // `f` runs only schedlab's own code, so the call need not be marked
+    // as running Rust (fault::kfunc_ctx).
     let ctx = fault::kfunc_ctx()?;
     // SAFETY: as in with_ctx.
     let (sim, host) = unsafe { (&mut *ctx.sim, &*ctx.host) };
     f(sim, host)
+}
+
+/// A kfunc whose whole body is such a fast path ([`with_ctx_fast`]: it
+/// allocates nothing, takes only indices it checked and calls nothing
+/// outside schedlab's own code):
+/// zero outside a call or after a panic in it, as [`with_ctx`].
+#[inline(always)]
+pub(super) fn with_ctx_plain<R: Zero>(f: impl FnOnce(&mut Sim, &HostState) -> R) -> R {
+    with_ctx_fast(|sim, h| Some(f(sim, h))).unwrap_or_else(R::zero)
 }
 
 /// Keeps a kfunc's panic for HostState::guarded to resume, and poisons the
