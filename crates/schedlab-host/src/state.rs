@@ -456,15 +456,30 @@ impl HostState {
         debug_assert!(fault::top_ctx().is_none_or(|c| std::ptr::eq(c.host, self)), "calls of two schedulers nested");
         let ctx = Ctx { sim: sim as *mut Sim, host: self as *const HostState };
         let (r, outermost) = fault::call(f, args, self.budget_ns.get(), self.watch, ctx);
-        if let Err(c) = &r {
-            if c.kind == fault::Kind::Panic {
-                self.resume_panic(outermost);
+        // Two arms, so that a call that returned tests its signal once.
+        match r {
+            Ok(v) => {
+                if outermost {
+                    self.end_outermost(sim);
+                }
+                Ok(v)
             }
+            Err(c) => Err(self.ended_early(sim, c, outermost)),
+        }
+    }
+
+    /// What follows a call that ended early: a kfunc's panic resumes;
+    /// anything else is the caller's to report.
+    #[cold]
+    #[inline(never)]
+    fn ended_early(&self, sim: &mut Sim, c: Box<fault::Caught>, outermost: bool) -> Box<fault::Caught> {
+        if c.kind == fault::Kind::Panic {
+            self.resume_panic(outermost);
         }
         if outermost {
             self.end_outermost(sim);
         }
-        r
+        c
     }
 
     #[cold]
