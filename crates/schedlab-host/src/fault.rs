@@ -183,6 +183,19 @@ fn bottom() -> *mut Guard {
     (&raw const BOTTOM.0).cast_mut()
 }
 
+/// Whether `g`, a live guard or the bottom, is the bottom: the one guard
+/// with no previous one. A load, where comparing with the bottom's
+/// address would keep that address in a callee-saved register across
+/// the C call (a push and a pop per call).
+#[inline(always)]
+fn is_bottom(g: *mut Guard) -> bool {
+    // SAFETY: the callers pass this thread's innermost guard or the one
+    // below it, both live (or the bottom); `prev` is set in every guard.
+    let below = unsafe { (*g).prev };
+    debug_assert_eq!(below.is_null(), g == bottom());
+    below.is_null()
+}
+
 thread_local! {
     /// The innermost guard of this thread ([`BOTTOM`]: not in a guarded call).
     static TOP: Cell<*mut Guard> = const { Cell::new((&raw const BOTTOM.0).cast_mut()) };
@@ -307,7 +320,7 @@ pub(super) fn call(f: usize, a: Args, budget_ns: u64, watch: Watch, ctx: Ctx) ->
         (&raw mut (*gp).ctx).write(ctx);
         (&raw mut (*gp).prev).write(prev);
     }
-    if prev == bottom() {
+    if is_bottom(prev) {
         imp::enter_outermost(watch.0, budget_ns);
     }
     TOP.set(gp);
@@ -328,7 +341,7 @@ pub(super) fn call(f: usize, a: Args, budget_ns: u64, watch: Watch, ctx: Ctx) ->
     // register (a push and a pop) for it.
     let (sig, prev) = unsafe { (std::ptr::read_volatile(&raw const (*gp).sig), std::ptr::read_volatile(&raw const (*gp).prev)) };
     TOP.set(prev);
-    let outermost = prev == bottom();
+    let outermost = is_bottom(prev);
     if outermost {
         imp::leave_outermost(watch.0);
     }
