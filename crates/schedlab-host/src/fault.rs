@@ -45,8 +45,9 @@
 //! default action) as before. (A kfunc's fast path, which runs only
 //! schedlab's own text, leaves the flag set: the address test below tells
 //! its faults apart; [`kfunc_ctx`].) For a fault, the instruction must
-//! also lie in a loaded scheduler's text or outside schedlab's executable
-//! (a C library function such as `memcpy` the scheduler called). For the
+//! also lie in a loaded scheduler's text or outside the object holding
+//! schedlab's own code, the executable or the Python extension module (a
+//! C library function such as `memcpy` the scheduler called). For the
 //! timeout, it must lie in a scheduler's text; anywhere else (a kfunc, the
 //! C library) the signal is ignored and sent again a little later, so an
 //! asynchronous abort never lands in Rust or in a C library call.
@@ -573,7 +574,9 @@ mod imp {
     static WATCHDOG: Once = Once::new();
     static mut OLD: [std::mem::MaybeUninit<libc::sigaction>; 4] = [const { std::mem::MaybeUninit::uninit() }; 4];
     const SIGS: [i32; 3] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL];
-    /// Executable ranges of schedlab's own executable.
+    /// Executable ranges of the object that holds schedlab's own code: the
+    /// executable for the CLI, the extension module under Python (whose
+    /// executable is the interpreter).
     static OWN_TEXT: [(AtomicU64, AtomicU64); 8] = [const { (AtomicU64::new(0), AtomicU64::new(0)) }; 8];
 
     pub(super) fn timeout_signal() -> i32 {
@@ -587,20 +590,24 @@ mod imp {
         })
     }
 
+    /// dl_iterate_phdr's callback: records the executable segments of the
+    /// object whose text holds this very function, and stops there.
     unsafe extern "C" fn own_phdrs(info: *mut libc::dl_phdr_info, _: libc::size_t, _: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: dl_iterate_phdr passes a valid info; the first object is
-        // the executable.
+        // SAFETY: dl_iterate_phdr passes a valid info.
         let info = unsafe { &*info };
-        let mut n = 0;
-        for i in 0..info.dlpi_phnum as usize {
-            // SAFETY: dlpi_phdr has dlpi_phnum entries.
-            let ph = unsafe { &*info.dlpi_phdr.add(i) };
-            if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && n < OWN_TEXT.len() {
-                let start = info.dlpi_addr + ph.p_vaddr;
-                OWN_TEXT[n].0.store(start, Ordering::Relaxed);
-                OWN_TEXT[n].1.store(start + ph.p_memsz, Ordering::Relaxed);
-                n += 1;
-            }
+        let here = own_phdrs as *const () as u64;
+        // SAFETY: dlpi_phdr has dlpi_phnum entries.
+        let segments = || (0..info.dlpi_phnum as usize).map(|i| unsafe { &*info.dlpi_phdr.add(i) });
+        let text = |ph: &libc::Elf64_Phdr| {
+            let start = info.dlpi_addr + ph.p_vaddr;
+            (ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0).then_some((start, start + ph.p_memsz))
+        };
+        if !segments().filter_map(text).any(|(s, e)| (s..e).contains(&here)) {
+            return 0;
+        }
+        for (slot, (s, e)) in OWN_TEXT.iter().zip(segments().filter_map(text)) {
+            slot.0.store(s, Ordering::Relaxed);
+            slot.1.store(e, Ordering::Relaxed);
         }
         1
     }
