@@ -338,17 +338,15 @@ struct task_struct {
 	const cpumask_t *cpus_ptr;
 	/*
 	 * Through scx, what the host and the kfuncs touch on every call fills
-	 * the first four cache lines (256 bytes; the struct is line-aligned,
-	 * stime is after them); with tens of thousands of tasks each further
-	 * line is a miss per call.
+	 * the first four cache lines; with tens of thousands of tasks each
+	 * further line is a miss per call.
 	 */
 	/* The task's css_set: its cgroup (dfl_cgrp) and the css of each controller. */
 	struct css_set *cgroups;
 	u64 utime;
+	u64 stime;
 	struct sched_entity se;
 	struct sched_ext_entity scx;
-	/* Always 0: off the lines above. */
-	u64 stime;
 	struct task_struct *real_parent;
 	struct task_struct *group_leader;
 	struct mm_struct *mm;
@@ -377,7 +375,7 @@ struct task_struct {
 	struct pid __schedlab_pid;
 	/* The process's signal_struct when this task leads its thread group. */
 	struct signal_struct __schedlab_signal;
-} __attribute__((aligned(64)));
+};
 
 #define TASK_COMM_LEN 16
 

@@ -134,11 +134,7 @@ pub struct SchedEntityC {
 
 /// `struct task_struct`, the subset. `schedlab_id` is ours: the simulator's
 /// task index, how the host turns a pointer back into a task.
-///
-/// Line-aligned (vmlinux.h says the same), so that what the event path
-/// reads, `schedlab_id` through `scx`, is exactly the first four cache
-/// lines of the box rather than five at malloc's 16-byte alignment.
-#[repr(C, align(64))]
+#[repr(C)]
 #[derive(Clone, Debug)]
 pub struct TaskStructC {
     /// The simulator's task index (ours, not the kernel's).
@@ -182,18 +178,18 @@ pub struct TaskStructC {
     /// Points at `cpus_mask` (`p->cpus_ptr`).
     pub cpus_ptr: *const CpumaskC,
     // Through `scx`, what the host and the kfuncs touch on every call
-    // fills the first four cache lines (256 bytes, `stime` after them);
-    // with tens of thousands of tasks each further line is a miss per call.
+    // fills the first four cache lines; with tens of thousands of tasks
+    // each further line is a miss per call.
     /// The task's css_set (its cgroup), set by the host before each call.
     pub cgroups: *mut core::ffi::c_void,
     /// User and system CPU time (all simulated work counts as user time).
     pub utime: u64,
+    /// System CPU time, ns (`p->stime`): 0.
+    pub stime: u64,
     /// The fair entity (`p->se`).
     pub se: SchedEntityC,
     /// The sched_ext entity (`p->scx`).
     pub scx: SchedExtEntityC,
-    /// System CPU time, ns (`p->stime`): 0, so off the lines above.
-    pub stime: u64,
     /// The parent (`p->real_parent`); swapper/0's for workload tasks.
     pub real_parent: *mut TaskStructC,
     /// The thread group leader (`p->group_leader`).
