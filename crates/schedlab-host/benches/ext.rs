@@ -71,7 +71,12 @@ fn flat_lscpu(cpus: usize) -> std::path::PathBuf {
     for c in 0..cpus {
         text.push_str(&format!("{c},{c},0,0,,{c},{c},{c},0\n"));
     }
-    std::fs::write(&path, text).expect("write the bench machine");
+    // Written under a name of this process's own and renamed into place,
+    // so that two bench processes running side by side (old and new
+    // builds compared) never read each other's half-written file.
+    let tmp = path.with_extension(format!("lscpu.{}", std::process::id()));
+    std::fs::write(&tmp, text).expect("write the bench machine");
+    std::fs::rename(&tmp, &path).expect("move the bench machine into place");
     path
 }
 
