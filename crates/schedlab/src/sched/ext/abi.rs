@@ -56,6 +56,17 @@ impl CpumaskC {
     pub fn to_mask(&self, nr_cpus: usize) -> CpuMask {
         CpuMask::from_words(nr_cpus, &self.bits)
     }
+
+    /// Whether this mask and `mask` (of the machine's CPUs) share a CPU:
+    /// `self.to_mask(n).intersects(mask)` without building the copy. The
+    /// copy's words are these with the bits past the machine's CPUs
+    /// cleared, and `mask` has none of those bits set.
+    #[inline]
+    pub fn intersects(&self, mask: &CpuMask) -> bool {
+        let any = self.bits.iter().zip(mask.words()).any(|(a, b)| a & b != 0);
+        debug_assert_eq!(any, self.to_mask(mask.nr_bits()).intersects(mask));
+        any
+    }
 }
 
 /// `struct sched_ext_entity` (include/linux/sched/ext.h), the fields

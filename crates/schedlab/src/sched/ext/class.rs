@@ -230,7 +230,7 @@ impl SchedClass for ExtClass {
         let in_dsq = t.dsq.is_some();
         sim.rqs[cpu as usize].scx.nr_running -= 1;
         if in_dsq {
-            sim.scx_dispatch_dequeue(p);
+            sim.scx_dispatch_dequeue_work(p);
         }
         true
     }

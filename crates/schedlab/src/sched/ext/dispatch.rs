@@ -268,8 +268,9 @@ impl Sim {
         }
     }
 
+    /// [`Sim::scx_dispatch_dequeue`] of a task known to sit in a DSQ.
     #[inline(never)]
-    fn scx_dispatch_dequeue_work(&mut self, p: TaskId) {
+    pub(crate) fn scx_dispatch_dequeue_work(&mut self, p: TaskId) {
         // Everything of the task at once: one lookup.
         let t = &mut self.tasks[p as usize].scx;
         let Some((dsq, key)) = t.dsq.take() else { return };

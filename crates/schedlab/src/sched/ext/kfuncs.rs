@@ -5,7 +5,6 @@
 //! which ejects the scheduler, and a harmless return value.
 
 use crate::engine::{Cpu, TaskId};
-use crate::machine::cpumask::CpuMask;
 use crate::sched::ext::abi::{CpumaskC, DsqIterC};
 use crate::sched::sim::Sim;
 
@@ -140,7 +139,7 @@ pub fn scx_bpf_select_cpu_and(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flag
         sim.scx_error("built-in idle tracking is disabled".into());
         return EBUSY;
     }
-    if !c_mask_intersects(cpus_allowed, &sim.task(p).cpus_allowed) {
+    if !cpus_allowed.intersects(&sim.task(p).cpus_allowed) {
         return EBUSY;
     }
     // The mask is copied only for a search that reads it: with nothing
@@ -155,16 +154,6 @@ pub fn scx_bpf_select_cpu_and(sim: &mut Sim, p: TaskId, prev_cpu: i32, wake_flag
         (cpu, true) => cpu as i32,
         _ => EBUSY,
     }
-}
-
-/// Whether C mask `c` and `mask` (of the machine's CPUs) share a CPU:
-/// `c.to_mask(n).intersects(mask)` without building the copy. The copy's
-/// words are `c`'s with the bits past the machine's CPUs cleared, and
-/// `mask` has none of those bits set.
-fn c_mask_intersects(c: &CpumaskC, mask: &CpuMask) -> bool {
-    let any = c.bits.iter().zip(mask.words()).any(|(a, b)| a & b != 0);
-    debug_assert_eq!(any, c.to_mask(mask.nr_bits()).intersects(mask));
-    any
 }
 
 /// Checks shared by every insert and move: the flags a scheduler may pass,
