@@ -95,18 +95,21 @@ impl Block {
         self.v.push(e);
     }
 
-    /// Puts `e` at position `at` of the live entries.
-    fn insert(&mut self, at: usize, e: Entry) {
+    /// Puts `e` at position `at` of the live entries; returns where it
+    /// went in `v`.
+    fn insert(&mut self, at: usize, e: Entry) -> usize {
         if self.start > 0 && at < self.len() / 2 {
             let s = self.start;
             self.v.copy_within(s..s + at, s - 1);
             self.start -= 1;
             self.v[s - 1 + at] = e;
+            s - 1 + at
         } else {
             if self.start > 0 && self.v.len() == self.v.capacity() {
                 self.compact();
             }
             self.v.insert(self.start + at, e);
+            self.start + at
         }
     }
 
@@ -167,6 +170,15 @@ pub struct DsqList {
     head: usize,
     /// Entries in all blocks.
     len: usize,
+    /// The entry the last [`insert_any`](Self::insert_any) put in: its
+    /// block and its index in the block's vector. Vtime inserts often go
+    /// right after the one before: tasks woken at the scheduler's vtime
+    /// floor share one vtime and queue behind each other in insertion
+    /// order (on hosted `simple` with 128 CPUs, 82 % of the inserts; on
+    /// scx_bpfland 40 %). Entries move as others come and go, so the place
+    /// is used only once the keys on both sides of it are checked; a stale
+    /// hint costs those compares.
+    hint: (usize, usize),
 }
 
 impl DsqList {
@@ -242,6 +254,25 @@ impl DsqList {
         self.insert_any(key, p);
     }
 
+    /// The place right after the last insert's entry, if `k` goes there:
+    /// (block, position among its live entries). The entry before the
+    /// place is below `k`, and the one after it (in the block, or the next
+    /// block's first) above it: that is where a search would put `k`,
+    /// whatever moved since the hint was taken.
+    #[inline]
+    fn after_hint(&self, k: u128) -> Option<(usize, usize)> {
+        let (b, i) = self.hint;
+        let blk = self.blocks.get(b)?;
+        if i < blk.start || ord(blk.v.get(i)?.0) >= k {
+            return None;
+        }
+        let below_next = match blk.v.get(i + 1) {
+            Some(next) => k < ord(next.0),
+            None => self.firsts.get(b + 1).is_none_or(|&f| k < f),
+        };
+        below_next.then_some((b, i + 1 - blk.start))
+    }
+
     /// [`insert`](Self::insert) in any case.
     #[inline(never)]
     fn insert_any(&mut self, key: DsqKey, p: TaskId) {
@@ -250,29 +281,41 @@ impl DsqList {
             self.blocks.push(Block::default());
             self.firsts.push(k);
         }
-        let b = self.block_of(k);
-        let blk = &mut self.blocks[b];
-        match blk.live().last() {
-            // Past the block's end (a FIFO tail insert): no search.
-            Some(last) if ord(last.0) < k => blk.push_back((key, p)),
+        let (b, at) = match self.after_hint(k) {
+            Some(place) => place,
             None => {
-                blk.push_back((key, p));
-                self.firsts[b] = k;
+                let b = self.block_of(k);
+                let live = self.blocks[b].live();
+                let at = match live.last() {
+                    // Past the block's end (a FIFO tail insert): no search.
+                    Some(last) if ord(last.0) < k => live.len(),
+                    None => 0,
+                    Some(_) => live.partition_point(|e| ord(e.0) < k),
+                };
+                (b, at)
             }
-            Some(_) => {
-                let at = blk.live().partition_point(|e| ord(e.0) < k);
-                debug_assert!(blk.live().get(at).is_none_or(|e| e.0 != key), "DSQ key {key:?} inserted twice");
-                blk.insert(at, (key, p));
-                if at == 0 {
-                    self.firsts[b] = k;
-                }
-            }
+        };
+        debug_assert_eq!(b, self.block_of(k));
+        debug_assert_eq!(at, self.blocks[b].live().partition_point(|e| ord(e.0) < k));
+        debug_assert!(self.blocks[b].live().get(at).is_none_or(|e| e.0 != key), "DSQ key {key:?} inserted twice");
+        let blk = &mut self.blocks[b];
+        let i = if at == blk.len() {
+            blk.push_back((key, p));
+            blk.v.len() - 1
+        } else {
+            blk.insert(at, (key, p))
+        };
+        if at == 0 {
+            self.firsts[b] = k;
         }
         self.len += 1;
+        self.hint = (b, i);
         if blk.len() > Self::BLOCK_MAX {
             let tail = blk.split_off(blk.len() / 2);
             self.firsts.insert(b + 1, ord(tail.v[0].0));
             self.blocks.insert(b + 1, tail);
+            // Left pointing nowhere; the next insert searches.
+            self.hint = (usize::MAX, 0);
         }
     }
 
@@ -685,6 +728,35 @@ mod tests {
         }
         assert_eq!(list.blocks.len() - list.head, 1);
         assert_eq!(list.len(), 10);
+    }
+
+    #[test]
+    fn runs_of_one_vtime_take_the_place_after_the_last_insert() {
+        // Tasks woken at the vtime floor queue behind each other, among
+        // others at their own vtimes, while consuming takes the head and
+        // blocks split: the list stays what a B-tree holds, and most of
+        // the floor inserts (all but those right after another vtime's)
+        // find their place without a search.
+        let mut list = DsqList::default();
+        let mut reference: BTreeMap<DsqKey, TaskId> = BTreeMap::new();
+        let (mut hinted, mut floor_inserts) = (0, 0);
+        for seq in 1..4000u64 {
+            let floor = seq / 200 * 100;
+            let key = if seq % 4 == 0 { (floor + seq * 7919 % 1000, seq) } else { (floor, seq) };
+            if key.0 == floor {
+                floor_inserts += 1;
+                hinted += list.after_hint(ord(key)).is_some() as u32;
+            }
+            list.insert(key, seq as TaskId);
+            reference.insert(key, seq as TaskId);
+            if seq % 3 == 0 {
+                let head = *reference.keys().next().expect("entries queued");
+                assert_eq!(list.remove(&head), reference.remove(&head));
+            }
+            list.check_blocks();
+        }
+        assert!(list.iter().eq(reference.iter().map(|(&k, &p)| (k, p))));
+        assert!(hinted * 2 > floor_inserts, "{hinted} of {floor_inserts} floor inserts took the hint");
     }
 
     proptest::proptest! {
