@@ -102,7 +102,9 @@ impl Sim {
                 // A remote local DSQ needs the target's lock: park the task
                 // and defer the move (ddsp_deferred_locals).
                 self.task_mut(p).scx.ddsp = Some((dsq_id::LOCAL_ON | target as u64, f));
-                self.rqs[cpu as usize].scx.ddsp_deferred.push(p);
+                let r = &mut self.rqs[cpu as usize].scx;
+                r.ddsp_deferred.push(p);
+                r.deferred_pending = true;
                 self.scx_schedule_deferred(cpu);
                 return;
             }
@@ -588,6 +590,7 @@ impl Sim {
         }
         let r = &mut self.rqs[cpu as usize].scx;
         r.reenq_local = Some(r.reenq_local.unwrap_or(0) | flags);
+        r.deferred_pending = true;
         self.scx_schedule_deferred(cpu);
     }
 
@@ -601,6 +604,7 @@ impl Sim {
             Some(e) => e.1 |= flags,
             None => r.reenq_users.push((dsq, flags)),
         }
+        r.deferred_pending = true;
         self.scx_schedule_deferred(cpu);
     }
 
@@ -648,7 +652,8 @@ impl Sim {
     pub(crate) fn scx_run_deferred(&mut self, cpu: Cpu) {
         // Runs at every balance and wakeup; there is rarely anything to do.
         let r = &self.rqs[cpu as usize].scx;
-        if r.ddsp_deferred.is_empty() && r.reenq_local.is_none() && r.reenq_users.is_empty() {
+        debug_assert!(r.deferred_pending || !r.deferred_any(), "deferred work of CPU {cpu} without deferred_pending");
+        if !r.deferred_pending {
             return;
         }
         self.scx_run_deferred_work(cpu);
@@ -658,6 +663,13 @@ impl Sim {
     #[inline(never)]
     fn scx_run_deferred_work(&mut self, cpu: Cpu) {
         let c = cpu as usize;
+        let r = &mut self.rqs[c].scx;
+        if !r.deferred_any() {
+            // The flag outlived the work (a run nested in this CPU's own
+            // deferred run took it): nothing to do, as the lists say.
+            r.deferred_pending = false;
+            return;
+        }
         if !self.scx.enabled() {
             return;
         }
@@ -699,6 +711,8 @@ impl Sim {
                 self.task_mut(p).scx.c.scx.flags &= !reenq_reason::MASK;
             }
         }
+        let r = &mut self.rqs[c].scx;
+        r.deferred_pending = r.deferred_any();
     }
 
     /// reenq_local(): walk the local DSQ from the head. The first task may

@@ -269,46 +269,64 @@ pub mod rq_flags {
 
 /// Per-CPU sched_ext state (`struct scx_rq`): `Rq::scx`, the kernel's
 /// `rq->scx`. It starts afresh whenever a scheduler is enabled.
+///
+/// `repr(C)`, with what every pick, enqueue, dequeue and wakeup of the CPU
+/// reads or writes in its first 32 bytes (counts, flags, pnt_seq, the lock
+/// clock, and one flag standing for all the deferred work): on machines of
+/// thousands of CPUs the runqueues outgrow the caches, and each line an
+/// event touches is a miss. Within `Rq` those bytes share a line with the
+/// RT runqueue's `rt_nr_running`, which every pick and tick reads (a unit
+/// test checks that they stay within one line). The rest is rarely used.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct ScxRq {
     /// Runnable ext tasks on this CPU (`rq->scx.nr_running`).
     pub nr_running: u32,
     /// SCX_RQ_* flags (`rq->scx.flags`), see [`rq_flags`].
     pub flags: u32,
-    /// Tasks direct-dispatched to another CPU's local DSQ, waiting for the
-    /// deferred move (ddsp_deferred_locals).
-    pub ddsp_deferred: Vec<TaskId>,
-    /// Reenqueue of this CPU's local DSQ requested (IMMED tasks that cannot
-    /// run at once, or scx_bpf_reenqueue_local from elsewhere).
-    pub reenq_pending: bool,
+    /// Tasks in the local DSQ that were inserted with SCX_ENQ_IMMED.
+    pub nr_immed: u32,
+    /// The pick in progress chose the idle task (put_prev_task's `next`).
+    pub next_idle: bool,
     /// A deferred irq_work for this rq is in flight.
     pub deferred_work_queued: bool,
-    /// CPUs this CPU must kick from its kick irq_work, with SCX_KICK_* flags.
-    pub kicks: Vec<(Cpu, u64)>,
     /// The kick irq_work is queued (`rq->scx.kick_cpus_irq_work`).
     pub kick_work_queued: bool,
+    /// Deferred work may be waiting: set whenever `ddsp_deferred`,
+    /// `reenq_local` or `reenq_users` gets some, recomputed once the
+    /// deferred work has run. When it is false all three are empty, so
+    /// the test every balance and wakeup makes reads this line only.
+    pub(crate) deferred_pending: bool,
     /// Incremented on every pick (pnt_seq), for SCX_KICK_WAIT.
     pub pnt_seq: u64,
     /// The simulated time this CPU's rq lock is free again: its own CPU
     /// holds it across balance, remote CPUs while they pull tasks off this
     /// runqueue or move tasks onto it (ext/rqlock.rs).
     pub lock_held_until: Ns,
-    /// cpumask_any_distribute() cursor of this CPU.
-    pub distribute_prev: usize,
-    /// The pick in progress chose the idle task (put_prev_task's `next`).
-    pub next_idle: bool,
-    /// Tasks in the local DSQ that were inserted with SCX_ENQ_IMMED.
-    pub nr_immed: u32,
     /// A reenqueue of the local DSQ is requested: SCX_REENQ_ANY, or 0 for
     /// the IMMED-only pass; None when nothing is pending.
     pub reenq_local: Option<u64>,
+    /// Tasks direct-dispatched to another CPU's local DSQ, waiting for the
+    /// deferred move (ddsp_deferred_locals).
+    pub ddsp_deferred: Vec<TaskId>,
     /// User DSQs (index into `dsqs`) whose reenqueue this CPU runs, with
     /// their SCX_REENQ_* flags (`deferred_reenq_users`, 7.1).
     pub reenq_users: Vec<(u32, u64)>,
+    /// CPUs this CPU must kick from its kick irq_work, with SCX_KICK_* flags.
+    pub kicks: Vec<(Cpu, u64)>,
+    /// cpumask_any_distribute() cursor of this CPU.
+    pub distribute_prev: usize,
     /// Reenqueue passes in the current deferred run (loop guard).
     pub reenq_repeat: u32,
     /// scx_bpf_cpuperf_set() target (recorded; CPU speed is not modelled).
     pub cpuperf: u32,
+}
+
+impl ScxRq {
+    /// Whether any deferred work waits (what `deferred_pending` stands for).
+    pub(crate) fn deferred_any(&self) -> bool {
+        !self.ddsp_deferred.is_empty() || self.reenq_local.is_some() || !self.reenq_users.is_empty()
+    }
 }
 
 impl Default for ScxRq {
@@ -317,18 +335,18 @@ impl Default for ScxRq {
         ScxRq {
             nr_running: 0,
             flags: 0,
-            ddsp_deferred: Vec::new(),
-            reenq_pending: false,
+            nr_immed: 0,
+            next_idle: false,
             deferred_work_queued: false,
-            kicks: Vec::new(),
             kick_work_queued: false,
+            deferred_pending: false,
             pnt_seq: 0,
             lock_held_until: 0,
-            distribute_prev: 0,
-            next_idle: false,
-            nr_immed: 0,
             reenq_local: None,
+            ddsp_deferred: Vec::new(),
             reenq_users: Vec::new(),
+            kicks: Vec::new(),
+            distribute_prev: 0,
             reenq_repeat: 0,
             cpuperf: 1024,
         }
@@ -708,5 +726,24 @@ impl ScxSched {
     /// The op being executed, if any.
     pub fn current_frame(&self) -> Option<&OpFrame> {
         self.frame.as_ref()
+    }
+}
+#[cfg(test)]
+mod layout_tests {
+    use std::mem::{offset_of, size_of};
+
+    use super::ScxRq;
+    use crate::sched::rq::Rq;
+
+    /// The fields every event of a CPU touches (all before `reenq_local`)
+    /// lie within one cache line of its runqueue. If `Rq`'s layout moves
+    /// `scx`, move the hot fields (or `scx`) so that this holds again.
+    #[test]
+    fn hot_fields_share_one_line() {
+        let start = offset_of!(Rq, scx);
+        let end = start + offset_of!(ScxRq, reenq_local);
+        assert_eq!(offset_of!(ScxRq, reenq_local), 32);
+        assert_eq!(start / 64, (end - 1) / 64, "ScxRq's hot fields span bytes {start}..{end} of Rq");
+        assert!(size_of::<ScxRq>() <= 136, "ScxRq grew to {} bytes", size_of::<ScxRq>());
     }
 }
