@@ -273,6 +273,20 @@ impl DsqList {
         below_next.then_some((b, i + 1 - blk.start))
     }
 
+    /// The last insert's block, if `k` belongs in it too: it starts at or
+    /// before `k` and the next one (if any) after it. Where the place
+    /// right after the last insert is not `k`'s, its block often still is
+    /// (on scx_bpfland, 83 % of those inserts): `k` is then searched for
+    /// in that block only.
+    #[inline]
+    fn hinted_block(&self, k: u128) -> Option<usize> {
+        let b = self.hint.0;
+        if b < self.head || *self.firsts.get(b)? > k {
+            return None;
+        }
+        self.firsts.get(b + 1).is_none_or(|&f| k < f).then_some(b)
+    }
+
     /// [`insert`](Self::insert) in any case.
     #[inline(never)]
     fn insert_any(&mut self, key: DsqKey, p: TaskId) {
@@ -284,7 +298,7 @@ impl DsqList {
         let (b, at) = match self.after_hint(k) {
             Some(place) => place,
             None => {
-                let b = self.block_of(k);
+                let b = self.hinted_block(k).unwrap_or_else(|| self.block_of(k));
                 let live = self.blocks[b].live();
                 let at = match live.last() {
                     // Past the block's end (a FIFO tail insert): no search.
