@@ -98,9 +98,11 @@ pub(super) extern "C" fn __scx_bpf_select_cpu_and(
         // SAFETY: non-NULL, pointing at the wrapper's argument struct.
         let a = unsafe { &*args };
         let Some(p) = h.task_of(sim, p, "scx_bpf_select_cpu_and") else { return -22 };
-        let Some(mask) = h.mask(sim, cpus, "scx_bpf_select_cpu_and") else { return -22 };
-        let mask = *mask;
-        k::scx_bpf_select_cpu_and(sim, p, a.prev_cpu, a.wake_flags, &mask, a.flags)
+        let (prev_cpu, wake_flags, flags) = (a.prev_cpu, a.wake_flags, a.flags);
+        h.with_machine_mask(sim, cpus, "scx_bpf_select_cpu_and", |sim, mask| {
+            Some(k::scx_bpf_select_cpu_and(sim, p, prev_cpu, wake_flags, mask, flags))
+        })
+        .unwrap_or(-22)
     })
 }
 
@@ -341,13 +343,10 @@ pub(super) extern "C" fn scx_bpf_test_and_clear_cpu_idle(cpu: i32) -> bool {
 fn pick(m: *const CpumaskC, flags: u64, node: Option<i32>, any: bool) -> i32 {
     with_ctx(|sim, h| {
         let what = if any { "scx_bpf_pick_any_cpu" } else { "scx_bpf_pick_idle_cpu" };
-        let Some(mask) = h.mask(sim, m, what) else { return -22 };
-        let mask = *mask;
-        if any {
-            k::scx_bpf_pick_any_cpu(sim, &mask, flags, node)
-        } else {
-            k::scx_bpf_pick_idle_cpu(sim, &mask, flags, node)
-        }
+        h.with_machine_mask(sim, m, what, |sim, mask| {
+            Some(if any { k::scx_bpf_pick_any_cpu(sim, mask, flags, node) } else { k::scx_bpf_pick_idle_cpu(sim, mask, flags, node) })
+        })
+        .unwrap_or(-22)
     })
 }
 

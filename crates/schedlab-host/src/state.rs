@@ -197,6 +197,8 @@ pub(super) struct HostState {
     /// The thread's watchdog entry (fault.rs), where this state's calls
     /// are made.
     watch: fault::Watch,
+    /// Where [`with_machine_mask`](Self::with_machine_mask) copies a mask.
+    mask_buf: RefCell<CpumaskC>,
     /// The object's file and load bias, for file:line of a fault.
     pub obj: ObjInfo,
 }
@@ -379,6 +381,7 @@ impl HostState {
             dead: Cell::new(false),
             op_fns: fns.map(Cell::new),
             last_fault: RefCell::new(None),
+            mask_buf: RefCell::new(CpumaskC::default()),
             budget_ns: Cell::new(fault::DEFAULT_BUDGET_NS),
             obj,
         }
@@ -816,6 +819,29 @@ impl HostState {
             bad_mask(sim, m, what);
             None
         }
+    }
+
+    /// Runs `f` with a copy of the machine's CPUs of mask `m` (checked as
+    /// by [`mask`](Self::mask), ejecting on a bad one), for a kfunc that
+    /// reads only those (`CpumaskC::intersects` with a machine mask,
+    /// `CpumaskC::to_mask`). The mask may be a task's `cpus_mask`, inside
+    /// the simulator `f` gets `&mut` of, hence the copy. Only the words
+    /// that hold a CPU are copied, into a buffer of this state's, where a
+    /// whole `struct cpumask` (NR_CPUS bits, 512 bytes) was copied a call; what
+    /// the buffer holds past them (zeros, or an earlier copy's words) is
+    /// not read. If the buffer is in use (a kfunc re-entered), the copy is
+    /// a whole one.
+    #[inline(always)]
+    pub(super) fn with_machine_mask<R: Default>(&self, sim: &mut Sim, m: *const CpumaskC, what: &str, f: impl FnOnce(&mut Sim, &CpumaskC) -> R) -> R {
+        let Some(src) = self.mask(sim, m, what) else { return R::default() };
+        let Ok(mut buf) = self.mask_buf.try_borrow_mut() else {
+            let whole = *src;
+            return f(sim, &whole);
+        };
+        let n = sim.nr_cpus().div_ceil(64).min(src.bits.len());
+        buf.bits[..n].copy_from_slice(&src.bits[..n]);
+        debug_assert_eq!(buf.to_mask(sim.nr_cpus()), src.to_mask(sim.nr_cpus()));
+        f(sim, &buf)
     }
 
     /// Records a kernel mask lent to C and returns its address.
