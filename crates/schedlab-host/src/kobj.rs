@@ -169,6 +169,20 @@ impl Kobjs {
         &mut **t
     }
 
+    /// [`idle_ptr`](Self::idle_ptr) of a CPU of the machine once every
+    /// CPU's idle task exists (None before then: that call builds them),
+    /// with no allocation and nothing that could panic.
+    #[inline]
+    pub(super) fn idle_ptr_built(&mut self, sim: &Sim, cpu: Cpu) -> Option<*mut TaskStructC> {
+        let nr = sim.nr_cpus();
+        if self.idle.len() < nr || cpu as usize >= nr {
+            return None;
+        }
+        let t = &mut self.idle[cpu as usize];
+        t.on_cpu = sim.rq(cpu).curr.is_none() as i32;
+        Some(&mut **t)
+    }
+
     /// Whether `addr` is an idle task this state lent.
     pub(super) fn idle_of(&self, addr: usize) -> Option<Cpu> {
         self.idle.iter().position(|t| std::ptr::eq(&**t, addr as *const TaskStructC)).map(|c| c as Cpu)

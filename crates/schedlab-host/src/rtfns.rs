@@ -16,7 +16,7 @@ use schedlab::sched::sim::Sim;
 use super::kobj::{CgroupC, CssC, RqC, Who};
 use super::maps::{MapKind, E2BIG, EINVAL, ENOENT};
 use super::perf::PerfValueC;
-use super::state::{bad, with_ctx, HostState};
+use super::state::{bad, with_ctx, with_ctx_fast, HostState};
 
 /// -EAGAIN, -ENODATA.
 const EAGAIN: i64 = 11;
@@ -90,11 +90,52 @@ pub(super) extern "C" fn bpf_get_current_task_btf() -> *mut TaskStructC {
     })
 }
 
+/// [`curr_ptr`] in its common case, which has nothing to build or
+/// register (None: any other case): the view of a task whose registration
+/// is current, or an idle task that exists. For a kfunc's fast path
+/// (state::with_ctx_fast): it allocates nothing and cannot panic.
+#[inline(always)]
+fn curr_ptr_known(sim: &mut Sim, h: &HostState, cpu: u32, curr: Option<u32>) -> Option<*mut TaskStructC> {
+    match curr {
+        Some(p) => h.task_ptr_known(sim, p),
+        None => h.inner.try_borrow_mut().ok()?.kobjs.idle_ptr_built(sim, cpu),
+    }
+}
+
 pub(super) extern "C" fn scx_bpf_cpu_curr(cpu: i32) -> *mut TaskStructC {
+    // A CPU of the machine (scx_lavd asks for each CPU it looks at, several
+    // times a callback): the kfunc, and the answer's pointer when it needs
+    // no more than a look (anything else takes the full path for the
+    // pointer only, the kfunc having run).
+    let fast = with_ctx_fast(|sim, h| {
+        if cpu < 0 || cpu as usize >= sim.nr_cpus() {
+            return None;
+        }
+        Some(match k::scx_bpf_cpu_curr(sim, cpu) {
+            Some(curr) => curr_ptr_known(sim, h, cpu as u32, curr).ok_or(curr),
+            None => Ok(std::ptr::null_mut()),
+        })
+    });
+    match fast {
+        Some(Ok(c)) => c,
+        Some(Err(curr)) => curr_full(cpu as u32, curr),
+        None => cpu_curr_full(cpu),
+    }
+}
+
+#[inline(never)]
+extern "C" fn cpu_curr_full(cpu: i32) -> *mut TaskStructC {
     with_ctx(|sim, h| match k::scx_bpf_cpu_curr(sim, cpu) {
         Some(curr) => curr_ptr(sim, h, cpu as u32, curr),
         None => std::ptr::null_mut(),
     })
+}
+
+/// The pointer for `curr` (CPU `cpu`'s running task, None: idle) that a
+/// fast path could not answer.
+#[inline(never)]
+fn curr_full(cpu: u32, curr: Option<u32>) -> *mut TaskStructC {
+    with_ctx(|sim, h| curr_ptr(sim, h, cpu, curr))
 }
 
 fn rq_view(sim: &mut Sim, h: &HostState, cpu: u32, curr: Option<u32>) -> *mut RqC {
