@@ -110,6 +110,28 @@ pub(crate) fn vdiff(a: u64, b: u64) -> i64 {
     a.wrapping_sub(b) as i64
 }
 
+/// place_entity's lag inflated by (W + w) / W, truncated toward zero as
+/// the kernel's division is: `vlag * (load + w) / load` (`load` >= 1). In
+/// 64 bits when the product fits, as it does for lags within their
+/// bounds (a 128-bit division is a library call, several times the cost);
+/// both divisions truncate toward zero, so the quotient is the same.
+#[inline]
+fn inflate_lag(vlag: i64, load: i128, w: u64) -> i64 {
+    debug_assert!(load >= 1, "load {load}");
+    let wide = |vlag: i64| ((vlag as i128 * (load + w as i128)) / load) as i64;
+    let fast = match (i64::try_from(load), i64::try_from(w)) {
+        (Ok(l), Ok(w)) => l.checked_add(w).and_then(|lw| vlag.checked_mul(lw)).map(|p| p / l),
+        _ => None,
+    };
+    match fast {
+        Some(lag) => {
+            debug_assert_eq!(lag, wide(vlag), "inflate_lag({vlag}, {load}, {w})");
+            lag
+        }
+        None => wide(vlag),
+    }
+}
+
 impl Sim {
     /// Adds an entity to the timeline and the average (__enqueue_entity).
     pub(crate) fn enqueue_timeline<const G: bool>(&mut self, q: Cq, e: Se) {
@@ -180,12 +202,12 @@ impl Sim {
     /// deadline one (virtual) slice later (place_entity).
     pub(crate) fn place_entity<const G: bool>(&mut self, q: Cq, e: Se, flags: u32) {
         let base_slice = self.base_slice_ns;
-        let v = self.avg_vruntime::<G>(q);
+        // V, and the load of the queue the entity joins, current entity
+        // included.
+        let (v, load) = self.avg_vruntime_load::<G>(q);
         let place_lag = self.features.on(Feature::PLACE_LAG);
         let initial_half = self.features.on(Feature::PLACE_DEADLINE_INITIAL);
         let nr_queued = self.cfs_g::<G>(q).nr_queued;
-        // Load of the queue the entity joins, current entity included.
-        let (_, load) = self.avg_sums::<G>(q);
         let se = self.se_mut_g::<G>(e);
         if !se.custom_slice {
             se.slice = base_slice;
@@ -197,7 +219,7 @@ impl Sim {
             // shift V by w*lag/(W+w) and shrink the lag. Inflate it by (W+w)/W
             // so that the lag is what remains after the join.
             let load = load.max(1);
-            lag = ((se.vlag as i128 * (load + se.load.weight as i128)) / load) as i64;
+            lag = inflate_lag(se.vlag, load, se.load.weight);
         }
         se.vruntime = v.wrapping_sub(lag as u64);
         if se.rel_deadline {
@@ -907,5 +929,25 @@ impl SchedClass for FairClass {
         let now = sim.now();
         let w = sim.task(p).se.load.weight;
         sim.task_mut(p).se.avg = crate::sched::pelt::SchedAvg::new_task(w, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inflate_lag;
+
+    proptest::proptest! {
+        /// The 64-bit path agrees with the 128-bit division, sign and
+        /// truncation included, and the 128-bit one takes over where the
+        /// product does not fit 64 bits (loads up to 2^62, so that it
+        /// fits 128).
+        #[test]
+        fn inflate_lag_is_the_wide_division(vlag in proptest::num::i64::ANY, load in 1i128..(1 << 62), w in 0u64..(1 << 40)) {
+            let want = ((vlag as i128 * (load + w as i128)) / load) as i64;
+            proptest::prop_assert_eq!(inflate_lag(vlag, load, w), want);
+            let small = load % (1 << 20) + 1;
+            let want = ((vlag as i128 * (small + w as i128)) / small) as i64;
+            proptest::prop_assert_eq!(inflate_lag(vlag, small, w), want);
+        }
     }
 }

@@ -36,6 +36,13 @@ impl Sim {
 
     /// V, the load-weighted average vruntime of the queue (avg_vruntime).
     pub(crate) fn avg_vruntime<const G: bool>(&self, q: Cq) -> u64 {
+        self.avg_vruntime_load::<G>(q).0
+    }
+
+    /// V and the queue's load Σ w (the current entity included), from one
+    /// reading of the sums: place_entity needs both.
+    #[inline]
+    pub(crate) fn avg_vruntime_load<const G: bool>(&self, q: Cq) -> (u64, i128) {
         let (avg, load) = self.avg_sums::<G>(q);
         let mut off = 0i64;
         if load > 0 {
@@ -54,7 +61,7 @@ impl Sim {
                 }
             };
         }
-        self.cfs_g::<G>(q).zero_vruntime.wrapping_add(off as u64)
+        (self.cfs_g::<G>(q).zero_vruntime.wrapping_add(off as u64), load)
     }
 
     /// V >= vruntime, by cross-multiplying (vruntime_eligible).
@@ -70,6 +77,10 @@ impl Sim {
     }
 
     /// Moves zero_vruntime to V so keys stay small (update_zero_vruntime).
+    /// Rare (see [`Sim::follow_zero_vruntime`]), so out of line: inlined,
+    /// V's division made its hot caller too big to inline in turn.
+    #[cold]
+    #[inline(never)]
     pub(super) fn update_zero_vruntime<const G: bool>(&mut self, q: Cq) {
         let v = self.avg_vruntime::<G>(q);
         let cfs = self.cfs_mut_g::<G>(q);
@@ -87,7 +98,7 @@ impl Sim {
     /// where the vruntimes of the entities queued next start (only their
     /// differences are compared). Such an entity is near V (within its lag
     /// bounds, the running one within its slice), so the keys stay small.
-    #[inline]
+    #[inline(always)]
     pub(super) fn follow_zero_vruntime<const G: bool>(&mut self, q: Cq, e: Se) {
         let drift = vdiff(self.se_g::<G>(e).vruntime, self.cfs_g::<G>(q).zero_vruntime);
         if drift.unsigned_abs() > ZERO_DRIFT_MAX {
