@@ -321,12 +321,16 @@ impl Sim {
         let mut scanned = 0u64;
         let mut idle_cpu = None;
         // The LLC's span & the task's CPUs, walked without building the
-        // intersection (a task allowed everywhere skips the mask test).
+        // intersection. Whether the task may run anywhere, as most may, is
+        // tested once here rather than per CPU (Task::allowed_on's test).
         let llc_span = &self.topo.llc_span[llc];
-        let in_span = |c: usize| llc_span.test(c) && self.task(p).allowed_on(c);
+        let task = self.task(p);
+        let anywhere = task.nr_cpus_allowed as usize == task.cpus_allowed.nr_bits();
+        let allowed = |c: usize| anywhere || task.cpus_allowed.test(c);
+        let in_span = |c: usize| llc_span.test(c) && allowed(c);
         let mut seen_cores = has_idle_core.then(|| CpuMask::new(self.nr_cpus()));
         let mut found = None;
-        for c in llc_span.iter_wrap(start).filter(|&c| self.task(p).allowed_on(c)) {
+        for c in llc_span.iter_wrap(start).filter(|&c| allowed(c)) {
             scanned += 1;
             if let Some(seen_cores) = seen_cores.as_mut() {
                 if seen_cores.test(c) {

@@ -307,6 +307,8 @@ impl CpuMask {
     }
 
     /// Finds the first set bit `>= from` in the words transformed by `view`.
+    /// Inlined: an idle-CPU search calls it once per CPU it looks at.
+    #[inline]
     fn scan_from(&self, from: usize, view: impl Fn(u64) -> u64) -> Option<usize> {
         if from >= self.nr_bits {
             return None;
@@ -693,6 +695,7 @@ pub struct IterWrap<'a> {
 impl Iterator for IterWrap<'_> {
     type Item = usize;
 
+    #[inline(always)]
     fn next(&mut self) -> Option<usize> {
         if !self.wrapped {
             if let Some(cpu) = self.mask.next_set(self.pos) {
