@@ -53,7 +53,6 @@ pub(crate) struct GroupStats {
     pub(crate) h_nr_running: u32,
     pub(crate) idle_cpus: u32,
     pub(crate) weight: u32,
-    pub(crate) cores: u32,
     pub(crate) capacity: u64,
     pub(crate) avg_load: u64,
 }
@@ -419,6 +418,10 @@ impl Sim {
         s
     }
 
+    /// A group's statistics, summed over its CPUs' shares. Its cores are
+    /// not among them (the kernel keeps them in the group itself,
+    /// `sched_group->cores`): only sibling_imbalance reads them, of two
+    /// groups, in the balances that get that far ([`Sim::group_cores`]).
     pub(crate) fn group_stats(&self, group: &[Cpu]) -> GroupStats {
         let mut s = GroupStats::default();
         for &c in group {
@@ -429,15 +432,17 @@ impl Sim {
             s.nr_running += sh.nr_running;
             s.h_nr_running += sh.h_nr_running;
             s.idle_cpus += sh.idle;
-            s.weight += 1;
-            // The core's lowest-numbered sibling (validated: thread 0).
-            if self.topo.cpus[c as usize].thread == 0 {
-                s.cores += 1;
-            }
         }
+        s.weight = group.len() as u32;
         s.capacity = s.weight as u64 * SCHED_CAPACITY_SCALE;
         s.set_avg_load();
         s
+    }
+
+    /// The cores of a group: its CPUs that are their core's
+    /// lowest-numbered sibling (validated: thread 0).
+    pub(crate) fn group_cores(&self, group: &[Cpu]) -> u32 {
+        group.iter().filter(|&&c| self.topo.cpus[c as usize].thread == 0).count() as u32
     }
 
     /// What `cpu` adds to the statistics of each group holding it.
@@ -635,7 +640,8 @@ impl Sim {
                 return None;
             }
         let prefer_sibling = level > 0 && !self.domains[cpu as usize][level - 1].flags.numa;
-        let sibling_imb = self.sibling_imbalance(idle, &bs, &local);
+        let local_group = || sd.groups.groups().next().map_or(&[][..], |g| g.cpus);
+        let sibling_imb = self.sibling_imbalance(idle, (&bs, bgroup.cpus), (&local, local_group));
         let forced = prefer_sibling && lty == GroupType::HasSpare && sibling_imb > 1;
         if !forced && bty != GroupType::Overloaded {
             if idle == IdleType::NotIdle {
@@ -752,11 +758,13 @@ impl Sim {
         Some((ls, busiest, totals))
     }
 
-    fn sibling_imbalance(&self, idle: IdleType, busiest: &GroupStats, local: &GroupStats) -> i64 {
+    /// The busiest and the local group's statistics, with their CPUs (the
+    /// local group's found only if needed).
+    fn sibling_imbalance<'a>(&self, idle: IdleType, (busiest, busiest_cpus): (&GroupStats, &[Cpu]), (local, local_cpus): (&GroupStats, impl FnOnce() -> &'a [Cpu])) -> i64 {
         if idle == IdleType::NotIdle || busiest.nr_running == 0 {
             return 0;
         }
-        let (nb, nl) = (busiest.cores.max(1) as i64, local.cores.max(1) as i64);
+        let (nb, nl) = (self.group_cores(busiest_cpus).max(1) as i64, self.group_cores(local_cpus()).max(1) as i64);
         if nb == nl {
             return (busiest.nr_running as i64 - local.nr_running as i64).max(0);
         }
