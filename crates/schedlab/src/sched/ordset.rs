@@ -58,14 +58,23 @@ impl<T: Ord + Copy> OrdSet<T> {
                 if v.len() < Self::SMALL_MAX {
                     v.insert(at, x);
                 } else {
-                    let mut s = Blocks { blocks: vec![std::mem::take(v)], len: Self::SMALL_MAX };
-                    s.insert(x);
-                    *self = OrdSet::Big(s);
+                    self.grow(x);
                 }
                 true
             }
             OrdSet::Big(s) => s.insert(x),
         }
+    }
+
+    /// A full sorted vector becomes blocks, with `x` (not held) added;
+    /// out of line, so that `insert` stays small enough to inline.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, x: T) {
+        let OrdSet::Small(v) = self else { unreachable!("grow on a big set") };
+        let mut s = Blocks { blocks: vec![std::mem::take(v)], len: Self::SMALL_MAX };
+        s.insert(x);
+        *self = OrdSet::Big(s);
     }
 
     /// Removes `x`; false if it was not there.
@@ -77,16 +86,22 @@ impl<T: Ord + Copy> OrdSet<T> {
                 v.remove(at);
                 true
             }
-            OrdSet::Big(s) => {
-                let was = s.remove(x);
-                if s.len <= Self::SMALL_MAX / 4 {
-                    let mut v = Vec::with_capacity(Self::SMALL_MAX);
-                    v.extend(s.blocks.iter().flatten().copied());
-                    *self = OrdSet::Small(v);
-                }
-                was
-            }
+            OrdSet::Big(_) => self.remove_big(x),
         }
+    }
+
+    /// `remove` from the blocks, out of line so that the sorted vector's
+    /// remove, the common one, is small enough to inline.
+    #[inline(never)]
+    fn remove_big(&mut self, x: &T) -> bool {
+        let OrdSet::Big(s) = self else { unreachable!("remove_big on a small set") };
+        let was = s.remove(x);
+        if s.len <= Self::SMALL_MAX / 4 {
+            let mut v = Vec::with_capacity(Self::SMALL_MAX);
+            v.extend(s.blocks.iter().flatten().copied());
+            *self = OrdSet::Small(v);
+        }
+        was
     }
 
     /// Replaces `old` by `new`, as `remove(old)` then `insert(new)`. When
