@@ -43,8 +43,10 @@ impl<T: Ord + Copy> OrdSet<T> {
         self.len() == 0
     }
 
-    /// Adds `x`; false if it was there already.
-    #[inline]
+    /// Adds `x`; false if it was there already. Always inlined: its
+    /// callers are few, and the common case (a sorted vector with room)
+    /// is a search and a move.
+    #[inline(always)]
     pub fn insert(&mut self, x: T) -> bool {
         match self {
             OrdSet::Small(v) => {
@@ -121,6 +123,13 @@ impl<T: Ord + Copy> OrdSet<T> {
                 }
             }
         }
+        self.replace_apart(old, new);
+    }
+
+    /// `replace` as a remove and an insert, out of line: with both
+    /// inlined, `replace` would be too big to inline in turn.
+    #[inline(never)]
+    fn replace_apart(&mut self, old: &T, new: T) {
         self.remove(old);
         self.insert(new);
     }
