@@ -270,18 +270,39 @@ impl Engine {
         self.seq += 1;
         let key = ((time as u128) << 64) | self.seq as u128;
         match event {
-            Event::Tick { cpu } if (cpu as usize) < self.cpus => {
-                if let Some(armed) = self.tick_pending.get_mut(cpu as usize) {
-                    assert!(!*armed, "a second pending tick on CPU {cpu}");
-                    *armed = true;
-                }
-                if self.ticks.back().is_none_or(|&(last, _)| last < key) {
-                    self.ticks.push_back((key, cpu));
-                } else {
-                    self.heap.push(key, event);
-                }
-            }
+            Event::Tick { cpu } if (cpu as usize) < self.cpus => self.push_tick(key, cpu),
             _ => self.heap.push(key, event),
+        }
+    }
+
+    /// `schedule(at, Event::Tick { cpu })` for a CPU with timers: the tick
+    /// re-arms itself at every tick, and this path, inlined there, skips
+    /// the general one's call and its match on the event.
+    #[inline]
+    pub fn schedule_tick(&mut self, at: Ns, cpu: Cpu) {
+        if (cpu as usize) >= self.cpus {
+            self.schedule(at, Event::Tick { cpu });
+            return;
+        }
+        let time = at.max(self.now);
+        self.seq += 1;
+        let key = ((time as u128) << 64) | self.seq as u128;
+        self.push_tick(key, cpu);
+    }
+
+    /// Queues the tick of `cpu` (one with timers) under `key`: onto the
+    /// ticks' FIFO when it comes after the last one there, as nearly
+    /// every tick does, else into the heap.
+    #[inline(always)]
+    fn push_tick(&mut self, key: u128, cpu: Cpu) {
+        if let Some(armed) = self.tick_pending.get_mut(cpu as usize) {
+            assert!(!*armed, "a second pending tick on CPU {cpu}");
+            *armed = true;
+        }
+        if self.ticks.back().is_none_or(|&(last, _)| last < key) {
+            self.ticks.push_back((key, cpu));
+        } else {
+            self.heap.push(key, Event::Tick { cpu });
         }
     }
 

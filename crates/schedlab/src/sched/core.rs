@@ -559,7 +559,7 @@ impl Sim {
         // The tick hrtimer is forwarded to the next period boundary, so a
         // late (IRQ-deferred) tick does not shift the ones after it.
         let tick = self.costs.tick_ns();
-        self.engine.schedule((now / tick + 1) * tick, Event::Tick { cpu });
+        self.engine.schedule_tick((now / tick + 1) * tick, cpu);
     }
 
     /// A sleep timer fires on the CPU the task slept on.
