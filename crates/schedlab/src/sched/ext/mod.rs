@@ -728,6 +728,7 @@ impl ScxSched {
         self.frame.as_ref()
     }
 }
+
 #[cfg(test)]
 mod layout_tests {
     use std::mem::{offset_of, size_of};
