@@ -321,10 +321,10 @@ impl Sim {
         let mut idle_cpu = None;
         // The LLC's span & the task's CPUs, walked without building the
         // intersection. Whether the task may run anywhere, as most may, is
-        // tested once here rather than per CPU (Task::allowed_on's test).
+        // tested once here rather than per CPU (as Task::allowed_on would).
         let llc_span = &self.topo.llc_span[llc];
         let task = self.task(p);
-        let anywhere = task.nr_cpus_allowed as usize == task.cpus_allowed.nr_bits();
+        let anywhere = task.allowed_everywhere();
         let allowed = |c: usize| anywhere || task.cpus_allowed.test(c);
         let in_span = |c: usize| llc_span.test(c) && allowed(c);
         let mut seen_cores = has_idle_core.then(|| CpuMask::new(self.nr_cpus()));
@@ -640,8 +640,8 @@ impl Sim {
                 return None;
             }
         let prefer_sibling = level > 0 && !self.domains[cpu as usize][level - 1].flags.numa;
-        let local_group = || sd.groups.groups().next().map_or(&[][..], |g| g.cpus);
-        let sibling_imb = self.sibling_imbalance(idle, (&bs, bgroup.cpus), (&local, local_group));
+        let local_cpus = sd.groups.groups().next().map_or(&[][..], |g| g.cpus);
+        let sibling_imb = self.sibling_imbalance(idle, (&bs, bgroup.cpus), (&local, local_cpus));
         let forced = prefer_sibling && lty == GroupType::HasSpare && sibling_imb > 1;
         if !forced && bty != GroupType::Overloaded {
             if idle == IdleType::NotIdle {
@@ -758,13 +758,12 @@ impl Sim {
         Some((ls, busiest, totals))
     }
 
-    /// The busiest and the local group's statistics, with their CPUs (the
-    /// local group's found only if needed).
-    fn sibling_imbalance<'a>(&self, idle: IdleType, (busiest, busiest_cpus): (&GroupStats, &[Cpu]), (local, local_cpus): (&GroupStats, impl FnOnce() -> &'a [Cpu])) -> i64 {
+    /// The busiest and the local group's statistics, with their CPUs.
+    fn sibling_imbalance(&self, idle: IdleType, (busiest, busiest_cpus): (&GroupStats, &[Cpu]), (local, local_cpus): (&GroupStats, &[Cpu])) -> i64 {
         if idle == IdleType::NotIdle || busiest.nr_running == 0 {
             return 0;
         }
-        let (nb, nl) = (self.group_cores(busiest_cpus).max(1) as i64, self.group_cores(local_cpus()).max(1) as i64);
+        let (nb, nl) = (self.group_cores(busiest_cpus).max(1) as i64, self.group_cores(local_cpus).max(1) as i64);
         if nb == nl {
             return (busiest.nr_running as i64 - local.nr_running as i64).max(0);
         }

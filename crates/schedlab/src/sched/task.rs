@@ -561,7 +561,14 @@ impl Task {
     /// words live on the heap beyond 256 CPUs.
     #[inline]
     pub fn allowed_on(&self, cpu: usize) -> bool {
-        self.nr_cpus_allowed as usize == self.cpus_allowed.nr_bits() || self.cpus_allowed.test(cpu)
+        self.allowed_everywhere() || self.cpus_allowed.test(cpu)
+    }
+
+    /// Whether the task may run on every CPU, as most may: a scan over
+    /// many CPUs tests this once instead of each CPU's bit.
+    #[inline]
+    pub fn allowed_everywhere(&self) -> bool {
+        self.nr_cpus_allowed as usize == self.cpus_allowed.nr_bits()
     }
 }
 
