@@ -112,8 +112,35 @@ impl GroupStats {
 pub(crate) struct Nohz {
     /// CPUs whose tick is stopped because they are idle (`nohz.idle_cpus_mask`).
     pub idle_cpus: CpuMask,
+    /// CPUs in `idle_cpus` (`nohz.nr_cpus`): the tick of a busy CPU on a
+    /// machine with none idle, the common case under load, looks no
+    /// further, where finding no idle CPU in the mask reads all its words.
+    pub nr_cpus: u32,
     /// When an idle load balance is next due (`nohz.next_balance`).
     pub next_balance: Ns,
+}
+
+impl Nohz {
+    /// Every CPU idle, as at boot.
+    pub(crate) fn new(nr_cpus: usize) -> Self {
+        Nohz { idle_cpus: CpuMask::full(nr_cpus), nr_cpus: nr_cpus as u32, next_balance: 0 }
+    }
+
+    /// `cpu` goes idle and stops its tick (nohz_balance_enter_idle).
+    pub(crate) fn enter_idle(&mut self, cpu: Cpu) {
+        if !self.idle_cpus.test(cpu as usize) {
+            self.idle_cpus.set(cpu as usize);
+            self.nr_cpus += 1;
+        }
+    }
+
+    /// `cpu` leaves idle (nohz_balance_exit_idle).
+    pub(crate) fn exit_idle(&mut self, cpu: Cpu) {
+        if self.idle_cpus.test(cpu as usize) {
+            self.idle_cpus.clear(cpu as usize);
+            self.nr_cpus -= 1;
+        }
+    }
 }
 
 /// How many groups ahead a domain walk prefetches.
@@ -520,7 +547,7 @@ impl Sim {
     /// A busy CPU kicks an idle one to balance for all idle CPUs (nohz_balancer_kick).
     fn nohz_balancer_kick(&mut self, cpu: Cpu) {
         let now = self.now();
-        if now < self.nohz.next_balance || self.rq(cpu).nr_running < 2 {
+        if self.nohz.nr_cpus == 0 || now < self.nohz.next_balance || self.rq(cpu).nr_running < 2 {
             return;
         }
         let Some(ilb) = self.nohz.idle_cpus.iter().find(|&c| c as Cpu != cpu && self.idle_cpu(c as Cpu)) else {

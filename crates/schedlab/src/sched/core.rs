@@ -468,7 +468,7 @@ impl Sim {
             }
         }
         if from_idle {
-            self.nohz.idle_cpus.clear(cpu as usize);
+            self.nohz.exit_idle(cpu);
             self.update_idle_core(cpu, false);
             self.scx_update_idle(cpu, false);
         }
@@ -501,7 +501,7 @@ impl Sim {
             rq.stats.busy_ns += now.saturating_sub(rq.busy_since);
             rq.idle_since = Some(now);
         }
-        self.nohz.idle_cpus.set(cpu as usize);
+        self.nohz.enter_idle(cpu);
         self.update_idle_core(cpu, true);
         self.scx_update_idle(cpu, true);
     }

@@ -191,7 +191,7 @@ impl Sim {
         let llc_nr_idle_scan = llc_weight.iter().map(|&w| std::cell::Cell::new(w)).collect();
         Sim {
             engine: Engine::with_cpus(n),
-            nohz: Nohz { idle_cpus: CpuMask::full(n), next_balance: 0 },
+            nohz: Nohz::new(n),
             topo,
             domains,
             costs,
