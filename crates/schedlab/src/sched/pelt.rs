@@ -177,7 +177,7 @@ fn accumulate_periods(
 /// 1` units that cross a boundary (see [`SchedAvg::update_rq_and_curr`]):
 /// the periods and the contribution are the same for both. The task is
 /// queued (`queued` 1) or not (0); it runs if queued.
-#[inline(never)]
+#[inline(always)]
 fn accumulate_periods_pair(
     delta: u64,
     rq: &mut SchedAvg,
