@@ -172,10 +172,9 @@ fn accumulate_periods(
     periods
 }
 
-/// [`accumulate_periods`] of a runqueue's sums `rq` and its running task's
-/// `se`, which stand at the same point of the same period, by `delta >=
-/// 1` units that cross a boundary (see [`SchedAvg::update_rq_and_curr`]):
-/// the periods and the contribution are the same for both. The task is
+/// [`accumulate_periods`] of a runqueue's sums `rq` and its running
+/// task's `se`, at the same point of the same period, by `delta` units
+/// that cross a boundary ([`SchedAvg::update_rq_and_curr`]). The task is
 /// queued (`queued` 1) or not (0); it runs if queued.
 #[inline(always)]
 fn accumulate_periods_pair(
@@ -437,12 +436,11 @@ impl SchedAvg {
 
     /// [`SchedAvg::update_rq`] of this runqueue's average, then
     /// [`SchedAvg::update_entity`] of its running task's (`se`), to the
-    /// same `now`. The two are often at the same point of the same
-    /// period (both were last updated together: at the last tick, or when
-    /// the task was switched in), and then they cross the same periods
-    /// with the same contribution: that is computed once, and the six
-    /// sums are decayed by one call. Same integer results as the two
-    /// updates.
+    /// same `now`, with the same integer results. The two are mostly at
+    /// the same point of the same period (updated together at the last
+    /// tick, or when the task was switched in): they then cross the same
+    /// periods with the same contribution, computed once, and the six
+    /// sums are decayed together, without a call per average.
     #[inline]
     pub fn update_rq_and_curr(
         &mut self,
@@ -639,6 +637,29 @@ mod tests {
             let m = (k % (RECIPROCAL_EXACT_BELOW / d + 1)) * d;
             let m = m.saturating_sub(back);
             proptest::prop_assert_eq!(div_by_divider(m, pc), m / d);
+        }
+
+        /// The paired update gives what the two updates give, in step
+        /// (from the same point: the shared path) or not, over long and
+        /// short steps, idle or loaded runqueues, queued or not.
+        #[test]
+        fn rq_and_curr_update_as_apart(steps in proptest::collection::vec((0u64..40_000_000, 0u64..3000, 0u64..4, 0u64..2048, proptest::bool::ANY, 0u8..4), 1..40)) {
+            let (mut rq, mut se) = (SchedAvg::default(), SchedAvg::new_task(1024, 0));
+            rq.attach(&mut se, 1024);
+            let (mut rq2, mut se2, mut now) = (rq, se, 0);
+            for (dt, lw, nr, weight, on_rq, skew) in steps {
+                now += dt;
+                if skew == 0 {
+                    // Out of step: the runqueue alone moves on first.
+                    let t = now - dt / 2;
+                    rq.update_rq(t, lw, nr, true);
+                    rq2.update_rq(t, lw, nr, true);
+                }
+                rq.update_rq_and_curr(&mut se, now, lw, nr, weight, on_rq);
+                rq2.update_rq(now, lw, nr, true);
+                se2.update_entity(now, weight, on_rq, true);
+                proptest::prop_assert_eq!((rq, se), (rq2, se2));
+            }
         }
     }
 
