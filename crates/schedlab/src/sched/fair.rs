@@ -378,6 +378,17 @@ impl Sim {
     pub(crate) fn update_load_avg<const G: bool>(&mut self, q: Cq, e: Option<Se>) {
         self.balance_touch(q.cpu);
         let now = self.now();
+        if let (false, Some(e)) = (G, e) {
+            // Flat: the runqueue and the task are apart, and the running
+            // task's average is often in step with its runqueue's.
+            let (cfs, se) = (&mut self.rqs[q.cpu as usize].cfs, &mut self.tasks[e as usize].se);
+            if cfs.curr == Some(e) {
+                let on_rq = se.on_rq && !se.sched_delayed;
+                let (lw, nr) = (cfs.load_weight, cfs.h_nr_runnable as u64);
+                cfs.avg.update_rq_and_curr(&mut se.avg, now, lw, nr, se.load.weight, on_rq);
+                return;
+            }
+        }
         let cfs = self.cfs_mut_g::<G>(q);
         let curr = cfs.curr;
         let (lw, nr) = (cfs.load_weight, cfs.h_nr_runnable as u64);

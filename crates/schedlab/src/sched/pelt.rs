@@ -172,6 +172,36 @@ fn accumulate_periods(
     periods
 }
 
+/// [`accumulate_periods`] of a runqueue's sums `rq` and its running
+/// task's `se`, at the same point of the same period, by `delta` units
+/// that cross a boundary ([`SchedAvg::update_rq_and_curr`]). The task is
+/// queued (`queued` 1) or not (0); it runs if queued.
+#[inline(always)]
+fn accumulate_periods_pair(
+    delta: u64,
+    rq: &mut SchedAvg,
+    se: &mut SchedAvg,
+    load: u64,
+    runnable: u64,
+    running: bool,
+    queued: u64,
+) {
+    let pc = rq.period_contrib;
+    let delta = delta + u64::from(pc);
+    let periods = delta / PELT_PERIOD;
+    debug_assert_ne!(periods, 0);
+    let d3 = (delta % PELT_PERIOD) as u32;
+    for sa in [&mut *rq, &mut *se] {
+        sa.load_sum = decay_load(sa.load_sum, periods);
+        sa.runnable_sum = decay_load(sa.runnable_sum, periods);
+        sa.util_sum = decay_load(u64::from(sa.util_sum), periods) as u32;
+        sa.period_contrib = d3;
+    }
+    let contrib = u64::from(accumulate_pelt_segments(periods, PELT_PERIOD as u32 - pc, d3));
+    add_contrib(rq, contrib, load, runnable, running);
+    add_contrib(se, contrib, queued, queued, queued != 0);
+}
+
 /// Adds a contribution of `contrib` units to the sums, weighted by
 /// `load` and `runnable` (the tail of [`accumulate_sum`]).
 #[inline(always)]
@@ -404,6 +434,54 @@ impl SchedAvg {
         }
     }
 
+    /// [`SchedAvg::update_rq`] of this runqueue's average, then
+    /// [`SchedAvg::update_entity`] of its running task's (`se`), to the
+    /// same `now`, with the same integer results. The two are mostly at
+    /// the same point of the same period (updated together at the last
+    /// tick, or when the task was switched in): they then cross the same
+    /// periods with the same contribution, computed once, and the six
+    /// sums are decayed together, without a call per average.
+    #[inline]
+    pub fn update_rq_and_curr(
+        &mut self,
+        se: &mut SchedAvg,
+        now: u64,
+        load_weight: u64,
+        nr_runnable: u64,
+        weight: u64,
+        on_rq: bool,
+    ) {
+        if se.last_update_time != self.last_update_time || se.period_contrib != self.period_contrib {
+            self.update_rq(now, load_weight, nr_runnable, true);
+            se.update_entity(now, weight, on_rq, true);
+            return;
+        }
+        let Some(delta) = now.checked_sub(self.last_update_time) else {
+            self.last_update_time = now;
+            se.last_update_time = now;
+            return;
+        };
+        let delta = delta >> NS_TO_UNIT_SHIFT;
+        if delta == 0 {
+            return;
+        }
+        self.last_update_time += delta << NS_TO_UNIT_SHIFT;
+        se.last_update_time = self.last_update_time;
+        // update_load_sum's implications, for each.
+        let (nr_runnable, rq_running) = if load_weight == 0 { (0, false) } else { (nr_runnable, true) };
+        let queued = u64::from(on_rq);
+        if delta + u64::from(self.period_contrib) < PELT_PERIOD {
+            self.period_contrib += delta as u32;
+            se.period_contrib = self.period_contrib;
+            add_contrib(self, delta, load_weight, nr_runnable, rq_running);
+            add_contrib(se, delta, queued, queued, on_rq);
+            return;
+        }
+        accumulate_periods_pair(delta, self, se, load_weight, nr_runnable, rq_running, queued);
+        update_load_avg(self, 1);
+        update_load_avg(se, weight);
+    }
+
     /// Adds a task's contribution to this runqueue average
     /// (`attach_entity_load_avg`).
     ///
@@ -559,6 +637,29 @@ mod tests {
             let m = (k % (RECIPROCAL_EXACT_BELOW / d + 1)) * d;
             let m = m.saturating_sub(back);
             proptest::prop_assert_eq!(div_by_divider(m, pc), m / d);
+        }
+
+        /// The paired update gives what the two updates give, in step
+        /// (from the same point: the shared path) or not, over long and
+        /// short steps, idle or loaded runqueues, queued or not.
+        #[test]
+        fn rq_and_curr_update_as_apart(steps in proptest::collection::vec((0u64..40_000_000, 0u64..3000, 0u64..4, 0u64..2048, proptest::bool::ANY, 0u8..4), 1..40)) {
+            let (mut rq, mut se) = (SchedAvg::default(), SchedAvg::new_task(1024, 0));
+            rq.attach(&mut se, 1024);
+            let (mut rq2, mut se2, mut now) = (rq, se, 0);
+            for (dt, lw, nr, weight, on_rq, skew) in steps {
+                now += dt;
+                if skew == 0 {
+                    // Out of step: the runqueue alone moves on first.
+                    let t = now - dt / 2;
+                    rq.update_rq(t, lw, nr, true);
+                    rq2.update_rq(t, lw, nr, true);
+                }
+                rq.update_rq_and_curr(&mut se, now, lw, nr, weight, on_rq);
+                rq2.update_rq(now, lw, nr, true);
+                se2.update_entity(now, weight, on_rq, true);
+                proptest::prop_assert_eq!((rq, se), (rq2, se2));
+            }
         }
     }
 
