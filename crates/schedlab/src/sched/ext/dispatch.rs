@@ -286,12 +286,13 @@ impl Sim {
             }
         }
         if let Some(since) = since {
-            let now = self.now();
-            self.scx
-                .stats
-                .local_residence
-                .get_or_insert_with(crate::sched::metrics::duration_histogram)
-                .saturating_record((now - since).max(1));
+            let stay = self.now() - since;
+            let st = &mut self.scx.stats;
+            if stay <= 1 {
+                st.local_residence_instant += 1;
+            } else {
+                st.local_residence.get_or_insert_with(crate::sched::metrics::duration_histogram).saturating_record(stay);
+            }
         }
     }
 
