@@ -240,7 +240,8 @@ impl ScxResult {
             return None;
         }
         let st = &x.stats;
-        let over = |ns: u64| match &st.local_residence {
+        let residence = st.local_residence_all();
+        let over = |ns: u64| match &residence {
             Some(h) if !h.is_empty() => h.count_between(ns + 1, h.max().max(ns + 1)),
             _ => 0,
         };
@@ -274,7 +275,7 @@ impl ScxResult {
             overhead_ns: st.overhead_ns,
             dsq_lock_wait_ns: st.dsq_lock_wait_ns,
             rq_lock_wait_ns: st.rq_lock_wait_ns,
-            local_dsq_residence: st.local_residence.as_ref().and_then(latency_stats),
+            local_dsq_residence: residence.as_ref().and_then(latency_stats),
             local_dsq_residence_over_128us: over(128_000),
             local_dsq_residence_over_256us: over(256_000),
             bypass_lb_moved: st.bypass_lb_moved,

@@ -155,8 +155,23 @@ impl Sim {
 
     /// dispatch_enqueue(): put `p` into `dsq` (FIFO, or by vtime with
     /// SCX_ENQ_DSQ_PRIQ).
+    ///
+    /// Inlined up to the test for a FIFO insert into a local DSQ (half the
+    /// inserts: every remote move ends in one), which goes straight to
+    /// [`Sim::scx_local_enqueue`].
+    #[inline]
     pub(crate) fn scx_dispatch_enqueue(&mut self, dsq: DsqIdx, p: TaskId, flags: u64) {
-        let now = self.now();
+        if let DsqKind::Local(cpu) = self.scx.dsqs[dsq as usize].kind {
+            if flags & enq_flags::DSQ_PRIQ == 0 {
+                return self.scx_local_enqueue(dsq, cpu, p, flags);
+            }
+        }
+        self.scx_dispatch_enqueue_any(dsq, p, flags);
+    }
+
+    /// [`Sim::scx_dispatch_enqueue`] in any case.
+    #[inline(never)]
+    fn scx_dispatch_enqueue_any(&mut self, dsq: DsqIdx, p: TaskId, flags: u64) {
         debug_assert!(self.task(p).scx.dsq.is_none(), "task {p} is already in a DSQ");
         let d = &self.scx.dsqs[dsq as usize];
         let kind = d.kind;
@@ -175,7 +190,11 @@ impl Sim {
         // built-in DSQ takes it out (ops.dequeue, 7.1). A local DSQ needs
         // no DSQ lock (the rq lock covers it).
         match kind {
-            DsqKind::Local(_) => self.scx_leave_custody(p, 0),
+            DsqKind::Local(cpu) => {
+                // A vtime insert refused above: a FIFO one.
+                debug_assert!(!vtime);
+                return self.scx_local_enqueue(dsq, cpu, p, flags & !enq_flags::DSQ_PRIQ);
+            }
             DsqKind::User => {
                 self.scx_dsq_lock(dsq, 0);
                 self.tasks[p as usize].scx.set_flag(task_flags::IN_CUSTODY, true);
@@ -202,29 +221,50 @@ impl Sim {
         // One insert for both orders, its fast path inlined once.
         d.list.insert(key, p);
         let seq = d.seq;
-        let nr = d.nr();
         t.dsq = Some((dsq, key));
         t.ops_state = OpsState::None;
         let c = &mut t.c.scx;
         c.dsq_seq = seq as u32;
         c.dsq_flags = vtime as u32;
         c.ops_state = 0;
-        if let DsqKind::Local(cpu) = kind {
-            // dsq_inc_nr(): IMMED tasks are counted, and one that cannot run
-            // at once is reenqueued.
-            if flags & enq_flags::IMMED != 0 {
-                c.flags |= task_flags::IMMED;
-            }
-            let immed = c.flags & task_flags::IMMED != 0;
-            t.local_since = Some(now);
-            if immed {
-                self.rqs[cpu as usize].scx.nr_immed += 1;
-                if nr > 1 || !self.scx_rq_is_open(cpu, flags) {
-                    self.scx_schedule_reenq_local(cpu, 0);
-                }
-            }
-            self.scx_local_post_enqueue(cpu, p, flags);
+    }
+
+    /// dispatch_enqueue() of a FIFO insert into `cpu`'s local DSQ `dsq`:
+    /// none of the ordering checks apply (a local DSQ only ever takes FIFO
+    /// inserts, its order is never set), nor a DSQ lock (the rq lock
+    /// covers it).
+    #[inline(never)]
+    fn scx_local_enqueue(&mut self, dsq: DsqIdx, cpu: Cpu, p: TaskId, flags: u64) {
+        let now = self.now();
+        debug_assert!(self.task(p).scx.dsq.is_none(), "task {p} is already in a DSQ");
+        debug_assert_eq!(self.scx.dsqs[dsq as usize].order, DsqOrder::Unset);
+        self.scx_leave_custody(p, 0);
+        let t = &mut self.tasks[p as usize].scx;
+        let d = &mut self.scx.dsqs[dsq as usize];
+        let key = d.fifo_key(flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0);
+        d.list.insert(key, p);
+        let seq = d.seq;
+        let nr = d.nr();
+        t.dsq = Some((dsq, key));
+        t.ops_state = OpsState::None;
+        let c = &mut t.c.scx;
+        c.dsq_seq = seq as u32;
+        c.dsq_flags = 0;
+        c.ops_state = 0;
+        // dsq_inc_nr(): IMMED tasks are counted, and one that cannot run at
+        // once is reenqueued.
+        if flags & enq_flags::IMMED != 0 {
+            c.flags |= task_flags::IMMED;
         }
+        let immed = c.flags & task_flags::IMMED != 0;
+        t.local_since = Some(now);
+        if immed {
+            self.rqs[cpu as usize].scx.nr_immed += 1;
+            if nr > 1 || !self.scx_rq_is_open(cpu, flags) {
+                self.scx_schedule_reenq_local(cpu, 0);
+            }
+        }
+        self.scx_local_post_enqueue(cpu, p, flags);
     }
 
     /// rq_is_open(): could a task inserted now run on `cpu` right away?
@@ -286,12 +326,13 @@ impl Sim {
             }
         }
         if let Some(since) = since {
-            let now = self.now();
-            self.scx
-                .stats
-                .local_residence
-                .get_or_insert_with(crate::sched::metrics::duration_histogram)
-                .saturating_record((now - since).max(1));
+            let stay = self.now() - since;
+            let st = &mut self.scx.stats;
+            if stay <= 1 {
+                st.local_residence_instant += 1;
+            } else {
+                st.local_residence.get_or_insert_with(crate::sched::metrics::duration_histogram).saturating_record(stay);
+            }
         }
     }
 
