@@ -479,7 +479,7 @@ fn exp000_probe() {
         s.features.set(schedlab::sched::features::Feature::SCX_DEFERRED_ON_TARGET, on_target);
         s.scx_enable(Rc::new(MiniQmap { n: Cell::new(0), nth: 50, prev: Default::default() })).unwrap();
         s.run();
-        let h = s.scx.stats.local_residence.as_ref().expect("tasks passed through local DSQs");
+        let h = s.scx.stats.local_residence_all().expect("tasks passed through local DSQs");
         let over = |ns: u64| h.count_between(ns + 1, h.max().max(ns + 1));
         eprintln!(
             "on_target={on_target}: n={} p99={} max={} >128us={} >256us={} reenq={} deferred={} remote={} exit={:?}",

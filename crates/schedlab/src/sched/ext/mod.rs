@@ -424,12 +424,12 @@ pub struct ScxStats {
     /// built at the first record (a histogram is 270 KB to zero, and most
     /// worlds never enable a scheduler). The whole metric is
     /// [`ScxStats::local_residence_all`].
-    pub local_residence: Option<Histogram<u64>>,
+    pub(crate) local_residence: Option<Histogram<u64>>,
     /// Local DSQ residences of 1 ns: tasks a balance inserts and the pick
     /// takes in the same instant, most of them. Counted here and added to
     /// the histogram once, when results are read: recording each costs
     /// some 60 instructions.
-    pub local_residence_instant: u64,
+    pub(crate) local_residence_instant: u64,
     /// Longest time any ext task waited runnable while disabling.
     pub max_wait_while_disabling_ns: Ns,
     /// When the scheduler became enabled, ns.
