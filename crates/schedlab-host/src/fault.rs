@@ -162,6 +162,7 @@ struct Fault {
 /// The bottom of every thread's guard stack, standing for no call: its
 /// null `sim` turns kfuncs away and its clear `hosted` turns the handler
 /// away, so neither needs to test for an empty stack first.
+#[repr(transparent)]
 struct Bottom(Guard);
 
 // SAFETY: nothing writes the bottom guard: kfunc_enter writes only a guard
@@ -197,22 +198,29 @@ fn is_bottom(g: *mut Guard) -> bool {
     below.is_null()
 }
 
-thread_local! {
-    /// The innermost guard of this thread ([`BOTTOM`]: not in a guarded call).
-    static TOP: Cell<*mut Guard> = const { Cell::new((&raw const BOTTOM.0).cast_mut()) };
+/// The innermost guard of this thread ([`BOTTOM`]: not in a guarded call).
+#[inline(always)]
+fn top() -> *mut Guard {
+    imp::top()
+}
+
+/// Makes `g` the innermost guard of this thread.
+#[inline(always)]
+fn set_top(g: *mut Guard) {
+    imp::set_top(g)
 }
 
 /// Whether no guarded call is in progress on this thread (the next one is
 /// the outermost).
 #[cfg(test)]
 fn idle() -> bool {
-    TOP.get() == bottom()
+    top() == bottom()
 }
 
 /// The context of the innermost guarded call, if any (for assertions).
 pub(super) fn top_ctx() -> Option<Ctx> {
-    let g = TOP.get();
-    // SAFETY: TOP is this thread's innermost live guard (or the bottom).
+    let g = top();
+    // SAFETY: top() is this thread's innermost live guard (or the bottom).
     (g != bottom()).then(|| unsafe { (*g).ctx })
 }
 
@@ -228,7 +236,7 @@ pub(super) fn top_ctx() -> Option<Ctx> {
 /// would also alias the simulator; the debug assertion checks.)
 #[inline(always)]
 pub(super) fn kfunc_enter() -> Option<(*mut Guard, Ctx)> {
-    let g = TOP.get();
+    let g = top();
     // SAFETY: `g` is the innermost live guard of this thread (`call`,
     // suspended below this kfunc, owns it until its C call returns), or
     // the bottom, which has no context and is not written.
@@ -252,7 +260,7 @@ pub(super) fn kfunc_enter() -> Option<(*mut Guard, Ctx)> {
 /// None as for [`kfunc_enter`].
 #[inline(always)]
 pub(super) fn kfunc_ctx() -> Option<Ctx> {
-    let g = TOP.get();
+    let g = top();
     // SAFETY: as in kfunc_enter; nothing is written.
     let (ctx, hosted) = unsafe { ((*g).ctx, (*g).hosted) };
     debug_assert!(ctx.sim.is_null() || hosted, "a kfunc entered from Rust");
@@ -271,7 +279,7 @@ pub(super) fn kfunc_exit(g: *mut Guard) {
 /// nothing, and [`call`] reports [`Kind::Panic`] when it returns.
 #[cold]
 pub(super) fn poison() {
-    let g = TOP.get();
+    let g = top();
     if g != bottom() {
         // SAFETY: as in kfunc_enter; the handler leaves the guard alone
         // while Rust runs (`hosted` is clear).
@@ -306,7 +314,7 @@ pub(super) struct Watch(imp::SlotRef);
 /// that the result of a call that returned stays two words.
 #[inline(always)]
 pub(super) fn call(f: usize, a: Args, budget_ns: u64, watch: Watch, ctx: Ctx) -> (Result<u64, Box<Caught>>, bool) {
-    let prev = TOP.get();
+    let prev = top();
     // Every guarded call starts from Rust (the simulator, or a kfunc that
     // runs an op), never from hosted C.
     // SAFETY: `prev` is the live guard of the call below this one, or the
@@ -324,7 +332,7 @@ pub(super) fn call(f: usize, a: Args, budget_ns: u64, watch: Watch, ctx: Ctx) ->
     if is_bottom(prev) {
         imp::enter_outermost(watch.0, budget_ns);
     }
-    TOP.set(gp);
+    set_top(gp);
     // SAFETY: `f` is a function of a loaded scheduler taking up to four
     // integer arguments (extra ones are ignored by the C ABI); `g`
     // outlives the call.
@@ -335,13 +343,13 @@ pub(super) fn call(f: usize, a: Args, budget_ns: u64, watch: Watch, ctx: Ctx) ->
         }
     };
     // SAFETY: `g` is a live local; the handler or a kfunc may have written
-    // it during the call, through the pointer in TOP. Only `sig` (and
+    // it during the call, through the pointer in `top()`. Only `sig` (and
     // `prev`, which nothing writes) is read on the way out; the rest only
     // after a fault. `prev` is read back rather than kept in a register
     // across the C call, which would cost the caller a callee-saved
     // register (a push and a pop) for it.
     let (sig, prev) = unsafe { (std::ptr::read_volatile(&raw const (*gp).sig), std::ptr::read_volatile(&raw const (*gp).prev)) };
-    TOP.set(prev);
+    set_top(prev);
     let outermost = is_bottom(prev);
     if outermost {
         imp::leave_outermost(watch.0);
@@ -519,6 +527,55 @@ mod imp {
         ".size __schedlab_guard_call1, . - __schedlab_guard_call1",
         ".popsection",
     );
+
+    // __schedlab_top: the thread-local behind top(), in the initial-exec
+    // model (its offset from the thread pointer is fixed at load time).
+    // A `thread_local!` of a library crate is reached through
+    // __tls_get_addr unless link-time optimisation shows it to be in the
+    // executable: the linker relaxes that call away, but each kfunc has
+    // already saved its arguments around it (a dozen instructions on
+    // every call from C).
+    std::arch::global_asm!(
+        ".pushsection .tdata.__schedlab_top,\"awT\",@progbits",
+        ".globl __schedlab_top",
+        ".hidden __schedlab_top",
+        ".type __schedlab_top,@object",
+        ".p2align 3",
+        "__schedlab_top:",
+        ".quad {bottom}",
+        ".size __schedlab_top, 8",
+        ".popsection",
+        bottom = sym BOTTOM,
+    );
+
+    #[inline(always)]
+    pub(super) fn top() -> *mut Guard {
+        let g: *mut Guard;
+        // SAFETY: reads this thread's __schedlab_top, a pointer.
+        unsafe {
+            std::arch::asm!(
+                "mov {g}, qword ptr [rip + __schedlab_top@GOTTPOFF]",
+                "mov {g}, qword ptr fs:[{g}]",
+                g = out(reg) g,
+                options(nostack, readonly, preserves_flags, pure),
+            );
+        }
+        g
+    }
+
+    #[inline(always)]
+    pub(super) fn set_top(g: *mut Guard) {
+        // SAFETY: writes this thread's __schedlab_top, a pointer.
+        unsafe {
+            std::arch::asm!(
+                "mov {t}, qword ptr [rip + __schedlab_top@GOTTPOFF]",
+                "mov qword ptr fs:[{t}], {g}",
+                t = out(reg) _,
+                g = in(reg) g,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
 
     extern "C" {
         fn __schedlab_guard_call(a0: u64, a1: u64, a2: u64, a3: u64, f: usize, g: *mut std::ffi::c_void) -> u64;
@@ -752,7 +809,7 @@ mod imp {
     /// # Safety
     /// Called from a signal handler with the kernel's `info` and `ctx`.
     pub(crate) unsafe fn try_recover(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
-        let top = TOP.get();
+        let top = top();
         // SAFETY: `top` is this thread's innermost live guard (its `call`
         // is suspended below this handler), or the bottom.
         if unsafe { !(*top).hosted } {
@@ -839,6 +896,18 @@ mod imp {
     use super::*;
 
     pub type SlotRef = ();
+
+    thread_local! {
+        static TOP: Cell<*mut Guard> = const { Cell::new((&raw const BOTTOM.0).cast_mut()) };
+    }
+
+    pub(super) fn top() -> *mut Guard {
+        TOP.get()
+    }
+
+    pub(super) fn set_top(g: *mut Guard) {
+        TOP.set(g)
+    }
 
     pub fn enter_outermost(_: SlotRef, _budget_ns: u64) {}
 
