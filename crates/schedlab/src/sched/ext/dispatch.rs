@@ -7,9 +7,9 @@ use crate::engine::{Cpu, Event, TaskId};
 use crate::sched::features::Feature;
 use crate::sched::deq;
 use crate::sched::enq;
-use crate::sched::ext::dsq::{DsqIdx, DsqKind, DsqOrder};
+use crate::sched::ext::dsq::{Dsq, DsqIdx, DsqKey, DsqKind, DsqOrder};
 use crate::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ops_flags, reenq_reason, task_flags, Op, DSP_MAX_LOOPS, REENQ_ANY, REENQ_LOCAL_MAX_REPEAT, SLICE_BYPASS_NS, SLICE_DFL_NS};
-use crate::sched::ext::{rq_flags, DspEntry, OpsState};
+use crate::sched::ext::{rq_flags, DspEntry, OpsState, ScxTask};
 use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, TaskState};
 
@@ -218,15 +218,7 @@ impl Sim {
             }
             d.fifo_key(head)
         };
-        // One insert for both orders, its fast path inlined once.
-        d.list.insert(key, p);
-        let seq = d.seq;
-        t.dsq = Some((dsq, key));
-        t.ops_state = OpsState::None;
-        let c = &mut t.c.scx;
-        c.dsq_seq = seq as u32;
-        c.dsq_flags = vtime as u32;
-        c.ops_state = 0;
+        link(d, dsq, t, p, key, vtime);
     }
 
     /// dispatch_enqueue() of a FIFO insert into `cpu`'s local DSQ `dsq`:
@@ -242,15 +234,9 @@ impl Sim {
         let t = &mut self.tasks[p as usize].scx;
         let d = &mut self.scx.dsqs[dsq as usize];
         let key = d.fifo_key(flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0);
-        d.list.insert(key, p);
-        let seq = d.seq;
+        link(d, dsq, t, p, key, false);
         let nr = d.nr();
-        t.dsq = Some((dsq, key));
-        t.ops_state = OpsState::None;
         let c = &mut t.c.scx;
-        c.dsq_seq = seq as u32;
-        c.dsq_flags = 0;
-        c.ops_state = 0;
         // dsq_inc_nr(): IMMED tasks are counted, and one that cannot run at
         // once is reenqueued.
         if flags & enq_flags::IMMED != 0 {
@@ -915,4 +901,18 @@ enum Balance {
     None,
     Tasks,
     Keep,
+}
+
+/// The tail of dispatch_enqueue() for either order: files `p` under `key`
+/// in `d` (DSQ `dsq`) and records where in the task and its C view. One
+/// insert for both orders, its fast path inlined once per caller.
+#[inline(always)]
+fn link(d: &mut Dsq, dsq: DsqIdx, t: &mut ScxTask, p: TaskId, key: DsqKey, vtime: bool) {
+    d.list.insert(key, p);
+    t.dsq = Some((dsq, key));
+    t.ops_state = OpsState::None;
+    let c = &mut t.c.scx;
+    c.dsq_seq = d.seq as u32;
+    c.dsq_flags = vtime as u32;
+    c.ops_state = 0;
 }
