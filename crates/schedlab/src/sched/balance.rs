@@ -110,12 +110,13 @@ impl GroupStats {
 /// Nohz idle balancing state (`struct nohz` in fair.c).
 #[derive(Clone, Debug)]
 pub(crate) struct Nohz {
-    /// CPUs whose tick is stopped because they are idle (`nohz.idle_cpus_mask`).
-    pub idle_cpus: CpuMask,
+    /// CPUs whose tick is stopped because they are idle (`nohz.idle_cpus_mask`);
+    /// changed only through `enter_idle` / `exit_idle`, which keep `nr_cpus`.
+    idle_cpus: CpuMask,
     /// CPUs in `idle_cpus` (`nohz.nr_cpus`): the tick of a busy CPU on a
     /// machine with none idle, the common case under load, looks no
     /// further, where finding no idle CPU in the mask reads all its words.
-    pub nr_cpus: u32,
+    nr_cpus: u32,
     /// When an idle load balance is next due (`nohz.next_balance`).
     pub next_balance: Ns,
 }
