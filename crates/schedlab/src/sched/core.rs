@@ -28,16 +28,22 @@ impl Sim {
         debug_assert_eq!(self.task(p).cpu, cpu);
         let cls = class_of(self.task(p).class);
         if flags & enq::DELAYED == 0 {
-            self.balance_touch(cpu);
-            let rq = self.rq_mut(cpu);
-            rq.nr_running += 1;
-            if rq.nr_running == 2 {
-                self.rd.nr_overloaded += 1;
-            }
+            self.rq_add_running(cpu);
         }
         cls.enqueue_task(self, cpu, p, flags);
         let t = self.task_mut(p);
         t.on_rq = true;
+    }
+
+    /// Book-keeping before a task joins `cpu`'s runqueue (the core's add_nr_running()).
+    #[inline(always)]
+    pub(crate) fn rq_add_running(&mut self, cpu: Cpu) {
+        self.balance_touch(cpu);
+        let rq = self.rq_mut(cpu);
+        rq.nr_running += 1;
+        if rq.nr_running == 2 {
+            self.rd.nr_overloaded += 1;
+        }
     }
 
     /// Takes `p` off its runqueue (deactivate_task / dequeue_task). Returns
@@ -69,6 +75,13 @@ impl Sim {
             return;
         }
         class_of(self.task(p).class).migrate_task_rq(self, p, new_cpu);
+        self.set_task_cpu_common(p, old, new_cpu);
+    }
+
+    /// What [`Sim::set_task_cpu`] does whatever the class: for a class
+    /// without a migrate_task_rq hook (ext), all of it.
+    #[inline(always)]
+    pub(crate) fn set_task_cpu_common(&mut self, p: TaskId, old: Cpu, new_cpu: Cpu) {
         let same_llc = self.topo.cpus_share_cache(old as usize, new_cpu as usize);
         let ws = self.task(p).working_set;
         let refill = self.costs.refill_ns(ws, same_llc);

@@ -157,18 +157,18 @@ impl Sim {
             self.scx_schedule_reenq_local(cpu, 0);
         }
     }
-}
 
-impl SchedClass for ExtClass {
-    fn id(&self) -> ClassId {
-        ClassId::Ext
-    }
-
-    fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
-        let now = sim.now();
+    /// enqueue_task_scx(): `extra` are SCX_ENQ_* flags the core's cannot
+    /// carry, `sticky` the CPU whose local DSQ a remote move puts the task
+    /// in (`p->scx.sticky_cpu`). Inlined into the class hook and into
+    /// [`Sim::scx_move_remote_to_local`], whose constant flags leave only
+    /// its own path.
+    #[inline(always)]
+    pub(crate) fn scx_enqueue_task(&mut self, cpu: Cpu, p: TaskId, flags: u32, extra: u64, sticky: Option<Cpu>) {
+        let now = self.now();
+        let mut sticky = sticky;
         // The task's and the runqueue's updates, each with one lookup.
-        let t = &mut sim.tasks[p as usize].scx;
-        let mut sticky = t.sticky_cpu.take();
+        let t = &mut self.tasks[p as usize].scx;
         // set_task_runnable(): restart the watchdog clock if the task ran since.
         let set_runnable = t.runnable_at.is_none();
         if set_runnable {
@@ -179,7 +179,7 @@ impl SchedClass for ExtClass {
             c.runnable_at = now;
         }
         c.flags |= task_flags::QUEUED;
-        let r = &mut sim.rqs[cpu as usize];
+        let r = &mut self.rqs[cpu as usize];
         if flags & enq::RESTORE != 0 && r.curr == Some(p) {
             // The running task put back after a property change stays local.
             sticky = Some(cpu);
@@ -188,21 +188,24 @@ impl SchedClass for ExtClass {
             r.scx.flags |= rq_flags::IN_WAKEUP;
         }
         r.scx.nr_running += 1;
-        let f = scx_enq_flags(flags) | std::mem::take(&mut sim.scx.extra_enq_flags);
+        let f = scx_enq_flags(flags) | extra;
         let migrating = flags & enq::MIGRATING != 0;
-        if sim.scx.has(Op::Runnable) && !migrating {
-            sim.scx_call(Op::Runnable, cpu, Some(p), |o, s| o.runnable(s, p, f));
+        if self.scx.has(Op::Runnable) && !migrating {
+            self.scx_call(Op::Runnable, cpu, Some(p), |o, s| o.runnable(s, p, f));
         }
-        sim.scx_do_enqueue(cpu, p, f, sticky);
-        sim.rqs[cpu as usize].scx.flags &= !rq_flags::IN_WAKEUP;
+        self.scx_do_enqueue(cpu, p, f, sticky);
+        self.rqs[cpu as usize].scx.flags &= !rq_flags::IN_WAKEUP;
     }
 
-    fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+    /// dequeue_task_scx(); the class hook's, and the detach of
+    /// [`Sim::scx_move_remote_to_local`] with its flags constant.
+    #[inline(always)]
+    pub(crate) fn scx_dequeue_task(&mut self, cpu: Cpu, p: TaskId, flags: u32) {
         // The task is looked up once for the test and the custody change,
         // and once more after the ops (which may change anything).
-        let t = &mut sim.tasks[p as usize].scx;
+        let t = &mut self.tasks[p as usize].scx;
         if !t.queued() {
-            return true;
+            return;
         }
         let sleep = flags & deq::SLEEP != 0;
         let f = if sleep { deq_flags::SLEEP } else { deq_flags::SCHED_CHANGE };
@@ -211,16 +214,16 @@ impl SchedClass for ExtClass {
             // An internal migration: the task stays out of custody.
             t.ops_state = OpsState::None;
         } else {
-            sim.scx_ops_dequeue(p, f);
+            self.scx_ops_dequeue(p, f);
         }
-        if sim.scx.has(Op::Stopping) && sim.rq(cpu).curr == Some(p) {
-            sim.update_curr_scx(cpu);
-            sim.scx_call(Op::Stopping, cpu, Some(p), |o, s| o.stopping(s, p, false));
+        if self.scx.has(Op::Stopping) && self.rq(cpu).curr == Some(p) {
+            self.update_curr_scx(cpu);
+            self.scx_call(Op::Stopping, cpu, Some(p), |o, s| o.stopping(s, p, false));
         }
-        if sim.scx.has(Op::Quiescent) && !migrating {
-            sim.scx_call(Op::Quiescent, cpu, Some(p), |o, s| o.quiescent(s, p, f));
+        if self.scx.has(Op::Quiescent) && !migrating {
+            self.scx_call(Op::Quiescent, cpu, Some(p), |o, s| o.quiescent(s, p, f));
         }
-        let t = &mut sim.tasks[p as usize].scx;
+        let t = &mut self.tasks[p as usize].scx;
         t.ddsp = None;
         let c = &mut t.c.scx;
         c.flags &= !(task_flags::QUEUED | task_flags::DEQD_FOR_SLEEP);
@@ -228,10 +231,25 @@ impl SchedClass for ExtClass {
             c.flags |= task_flags::DEQD_FOR_SLEEP;
         }
         let in_dsq = t.dsq.is_some();
-        sim.rqs[cpu as usize].scx.nr_running -= 1;
+        self.rqs[cpu as usize].scx.nr_running -= 1;
         if in_dsq {
-            sim.scx_dispatch_dequeue_work(p);
+            self.scx_dispatch_dequeue_work(p);
         }
+    }
+
+}
+
+impl SchedClass for ExtClass {
+    fn id(&self) -> ClassId {
+        ClassId::Ext
+    }
+
+    fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
+        sim.scx_enqueue_task(cpu, p, flags, 0, None);
+    }
+
+    fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+        sim.scx_dequeue_task(cpu, p, flags);
         true
     }
 

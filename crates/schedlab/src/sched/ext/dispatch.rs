@@ -38,6 +38,10 @@ impl Sim {
     }
 
     /// do_enqueue_task(): the kernel's fast paths, then ops.enqueue().
+    ///
+    /// Inlined up to the sticky test: a remote move (half the enqueues)
+    /// goes straight to the local DSQ.
+    #[inline]
     pub(crate) fn scx_do_enqueue(&mut self, cpu: Cpu, p: TaskId, flags: u64, sticky: Option<Cpu>) {
         if sticky == Some(cpu) {
             // Moved here for this CPU's local DSQ; no slice refill.
@@ -45,6 +49,12 @@ impl Sim {
             self.scx_dispatch_enqueue(local, p, flags);
             return;
         }
+        self.scx_do_enqueue_work(cpu, p, flags);
+    }
+
+    /// [`Sim::scx_do_enqueue`] of a task not moved here.
+    #[inline(never)]
+    fn scx_do_enqueue_work(&mut self, cpu: Cpu, p: TaskId, flags: u64) {
         // A fresh enqueue ends IMMED protection.
         let t = &mut self.tasks[p as usize].scx;
         t.set_flag(task_flags::IMMED, false);
@@ -432,16 +442,22 @@ impl Sim {
     /// CPU's own (consume_remote_task() and switch_rq_lock()).
     pub(crate) fn scx_move_remote_to_local(&mut self, p: TaskId, dst: Cpu, flags: u64) {
         let src = self.task(p).cpu;
+        debug_assert_eq!(self.task(p).class, ClassId::Ext, "only ext tasks sit in DSQs");
+        debug_assert_ne!(src, dst);
         let detach_ns = self.costs.rq_detach_ns.min(self.costs.migrate_task_ns);
         self.scx_rq_locked_work(src, detach_ns);
-        self.deactivate_task(src, p, deq::MOVE | deq::MIGRATING);
-        self.set_task_cpu(p, dst);
+        // deactivate_task(), set_task_cpu() and activate_task() of an ext
+        // task (no class to look up; ext has no migrate_task_rq hook),
+        // with their flags constant.
+        self.scx_dequeue_task(src, p, deq::MOVE | deq::MIGRATING);
+        self.finish_dequeue(src, p);
+        self.set_task_cpu_common(p, src, dst);
         self.task_mut(p).scx.c.cpu = dst;
-        self.task_mut(p).scx.sticky_cpu = Some(dst);
-        self.scx.extra_enq_flags = flags & !(enq_flags::HEAD | enq_flags::WAKEUP);
         let hflags = if flags & enq_flags::HEAD != 0 { enq::HEAD } else { 0 };
-        self.activate_task(dst, p, enq::MOVE | enq::MIGRATING | hflags);
-        self.scx.extra_enq_flags = 0;
+        self.rq_add_running(dst);
+        let extra = flags & !(enq_flags::HEAD | enq_flags::WAKEUP);
+        self.scx_enqueue_task(dst, p, enq::MOVE | enq::MIGRATING | hflags, extra, Some(dst));
+        self.task_mut(p).on_rq = true;
         self.scx_rq_locked_work(dst, self.costs.migrate_task_ns - detach_ns);
         // Wake the destination if it idles (resched if its class is below ours).
         if self.rq(dst).curr.is_none() {

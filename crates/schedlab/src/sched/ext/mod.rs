@@ -193,8 +193,6 @@ pub struct ScxTask {
     pub runnable_at: Option<Ns>,
     /// Direct dispatch verdict from select_cpu/enqueue (ddsp_dsq_id/flags).
     pub ddsp: Option<(u64, u64)>,
-    /// Set by a remote move: enqueue straight into this CPU's local DSQ.
-    pub sticky_cpu: Option<Cpu>,
     /// When the task was inserted into a local DSQ (residence metric).
     pub local_since: Option<Ns>,
     /// Insert flags that travel with the task in its local DSQ (IMMED).
@@ -216,7 +214,6 @@ impl ScxTask {
             enabled: false,
             runnable_at: None,
             ddsp: None,
-            sticky_cpu: None,
             local_since: None,
             local_flags: 0,
             selected_cpu: None,
@@ -580,9 +577,6 @@ pub struct ScxSched {
     pub disable_queue: Vec<TaskId>,
     /// The bypass load balancer's timer is armed.
     pub bypass_lb_armed: bool,
-    /// SCX_ENQ_* flags for the enqueue in progress that the core's flags
-    /// cannot carry (IMMED/PREEMPT across a remote move).
-    pub extra_enq_flags: u64,
     /// The machine has SMT (sched_smt_active()).
     pub smt_active: bool,
     /// The default CPU selection searches prev's LLC before the rest
@@ -689,7 +683,6 @@ impl ScxSched {
             watchdog_armed: false,
             disable_queue: Vec::new(),
             bypass_lb_armed: false,
-            extra_enq_flags: 0,
             gp_left: 0,
             load_error: None,
             smt_active: false,
