@@ -31,6 +31,9 @@ fn scx_enq_flags(flags: u32) -> u64 {
 impl Sim {
     /// Calls one op of the loaded scheduler (SCX_CALL_OP): records the frame
     /// kfuncs check against, counts the call and charges its cost.
+    /// Always inlined: its callers are each one op's, and the call would
+    /// cost about what the book-keeping does.
+    #[inline(always)]
     pub(crate) fn scx_call<R>(&mut self, op: Op, cpu: Cpu, task: Option<TaskId>, f: impl FnOnce(&dyn ops::ExtOps, &mut Sim) -> R) -> Option<R> {
         let ops = self.scx.ops.clone()?;
         // The caller's frame waits here (no stack of frames to grow).

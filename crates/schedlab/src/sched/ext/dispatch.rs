@@ -70,36 +70,37 @@ impl Sim {
             self.scx_dispatch_enqueue(dsq, p, flags);
             return;
         }
-        if ddsp {
-            self.scx_direct_dispatch(cpu, p, flags);
-            return;
+        // A verdict from select_cpu, or else one ops.enqueue gives, is
+        // carried out below: one call site, which inlines it.
+        if !ddsp {
+            if !self.scx.has(Op::Enqueue) {
+                self.scx_refill_slice_dfl(p);
+                let g = self.scx.global(self.topo.node_of(cpu as usize) as u32);
+                self.scx_dispatch_enqueue(g, p, flags);
+                return;
+            }
+            self.scx.next_qseq += 1;
+            let qseq = self.scx.next_qseq;
+            let t = &mut self.tasks[p as usize].scx;
+            t.ops_state = OpsState::Queueing;
+            t.c.scx.ops_state = 1 | qseq << 2;
+            self.scx_call(Op::Enqueue, cpu, Some(p), |o, s| o.enqueue(s, p, flags));
+            let t = &mut self.tasks[p as usize].scx;
+            if t.ddsp.is_none() {
+                if t.ops_state == OpsState::Queueing {
+                    // Not inserted directly: the BPF scheduler holds the task now.
+                    t.ops_state = OpsState::Queued { qseq };
+                    t.c.scx.ops_state = 2 | qseq << 2;
+                    t.set_flag(task_flags::IN_CUSTODY, true);
+                }
+                return;
+            }
         }
-        if !self.scx.has(Op::Enqueue) {
-            self.scx_refill_slice_dfl(p);
-            let g = self.scx.global(self.topo.node_of(cpu as usize) as u32);
-            self.scx_dispatch_enqueue(g, p, flags);
-            return;
-        }
-        self.scx.next_qseq += 1;
-        let qseq = self.scx.next_qseq;
-        let t = &mut self.tasks[p as usize].scx;
-        t.ops_state = OpsState::Queueing;
-        t.c.scx.ops_state = 1 | qseq << 2;
-        self.scx_call(Op::Enqueue, cpu, Some(p), |o, s| o.enqueue(s, p, flags));
-        let t = &mut self.tasks[p as usize].scx;
-        if t.ddsp.is_some() {
-            self.scx_direct_dispatch(cpu, p, flags);
-            return;
-        }
-        if t.ops_state == OpsState::Queueing {
-            // Not inserted directly: the BPF scheduler holds the task now.
-            t.ops_state = OpsState::Queued { qseq };
-            t.c.scx.ops_state = 2 | qseq << 2;
-            t.set_flag(task_flags::IN_CUSTODY, true);
-        }
+        self.scx_direct_dispatch(cpu, p, flags);
     }
 
     /// direct_dispatch(): carry out the verdict select_cpu/enqueue gave.
+    #[inline]
     fn scx_direct_dispatch(&mut self, cpu: Cpu, p: TaskId, flags: u64) {
         let t = &mut self.tasks[p as usize].scx;
         let (id, dflags) = t.ddsp.take().expect("direct dispatch verdict");
