@@ -104,10 +104,14 @@ fn any_word(f: impl Fn(usize) -> u64) -> bool {
 
 /// A registered bpf_cpumask by address, or an ejection.
 fn owned<'a>(sim: &mut Sim, h: &HostState, m: *mut BpfCpumaskC, what: &str) -> Option<&'a mut BpfCpumaskC> {
-    let known = {
+    let known = h.owned_known(m as usize) || {
         let i = h.inner.borrow();
         // A global struct bpf_cpumask is used in place (never released).
-        i.cpumasks.contains_key(&(m as usize)) || i.global_cpumask(m as usize)
+        let found = i.cpumasks.contains_key(&(m as usize)) || i.global_cpumask(m as usize);
+        if found {
+            h.note_owned(m as usize);
+        }
+        found
     };
     if known {
         // SAFETY: the registry holds the box at this address until the last

@@ -31,7 +31,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use rustc_hash::FxHashMap;
@@ -80,8 +80,9 @@ pub(super) struct Inner {
     pub tasks: FxHashMap<usize, TaskId>,
     /// Live `bpf_cpumask`s by address.
     pub cpumasks: FxHashMap<usize, Box<BpfCpumaskC>>,
-    /// Masks lent by scx_bpf_get_*_cpumask(), valid until the op returns.
-    pub lent: BTreeSet<usize>,
+    /// Masks lent by scx_bpf_get_*_cpumask(), valid until the op returns
+    /// (a few: the machine's masks).
+    pub lent: Vec<usize>,
     /// Global `struct bpf_cpumask` objects of the scheduler: (start, end,
     /// element size).
     pub global_cpumasks: Vec<(usize, usize, usize)>,
@@ -110,6 +111,20 @@ pub(super) struct Inner {
 
 /// Array maps whose lookups skip the registry (see `HostState::array_views`).
 const ARRAY_VIEWS: usize = 4;
+
+/// Entries of [`HostState::known_masks`] (a power of two).
+const KNOWN_MASKS: usize = 32;
+
+/// The entry of [`HostState::known_masks`] for the mask at `a`: bits of
+/// the address mixed (boxed masks lie a few hundred bytes apart).
+#[inline(always)]
+fn mask_slot(a: usize) -> usize {
+    a.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (usize::BITS - KNOWN_MASKS.trailing_zeros())
+}
+
+/// The tag of a lent mask's entry in [`HostState::known_masks`] (masks
+/// are 8-byte aligned, so the address leaves the low bit free).
+const LENT: usize = 1;
 
 /// What [`HostState::task_ptr`] did for a task: the address of its view,
 /// registered in [`Inner::tasks`], and the task group whose `css_set`
@@ -153,9 +168,14 @@ pub(super) struct HostState {
     found_task: Cell<(usize, TaskId)>,
     /// The last `bpf_cpumask` or global mask [`mask_ok`](Self::mask_ok)
     /// found (0: none); forgotten when a `bpf_cpumask` is released
-    /// ([`forget_mask`](Self::forget_mask)). Lent masks are not kept: they
-    /// expire with the op.
+    /// ([`forget_mask`](Self::forget_mask)).
     last_mask: Cell<usize>,
+    /// Behind it, every `bpf_cpumask` and global mask found, and the masks
+    /// lent (their address | [`LENT`]), direct-mapped by address
+    /// ([`mask_slot`]; 0: none): scx_lavd works on a dozen masks per
+    /// callback, per-CPU ones among them. A `bpf_cpumask` is forgotten
+    /// when it is released, lent masks when the outermost call returns.
+    known_masks: [Cell<usize>; KNOWN_MASKS],
     /// Where bpf_cpumask_any_distribute() continues (a Cell, not in
     /// `inner`: scx_lavd calls it in loops over the CPUs).
     pub rotor: Cell<u32>,
@@ -371,6 +391,7 @@ impl HostState {
             last_task: Cell::new((0, 0)),
             found_task: Cell::new((0, 0)),
             last_mask: Cell::new(0),
+            known_masks: Default::default(),
             rotor: Cell::new(0),
             last_map: Cell::new((0, 0)),
             array_addrs: Default::default(),
@@ -573,9 +594,10 @@ impl HostState {
         if !i.grave_masks.is_empty() {
             i.grave_masks.clear();
         }
-        if !i.lent.is_empty() {
-            i.lent.clear();
+        for &a in &i.lent {
+            self.forget_known(a | LENT);
         }
+        i.lent.clear();
     }
 
     /// The index of the map at `addr`, if it is one of this scheduler's.
@@ -777,10 +799,54 @@ impl HostState {
         }
         // Most often `p->cpus_ptr` of the task the scheduler was just
         // handed or handed back, then the last bpf_cpumask found, then
-        // `p->cpus_ptr` of the task C last named: none needs a lookup.
+        // `p->cpus_ptr` of the task C last named, then any bpf_cpumask,
+        // global or lent mask found before: none needs a lookup.
         let task = a.checked_sub(std::mem::offset_of!(TaskStructC, cpus_mask));
         let task_is = |(last, _): (usize, TaskId)| task.is_some_and(|t| t != 0 && last == t);
-        task_is(self.last_task.get()) || self.last_mask.get() == a || task_is(self.found_task.get())
+        task_is(self.last_task.get())
+            || self.last_mask.get() == a
+            || task_is(self.found_task.get())
+            || self.known_entry(a)
+    }
+
+    /// Whether `a` is a `bpf_cpumask` or a global mask the cache of
+    /// [`mask_known`](Self::mask_known) holds (false: not known; an odd
+    /// address never is one, whatever a lent mask's tagged entry holds).
+    #[inline]
+    pub(super) fn owned_known(&self, a: usize) -> bool {
+        a != 0 && (self.last_mask.get() == a || (a & LENT == 0 && self.known_masks[mask_slot(a)].get() == a))
+    }
+
+    /// Notes a `bpf_cpumask` or global mask at `a` (found valid just now).
+    #[inline]
+    pub(super) fn note_owned(&self, a: usize) {
+        self.last_mask.set(a);
+        self.known_masks[mask_slot(a)].set(a);
+    }
+
+    /// The last tier of [`mask_known`](Self::mask_known): whether `a`'s
+    /// entry holds it; a `bpf_cpumask` or global mask found there becomes
+    /// [`last_mask`](Self::last_mask), as the slow path would make it.
+    #[inline(always)]
+    fn known_entry(&self, a: usize) -> bool {
+        let e = self.known_masks[mask_slot(a)].get();
+        if a & LENT != 0 {
+            // No mask is at an odd address.
+            return false;
+        }
+        if e == a {
+            self.last_mask.set(a);
+            return true;
+        }
+        e == a | LENT
+    }
+
+    /// Clears the cache entry that holds `v`, if one does.
+    fn forget_known(&self, v: usize) {
+        let e = &self.known_masks[mask_slot(v & !LENT)];
+        if e.get() == v {
+            e.set(0);
+        }
     }
 
     #[inline(never)]
@@ -791,7 +857,7 @@ impl HostState {
             return true;
         }
         if i.cpumasks.contains_key(&a) || i.global_cpumask(a) {
-            self.last_mask.set(a);
+            self.note_owned(a);
             return true;
         }
         i.lent.contains(&a) || task.is_some_and(|t| i.kobjs.idle_of(t).is_some())
@@ -803,6 +869,7 @@ impl HostState {
         if self.last_mask.get() == a {
             self.last_mask.set(0);
         }
+        self.forget_known(a);
     }
 
     /// Checks a `const struct cpumask *` argument, ejecting on a bad one.
@@ -847,7 +914,11 @@ impl HostState {
     /// Records a kernel mask lent to C and returns its address.
     pub(super) fn lend(&self, m: &CpumaskC) -> *const CpumaskC {
         let p = m as *const CpumaskC;
-        self.inner.borrow_mut().lent.insert(p as usize);
+        let mut i = self.inner.borrow_mut();
+        if !i.lent.contains(&(p as usize)) {
+            i.lent.push(p as usize);
+        }
+        self.known_masks[mask_slot(p as usize)].set(p as usize | LENT);
         self.hold_call_memory();
         p
     }
