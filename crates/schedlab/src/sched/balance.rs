@@ -345,51 +345,12 @@ impl Sim {
             }
         }
         let start = (target as usize + 1) % self.nr_cpus();
-        let mut scanned = 0u64;
-        let mut idle_cpu = None;
-        // The LLC's span & the task's CPUs, walked without building the
-        // intersection. Whether the task may run anywhere, as most may, is
-        // tested once here rather than per CPU (as Task::allowed_on would).
-        let llc_span = &self.topo.llc_span[llc];
-        let task = self.task(p);
-        let anywhere = task.allowed_everywhere();
-        let allowed = |c: usize| anywhere || task.cpus_allowed.test(c);
-        let in_span = |c: usize| llc_span.test(c) && allowed(c);
-        let mut seen_cores = has_idle_core.then(|| CpuMask::new(self.nr_cpus()));
-        let mut found = None;
-        for c in llc_span.iter_wrap(start).filter(|&c| allowed(c)) {
-            scanned += 1;
-            if let Some(seen_cores) = seen_cores.as_mut() {
-                if seen_cores.test(c) {
-                    continue;
-                }
-                let sib = self.topo.smt_siblings(c);
-                seen_cores.or_assign(sib);
-                let mut all_idle = true;
-                for s in sib.iter() {
-                    if self.idle_cpu(s as Cpu) {
-                        if idle_cpu.is_none() && in_span(s) {
-                            idle_cpu = Some(s as Cpu);
-                        }
-                    } else {
-                        all_idle = false;
-                    }
-                }
-                if all_idle {
-                    found = Some(c as Cpu);
-                    break;
-                }
-            } else {
-                nr -= 1;
-                if self.idle_cpu(c as Cpu) {
-                    found = Some(c as Cpu);
-                    break;
-                }
-                if nr == 0 {
-                    break;
-                }
-            }
-        }
+        let (found, idle_cpu, scanned) = if has_idle_core {
+            self.scan_idle_cores(p, llc, start)
+        } else {
+            let (found, scanned) = self.scan_idle_cpus(p, llc, start, nr);
+            (found, None, scanned)
+        };
         self.rq_mut(target).stats.idle_scans += scanned;
         let cost = scanned * self.costs.scan_cpu_ns;
         self.charge_irq(self.this_cpu, cost);
@@ -397,6 +358,66 @@ impl Sim {
             self.llc_has_idle_cores[llc] = false;
         }
         found.or(idle_cpu)
+    }
+
+    /// select_idle_cpu()'s scan for an idle core: the LLC's span & the
+    /// task's CPUs from `start`, one core at a time; the first wholly idle
+    /// core (its first CPU), the first idle allowed CPU met on the way, and
+    /// how many CPUs were looked at. The span is walked without building
+    /// the intersection; whether the task may run anywhere, as most may, is
+    /// tested once here rather than per CPU (as Task::allowed_on would).
+    fn scan_idle_cores(&self, p: TaskId, llc: usize, start: usize) -> (Option<Cpu>, Option<Cpu>, u64) {
+        let llc_span = &self.topo.llc_span[llc];
+        let task = self.task(p);
+        let anywhere = task.allowed_everywhere();
+        let allowed = |c: usize| anywhere || task.cpus_allowed.test(c);
+        let in_span = |c: usize| llc_span.test(c) && allowed(c);
+        let mut seen_cores = CpuMask::new(self.nr_cpus());
+        let (mut scanned, mut idle_cpu) = (0u64, None);
+        for c in llc_span.iter_wrap(start).filter(|&c| allowed(c)) {
+            scanned += 1;
+            if seen_cores.test(c) {
+                continue;
+            }
+            let sib = self.topo.smt_siblings(c);
+            seen_cores.or_assign(sib);
+            let mut all_idle = true;
+            for s in sib.iter() {
+                if self.idle_cpu(s as Cpu) {
+                    if idle_cpu.is_none() && in_span(s) {
+                        idle_cpu = Some(s as Cpu);
+                    }
+                } else {
+                    all_idle = false;
+                }
+            }
+            if all_idle {
+                return (Some(c as Cpu), idle_cpu, scanned);
+            }
+        }
+        (None, idle_cpu, scanned)
+    }
+
+    /// select_idle_cpu()'s scan for an idle CPU: the first of at most `nr`
+    /// CPUs of the LLC's span & the task's CPUs from `start`, and how many
+    /// were looked at. Apart from the core scan, so that none of its state
+    /// is carried through this loop, which a wakeup on a busy machine runs
+    /// for every CPU of its scan budget.
+    fn scan_idle_cpus(&self, p: TaskId, llc: usize, start: usize, mut nr: u32) -> (Option<Cpu>, u64) {
+        let task = self.task(p);
+        let anywhere = task.allowed_everywhere();
+        let mut scanned = 0u64;
+        for c in self.topo.llc_span[llc].iter_wrap(start).filter(|&c| anywhere || task.cpus_allowed.test(c)) {
+            scanned += 1;
+            if self.idle_cpu(c as Cpu) {
+                return (Some(c as Cpu), scanned);
+            }
+            nr -= 1;
+            if nr == 0 {
+                break;
+            }
+        }
+        (None, scanned)
     }
 
     /// Starts loading what `group_stats` reads of a group's first two

@@ -343,12 +343,13 @@ impl CpuMask {
     /// their scan at different points spread out instead of all hitting the
     /// lowest-numbered CPU.
     pub fn iter_wrap(&self, start: usize) -> IterWrap<'_> {
-        IterWrap {
-            mask: self,
-            start,
-            pos: start,
-            wrapped: false,
+        let words = self.words();
+        if start < self.nr_bits {
+            let idx = start / WORD_BITS;
+            let current = words[idx] & (!0u64 << (start % WORD_BITS));
+            return IterWrap { words, start, idx, current, wrapped: false };
         }
+        IterWrap { words, start, idx: 0, current: words.first().copied().unwrap_or(0), wrapped: true }
     }
 
     /// The intersection of two masks.
@@ -683,12 +684,17 @@ impl Iterator for Iter<'_> {
 
 impl FusedIterator for Iter<'_> {}
 
-/// Iterator returned by [`CpuMask::iter_wrap`].
+/// Iterator returned by [`CpuMask::iter_wrap`]. It holds the mask's words
+/// and the word being walked (its CPUs already yielded cleared), so that a
+/// step is a trailing-zero count rather than a fresh search from a CPU id
+/// (an idle-CPU search of an LLC takes one step per CPU it looks at).
 #[derive(Clone, Debug)]
 pub struct IterWrap<'a> {
-    mask: &'a CpuMask,
+    words: &'a [u64],
     start: usize,
-    pos: usize,
+    idx: usize,
+    current: u64,
+    /// Walking the CPUs below `start`, after those from `start` up.
     wrapped: bool,
 }
 
@@ -697,17 +703,29 @@ impl Iterator for IterWrap<'_> {
 
     #[inline(always)]
     fn next(&mut self) -> Option<usize> {
-        if !self.wrapped {
-            if let Some(cpu) = self.mask.next_set(self.pos) {
-                self.pos = cpu + 1;
+        loop {
+            if self.current != 0 {
+                let cpu = self.idx * WORD_BITS + self.current.trailing_zeros() as usize;
+                if self.wrapped && cpu >= self.start {
+                    self.current = 0;
+                    self.idx = self.words.len();
+                    return None;
+                }
+                self.current &= self.current - 1;
                 return Some(cpu);
             }
-            self.wrapped = true;
-            self.pos = 0;
+            self.idx += 1;
+            if self.idx >= self.words.len() {
+                if self.wrapped {
+                    return None;
+                }
+                self.wrapped = true;
+                self.idx = 0;
+                self.current = self.words.first().copied().unwrap_or(0);
+                continue;
+            }
+            self.current = self.words[self.idx];
         }
-        let cpu = self.mask.next_set(self.pos).filter(|&c| c < self.start)?;
-        self.pos = cpu + 1;
-        Some(cpu)
     }
 }
 
