@@ -239,7 +239,6 @@ impl Sim {
             self.scx_dispatch_dequeue_work(p);
         }
     }
-
 }
 
 impl SchedClass for ExtClass {
