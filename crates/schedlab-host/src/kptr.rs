@@ -104,16 +104,7 @@ fn any_word(f: impl Fn(usize) -> u64) -> bool {
 
 /// A registered bpf_cpumask by address, or an ejection.
 fn owned<'a>(sim: &mut Sim, h: &HostState, m: *mut BpfCpumaskC, what: &str) -> Option<&'a mut BpfCpumaskC> {
-    let known = h.owned_known(m as usize) || {
-        let i = h.inner.borrow();
-        // A global struct bpf_cpumask is used in place (never released).
-        let found = i.cpumasks.contains_key(&(m as usize)) || i.global_cpumask(m as usize);
-        if found {
-            h.note_owned(m as usize);
-        }
-        found
-    };
-    if known {
+    if h.owned(m as usize) {
         // SAFETY: the registry holds the box at this address until the last
         // release; the reference is used only within the calling kfunc,
         // while no registry borrow is live.

@@ -809,19 +809,32 @@ impl HostState {
             || self.known_entry(a)
     }
 
+    /// Whether `a` is a live `bpf_cpumask` or a global mask (the
+    /// destination of the kfuncs that write a mask): the cache of
+    /// [`mask_known`](Self::mask_known) first, then the registry.
+    #[inline]
+    pub(super) fn owned(&self, a: usize) -> bool {
+        self.owned_known(a) || self.owned_registered(&self.inner.borrow(), a)
+    }
+
     /// Whether `a` is a `bpf_cpumask` or a global mask the cache of
     /// [`mask_known`](Self::mask_known) holds (false: not known; an odd
     /// address never is one, whatever a lent mask's tagged entry holds).
     #[inline]
-    pub(super) fn owned_known(&self, a: usize) -> bool {
+    fn owned_known(&self, a: usize) -> bool {
         a != 0 && (self.last_mask.get() == a || (a & LENT == 0 && self.known_masks[mask_slot(a)].get() == a))
     }
 
-    /// Notes a `bpf_cpumask` or global mask at `a` (found valid just now).
-    #[inline]
-    pub(super) fn note_owned(&self, a: usize) {
-        self.last_mask.set(a);
-        self.known_masks[mask_slot(a)].set(a);
+    /// Whether the registry has a `bpf_cpumask` or a global mask at `a`
+    /// (a global `struct bpf_cpumask` is used in place, never released);
+    /// one found is noted in the cache.
+    fn owned_registered(&self, i: &Inner, a: usize) -> bool {
+        let found = i.cpumasks.contains_key(&a) || i.global_cpumask(a);
+        if found {
+            self.last_mask.set(a);
+            self.known_masks[mask_slot(a)].set(a);
+        }
+        found
     }
 
     /// The last tier of [`mask_known`](Self::mask_known): whether `a`'s
@@ -856,8 +869,7 @@ impl HostState {
             self.found_task.set((t, p));
             return true;
         }
-        if i.cpumasks.contains_key(&a) || i.global_cpumask(a) {
-            self.note_owned(a);
+        if self.owned_registered(&i, a) {
             return true;
         }
         i.lent.contains(&a) || task.is_some_and(|t| i.kobjs.idle_of(t).is_some())
