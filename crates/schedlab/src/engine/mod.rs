@@ -198,8 +198,8 @@ impl Event {
 pub struct Engine {
     heap: RadixQueue<Event>,
     steps: CpuTimers,
-    /// Pending ticks in key order: (key, CPU). See the module docs.
-    ticks: VecDeque<(u128, Cpu)>,
+    /// Pending ticks in key order. See the module docs.
+    ticks: TickFifo,
     /// CPUs with timers (ticks of CPUs beyond go to the heap).
     cpus: usize,
     /// Debug builds: which CPUs have a tick pending (at most one each).
@@ -299,8 +299,8 @@ impl Engine {
             assert!(!*armed, "a second pending tick on CPU {cpu}");
             *armed = true;
         }
-        if self.ticks.back().is_none_or(|&(last, _)| last < key) {
-            self.ticks.push_back((key, cpu));
+        if self.ticks.last_key() < key {
+            self.ticks.push_back(key, cpu);
         } else {
             self.heap.push(key, Event::Tick { cpu });
         }
@@ -313,7 +313,7 @@ impl Engine {
         self.steps.settle();
         let heap = self.heap.peek_key().unwrap_or(NO_KEY);
         let (cpu, step_key) = self.steps.head();
-        let (tick_key, tick) = self.ticks.front().copied().unwrap_or((NO_KEY, 0));
+        let (tick_key, tick) = self.ticks.first;
         let (key, event) = if step_key < heap && step_key < tick_key {
             self.steps.take(cpu, self.lookahead);
             (step_key, Event::StepDone { cpu: cpu as Cpu, gen: self.steps.gens[cpu] })
@@ -354,7 +354,7 @@ impl Engine {
     pub fn peek_time(&mut self) -> Option<Ns> {
         self.steps.settle();
         let step = self.steps.first().map(|(_, key)| key);
-        let tick = self.ticks.front().map(|&(key, _)| key);
+        let tick = Some(self.ticks.first.0).filter(|&key| key != NO_KEY);
         [step, tick, self.heap.peek_key()].into_iter().flatten().min().map(|key| (key >> 64) as Ns)
     }
 
@@ -366,7 +366,7 @@ impl Engine {
     #[inline]
     pub fn upcoming(&self) -> Upcoming {
         let (step_key, step) = self.steps.head_hint().map_or((NO_KEY, 0), |(slot, key)| (key, slot as Cpu));
-        let (tick_key, tick) = self.ticks.front().copied().unwrap_or((NO_KEY, 0));
+        let (tick_key, tick) = self.ticks.first;
         let heap_key = self.heap.peek_key().unwrap_or(NO_KEY);
         if step_key < heap_key && step_key < tick_key {
             Upcoming::Step(step)
@@ -394,6 +394,56 @@ impl Engine {
     /// The event-stream hash: equal for identical runs.
     pub fn hash(&self) -> u64 {
         self.hash.finish()
+    }
+}
+
+/// The ticks' FIFO (see the module docs): its front apart, so that the
+/// engine's pop, which compares it with the other sources' heads before
+/// every event, reads one field rather than a `VecDeque`'s front.
+#[derive(Debug)]
+struct TickFifo {
+    /// The front: the earliest tick's key and CPU ((NO_KEY, 0): none).
+    first: (u128, Cpu),
+    /// The ticks after it, in key order.
+    rest: VecDeque<(u128, Cpu)>,
+}
+
+impl Default for TickFifo {
+    fn default() -> Self {
+        TickFifo { first: (NO_KEY, 0), rest: VecDeque::new() }
+    }
+}
+
+impl TickFifo {
+    /// The key of the last tick (0 when empty, below any key).
+    #[inline(always)]
+    fn last_key(&self) -> u128 {
+        match self.rest.back() {
+            Some(&(key, _)) => key,
+            None if self.first.0 != NO_KEY => self.first.0,
+            None => 0,
+        }
+    }
+
+    /// Queues a tick whose key is above [`TickFifo::last_key`].
+    #[inline(always)]
+    fn push_back(&mut self, key: u128, cpu: Cpu) {
+        if self.first.0 == NO_KEY {
+            self.first = (key, cpu);
+        } else {
+            self.rest.push_back((key, cpu));
+        }
+    }
+
+    /// Drops the front tick: the next one moves to the front.
+    #[inline(always)]
+    fn pop_front(&mut self) {
+        self.first = self.rest.pop_front().unwrap_or((NO_KEY, 0));
+    }
+
+    /// Ticks pending.
+    fn len(&self) -> usize {
+        usize::from(self.first.0 != NO_KEY) + self.rest.len()
     }
 }
 
