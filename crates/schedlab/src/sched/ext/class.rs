@@ -281,13 +281,8 @@ impl SchedClass for ExtClass {
         if !sim.scx.enabled() {
             return None;
         }
-        let r = &mut sim.rqs[cpu as usize];
-        let prev = r.curr;
-        r.scx.pnt_seq += 1;
-        sim.scx_balance_one(cpu, prev);
-        let keep = sim.rqs[cpu as usize].scx.flags & rq_flags::BAL_KEEP != 0;
-        let p = match prev.filter(|_| keep) {
-            Some(prev) if sim.task(prev).class == ClassId::Ext => {
+        let p = match sim.scx_balance_one(cpu) {
+            (Some(prev), true) if sim.task(prev).class == ClassId::Ext => {
                 sim.scx.stats.keep_prev += 1;
                 prev
             }

@@ -532,16 +532,32 @@ impl Sim {
         true
     }
 
-    /// balance_one(): make sure the local DSQ has something to run, or
-    /// decide to keep running the previous task (SCX_RQ_BAL_KEEP).
-    pub(crate) fn scx_balance_one(&mut self, cpu: Cpu, prev: Option<TaskId>) {
+    /// pick_task_scx()'s balance_one(): make sure the local DSQ has
+    /// something to run, or decide to keep running the previous task
+    /// (SCX_RQ_BAL_KEEP). Returns the previous task and whether to keep it.
+    ///
+    /// The runqueue is looked up once for what comes before the scheduler
+    /// is called (pnt_seq, the own rq lock, the flags) and once after.
+    pub(crate) fn scx_balance_one(&mut self, cpu: Cpu) -> (Option<TaskId>, bool) {
         let c = cpu as usize;
-        self.scx_rq_lock_own(cpu);
-        let r = &mut self.rqs[c].scx;
-        r.flags = (r.flags & !rq_flags::BAL_KEEP) | rq_flags::IN_BALANCE;
+        let now = self.now();
+        let acc = self.scx.cost_acc;
+        let r = &mut self.rqs[c];
+        let prev = r.curr;
+        r.scx.pnt_seq += 1;
+        // scx_rq_lock_own(): wait for the remote holders ahead of us.
+        let wait = r.scx.lock(now.max(r.irq_until) + acc, 0);
+        let released = r.scx.flags & rq_flags::CPU_RELEASED != 0;
+        r.scx.flags = (r.scx.flags & !(rq_flags::BAL_KEEP | rq_flags::CPU_RELEASED)) | rq_flags::IN_BALANCE;
+        self.scx.cost_acc = acc + wait;
+        self.scx.stats.rq_lock_wait_ns += wait;
+        if released && self.scx.has(Op::CpuAcquire) && !self.scx.bypassing {
+            self.scx_call(Op::CpuAcquire, cpu, None, |o, s| o.cpu_acquire(s, cpu));
+        }
         let have = self.scx_balance_inner(cpu, prev);
+        let keep = have == Balance::Keep;
         let r = &mut self.rqs[c].scx;
-        if have == Balance::Keep {
+        if keep {
             r.flags |= rq_flags::BAL_KEEP;
         }
         // IMMED tasks queued behind another cannot run at once (the count,
@@ -549,22 +565,24 @@ impl Sim {
         if have != Balance::None && r.nr_immed > 0 && self.scx.dsqs[self.scx.local(cpu) as usize].nr() > 1 {
             self.scx_schedule_reenq_local(cpu, 0);
         }
-        self.rqs[c].scx.flags &= !rq_flags::IN_BALANCE;
+        let until = self.engine.now() + self.scx.cost_acc;
+        let r = &mut self.rqs[c].scx;
+        r.flags &= !rq_flags::IN_BALANCE;
+        if !r.deferred_pending {
+            debug_assert!(!r.deferred_any(), "deferred work of CPU {cpu} without deferred_pending");
+            r.lock_held_until = r.lock_held_until.max(until);
+            return (prev, keep);
+        }
         // Work deferred while balancing runs now (the balance callback).
-        self.scx_run_deferred(cpu);
+        self.scx_run_deferred_work(cpu);
         let until = self.now() + self.scx.cost_acc;
         let r = &mut self.rqs[c].scx;
         r.lock_held_until = r.lock_held_until.max(until);
+        (prev, keep)
     }
 
     fn scx_balance_inner(&mut self, cpu: Cpu, prev: Option<TaskId>) -> Balance {
         let c = cpu as usize;
-        if self.rqs[c].scx.flags & rq_flags::CPU_RELEASED != 0 {
-            self.rqs[c].scx.flags &= !rq_flags::CPU_RELEASED;
-            if self.scx.has(Op::CpuAcquire) && !self.scx.bypassing {
-                self.scx_call(Op::CpuAcquire, cpu, None, |o, s| o.cpu_acquire(s, cpu));
-            }
-        }
         let prev_ext = prev.filter(|&p| self.task(p).class == ClassId::Ext);
         let prev_queued = prev_ext.filter(|&p| self.task(p).scx.queued() && self.task(p).state == TaskState::Runnable);
         if let Some(p) = prev_queued {
