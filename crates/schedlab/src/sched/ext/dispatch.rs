@@ -28,7 +28,7 @@ impl Sim {
     /// refill_task_slice_dfl().
     pub(crate) fn scx_refill_slice_dfl(&mut self, p: TaskId) {
         let s = self.scx_slice_dfl();
-        self.task_mut(p).scx.c.scx.slice = s;
+        self.task_mut(p).scx.cx_mut().slice = s;
         self.scx.stats.dfl_slice_refills += 1;
     }
 
@@ -94,7 +94,7 @@ impl Sim {
                 self.scx.next_qseq += 1;
                 let qseq = self.scx.next_qseq;
                 t.ops_state = OpsState::Queueing;
-                t.c.scx.ops_state = 1 | qseq << 2;
+                t.cx_mut().ops_state = 1 | qseq << 2;
                 self.scx_call(Op::Enqueue, cpu, Some(p), |o, s| o.enqueue(s, p, flags));
                 let t = &mut self.tasks[p as usize].scx;
                 match t.ddsp.take() {
@@ -106,7 +106,7 @@ impl Sim {
                         if t.ops_state == OpsState::Queueing {
                             // Not inserted directly: the BPF scheduler holds the task now.
                             t.ops_state = OpsState::Queued { qseq };
-                            t.c.scx.ops_state = 2 | qseq << 2;
+                            t.cx_mut().ops_state = 2 | qseq << 2;
                             t.set_flag(task_flags::IN_CUSTODY, true);
                         }
                         return;
@@ -265,7 +265,7 @@ impl Sim {
         let key = d.fifo_key(flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0);
         link(d, dsq, t, p, key, false);
         let nr = d.nr();
-        let c = &mut t.c.scx;
+        let c = t.cx_mut();
         // dsq_inc_nr(): IMMED tasks are counted, and one that cannot run at
         // once is reenqueued.
         if flags & enq_flags::IMMED != 0 {
@@ -307,7 +307,7 @@ impl Sim {
         let mut preempt = false;
         if flags & enq_flags::PREEMPT != 0 {
             if let Some(c) = curr.filter(|&c| c != p && self.task(c).class == ClassId::Ext) {
-                self.task_mut(c).scx.c.scx.slice = 0;
+                self.task_mut(c).scx.cx_mut().slice = 0;
                 preempt = true;
             }
         }
@@ -477,7 +477,7 @@ impl Sim {
         self.scx_dequeue_task(src, p, deq::MOVE | deq::MIGRATING);
         self.finish_dequeue(src, p);
         self.set_task_cpu_common(p, src, dst);
-        self.task_mut(p).scx.c.cpu = dst;
+        self.task_mut(p).scx.c.live_mut().cpu = dst;
         let hflags = if flags & enq_flags::HEAD != 0 { enq::HEAD } else { 0 };
         self.rq_add_running(dst);
         let extra = flags & !(enq_flags::HEAD | enq_flags::WAKEUP);
@@ -969,7 +969,7 @@ enum Balance {
 fn dsq_insert(d: &mut Dsq, dsq: DsqIdx, t: &mut ScxTask, p: TaskId, flags: u64, vtime: bool) {
     let key = if vtime {
         d.order = DsqOrder::Vtime;
-        d.vtime_key(t.c.scx.dsq_vtime)
+        d.vtime_key(t.cx().dsq_vtime)
     } else {
         if d.order == DsqOrder::Unset && d.kind == DsqKind::User {
             d.order = DsqOrder::Fifo;
@@ -987,7 +987,7 @@ fn link(d: &mut Dsq, dsq: DsqIdx, t: &mut ScxTask, p: TaskId, key: DsqKey, vtime
     d.list.insert(key, p);
     t.dsq = Some((dsq, key));
     t.ops_state = OpsState::None;
-    let c = &mut t.c.scx;
+    let c = t.cx_mut();
     c.dsq_seq = d.seq as u32;
     c.dsq_flags = vtime as u32;
     c.ops_state = 0;
