@@ -93,7 +93,7 @@ impl Sim {
         let t = &mut self.tasks[p as usize].scx;
         if t.runnable_at.is_none() {
             t.runnable_at = Some(now);
-            t.c.scx.runnable_at = now;
+            t.cx_mut().runnable_at = now;
         }
     }
 
@@ -177,7 +177,7 @@ impl Sim {
         if set_runnable {
             t.runnable_at = Some(now);
         }
-        let c = &mut t.c.scx;
+        let c = t.cx_mut();
         if set_runnable {
             c.runnable_at = now;
         }
@@ -228,7 +228,7 @@ impl Sim {
         }
         let t = &mut self.tasks[p as usize].scx;
         t.ddsp = None;
-        let c = &mut t.c.scx;
+        let c = t.cx_mut();
         c.flags &= !(task_flags::QUEUED | task_flags::DEQD_FOR_SLEEP);
         if sleep {
             c.flags |= task_flags::DEQD_FOR_SLEEP;
@@ -260,7 +260,7 @@ impl SchedClass for ExtClass {
         if sim.scx.has(Op::Yield) && !sim.scx.bypassing {
             sim.scx_call(Op::Yield, cpu, Some(p), |o, s| o.yield_(s, p, None));
         } else {
-            sim.task_mut(p).scx.c.scx.slice = 0;
+            sim.task_mut(p).scx.cx_mut().slice = 0;
         }
     }
 
@@ -281,13 +281,8 @@ impl SchedClass for ExtClass {
         if !sim.scx.enabled() {
             return None;
         }
-        let r = &mut sim.rqs[cpu as usize];
-        let prev = r.curr;
-        r.scx.pnt_seq += 1;
-        sim.scx_balance_one(cpu, prev);
-        let keep = sim.rqs[cpu as usize].scx.flags & rq_flags::BAL_KEEP != 0;
-        let p = match prev.filter(|_| keep) {
-            Some(prev) if sim.task(prev).class == ClassId::Ext => {
+        let p = match sim.scx_balance_one(cpu) {
+            (Some(prev), true) if sim.task(prev).class == ClassId::Ext => {
                 sim.scx.stats.keep_prev += 1;
                 prev
             }
@@ -304,7 +299,7 @@ impl SchedClass for ExtClass {
 
     fn put_prev_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
         sim.rqs[cpu as usize].scx.pnt_seq += 1;
-        sim.task_mut(p).scx.c.on_cpu = 0;
+        sim.task_mut(p).scx.c.live_mut().on_cpu = 0;
         sim.update_curr_scx(cpu);
         let queued = sim.task(p).scx.queued() && sim.task(p).state == TaskState::Runnable;
         if queued && sim.scx.has(Op::Stopping) {
@@ -318,10 +313,10 @@ impl SchedClass for ExtClass {
         if sim.task(p).scx.slice() > 0 && !sim.scx.bypassing {
             if sim.task(p).scx.has_flag(task_flags::IMMED) {
                 // An IMMED task that lost the CPU goes back to the scheduler.
-                sim.task_mut(p).scx.c.scx.flags |= reenq_reason::PREEMPTED;
+                sim.task_mut(p).scx.cx_mut().flags |= reenq_reason::PREEMPTED;
                 sim.scx.stats.reenqueued += 1;
                 sim.scx_do_enqueue(cpu, p, enq_flags::REENQ, None);
-                sim.task_mut(p).scx.c.scx.flags &= !reenq_reason::MASK;
+                sim.task_mut(p).scx.cx_mut().flags &= !reenq_reason::MASK;
             } else {
                 // Preempted by a higher class with slice left: first in line again.
                 let local = sim.scx.local(cpu);
@@ -348,7 +343,7 @@ impl SchedClass for ExtClass {
         // clr_task_runnable(p, true): the watchdog clock restarts next time.
         let t = &mut sim.tasks[p as usize].scx;
         t.runnable_at = None;
-        t.c.on_cpu = 1;
+        t.c.live_mut().on_cpu = 1;
     }
 
     fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
@@ -367,7 +362,7 @@ impl SchedClass for ExtClass {
         sim.update_curr_scx(cpu);
         if sim.scx.bypassing {
             // Bypass: round-robin at tick granularity.
-            sim.task_mut(p).scx.c.scx.slice = 0;
+            sim.task_mut(p).scx.cx_mut().slice = 0;
         } else if sim.scx.has(Op::Tick) {
             sim.scx_call(Op::Tick, cpu, Some(p), |o, s| o.tick(s, p));
         }

@@ -3,6 +3,7 @@
 //! runqueues, SCX_ENQ_IMMED and the deferred work that reenqueues (ext.c,
 //! 7.1).
 
+use crate::engine::time::Ns;
 use crate::engine::{Cpu, Event, TaskId};
 use crate::sched::features::Feature;
 use crate::sched::deq;
@@ -27,7 +28,7 @@ impl Sim {
     /// refill_task_slice_dfl().
     pub(crate) fn scx_refill_slice_dfl(&mut self, p: TaskId) {
         let s = self.scx_slice_dfl();
-        self.task_mut(p).scx.c.scx.slice = s;
+        self.task_mut(p).scx.cx_mut().slice = s;
         self.scx.stats.dfl_slice_refills += 1;
     }
 
@@ -44,9 +45,15 @@ impl Sim {
     #[inline]
     pub(crate) fn scx_do_enqueue(&mut self, cpu: Cpu, p: TaskId, flags: u64, sticky: Option<Cpu>) {
         if sticky == Some(cpu) {
-            // Moved here for this CPU's local DSQ; no slice refill.
+            // Moved here for this CPU's local DSQ; no slice refill. The
+            // DSQ is `cpu`'s local one by construction: its kind is not
+            // looked up.
             let local = self.scx.local(cpu);
-            self.scx_dispatch_enqueue(local, p, flags);
+            if flags & enq_flags::DSQ_PRIQ == 0 {
+                self.scx_local_enqueue(local, cpu, p, flags);
+            } else {
+                self.scx_dispatch_enqueue_any(local, p, flags);
+            }
             return;
         }
         self.scx_do_enqueue_work(cpu, p, flags);
@@ -58,9 +65,8 @@ impl Sim {
         // A fresh enqueue ends IMMED protection.
         let t = &mut self.tasks[p as usize].scx;
         t.set_flag(task_flags::IMMED, false);
-        let ddsp = t.ddsp.is_some();
         if self.scx.bypassing {
-            self.task_mut(p).scx.ddsp = None;
+            t.ddsp = None;
             self.scx_refill_slice_dfl(p);
             let dsq = if self.features.on(Feature::SCX_BYPASS_PERCPU) {
                 self.scx.bypass_dsq(cpu)
@@ -71,45 +77,57 @@ impl Sim {
             return;
         }
         // A verdict from select_cpu, or else one ops.enqueue gives, is
-        // carried out below: one call site, which inlines it.
-        if !ddsp {
-            if !self.scx.has(Op::Enqueue) {
-                self.scx_refill_slice_dfl(p);
-                let g = self.scx.global(self.topo.node_of(cpu as usize) as u32);
-                self.scx_dispatch_enqueue(g, p, flags);
-                return;
+        // carried out below: one call site, which inlines it. The verdict
+        // is taken in the lookup of the task that finds it.
+        let verdict = match t.ddsp.take() {
+            Some(v) => {
+                t.ops_state = OpsState::None;
+                v
             }
-            self.scx.next_qseq += 1;
-            let qseq = self.scx.next_qseq;
-            let t = &mut self.tasks[p as usize].scx;
-            t.ops_state = OpsState::Queueing;
-            t.c.scx.ops_state = 1 | qseq << 2;
-            self.scx_call(Op::Enqueue, cpu, Some(p), |o, s| o.enqueue(s, p, flags));
-            let t = &mut self.tasks[p as usize].scx;
-            if t.ddsp.is_none() {
-                if t.ops_state == OpsState::Queueing {
-                    // Not inserted directly: the BPF scheduler holds the task now.
-                    t.ops_state = OpsState::Queued { qseq };
-                    t.c.scx.ops_state = 2 | qseq << 2;
-                    t.set_flag(task_flags::IN_CUSTODY, true);
+            None => {
+                if !self.scx.has(Op::Enqueue) {
+                    self.scx_refill_slice_dfl(p);
+                    let g = self.scx.global(self.topo.node_of(cpu as usize) as u32);
+                    self.scx_dispatch_enqueue(g, p, flags);
+                    return;
                 }
-                return;
+                self.scx.next_qseq += 1;
+                let qseq = self.scx.next_qseq;
+                t.ops_state = OpsState::Queueing;
+                t.cx_mut().ops_state = 1 | qseq << 2;
+                self.scx_call(Op::Enqueue, cpu, Some(p), |o, s| o.enqueue(s, p, flags));
+                let t = &mut self.tasks[p as usize].scx;
+                match t.ddsp.take() {
+                    Some(v) => {
+                        t.ops_state = OpsState::None;
+                        v
+                    }
+                    None => {
+                        if t.ops_state == OpsState::Queueing {
+                            // Not inserted directly: the BPF scheduler holds the task now.
+                            t.ops_state = OpsState::Queued { qseq };
+                            t.cx_mut().ops_state = 2 | qseq << 2;
+                            t.set_flag(task_flags::IN_CUSTODY, true);
+                        }
+                        return;
+                    }
+                }
             }
-        }
-        self.scx_direct_dispatch(cpu, p, flags);
+        };
+        self.scx_direct_dispatch(cpu, p, verdict, flags);
     }
 
-    /// direct_dispatch(): carry out the verdict select_cpu/enqueue gave.
+    /// direct_dispatch(): carry out the verdict (DSQ id, flags) that
+    /// select_cpu/enqueue gave, taken from the task.
     #[inline]
-    fn scx_direct_dispatch(&mut self, cpu: Cpu, p: TaskId, flags: u64) {
-        let t = &mut self.tasks[p as usize].scx;
-        let (id, dflags) = t.ddsp.take().expect("direct dispatch verdict");
-        t.ops_state = OpsState::None;
+    fn scx_direct_dispatch(&mut self, cpu: Cpu, p: TaskId, (id, dflags): (u64, u64), flags: u64) {
         self.scx.stats.direct_dispatches += 1;
         let f = flags | dflags;
         let dsq = self.scx_find_dsq(cpu, id, p);
-        if let DsqKind::Local(target) = self.scx.dsqs[dsq as usize].kind {
-            if target != cpu {
+        // The DSQ's kind, looked up once, settles both the deferral and
+        // which insert.
+        match self.scx.dsqs[dsq as usize].kind {
+            DsqKind::Local(target) if target != cpu => {
                 // A remote local DSQ needs the target's lock: park the task
                 // and defer the move (ddsp_deferred_locals).
                 self.task_mut(p).scx.ddsp = Some((dsq_id::LOCAL_ON | target as u64, f));
@@ -117,10 +135,10 @@ impl Sim {
                 r.ddsp_deferred.push(p);
                 r.deferred_pending = true;
                 self.scx_schedule_deferred(cpu);
-                return;
             }
+            DsqKind::Local(target) if f & enq_flags::DSQ_PRIQ == 0 => self.scx_local_enqueue(dsq, target, p, f),
+            _ => self.scx_dispatch_enqueue_any(dsq, p, f),
         }
-        self.scx_dispatch_enqueue(dsq, p, f);
     }
 
     /// find_dsq_for_dispatch(): resolve a DSQ id as seen from `cpu`.
@@ -207,8 +225,18 @@ impl Sim {
                 return self.scx_local_enqueue(dsq, cpu, p, flags & !enq_flags::DSQ_PRIQ);
             }
             DsqKind::User => {
-                self.scx_dsq_lock(dsq, 0);
-                self.tasks[p as usize].scx.set_flag(task_flags::IN_CUSTODY, true);
+                // Nothing is called between the lock and the insert: the
+                // lock, the custody flag and the insert share one lookup
+                // of the task and of the DSQ.
+                let at = self.scx_dsq_lock_clock();
+                let hold = self.costs.dsq_lock_ns;
+                let t = &mut self.tasks[p as usize].scx;
+                let d = &mut self.scx.dsqs[dsq as usize];
+                let wait = d.lock(at, hold);
+                self.scx.cost_acc += wait + hold;
+                self.scx.stats.dsq_lock_wait_ns += wait;
+                t.set_flag(task_flags::IN_CUSTODY, true);
+                return dsq_insert(d, dsq, t, p, flags, vtime);
             }
             _ => {
                 self.scx_dsq_lock(dsq, 0);
@@ -219,17 +247,7 @@ impl Sim {
         // each looked up once.
         let t = &mut self.tasks[p as usize].scx;
         let d = &mut self.scx.dsqs[dsq as usize];
-        let head = flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0;
-        let key = if vtime {
-            d.order = DsqOrder::Vtime;
-            d.vtime_key(t.c.scx.dsq_vtime)
-        } else {
-            if d.order == DsqOrder::Unset && d.kind == DsqKind::User {
-                d.order = DsqOrder::Fifo;
-            }
-            d.fifo_key(head)
-        };
-        link(d, dsq, t, p, key, vtime);
+        dsq_insert(d, dsq, t, p, flags, vtime);
     }
 
     /// dispatch_enqueue() of a FIFO insert into `cpu`'s local DSQ `dsq`:
@@ -247,7 +265,7 @@ impl Sim {
         let key = d.fifo_key(flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0);
         link(d, dsq, t, p, key, false);
         let nr = d.nr();
-        let c = &mut t.c.scx;
+        let c = t.cx_mut();
         // dsq_inc_nr(): IMMED tasks are counted, and one that cannot run at
         // once is reenqueued.
         if flags & enq_flags::IMMED != 0 {
@@ -289,7 +307,7 @@ impl Sim {
         let mut preempt = false;
         if flags & enq_flags::PREEMPT != 0 {
             if let Some(c) = curr.filter(|&c| c != p && self.task(c).class == ClassId::Ext) {
-                self.task_mut(c).scx.c.scx.slice = 0;
+                self.task_mut(c).scx.cx_mut().slice = 0;
                 preempt = true;
             }
         }
@@ -333,12 +351,18 @@ impl Sim {
         }
     }
 
+    /// When the calling CPU gets to a DSQ lock: once it has finished the
+    /// scheduler work already charged to it (irq_until) and this
+    /// operation's so far.
+    #[inline]
+    fn scx_dsq_lock_clock(&self) -> Ns {
+        self.now().max(self.rq(self.this_cpu).irq_until) + self.scx.cost_acc
+    }
+
     /// Takes a shared DSQ's lock for one operation that scans `scanned`
     /// tasks: waiting and holding are CPU time of the calling CPU.
     pub(crate) fn scx_dsq_lock(&mut self, dsq: DsqIdx, scanned: u64) {
-        // The CPU gets to the lock once it has finished the scheduler work
-        // already charged to it (irq_until) and this operation's so far.
-        let at = self.now().max(self.rq(self.this_cpu).irq_until) + self.scx.cost_acc;
+        let at = self.scx_dsq_lock_clock();
         let hold = self.costs.dsq_lock_ns + scanned * self.costs.dsq_scan_task_ns;
         let wait = self.scx.dsqs[dsq as usize].lock(at, hold);
         self.scx.cost_acc += wait + hold;
@@ -453,7 +477,7 @@ impl Sim {
         self.scx_dequeue_task(src, p, deq::MOVE | deq::MIGRATING);
         self.finish_dequeue(src, p);
         self.set_task_cpu_common(p, src, dst);
-        self.task_mut(p).scx.c.cpu = dst;
+        self.task_mut(p).scx.c.live_mut().cpu = dst;
         let hflags = if flags & enq_flags::HEAD != 0 { enq::HEAD } else { 0 };
         self.rq_add_running(dst);
         let extra = flags & !(enq_flags::HEAD | enq_flags::WAKEUP);
@@ -532,16 +556,32 @@ impl Sim {
         true
     }
 
-    /// balance_one(): make sure the local DSQ has something to run, or
-    /// decide to keep running the previous task (SCX_RQ_BAL_KEEP).
-    pub(crate) fn scx_balance_one(&mut self, cpu: Cpu, prev: Option<TaskId>) {
+    /// pick_task_scx()'s balance_one(): make sure the local DSQ has
+    /// something to run, or decide to keep running the previous task
+    /// (SCX_RQ_BAL_KEEP). Returns the previous task and whether to keep it.
+    ///
+    /// The runqueue is looked up once for what comes before the scheduler
+    /// is called (pnt_seq, the own rq lock, the flags) and once after.
+    pub(crate) fn scx_balance_one(&mut self, cpu: Cpu) -> (Option<TaskId>, bool) {
         let c = cpu as usize;
-        self.scx_rq_lock_own(cpu);
-        let r = &mut self.rqs[c].scx;
-        r.flags = (r.flags & !rq_flags::BAL_KEEP) | rq_flags::IN_BALANCE;
+        let now = self.now();
+        let acc = self.scx.cost_acc;
+        let r = &mut self.rqs[c];
+        let prev = r.curr;
+        r.scx.pnt_seq += 1;
+        // scx_rq_lock_own(): wait for the remote holders ahead of us.
+        let wait = r.scx.lock(now.max(r.irq_until) + acc, 0);
+        let released = r.scx.flags & rq_flags::CPU_RELEASED != 0;
+        r.scx.flags = (r.scx.flags & !(rq_flags::BAL_KEEP | rq_flags::CPU_RELEASED)) | rq_flags::IN_BALANCE;
+        self.scx.cost_acc = acc + wait;
+        self.scx.stats.rq_lock_wait_ns += wait;
+        if released && self.scx.has(Op::CpuAcquire) && !self.scx.bypassing {
+            self.scx_call(Op::CpuAcquire, cpu, None, |o, s| o.cpu_acquire(s, cpu));
+        }
         let have = self.scx_balance_inner(cpu, prev);
+        let keep = have == Balance::Keep;
         let r = &mut self.rqs[c].scx;
-        if have == Balance::Keep {
+        if keep {
             r.flags |= rq_flags::BAL_KEEP;
         }
         // IMMED tasks queued behind another cannot run at once (the count,
@@ -549,22 +589,24 @@ impl Sim {
         if have != Balance::None && r.nr_immed > 0 && self.scx.dsqs[self.scx.local(cpu) as usize].nr() > 1 {
             self.scx_schedule_reenq_local(cpu, 0);
         }
-        self.rqs[c].scx.flags &= !rq_flags::IN_BALANCE;
+        let until = self.engine.now() + self.scx.cost_acc;
+        let r = &mut self.rqs[c].scx;
+        r.flags &= !rq_flags::IN_BALANCE;
+        if !r.deferred_pending {
+            debug_assert!(!r.deferred_any(), "deferred work of CPU {cpu} without deferred_pending");
+            r.lock_held_until = r.lock_held_until.max(until);
+            return (prev, keep);
+        }
         // Work deferred while balancing runs now (the balance callback).
-        self.scx_run_deferred(cpu);
+        self.scx_run_deferred_work(cpu);
         let until = self.now() + self.scx.cost_acc;
         let r = &mut self.rqs[c].scx;
         r.lock_held_until = r.lock_held_until.max(until);
+        (prev, keep)
     }
 
     fn scx_balance_inner(&mut self, cpu: Cpu, prev: Option<TaskId>) -> Balance {
         let c = cpu as usize;
-        if self.rqs[c].scx.flags & rq_flags::CPU_RELEASED != 0 {
-            self.rqs[c].scx.flags &= !rq_flags::CPU_RELEASED;
-            if self.scx.has(Op::CpuAcquire) && !self.scx.bypassing {
-                self.scx_call(Op::CpuAcquire, cpu, None, |o, s| o.cpu_acquire(s, cpu));
-            }
-        }
         let prev_ext = prev.filter(|&p| self.task(p).class == ClassId::Ext);
         let prev_queued = prev_ext.filter(|&p| self.task(p).scx.queued() && self.task(p).state == TaskState::Runnable);
         if let Some(p) = prev_queued {
@@ -920,6 +962,23 @@ enum Balance {
     Keep,
 }
 
+/// dispatch_enqueue() into a shared DSQ once it is locked: the key in the
+/// order asked for (FIFO at the head or tail, or by the task's vtime), then
+/// the insert.
+#[inline(always)]
+fn dsq_insert(d: &mut Dsq, dsq: DsqIdx, t: &mut ScxTask, p: TaskId, flags: u64, vtime: bool) {
+    let key = if vtime {
+        d.order = DsqOrder::Vtime;
+        d.vtime_key(t.cx().dsq_vtime)
+    } else {
+        if d.order == DsqOrder::Unset && d.kind == DsqKind::User {
+            d.order = DsqOrder::Fifo;
+        }
+        d.fifo_key(flags & (enq_flags::HEAD | enq_flags::PREEMPT) != 0)
+    };
+    link(d, dsq, t, p, key, vtime);
+}
+
 /// The tail of dispatch_enqueue() for either order: files `p` under `key`
 /// in `d` (DSQ `dsq`) and records where in the task and its C view. One
 /// insert for both orders, its fast path inlined once per caller.
@@ -928,7 +987,7 @@ fn link(d: &mut Dsq, dsq: DsqIdx, t: &mut ScxTask, p: TaskId, key: DsqKey, vtime
     d.list.insert(key, p);
     t.dsq = Some((dsq, key));
     t.ops_state = OpsState::None;
-    let c = &mut t.c.scx;
+    let c = t.cx_mut();
     c.dsq_seq = d.seq as u32;
     c.dsq_flags = vtime as u32;
     c.ops_state = 0;

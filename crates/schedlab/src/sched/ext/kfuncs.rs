@@ -195,8 +195,9 @@ fn insert_commit(sim: &mut Sim, p: TaskId, id: u64, flags: u64) -> bool {
             return false;
         }
         sim.task_mut(p).scx.ddsp = Some((id, flags));
-        sim.task_mut(p).scx.c.scx.ddsp_dsq_id = id;
-        sim.task_mut(p).scx.c.scx.ddsp_enq_flags = flags;
+        let c = sim.task_mut(p).scx.cx_mut();
+        c.ddsp_dsq_id = id;
+        c.ddsp_enq_flags = flags;
         return true;
     }
     if sim.scx.dsp_buf.len() >= sim.scx.dsp_max_batch as usize {
@@ -234,7 +235,7 @@ fn dispatch_overflow(sim: &mut Sim) {
 
 #[inline]
 fn set_slice(sim: &mut Sim, p: TaskId, slice: u64) {
-    let c = &mut sim.task_mut(p).scx.c.scx;
+    let c = sim.task_mut(p).scx.cx_mut();
     if slice != 0 {
         c.slice = slice;
     } else if c.slice == 0 {
@@ -263,7 +264,7 @@ pub fn scx_bpf_dsq_insert_vtime(sim: &mut Sim, p: TaskId, dsq_id: u64, slice: u6
     }
     let Some(f) = vet_enq_flags(sim, dsq_id, enq_flags) else { return false };
     set_slice(sim, p, slice);
-    sim.task_mut(p).scx.c.scx.dsq_vtime = vtime;
+    sim.task_mut(p).scx.cx_mut().dsq_vtime = vtime;
     insert_commit(sim, p, dsq_id, f | enq_flags::DSQ_PRIQ)
 }
 

@@ -51,7 +51,7 @@ use crate::engine::{Cpu, TaskId};
 use crate::engine::time::Ns;
 
 pub use class::EXT_CLASS;
-use abi::{CpumaskC, TaskStructC};
+use abi::{CpumaskC, SchedExtEntityC, TaskStructC};
 use dsq::{Dsq, DsqIdx, DsqKey};
 use ops::{ExitInfo, ExtOps, Op};
 
@@ -121,6 +121,35 @@ impl TaskView {
     pub fn built_mut(&mut self) -> Option<&mut TaskStructC> {
         self.c.as_deref_mut()
     }
+
+    /// The C `task_struct` of a task a loaded scheduler handles, which is
+    /// built (every task's is from the load on, `Sim::scx_build_views`).
+    /// Unlike `Deref` this has no path that calls out to stand in for an
+    /// unbuilt view: after such a call everything the caller had looked up
+    /// (the task, its runqueue, the DSQ) would have to be looked up and
+    /// bounds-checked again. An unbuilt view here is a bug, and panics.
+    #[inline]
+    pub fn live(&self) -> &TaskStructC {
+        match &self.c {
+            Some(c) => c,
+            None => not_built(self.id),
+        }
+    }
+
+    /// [`TaskView::live`], to write.
+    #[inline]
+    pub fn live_mut(&mut self) -> &mut TaskStructC {
+        match &mut self.c {
+            Some(c) => c,
+            None => not_built(self.id),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn not_built(id: TaskId) -> ! {
+    panic!("task {id}'s C view is used by the scheduler before it was built")
 }
 
 thread_local! {
@@ -221,25 +250,39 @@ impl ScxTask {
         }
     }
 
+    /// `p->scx` in the C view of a task a loaded scheduler handles (see
+    /// [`TaskView::live`]).
+    #[inline]
+    pub fn cx(&self) -> &SchedExtEntityC {
+        &self.c.live().scx
+    }
+
+    /// [`ScxTask::cx`], to write.
+    #[inline]
+    pub fn cx_mut(&mut self) -> &mut SchedExtEntityC {
+        &mut self.c.live_mut().scx
+    }
+
     /// The task's remaining slice, ns (`p->scx.slice`).
     #[inline]
     pub fn slice(&self) -> u64 {
-        self.c.scx.slice
+        self.cx().slice
     }
 
     /// `p->scx.flags & f` (SCX_TASK_*).
     #[inline]
     pub fn has_flag(&self, f: u32) -> bool {
-        self.c.scx.flags & f != 0
+        self.cx().flags & f != 0
     }
 
     /// Sets or clears SCX_TASK_* flag `f` in `p->scx.flags`.
     #[inline]
     pub fn set_flag(&mut self, f: u32, on: bool) {
+        let c = self.cx_mut();
         if on {
-            self.c.scx.flags |= f;
+            c.flags |= f;
         } else {
-            self.c.scx.flags &= !f;
+            c.flags &= !f;
         }
     }
 

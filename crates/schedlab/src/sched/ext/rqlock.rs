@@ -94,16 +94,6 @@ impl Sim {
         self.scx.stats.rq_lock_wait_ns += wait;
         debug_assert_eq!(self.rqs[cpu as usize].scx.lock_held_until, self.scx_op_clock());
     }
-
-    /// __schedule() takes `cpu`'s own rq lock: it waits for the remote
-    /// holders ahead of it (the owner does not count its own earlier holds:
-    /// its clock is already past them).
-    pub(crate) fn scx_rq_lock_own(&mut self, cpu: Cpu) {
-        let at = self.now().max(self.rq(cpu).irq_until) + self.scx.cost_acc;
-        let wait = self.rqs[cpu as usize].scx.lock(at, 0);
-        self.scx.cost_acc += wait;
-        self.scx.stats.rq_lock_wait_ns += wait;
-    }
 }
 
 #[cfg(test)]
