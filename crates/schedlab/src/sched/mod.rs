@@ -194,11 +194,6 @@ pub trait SchedClass: Sync {
     }
 }
 
-/// The classes in priority order, highest first (stop and deadline are not modelled).
-pub fn classes() -> [Class; 3] {
-    [Class::Rt, Class::Fair, Class::Ext]
-}
-
 /// The class of a class id (`p->sched_class`); idle-policy tasks are in fair.
 #[inline(always)]
 pub fn class_of(id: ClassId) -> Class {
