@@ -3,7 +3,7 @@
 //! scheduling decisions into elapsed time.
 
 use crate::engine::{Cpu, Event, TaskId};
-use crate::sched::{class_of, classes, deq, enq, fair_check, wf, SchedClass};
+use crate::sched::{class_of, deq, enq, fair_check, wf, Class, SchedClass};
 use crate::sched::sim::{Sim, NO_CURR};
 use crate::sched::task::{ClassId, TaskState};
 use crate::engine::time::Ns;
@@ -531,7 +531,11 @@ impl Sim {
         }
     }
 
-    /// pick_next_task(): classes in priority order, newidle balance before idling.
+    /// pick_next_task(): the classes in priority order, highest first
+    /// (for_each_active_class), newidle balance before idling. The fair
+    /// class is asked only when its root runqueue has entities, since its
+    /// pick would begin by finding it empty, and ext only while a
+    /// scheduler is loaded, as next_active_class() skips it.
     fn pick_next_task(&mut self, cpu: Cpu, prev: Option<TaskId>) -> Option<TaskId> {
         self.balance_rt(cpu, prev);
         for _attempt in 0..3 {
@@ -539,12 +543,20 @@ impl Sim {
                 if let Some(p) = self.pick_task_fair::<true>(cpu) {
                     return Some(p);
                 }
-                if let Some(p) = crate::sched::ext::EXT_CLASS.pick_task(self, cpu) {
+                if let Some(p) = Class::Ext.pick_task(self, cpu) {
                     return Some(p);
                 }
             }
-            for cls in classes() {
-                if let Some(p) = cls.pick_task(self, cpu) {
+            if let Some(p) = Class::Rt.pick_task(self, cpu) {
+                return Some(p);
+            }
+            if self.rq(cpu).cfs.nr_queued > 0 {
+                if let Some(p) = Class::Fair.pick_task(self, cpu) {
+                    return Some(p);
+                }
+            }
+            if self.scx.enabled() {
+                if let Some(p) = Class::Ext.pick_task(self, cpu) {
                     return Some(p);
                 }
             }

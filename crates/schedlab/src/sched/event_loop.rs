@@ -8,7 +8,7 @@
 use crate::engine::time::Ns;
 use crate::engine::{Cpu, Event, TaskId, Upcoming};
 use crate::sched::ext::abi::TaskStructC;
-use crate::sched::prefetch;
+use crate::sched::{prefetch, SchedClass};
 use crate::sched::sim::{IrqCtx, Sim, NO_CURR};
 use crate::sched::task::TaskState;
 

@@ -3,7 +3,7 @@
 //! time; blocking steps take the task off the CPU through schedule().
 
 use crate::engine::{Cpu, Event, TaskId};
-use crate::sched::wf;
+use crate::sched::{wf, SchedClass};
 use crate::sched::sim::Sim;
 use crate::sched::task::{next_timer_expiry, Dist, Measure, Op, TaskState};
 use crate::engine::time::Ns;

@@ -851,11 +851,15 @@ impl Sim {
     }
 }
 
+// The hot hooks only choose the variant with or without groups: they are
+// #[inline] so that the core's static dispatch calls the variants directly
+// (epyc20k1 -0.8 % instructions, mixed-4cpu -0.4 %).
 impl SchedClass for FairClass {
     fn id(&self) -> ClassId {
         ClassId::Fair
     }
 
+    #[inline]
     fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
         by_groups!(sim.enqueue_task_fair(cpu, p, flags));
         // A delayed task's requeue returns before hrtick_update().
@@ -864,6 +868,7 @@ impl SchedClass for FairClass {
         }
     }
 
+    #[inline]
     fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
         let done = by_groups!(sim.dequeue_task_fair(cpu, p, flags));
         // ... and so does a delayed dequeue.
@@ -895,18 +900,22 @@ impl SchedClass for FairClass {
         true
     }
 
+    #[inline]
     fn wakeup_preempt(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, wake_flags: u32) {
         by_groups!(sim.check_preempt_wakeup_fair(cpu, p, wake_flags));
     }
 
+    #[inline]
     fn pick_task(&self, sim: &mut Sim, cpu: Cpu) -> Option<TaskId> {
         by_groups!(sim.pick_task_fair(cpu))
     }
 
+    #[inline]
     fn put_prev_task(&self, sim: &mut Sim, _cpu: Cpu, prev: TaskId) {
         by_groups!(sim.put_prev_task_fair(prev));
     }
 
+    #[inline]
     fn set_next_task(&self, sim: &mut Sim, _cpu: Cpu, p: TaskId, _first: bool) {
         by_groups!(sim.set_next_task_fair(p));
     }

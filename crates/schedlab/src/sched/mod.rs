@@ -194,17 +194,120 @@ pub trait SchedClass: Sync {
     }
 }
 
-/// The classes in priority order, highest first (stop and deadline are not modelled).
-pub fn classes() -> [&'static dyn SchedClass; 3] {
-    [&rt::RT_CLASS, &fair::FAIR_CLASS, &ext::EXT_CLASS]
+/// The class of a class id (`p->sched_class`); idle-policy tasks are in fair.
+#[inline(always)]
+pub fn class_of(id: ClassId) -> Class {
+    match id {
+        ClassId::Rt => Class::Rt,
+        ClassId::Fair | ClassId::Idle => Class::Fair,
+        ClassId::Ext => Class::Ext,
+    }
 }
 
-/// The class object of a class id (`p->sched_class`); idle-policy tasks are in fair.
-pub fn class_of(id: ClassId) -> &'static dyn SchedClass {
-    match id {
-        ClassId::Rt => &rt::RT_CLASS,
-        ClassId::Fair | ClassId::Idle => &fair::FAIR_CLASS,
-        ClassId::Ext => &ext::EXT_CLASS,
+/// A scheduling class as a value: what `p->sched_class` points to. Its
+/// [`SchedClass`] methods match on it and call the class directly rather
+/// than through a vtable, so that the hot paths (enqueue, pick, put/set,
+/// update_curr) are direct calls the compiler may inline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// rt_sched_class.
+    Rt,
+    /// fair_sched_class (and idle-policy tasks).
+    Fair,
+    /// ext_sched_class.
+    Ext,
+}
+
+/// Calls method `$m` of the class `$c` names.
+macro_rules! dispatch {
+    ($c:expr, $m:ident($($a:expr),*)) => {
+        match $c {
+            Class::Rt => rt::RT_CLASS.$m($($a),*),
+            Class::Fair => fair::FAIR_CLASS.$m($($a),*),
+            Class::Ext => ext::EXT_CLASS.$m($($a),*),
+        }
+    };
+}
+
+impl SchedClass for Class {
+    #[inline(always)]
+    fn id(&self) -> ClassId {
+        dispatch!(self, id())
+    }
+
+    #[inline(always)]
+    fn enqueue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) {
+        dispatch!(self, enqueue_task(sim, cpu, p, flags))
+    }
+
+    #[inline(always)]
+    fn dequeue_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, flags: u32) -> bool {
+        dispatch!(self, dequeue_task(sim, cpu, p, flags))
+    }
+
+    #[inline(always)]
+    fn yield_task(&self, sim: &mut Sim, cpu: Cpu) {
+        dispatch!(self, yield_task(sim, cpu))
+    }
+
+    #[inline(always)]
+    fn yield_to_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) -> bool {
+        dispatch!(self, yield_to_task(sim, cpu, p))
+    }
+
+    #[inline(always)]
+    fn wakeup_preempt(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, wake_flags: u32) {
+        dispatch!(self, wakeup_preempt(sim, cpu, p, wake_flags))
+    }
+
+    #[inline(always)]
+    fn pick_task(&self, sim: &mut Sim, cpu: Cpu) -> Option<TaskId> {
+        dispatch!(self, pick_task(sim, cpu))
+    }
+
+    #[inline(always)]
+    fn put_prev_task(&self, sim: &mut Sim, cpu: Cpu, prev: TaskId) {
+        dispatch!(self, put_prev_task(sim, cpu, prev))
+    }
+
+    #[inline(always)]
+    fn set_next_task(&self, sim: &mut Sim, cpu: Cpu, p: TaskId, first: bool) {
+        dispatch!(self, set_next_task(sim, cpu, p, first))
+    }
+
+    #[inline(always)]
+    fn select_task_rq(&self, sim: &mut Sim, p: TaskId, prev_cpu: Cpu, wake_flags: u32) -> Cpu {
+        dispatch!(self, select_task_rq(sim, p, prev_cpu, wake_flags))
+    }
+
+    #[inline(always)]
+    fn task_tick(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
+        dispatch!(self, task_tick(sim, cpu, p))
+    }
+
+    #[inline(always)]
+    fn update_curr(&self, sim: &mut Sim, cpu: Cpu) {
+        dispatch!(self, update_curr(sim, cpu))
+    }
+
+    #[inline(always)]
+    fn migrate_task_rq(&self, sim: &mut Sim, p: TaskId, new_cpu: Cpu) {
+        dispatch!(self, migrate_task_rq(sim, p, new_cpu))
+    }
+
+    #[inline(always)]
+    fn task_woken(&self, sim: &mut Sim, cpu: Cpu, p: TaskId) {
+        dispatch!(self, task_woken(sim, cpu, p))
+    }
+
+    #[inline(always)]
+    fn balance(&self, sim: &mut Sim, cpu: Cpu, prev: Option<TaskId>) -> bool {
+        dispatch!(self, balance(sim, cpu, prev))
+    }
+
+    #[inline(always)]
+    fn task_fork(&self, sim: &mut Sim, p: TaskId) {
+        dispatch!(self, task_fork(sim, p))
     }
 }
 
