@@ -498,17 +498,22 @@ impl HostState {
         // thread: no depth count to keep.
         debug_assert!(fault::top_ctx().is_none_or(|c| std::ptr::eq(c.host, self)), "calls of two schedulers nested");
         let ctx = Ctx { sim: sim as *mut Sim, host: self as *const HostState };
-        let (r, outermost) = fault::call(f, args, self.budget_ns.get(), self.watch, ctx);
-        // Two arms, so that a call that returned tests its signal once.
-        match r {
-            Ok(v) => {
-                if outermost {
-                    self.end_outermost(sim);
+        fault::call(f, args, self.budget_ns.get(), self.watch, ctx, |r, outermost| {
+            // SAFETY: the call has returned, so nothing else uses `ctx.sim`,
+            // made from `sim`, which is not used past it (the closure does
+            // not hold it across the call).
+            let sim = unsafe { &mut *ctx.sim };
+            // Two arms, so that a call that returned tests its signal once.
+            match r {
+                Ok(v) => {
+                    if outermost {
+                        self.end_outermost(sim);
+                    }
+                    Ok(v)
                 }
-                Ok(v)
+                Err(c) => Err(self.ended_early(sim, c, outermost)),
             }
-            Err(c) => Err(self.ended_early(sim, c, outermost)),
-        }
+        })
     }
 
     /// What follows a call that ended early: a kfunc's panic resumes;
