@@ -737,8 +737,15 @@ void *bpf_kptr_xchg(void *dst, void *ptr)
 
 static u32 locks_held;
 static u32 rcu_depth;
-/* Something for end_call to check or free (schedlab_module.end_call_pending). */
-static u32 end_call_pending;
+/*
+ * schedlab_module.end_call_pending: byte 0 says there is something for
+ * end_call to check or free; byte 1 is the host's, for what it releases
+ * itself. The host tests the four bytes as one word.
+ */
+static union {
+	u32 word;
+	u8 bytes[4];
+} end_call_pending;
 
 /*
  * Raised before the state it announces changes: a call abandoned in between
@@ -747,7 +754,7 @@ static u32 end_call_pending;
  */
 static void end_call_needed(void)
 {
-	end_call_pending = 1;
+	end_call_pending.bytes[0] = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 
@@ -812,7 +819,7 @@ static u32 end_call(void)
 	locks_held = 0;
 	rcu_depth = 0;
 	free_dead_objs();
-	end_call_pending = 0;
+	end_call_pending.word = 0;
 	return bad;
 }
 
@@ -839,6 +846,6 @@ EXPORT struct schedlab_module *schedlab_attach(void *(*resolve)(const char *name
 	if (missing)
 		return NULL;
 	__schedlab_module.end_call = end_call;
-	__schedlab_module.end_call_pending = &end_call_pending;
+	__schedlab_module.end_call_pending = &end_call_pending.word;
 	return &__schedlab_module;
 }

@@ -102,11 +102,13 @@ struct schedlab_module {
 	u32 nr_map_fields;
 	const struct schedlab_map_field *map_fields;
 	/*
-	 * Filled by the runtime: non-zero once a call may have left something
-	 * for end_call (a lock taken, an RCU section entered, an object
-	 * dropped), so the host skips end_call after the calls that did not.
+	 * Filled by the runtime: its byte 0 set once a call may have left
+	 * something for end_call (a lock taken, an RCU section entered, an
+	 * object dropped), so the host skips end_call after the calls that did
+	 * not. The host sets byte 1 for its own end-of-call work; end_call
+	 * clears the word.
 	 */
-	const u32 *end_call_pending;
+	u32 *end_call_pending;
 };
 
 /* Defined by the generated descriptor unit. */

@@ -528,7 +528,13 @@ pub(crate) fn enq_flags_in(sim: &mut Sim, h: &HostState, dsq_id: u64, enq_flags:
 
 /// A verdict's DSQ id and insert flags as the core takes them
 /// ([`dsq_in`], [`enq_flags_in`]); None: rejected with an error.
+#[inline]
 pub(crate) fn dsq_args(sim: &mut Sim, h: &HostState, dsq_id: u64, enq_flags: u64) -> Option<(u64, u64)> {
+    // Both pass everything through for a scheduler that is not cid-form:
+    // one test for the two.
+    if !is_cid(h) {
+        return Some((dsq_id, enq_flags));
+    }
     let f = enq_flags_in(sim, h, dsq_id, enq_flags)?;
     Some((dsq_in(sim, h, dsq_id)?, f))
 }

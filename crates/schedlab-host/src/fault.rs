@@ -309,29 +309,25 @@ pub(super) struct Watch(imp::SlotRef);
 /// to four integer or pointer arguments returning void or an integer,
 /// whose result is then in the low bits), under a guard with `budget_ns`
 /// of wall time (0: unlimited) if this is the outermost call on the
-/// thread (`watch`: the thread's), its kfuncs running in `ctx`. Also
-/// returns whether the call was the outermost. The error is boxed so
-/// that the result of a call that returned stays two words.
+/// thread (`watch`: the thread's), its kfuncs running in `ctx`, and hands
+/// `done` the result and whether the call was the outermost. The error is
+/// boxed so that the result of a call that returned stays two words.
+/// The outermost call (nearly every one) is inlined with its own `done`:
+/// knowing the guard below to be the bottom, it reads nothing back and
+/// keeps nothing in a register across the C call for it.
 #[inline(always)]
-pub(super) fn call(f: usize, a: Args, budget_ns: u64, watch: Watch, ctx: Ctx) -> (Result<u64, Box<Caught>>, bool) {
+pub(super) fn call<R>(f: usize, a: Args, budget_ns: u64, watch: Watch, ctx: Ctx, done: impl FnOnce(Result<u64, Box<Caught>>, bool) -> R) -> R {
     let prev = top();
-    // Every guarded call starts from Rust (the simulator, or a kfunc that
-    // runs an op), never from hosted C.
-    // SAFETY: `prev` is the live guard of the call below this one, or the
-    // bottom.
-    debug_assert!(unsafe { !(*prev).hosted }, "a guarded call from hosted C");
+    if !is_bottom(prev) {
+        let [a0, a1, a2, a3] = match a {
+            Args::One(a0) => [a0, 0, 0, 0],
+            Args::Four(a) => a,
+        };
+        return done(call_nested(f, a0, a1, a2, a3, ctx, prev), false);
+    }
     let mut g = MaybeUninit::<Guard>::uninit();
-    let gp = g.as_mut_ptr();
-    // SAFETY: writing fields of our own local (see Guard for the rest).
-    unsafe {
-        (&raw mut (*gp).sig).write(0);
-        (&raw mut (*gp).hosted).write(true);
-        (&raw mut (*gp).ctx).write(ctx);
-        (&raw mut (*gp).prev).write(prev);
-    }
-    if is_bottom(prev) {
-        imp::enter_outermost(watch.0, budget_ns);
-    }
+    let gp = new_guard(&mut g, ctx, prev);
+    imp::enter_outermost(watch.0, budget_ns);
     set_top(gp);
     // SAFETY: `f` is a function of a loaded scheduler taking up to four
     // integer arguments (extra ones are ignored by the C ABI); `g`
@@ -343,21 +339,44 @@ pub(super) fn call(f: usize, a: Args, budget_ns: u64, watch: Watch, ctx: Ctx) ->
         }
     };
     // SAFETY: `g` is a live local; the handler or a kfunc may have written
-    // it during the call, through the pointer in `top()`. Only `sig` (and
-    // `prev`, which nothing writes) is read on the way out; the rest only
-    // after a fault. `prev` is read back rather than kept in a register
-    // across the C call, which would cost the caller a callee-saved
-    // register (a push and a pop) for it.
-    let (sig, prev) = unsafe { (std::ptr::read_volatile(&raw const (*gp).sig), std::ptr::read_volatile(&raw const (*gp).prev)) };
+    // it during the call, through the pointer in `top()`. Only `sig` is
+    // read on the way out; the rest only after a fault.
+    let sig = unsafe { std::ptr::read_volatile(&raw const (*gp).sig) };
+    set_top(bottom());
+    imp::leave_outermost(watch.0);
+    done(if sig != 0 { Err(caught(gp)) } else { Ok(r) }, true)
+}
+
+/// [`call`] inside the call of guard `prev` (no watchdog epoch), out of
+/// line; scalar arguments, so the outermost path stores none for it.
+#[inline(never)]
+fn call_nested(f: usize, a0: u64, a1: u64, a2: u64, a3: u64, ctx: Ctx, prev: *mut Guard) -> Result<u64, Box<Caught>> {
+    let mut g = MaybeUninit::<Guard>::uninit();
+    let gp = new_guard(&mut g, ctx, prev);
+    set_top(gp);
+    // SAFETY: as in `call`.
+    let r = unsafe { imp::guard_call([a0, a1, a2, a3], f, gp) };
+    // SAFETY: as in `call`.
+    let sig = unsafe { std::ptr::read_volatile(&raw const (*gp).sig) };
     set_top(prev);
-    let outermost = is_bottom(prev);
-    if outermost {
-        imp::leave_outermost(watch.0);
+    if sig != 0 { Err(caught(gp)) } else { Ok(r) }
+}
+
+/// Fills what a guard needs before its call (see [`Guard`]) and returns it.
+#[inline(always)]
+fn new_guard(g: &mut MaybeUninit<Guard>, ctx: Ctx, prev: *mut Guard) -> *mut Guard {
+    // Every guarded call starts from Rust, never from hosted C.
+    // SAFETY: `prev` is the live guard of the call below, or the bottom.
+    debug_assert!(unsafe { !(*prev).hosted }, "a guarded call from hosted C");
+    let gp = g.as_mut_ptr();
+    // SAFETY: writing fields of our own local (see Guard for the rest).
+    unsafe {
+        (&raw mut (*gp).sig).write(0);
+        (&raw mut (*gp).hosted).write(true);
+        (&raw mut (*gp).ctx).write(ctx);
+        (&raw mut (*gp).prev).write(prev);
     }
-    if sig != 0 {
-        return (Err(caught(gp)), outermost);
-    }
-    (Ok(r), outermost)
+    gp
 }
 
 /// What ended the call at `g` early (its `sig` is set).
@@ -975,11 +994,11 @@ mod tests {
         let ctx = Ctx { sim: std::ptr::dangling_mut(), host: std::ptr::null() };
         assert!(idle() && top_ctx().is_none());
         let w = enter_thread();
-        let (r, outermost) = call(c_with_a_panicking_kfunc as *const () as usize, Args::Four([0; 4]), 0, w, ctx);
+        let (r, outermost) = call(c_with_a_panicking_kfunc as *const () as usize, Args::Four([0; 4]), 0, w, ctx, |r, o| (r, o));
         assert!(outermost);
         assert!(matches!(r, Err(ref c) if c.kind == Kind::Panic), "{r:?}");
         assert!(idle(), "the guard is popped");
-        let (r, _) = call(c_returning as *const () as usize, Args::Four([2, 3, 0, 0]), 0, w, ctx);
+        let r = call(c_returning as *const () as usize, Args::Four([2, 3, 0, 0]), 0, w, ctx, |r, _| r);
         assert_eq!(r.ok(), Some(5 + ctx.sim as u64), "a later call runs, with its context");
         assert!(kfunc_enter().is_none(), "no context outside a call");
     }

@@ -215,6 +215,24 @@ impl Kobjs {
                 scx: ScxRqC::default(),
             }));
         }
+        self.refresh_rq(sim, cpu, curr, idle)
+    }
+
+    /// [`rq`](Self::rq) of a CPU of the machine once every CPU's idle task
+    /// and `struct rq` exist (None before then: that call builds them),
+    /// with no allocation and nothing that could panic.
+    #[inline]
+    pub(super) fn rq_built(&mut self, sim: &Sim, cpu: Cpu, curr: *mut TaskStructC) -> Option<*mut RqC> {
+        if self.rqs.len() < sim.nr_cpus() {
+            return None;
+        }
+        let idle = self.idle_ptr_built(sim, cpu)?;
+        Some(self.refresh_rq(sim, cpu, curr, idle))
+    }
+
+    /// CPU `cpu`'s `struct rq` (which exists) with its fields as they are now.
+    #[inline(always)]
+    fn refresh_rq(&mut self, sim: &Sim, cpu: Cpu, curr: *mut TaskStructC, idle: *mut TaskStructC) -> *mut RqC {
         let now = schedlab::sched::ext::kfuncs::bpf_time(sim.now());
         let (rq, srq) = (sim.rq(cpu), &sim.rqs[cpu as usize].scx);
         let v = &mut self.rqs[cpu as usize];

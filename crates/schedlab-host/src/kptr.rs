@@ -277,7 +277,8 @@ pub(super) extern "C" fn bpf_cpumask_clear(m: *mut BpfCpumaskC) {
 
 /// `*d = op(*a, *b)` word by word over the whole mask, stray bits past
 /// `nr_cpu_ids` included; whether the result has any bit set. `a` and `b`
-/// may be `d`: each word is read before the same word is written. A mask
+/// may be `d`: each word is read before the same word is written (eight
+/// words at a time, see the body). A mask
 /// overlapping `d` only in part (no valid arguments do) is copied first,
 /// so every word is still read before any is written.
 ///
@@ -296,15 +297,19 @@ unsafe fn combine(d: *mut CpumaskC, a: *const CpumaskC, b: *const CpumaskC, op: 
     } else {
         (a, b)
     };
-    let (d, a, b) = (d.cast::<u64>(), a.cast::<u64>(), b.cast::<u64>());
+    // Eight words at a time, each eight read whole before they are
+    // written: vector code even when `d` is `a` or `b` (most calls), where
+    // a word-by-word loop stays scalar.
+    let (d, a, b) = (d.cast::<[u64; 8]>(), a.cast::<[u64; 8]>(), b.cast::<[u64; 8]>());
     let mut any = 0;
-    for w in 0..CPUMASK_WORDS {
-        // SAFETY: word `w` of each mask (the caller's); `d`'s word is
+    for c in 0..CPUMASK_WORDS / 8 {
+        // SAFETY: words `8c..8c+8` of each mask (the caller's); `d`'s are
         // written after `a`'s and `b`'s are read.
         unsafe {
-            let v = op(a.add(w).read(), b.add(w).read());
-            d.add(w).write(v);
-            any |= v;
+            let (x, y) = (a.add(c).read(), b.add(c).read());
+            let v: [u64; 8] = std::array::from_fn(|i| op(x[i], y[i]));
+            d.add(c).write(v);
+            any |= v.iter().fold(0, |acc, w| acc | w);
         }
     }
     any != 0

@@ -436,11 +436,7 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let extra_flags =
         ops_flags::parse(&cfg.ops_flags).map_err(|f| HostError::UnknownFlag { name: f.clone(), valid: ops_flags::valid() })?;
 
-    // A runtime that does not say when end_call has work gets it after
-    // every call.
-    static ALWAYS: u32 = 1;
-    let pending = if m.end_call_pending.is_null() { &raw const ALWAYS } else { m.end_call_pending };
-    let end_call = m.end_call.map(|f| state::EndCall { f, pending });
+    let end_call = m.end_call.map(|f| state::EndCall { f, pending: m.end_call_pending });
     let fpe_slots = fpe::register(&loaded.text);
     let obj = fault::ObjInfo { so: compiled.so.clone(), base: loaded.base };
     let hosted = HostedScheduler {

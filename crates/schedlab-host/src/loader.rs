@@ -156,7 +156,7 @@ pub(crate) struct ModuleC {
     pub globals: *const RodataDescC,
     pub nr_map_fields: u32,
     pub map_fields: *const MapFieldC,
-    pub end_call_pending: *const u32,
+    pub end_call_pending: *mut u32,
 }
 
 /// `struct schedlab_map_field`.

@@ -162,6 +162,22 @@ pub(super) extern "C" fn scx_bpf_locked_rq() -> *mut RqC {
 
 /// bpf_per_cpu_ptr(&runqueues, cpu): NULL past the last CPU, no error.
 pub(super) extern "C" fn schedlab_percpu_rq(cpu: u32) -> *mut RqC {
+    // A CPU of the machine whose views exist (scx_lavd asks for several
+    // CPUs a callback): the refreshed view without catch_unwind (anything
+    // else takes the full path, which does the same and more).
+    let fast = with_ctx_fast(|sim, h| {
+        if cpu as usize >= sim.nr_cpus() {
+            return None;
+        }
+        let curr = sim.rq(cpu).curr.filter(|&p| (p as usize) < sim.tasks.len());
+        let c = curr_ptr_known(sim, h, cpu, curr)?;
+        h.inner.try_borrow_mut().ok()?.kobjs.rq_built(sim, cpu, c)
+    });
+    fast.unwrap_or_else(|| percpu_rq_full(cpu))
+}
+
+#[inline(never)]
+extern "C" fn percpu_rq_full(cpu: u32) -> *mut RqC {
     with_ctx(|sim, h| {
         if cpu as usize >= sim.nr_cpus() {
             return std::ptr::null_mut();

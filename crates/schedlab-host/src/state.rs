@@ -192,13 +192,12 @@ pub(super) struct HostState {
     /// The object's rodata pages a loader write left writable; sealed
     /// before any call into C (see [`loader::Pages`]).
     pub pages: loader::Pages,
-    /// `grave`, `grave_masks` or `lent` may hold something, to release
-    /// when the outermost call returns (a flag, so that the calls that
-    /// hold nothing, nearly all, need not look into `inner`).
-    call_memory: Cell<bool>,
     /// The runtime's spin lock / RCU balance check (one that never has
-    /// work when the runtime has none, so the call path need not ask).
+    /// work when the runtime has none, so the call path need not ask),
+    /// and the word that says what the outermost call leaves to do.
     end_call: EndCall,
+    /// The word of a runtime that has none of its own (see [`EndCall`]).
+    _own_word: Box<Cell<u32>>,
     /// The object is cid-form (fixed when it is loaded).
     cid_form: bool,
     /// The object faulted or did not return: it is not called again
@@ -224,14 +223,28 @@ pub(super) struct HostState {
 }
 
 /// The runtime's end-of-call check: `f` reports (and resets) spin locks and
-/// RCU sections a call left held, and frees objects it dropped. The runtime
-/// sets `*pending` whenever there may be any, so calls that took no lock
-/// and dropped nothing (nearly all) skip the call into C.
+/// RCU sections a call left held, and frees objects it dropped.
+///
+/// `*pending` says what the outermost call leaves to do: the runtime sets
+/// its byte 0 ([`END_C`]) whenever `f` may have work, and the host its
+/// byte 1 ([`END_HOST`]) when `grave`, `grave_masks` or `lent` may hold
+/// something ([`HostState::hold_call_memory`]); each writes only its own
+/// byte, with a plain store. One word for both, so that a call that took
+/// no lock, dropped nothing and lent nothing (nearly all) ends with one
+/// test. A null `pending` (from the runtime): it does not say, and `f`
+/// runs after every call.
 #[derive(Clone, Copy)]
 pub(super) struct EndCall {
     pub f: unsafe extern "C" fn() -> u32,
-    pub pending: *const u32,
+    pub pending: *mut u32,
 }
+
+/// [`EndCall::pending`]: the runtime's check has work (the runtime's byte).
+const END_C: u32 = u32::from_ne_bytes([1, 0, 0, 0]);
+/// [`EndCall::pending`]: the call released memory or lent a mask (the
+/// host's byte, [`END_HOST_BYTE`]).
+const END_HOST: u32 = u32::from_ne_bytes([0, 1, 0, 0]);
+const END_HOST_BYTE: usize = 1;
 
 /// What a guarded call's kfuncs run with (see the module doc); part of
 /// fault.rs's `Guard`, which the trampoline is handed.
@@ -245,9 +258,6 @@ pub(super) struct Ctx {
 thread_local! {
     static PANIC: RefCell<Option<Box<dyn Any + Send>>> = const { RefCell::new(None) };
 }
-
-/// The pending flag of a runtime without an end-of-call check: never set.
-static NO_END_CALL: u32 = 0;
 
 /// The check of a runtime without one (never called: its flag stays 0).
 unsafe extern "C" fn no_end_call() -> u32 {
@@ -383,6 +393,15 @@ impl HostState {
         // A HostState stays on this thread (a raw pointer makes it neither
         // Send nor Sync), so this is where its calls will be made.
         let watch = fault::enter_thread();
+        // A runtime without a check never has work for it; one that does
+        // not say when gets it after every call ([`END_C`], never cleared
+        // in a word the runtime does not know).
+        let (f, word, always) = match end_call {
+            Some(e) => (e.f, e.pending, e.pending.is_null()),
+            None => (no_end_call as unsafe extern "C" fn() -> u32, std::ptr::null_mut(), false),
+        };
+        let own_word = Box::new(Cell::new(if always { END_C } else { 0 }));
+        let pending = if word.is_null() { own_word.as_ptr() } else { word };
         HostState {
             watch,
             cid_form: inner.cid.is_some(),
@@ -397,8 +416,8 @@ impl HostState {
             array_addrs: Default::default(),
             array_views: Default::default(),
             pages,
-            call_memory: Cell::new(false),
-            end_call: end_call.unwrap_or(EndCall { f: no_end_call, pending: &raw const NO_END_CALL }),
+            end_call: EndCall { f, pending },
+            _own_word: own_word,
             dead: Cell::new(false),
             op_fns: fns.map(Cell::new),
             last_fault: RefCell::new(None),
@@ -479,17 +498,22 @@ impl HostState {
         // thread: no depth count to keep.
         debug_assert!(fault::top_ctx().is_none_or(|c| std::ptr::eq(c.host, self)), "calls of two schedulers nested");
         let ctx = Ctx { sim: sim as *mut Sim, host: self as *const HostState };
-        let (r, outermost) = fault::call(f, args, self.budget_ns.get(), self.watch, ctx);
-        // Two arms, so that a call that returned tests its signal once.
-        match r {
-            Ok(v) => {
-                if outermost {
-                    self.end_outermost(sim);
+        fault::call(f, args, self.budget_ns.get(), self.watch, ctx, |r, outermost| {
+            // SAFETY: the call has returned, so nothing else uses `ctx.sim`,
+            // made from `sim`, which is not used past it (the closure does
+            // not hold it across the call).
+            let sim = unsafe { &mut *ctx.sim };
+            // Two arms, so that a call that returned tests its signal once.
+            match r {
+                Ok(v) => {
+                    if outermost {
+                        self.end_outermost(sim);
+                    }
+                    Ok(v)
                 }
-                Ok(v)
+                Err(c) => Err(self.ended_early(sim, c, outermost)),
             }
-            Err(c) => Err(self.ended_early(sim, c, outermost)),
-        }
+        })
     }
 
     /// What follows a call that ended early: a kfunc's panic resumes;
@@ -548,31 +572,58 @@ impl HostState {
     /// check, and freeing what the call released.
     #[inline(always)]
     fn end_outermost(&self, sim: &mut Sim) {
-        let e = self.end_call;
-        // SAFETY: `pending` is the runtime's flag (or a static), live as
-        // long as the object; C wrote it, so it is read as memory C may
-        // have changed behind the compiler's back.
-        if unsafe { std::ptr::read_volatile(e.pending) } != 0 {
-            self.run_end_call(sim, e.f);
+        let w = self.end_word();
+        if w != 0 {
+            if w == END_HOST {
+                // Only the host's (a lent mask, most often): no call into C.
+                self.release_call_memory();
+            } else {
+                self.end_work(sim, w);
+            }
         }
-        if self.call_memory.get() {
-            self.release_call_memory();
-        }
+    }
+
+    /// The word of [`EndCall::pending`].
+    #[inline(always)]
+    fn end_word(&self) -> u32 {
+        // SAFETY: `pending` is the runtime's word (or this state's own),
+        // live as long as the object; C writes it, so it is read as memory
+        // C may have changed behind the compiler's back.
+        unsafe { std::ptr::read_volatile(self.end_call.pending) }
+    }
+
+    /// Sets the host's byte of [`EndCall::pending`].
+    #[inline(always)]
+    fn set_end_host(&self, on: bool) {
+        // SAFETY: as in end_word; no C runs while Rust writes it.
+        unsafe { std::ptr::write_volatile(self.end_call.pending.cast::<u8>().add(END_HOST_BYTE), u8::from(on)) }
     }
 
     /// Notes that the call released memory or lent a mask (see
     /// [`Inner::grave`]).
     #[inline]
     pub(super) fn hold_call_memory(&self) {
-        self.call_memory.set(true);
+        self.set_end_host(true);
     }
 
+    /// What the outermost call left to do, by word `w` (not 0).
     #[cold]
     #[inline(never)]
-    fn run_end_call(&self, sim: &mut Sim, f: unsafe extern "C" fn() -> u32) {
+    fn end_work(&self, sim: &mut Sim, w: u32) {
+        if w & END_C != 0 {
+            self.run_end_call(sim);
+        }
+        if w & END_HOST != 0 {
+            self.release_call_memory();
+        }
+    }
+
+    /// The runtime's check; it clears the word (the host's byte with it:
+    /// [`end_work`](Self::end_work) read it before).
+    fn run_end_call(&self, sim: &mut Sim) {
         // SAFETY: end_call is the runtime's own function (no arguments),
         // taken from the module this state belongs to.
-        let held = unsafe { f() };
+        let held = unsafe { (self.end_call.f)() };
         if held & 1 != 0 {
             bad(sim, "BPF program returned with a bpf_spin_lock held".into());
         }
@@ -585,7 +636,7 @@ impl HostState {
     #[cold]
     #[inline(never)]
     fn release_call_memory(&self) {
-        self.call_memory.set(false);
+        self.set_end_host(false);
         let mut i = self.inner.borrow_mut();
         // An empty BTreeSet's clear() still drops and rebuilds it.
         if !i.grave.is_empty() {
