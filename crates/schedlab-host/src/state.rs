@@ -247,7 +247,7 @@ const END_HOST: u32 = u32::from_ne_bytes([0, 1, 0, 0]);
 const END_HOST_BYTE: usize = 1;
 
 /// What a guarded call's kfuncs run with (see the module doc); part of
-/// fault.rs's `Guard`, which the trampoline is handed.
+/// fault/guard.rs's `Guard`, which the trampoline is handed.
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub(super) struct Ctx {
