@@ -299,7 +299,7 @@ impl Engine {
             assert!(!*armed, "a second pending tick on CPU {cpu}");
             *armed = true;
         }
-        if self.ticks.last_key() < key {
+        if self.ticks.last_key().is_none_or(|last| last < key) {
             self.ticks.push_back(key, cpu);
         } else {
             self.heap.push(key, Event::Tick { cpu });
@@ -415,17 +415,17 @@ impl Default for TickFifo {
 }
 
 impl TickFifo {
-    /// The key of the last tick (0 when empty, below any key).
+    /// The key of the last tick, if any.
     #[inline(always)]
-    fn last_key(&self) -> u128 {
+    fn last_key(&self) -> Option<u128> {
         match self.rest.back() {
-            Some(&(key, _)) => key,
-            None if self.first.0 != NO_KEY => self.first.0,
-            None => 0,
+            Some(&(key, _)) => Some(key),
+            None => Some(self.first.0).filter(|&key| key != NO_KEY),
         }
     }
 
-    /// Queues a tick whose key is above [`TickFifo::last_key`].
+    /// Queues a tick whose key is above [`TickFifo::last_key`] (any key
+    /// when the FIFO is empty).
     #[inline(always)]
     fn push_back(&mut self, key: u128, cpu: Cpu) {
         if self.first.0 == NO_KEY {
