@@ -236,7 +236,10 @@ impl<T: Ord + Copy> Blocks<T> {
     }
 
     fn insert(&mut self, x: T) -> bool {
-        let at = self.block_of(&x);
+        // Above all (a burst of forks queued on one CPU, each after the
+        // last): no search over the blocks, which are then many.
+        let above_all = self.blocks.last().and_then(|b| b.last()).is_some_and(|last| *last < x);
+        let at = if above_all { self.blocks.len() } else { self.block_of(&x) };
         if at == self.blocks.len() {
             match self.blocks.last_mut() {
                 Some(b) if b.len() < Self::MAX => b.push(x),
