@@ -230,8 +230,14 @@ impl<T: Ord + Copy> Blocks<T> {
 
     /// The block that holds `x` if any does: the first whose last entry
     /// is not below `x` (`blocks.len()` when `x` is above all).
+    ///
+    /// An entry of the first block (a timeline's head, just picked; the
+    /// LRU's coldest, pulled by the balancer) is found without a search.
     #[inline]
     fn block_of(&self, x: &T) -> usize {
+        if self.blocks.first().and_then(|b| b.last()).is_some_and(|last| last >= x) {
+            return 0;
+        }
         self.blocks.partition_point(|b| b.last().is_some_and(|last| last < x))
     }
 
