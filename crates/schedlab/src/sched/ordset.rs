@@ -230,13 +230,22 @@ impl<T: Ord + Copy> Blocks<T> {
 
     /// The block that holds `x` if any does: the first whose last entry
     /// is not below `x` (`blocks.len()` when `x` is above all).
+    ///
+    /// An entry of the first block (a timeline's head, just picked; the
+    /// LRU's coldest, pulled by the balancer) is found without a search.
     #[inline]
     fn block_of(&self, x: &T) -> usize {
+        if self.blocks.first().and_then(|b| b.last()).is_some_and(|last| last >= x) {
+            return 0;
+        }
         self.blocks.partition_point(|b| b.last().is_some_and(|last| last < x))
     }
 
     fn insert(&mut self, x: T) -> bool {
-        let at = self.block_of(&x);
+        // Above all (a burst of forks queued on one CPU, each after the
+        // last): no search over the blocks, which are then many.
+        let above_all = self.blocks.last().and_then(|b| b.last()).is_some_and(|last| *last < x);
+        let at = if above_all { self.blocks.len() } else { self.block_of(&x) };
         if at == self.blocks.len() {
             match self.blocks.last_mut() {
                 Some(b) if b.len() < Self::MAX => b.push(x),
