@@ -10,7 +10,7 @@ use crate::sched::deq;
 use crate::sched::enq;
 use crate::sched::ext::dsq::{Dsq, DsqIdx, DsqKey, DsqKind, DsqOrder};
 use crate::sched::ext::ops::{dsq_id, enq_flags, kick_flags, ops_flags, reenq_reason, task_flags, Op, DSP_MAX_LOOPS, REENQ_ANY, REENQ_LOCAL_MAX_REPEAT, SLICE_BYPASS_NS, SLICE_DFL_NS};
-use crate::sched::ext::{rq_flags, DspEntry, OpsState, ScxTask};
+use crate::sched::ext::{rq_flags, DspEntry, OpsState, ScxSched, ScxTask};
 use crate::sched::sim::Sim;
 use crate::sched::task::{ClassId, TaskState};
 
@@ -229,12 +229,8 @@ impl Sim {
                 // lock, the custody flag and the insert share one lookup
                 // of the task and of the DSQ.
                 let at = self.scx_dsq_lock_clock();
-                let hold = self.costs.dsq_lock_ns;
                 let t = &mut self.tasks[p as usize].scx;
-                let d = &mut self.scx.dsqs[dsq as usize];
-                let wait = d.lock(at, hold);
-                self.scx.cost_acc += wait + hold;
-                self.scx.stats.dsq_lock_wait_ns += wait;
+                let d = self.scx.lock_dsq(dsq, at, self.costs.dsq_lock_ns);
                 t.set_flag(task_flags::IN_CUSTODY, true);
                 return dsq_insert(d, dsq, t, p, flags, vtime);
             }
@@ -364,9 +360,7 @@ impl Sim {
     pub(crate) fn scx_dsq_lock(&mut self, dsq: DsqIdx, scanned: u64) {
         let at = self.scx_dsq_lock_clock();
         let hold = self.costs.dsq_lock_ns + scanned * self.costs.dsq_scan_task_ns;
-        let wait = self.scx.dsqs[dsq as usize].lock(at, hold);
-        self.scx.cost_acc += wait + hold;
-        self.scx.stats.dsq_lock_wait_ns += wait;
+        self.scx.lock_dsq(dsq, at, hold);
     }
 
     /// finish_dispatch(): commit one buffered insert, unless the task was
@@ -952,6 +946,22 @@ impl Sim {
             // The kicker waits until the target has switched.
             self.scx.cost_acc += 2 * self.costs.ipi_ns + self.costs.context_switch_ns;
         }
+    }
+}
+
+impl ScxSched {
+    /// Takes DSQ `dsq`'s lock at `at` (`Sim::scx_dsq_lock_clock`)
+    /// for `hold` ns and charges the wait and the hold to the operation in
+    /// progress; returns the DSQ, so that a caller inserting into it right
+    /// away looks it up once. A method of the scheduler state alone: a
+    /// caller may hold a task of `Sim::tasks` meanwhile.
+    #[inline]
+    pub(crate) fn lock_dsq(&mut self, dsq: DsqIdx, at: Ns, hold: Ns) -> &mut Dsq {
+        let d = &mut self.dsqs[dsq as usize];
+        let wait = d.lock(at, hold);
+        self.cost_acc += wait + hold;
+        self.stats.dsq_lock_wait_ns += wait;
+        d
     }
 }
 
