@@ -48,12 +48,7 @@ impl Sim {
             // Moved here for this CPU's local DSQ; no slice refill. The
             // DSQ is `cpu`'s local one by construction: its kind is not
             // looked up.
-            let local = self.scx.local(cpu);
-            if flags & enq_flags::DSQ_PRIQ == 0 {
-                self.scx_local_enqueue(local, cpu, p, flags);
-            } else {
-                self.scx_dispatch_enqueue_any(local, p, flags);
-            }
+            self.scx_enqueue_local_dsq(self.scx.local(cpu), cpu, p, flags);
             return;
         }
         self.scx_do_enqueue_work(cpu, p, flags);
@@ -136,7 +131,7 @@ impl Sim {
                 r.deferred_pending = true;
                 self.scx_schedule_deferred(cpu);
             }
-            DsqKind::Local(target) if f & enq_flags::DSQ_PRIQ == 0 => self.scx_local_enqueue(dsq, target, p, f),
+            DsqKind::Local(target) => self.scx_enqueue_local_dsq(dsq, target, p, f),
             _ => self.scx_dispatch_enqueue_any(dsq, p, f),
         }
     }
@@ -191,11 +186,21 @@ impl Sim {
     #[inline]
     pub(crate) fn scx_dispatch_enqueue(&mut self, dsq: DsqIdx, p: TaskId, flags: u64) {
         if let DsqKind::Local(cpu) = self.scx.dsqs[dsq as usize].kind {
-            if flags & enq_flags::DSQ_PRIQ == 0 {
-                return self.scx_local_enqueue(dsq, cpu, p, flags);
-            }
+            return self.scx_enqueue_local_dsq(dsq, cpu, p, flags);
         }
         self.scx_dispatch_enqueue_any(dsq, p, flags);
+    }
+
+    /// dispatch_enqueue() into `cpu`'s local DSQ `dsq`, whose kind the
+    /// caller knows: the FIFO insert, unless SCX_ENQ_DSQ_PRIQ asks for a
+    /// vtime one, which goes the long way to be refused.
+    #[inline]
+    fn scx_enqueue_local_dsq(&mut self, dsq: DsqIdx, cpu: Cpu, p: TaskId, flags: u64) {
+        if flags & enq_flags::DSQ_PRIQ == 0 {
+            self.scx_local_enqueue(dsq, cpu, p, flags);
+        } else {
+            self.scx_dispatch_enqueue_any(dsq, p, flags);
+        }
     }
 
     /// [`Sim::scx_dispatch_enqueue`] in any case.
