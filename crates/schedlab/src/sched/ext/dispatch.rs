@@ -74,11 +74,8 @@ impl Sim {
         // A verdict from select_cpu, or else one ops.enqueue gives, is
         // carried out below: one call site, which inlines it. The verdict
         // is taken in the lookup of the task that finds it.
-        let verdict = match t.ddsp.take() {
-            Some(v) => {
-                t.ops_state = OpsState::None;
-                v
-            }
+        let verdict = match t.take_verdict() {
+            Some(v) => v,
             None => {
                 if !self.scx.has(Op::Enqueue) {
                     self.scx_refill_slice_dfl(p);
@@ -92,11 +89,8 @@ impl Sim {
                 t.cx_mut().ops_state = 1 | qseq << 2;
                 self.scx_call(Op::Enqueue, cpu, Some(p), |o, s| o.enqueue(s, p, flags));
                 let t = &mut self.tasks[p as usize].scx;
-                match t.ddsp.take() {
-                    Some(v) => {
-                        t.ops_state = OpsState::None;
-                        v
-                    }
+                match t.take_verdict() {
+                    Some(v) => v,
                     None => {
                         if t.ops_state == OpsState::Queueing {
                             // Not inserted directly: the BPF scheduler holds the task now.

@@ -286,6 +286,16 @@ impl ScxTask {
         }
     }
 
+    /// Takes the direct-dispatch verdict (DSQ id, flags) select_cpu or
+    /// enqueue left, if any: the kernel owns the task again while it
+    /// carries the verdict out (SCX_OPSS_NONE).
+    #[inline]
+    pub fn take_verdict(&mut self) -> Option<(u64, u64)> {
+        let v = self.ddsp.take()?;
+        self.ops_state = OpsState::None;
+        Some(v)
+    }
+
     /// SCX_TASK_QUEUED: on a runqueue as far as ext is concerned.
     #[inline]
     pub fn queued(&self) -> bool {
