@@ -4,8 +4,10 @@
 //! Layout, as in the kernel:
 //! - `ops`: the `sched_ext_ops` trait a scheduler implements;
 //! - `class`: the `SchedClass` hooks (enqueue, dequeue, pick, tick, ...);
-//! - `dispatch`: DSQ insertion, the dispatch buffer, `balance_one()`,
-//!   consuming DSQs and moving tasks between runqueues;
+//! - `enqueue`: getting tasks into DSQs (`do_enqueue_task()`, direct
+//!   dispatch, `dispatch_enqueue()`);
+//! - `dispatch`: getting them out: `balance_one()`, the dispatch buffer,
+//!   consuming DSQs, moving tasks between runqueues, deferred work, kicks;
 //! - `idle`: built-in idle tracking and the default CPU selection;
 //! - `lifecycle`: enable, disable, bypass, ejection, the watchdog;
 //! - `kfuncs`: what a scheduler may call.
@@ -31,6 +33,7 @@ mod cgroup;
 mod class;
 mod dispatch;
 pub mod dsq;
+mod enqueue;
 mod idle;
 mod invariants;
 mod irq;
