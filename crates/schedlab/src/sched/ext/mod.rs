@@ -4,8 +4,10 @@
 //! Layout, as in the kernel:
 //! - `ops`: the `sched_ext_ops` trait a scheduler implements;
 //! - `class`: the `SchedClass` hooks (enqueue, dequeue, pick, tick, ...);
-//! - `dispatch`: DSQ insertion, the dispatch buffer, `balance_one()`,
-//!   consuming DSQs and moving tasks between runqueues;
+//! - `enqueue`: getting tasks into DSQs (`do_enqueue_task()`, direct
+//!   dispatch, `dispatch_enqueue()`);
+//! - `dispatch`: getting them out: `balance_one()`, the dispatch buffer,
+//!   consuming DSQs, moving tasks between runqueues, deferred work, kicks;
 //! - `idle`: built-in idle tracking and the default CPU selection;
 //! - `lifecycle`: enable, disable, bypass, ejection, the watchdog;
 //! - `kfuncs`: what a scheduler may call.
@@ -31,6 +33,7 @@ mod cgroup;
 mod class;
 mod dispatch;
 pub mod dsq;
+mod enqueue;
 mod idle;
 mod invariants;
 mod irq;
@@ -284,6 +287,16 @@ impl ScxTask {
         } else {
             c.flags &= !f;
         }
+    }
+
+    /// Takes the direct-dispatch verdict (DSQ id, flags) select_cpu or
+    /// enqueue left, if any: the kernel owns the task again while it
+    /// carries the verdict out (SCX_OPSS_NONE).
+    #[inline]
+    pub fn take_verdict(&mut self) -> Option<(u64, u64)> {
+        let v = self.ddsp.take()?;
+        self.ops_state = OpsState::None;
+        Some(v)
     }
 
     /// SCX_TASK_QUEUED: on a runqueue as far as ext is concerned.
