@@ -167,20 +167,21 @@ fn distribute_matches_the_modulo_walk() {
 }
 
 type Op = fn(u64, u64) -> u64;
-const OPS: [(&str, Op); 3] = [("and", |x, y| x & y), ("or", |x, y| x | y), ("xor", |x, y| x ^ y)];
+const OPS: [(&str, MaskOp, Op); 3] =
+    [("and", MaskOp::And, |x, y| x & y), ("or", MaskOp::Or, |x, y| x | y), ("xor", MaskOp::Xor, |x, y| x ^ y)];
 
 #[test]
 fn binops_match_copying_ones_with_any_aliasing() {
     let mut rng = fastrand::Rng::with_seed(17);
     for i in 0..3_000 {
-        let (name, op) = OPS[i % 3];
+        let (name, op, f) = OPS[i % 3];
         let (a, b, d0) = (mask(&mut rng), mask(&mut rng), mask(&mut rng));
         let what = format!("{name}, case {i}");
         // Separate masks.
         let (mut d, mut r) = (d0, d0);
         // SAFETY: three separate live masks.
         let got = unsafe { combine(&mut d, &a, &b, op) };
-        assert_eq!((got, d), (binop_ref(&mut r, a, b, op), r), "{what}");
+        assert_eq!((got, d), (binop_ref(&mut r, a, b, f), r), "{what}");
         // dst is a, dst is b, all three the same.
         for alias in 0..3 {
             let (mut d, mut r) = (a, a);
@@ -195,9 +196,9 @@ fn binops_match_copying_ones_with_any_aliasing() {
                 }
             };
             let want = match alias {
-                0 => binop_ref(&mut r, a, other, op),
-                1 => binop_ref(&mut r, other, a, op),
-                _ => binop_ref(&mut r, a, a, op),
+                0 => binop_ref(&mut r, a, other, f),
+                1 => binop_ref(&mut r, other, a, f),
+                _ => binop_ref(&mut r, a, a, f),
             };
             assert_eq!((got, d), (want, r), "{what}, alias {alias}");
         }
@@ -213,7 +214,7 @@ fn binops_match_copying_ones_with_any_aliasing() {
         };
         // SAFETY: reads of masks inside `buf`.
         let (sa, mut r) = unsafe { (*src, *dst) };
-        let want = binop_ref(&mut r, sa, b, op);
+        let want = binop_ref(&mut r, sa, b, f);
         // SAFETY: as above; no reference into `buf` is live.
         let got = unsafe { combine(dst, src, &b, op) };
         // SAFETY: as above.
