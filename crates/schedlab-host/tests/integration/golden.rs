@@ -4,7 +4,7 @@
 //! A refactoring that claims "behaviour unchanged" proves it here.
 //!
 //! When a change is meant to alter behaviour, regenerate the file with
-//! `SCHEDLAB_UPDATE_GOLDEN=1 cargo test -p schedlab --test integration golden`
+//! `SCHEDLAB_UPDATE_GOLDEN=1 cargo test -p schedlab-host --test integration golden`
 //! and say in the commit message why the hashes moved.
 
 use std::collections::BTreeMap;
