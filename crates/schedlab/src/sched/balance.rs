@@ -833,16 +833,34 @@ impl Sim {
         let now = self.now();
         // Least recently run first, like walking cfs_tasks from its tail.
         let loop_max = self.tunables.fair.nr_migrate.min(self.rq(src).nr_running) as usize;
-        // Coldest first, at most loop_max of them (the running task is skipped below).
+        // Coldest first, at most loop_max of them other than the running
+        // task. Read one at a time, each the next above the last seen: a
+        // move takes only the moved task off src's list, so the walk sees
+        // what a list taken at the start would hold, without reading
+        // loop_max entries (and growing a vector) where a newly idle
+        // balance mostly stops at the first.
         let running = self.rq(src).curr;
-        let candidates: Vec<TaskId> = self.rq(src).cfs.lru.iter().map(|&(_, p)| p).filter(|&p| Some(p) != running).take(loop_max).collect();
+        let mut seen: Option<(Ns, TaskId)> = None;
+        let mut examined = 0;
         let failed = self.rq(dst).domains[level].nr_balance_failed;
         debug_assert!(src != dst, "detach_attach_tasks: balancing cpu{src} with itself");
         debug_assert!(sd.span.test(src as usize) && sd.span.test(dst as usize), "detach_attach_tasks: cpu{src} or cpu{dst} is outside the {} domain", sd.level);
         let (src_before, dst_before) = (self.rq(src).nr_running, self.rq(dst).nr_running);
         let mut moved = 0;
         let mut throttled_on_arrival = false;
-        for p in candidates {
+        while examined < loop_max {
+            let lru = &self.rq(src).cfs.lru;
+            let Some(&(stamp, p)) = (match &seen {
+                None => lru.first(),
+                Some(s) => lru.next_above(s),
+            }) else {
+                break;
+            };
+            seen = Some((stamp, p));
+            if Some(p) == running {
+                continue;
+            }
+            examined += 1;
             if idle != IdleType::NotIdle && self.rq(src).nr_running <= 1 {
                 break;
             }

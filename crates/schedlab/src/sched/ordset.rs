@@ -151,6 +151,24 @@ impl<T: Ord + Copy> OrdSet<T> {
         }
     }
 
+    /// The least entry above `x` (held or not): a walk in order that
+    /// changes the set between steps resumes from the last entry it saw.
+    /// Such a walk stays near the front (the balancer reads a few of the
+    /// coldest tasks), so the first few entries are read before a search.
+    pub fn next_above(&self, x: &T) -> Option<&T> {
+        let head = match self {
+            OrdSet::Small(v) => v,
+            OrdSet::Big(s) => s.blocks.first().map_or(&[][..], |b| b),
+        };
+        if let Some(e) = head.iter().take(8).find(|e| *e > x) {
+            return Some(e);
+        }
+        match self {
+            OrdSet::Small(v) => v.get(v.partition_point(|e| e <= x)),
+            OrdSet::Big(s) => s.next_above(x),
+        }
+    }
+
     /// Every entry in order.
     #[inline]
     pub fn iter(&self) -> Iter<'_, T> {
@@ -300,6 +318,12 @@ impl<T: Ord + Copy> Blocks<T> {
     fn contains(&self, x: &T) -> bool {
         self.blocks.get(self.block_of(x)).is_some_and(|b| b.binary_search(x).is_ok())
     }
+
+    /// The least entry above `x`: in the first block whose last entry is.
+    fn next_above(&self, x: &T) -> Option<&T> {
+        let b = self.blocks.get(self.blocks.partition_point(|b| b.last().is_some_and(|last| last <= x)))?;
+        b.get(b.partition_point(|e| e <= x))
+    }
 }
 
 /// A multiset of few distinct values, as (value, count) pairs sorted by
@@ -364,6 +388,7 @@ mod tests {
                 proptest::prop_assert_eq!(set.len(), reference.len());
                 proptest::prop_assert_eq!(set.first(), reference.first());
                 proptest::prop_assert!(set.contains(&x) == reference.contains(&x));
+                proptest::prop_assert_eq!(set.next_above(&y), reference.range(y + 1..).next());
             }
             proptest::prop_assert!(set.iter().eq(reference.iter()));
             proptest::prop_assert!(set.iter().rev().eq(reference.iter().rev()));

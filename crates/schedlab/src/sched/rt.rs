@@ -143,6 +143,11 @@ impl Sim {
 
     /// pull_rt_task(): take a waiting higher-priority RT task from an overloaded CPU.
     fn pull_rt_task(&mut self, cpu: Cpu) {
+        // An overloaded CPU queues two RT tasks or more: with fewer queued
+        // on the other CPUs together, none is, and no CPU is read.
+        if self.rt_queued - self.rq(cpu).rt.rt_nr_running < 2 {
+            return;
+        }
         let overloaded: Vec<Cpu> = (0..self.nr_cpus() as Cpu).filter(|&c| c != cpu && self.rq(c).rt.overloaded()).collect();
         for src in overloaded {
             let this_prio = self.rq(cpu).rt.highest_prio();
