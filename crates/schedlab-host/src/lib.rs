@@ -379,8 +379,8 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
     let (arena_vars, globals): (Vec<Rodata>, Vec<Rodata>) = globals.into_iter().partition(|g| g.kind == loader::ro_kind::ARENA);
     let (masks, globals): (Vec<Rodata>, Vec<Rodata>) = globals.into_iter().partition(|g| g.kind == loader::ro_kind::BPF_CPUMASK);
     inner.global_cpumasks = masks.iter().map(|m| (m.ptr, m.ptr + m.size as usize, m.elem_size as usize)).collect();
-    // Rodata pages the loader makes writable; the host's state seals them
-    // before any of the scheduler's code runs.
+    // Rodata pages the loader makes writable; sealed before any of the
+    // scheduler's code runs (at the end of this load).
     let pages = loader::Pages::default();
     arena_lib::place_arena_globals(&mut inner, &pages, &arena_vars).map_err(ops_err)?;
     let arrays = resizable(&pages, &arrays, &cfg.resize).map_err(ops_err)?;
@@ -470,6 +470,9 @@ pub fn load_owned(source: &Path, cfg: &LoadConfig) -> Result<HostedScheduler, Ho
         hosted.set_rodata(k, v)?;
     }
     hosted.state.budget_ns.set(cfg.op_timeout_ns.unwrap_or(fault::DEFAULT_BUDGET_NS));
+    // What the load wrote itself: the arena globals' and the resizable
+    // arrays' pointers.
+    hosted.state.pages.seal();
     Ok(hosted)
 }
 
@@ -591,10 +594,14 @@ impl HostedScheduler {
     }
 
     /// Writes `value`, parsed as `r`'s type, into `r` (element `index` of
-    /// an array, or the whole variable).
+    /// an array, or the whole variable), and seals the pages it opened:
+    /// the scheduler's code runs with its rodata read-only, as in the
+    /// kernel, and sealing here spares every call a test of the pages.
     fn write_text(&self, r: &Rodata, index: Option<usize>, value: &str) -> Result<(), HostError> {
         let (offset, bytes) = loader::parse_rodata(r, index, value).map_err(HostError::BadRodata)?;
-        loader::write_rodata(&self.state.pages, r, offset, &bytes).map_err(HostError::BadRodata)
+        let written = loader::write_rodata(&self.state.pages, r, offset, &bytes).map_err(HostError::BadRodata);
+        self.state.pages.seal();
+        written
     }
 
     /// Sets `name` (or `name[i]`) from text: a rodata variable, or else a

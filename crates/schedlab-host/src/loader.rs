@@ -344,11 +344,12 @@ fn writable(addr: usize) -> Option<bool> {
 }
 
 /// The protection of the object's pages that rodata and global writes
-/// touch. A write makes a read-only page writable and leaves it so (many
-/// writes come in a row while a loader sets up) until [`Pages::seal`]
-/// makes it read-only again, which the host's state does before every
-/// call into C, so that a write to such rodata from the scheduler faults
-/// as it would in the kernel. Rodata that shares a page with writable
+/// touch. A write makes a read-only page writable and leaves it so until
+/// [`Pages::seal`] makes it read-only again, which every writer does when
+/// its writes are done (the load after its own, a setting after its
+/// write), before any call into C: a write to such rodata from the
+/// scheduler faults as it would in the kernel, and no call has to test
+/// for open pages first. Rodata that shares a page with writable
 /// data (as in small objects, e.g. the tests' badarg) is written as it is,
 /// and a write to it from the scheduler does not fault, as before.
 ///
@@ -400,6 +401,9 @@ impl Pages {
 
     /// Makes every page [`write_rodata`] made writable read-only again.
     pub(crate) fn seal(&self) {
+        if !self.any_open() {
+            return;
+        }
         let size = page_size();
         for page in self.open.borrow_mut().drain(..) {
             // SAFETY: as in `unprotect`; restores read-only.

@@ -230,7 +230,10 @@ impl HostedScheduler {
         if off + bytes.len() > base.size as usize {
             return Err(format!("`{target}` lies outside `{}` ({} bytes)", p.base, base.size));
         }
-        super::loader::write_rodata(&self.state.pages, base, off, &bytes)
+        let written = super::loader::write_rodata(&self.state.pages, base, off, &bytes);
+        // As every write (HostedScheduler::write_text).
+        self.state.pages.seal();
+        written
     }
 }
 

@@ -189,8 +189,8 @@ pub(super) struct HostState {
     /// arithmetic, not a search of the map registry.
     array_addrs: [Cell<usize>; ARRAY_VIEWS],
     array_views: [Cell<ArrayView>; ARRAY_VIEWS],
-    /// The object's rodata pages a loader write left writable; sealed
-    /// before any call into C (see [`loader::Pages`]).
+    /// The object's rodata pages a loader write made writable; each
+    /// writer seals them, before any call into C (see [`loader::Pages`]).
     pub pages: loader::Pages,
     /// The runtime's spin lock / RCU balance check (one that never has
     /// work when the runtime has none, so the call path need not ask),
@@ -476,22 +476,10 @@ impl HostState {
         }
     }
 
-    /// Loader writes left rodata pages writable: seal them before C runs.
-    #[cold]
-    #[inline(never)]
-    fn seal_pages(&self) {
-        self.pages.seal();
-    }
-
     /// Calls `f` guarded (fault.rs) with this state and `sim` as the
     /// context of its kfuncs; a kfunc's panic resumes here.
     #[inline(always)]
     fn guarded(&self, sim: &mut Sim, f: usize, args: fault::Args) -> Result<u64, Box<fault::Caught>> {
-        // The scheduler's code runs with its rodata read-only, as in the
-        // kernel, whatever a loader wrote since the last call.
-        if self.pages.any_open() {
-            self.seal_pages();
-        }
         // Calls nest only within one scheduler (a kfunc runs an op of the
         // scheduler that called it; a simulator hosts one), so a call is
         // this state's outermost exactly when no call is in progress on the

@@ -444,7 +444,10 @@ pub fn scx_bpf_destroy_dsq(sim: &mut Sim, id: u64) {
 }
 
 /// scx_bpf_dsq_nr_queued(): LOCAL, LOCAL_ON|cpu or a user DSQ.
-#[inline]
+/// Always inlined: the host's fast path (scx_bpfland asks several times a
+/// callback) has tested the id's kind and CPU already, and inlined the
+/// tests fold into its own.
+#[inline(always)]
 pub fn scx_bpf_dsq_nr_queued(sim: &mut Sim, id: u64) -> i32 {
     kf(sim);
     if id == dsq_id::LOCAL {
