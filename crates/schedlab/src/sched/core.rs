@@ -399,8 +399,20 @@ impl Sim {
         if let Some(n) = next {
             self.scx_switch_class(cpu, n);
         }
-        let switching = next != prev;
-        if let Some(p) = prev.filter(|_| switching) {
+        // clear_tsk_need_resched(prev), after pick_next_task() (with its
+        // put_prev_task()) as in __schedule(): a reschedule asked for while
+        // prev was still current (its own update_curr() finding the slice
+        // used up, a bandwidth throttle as it is put away) is answered by
+        // this very switch, not by a second one at the end of it.
+        if next == prev {
+            self.rq_mut(cpu).need_resched = false;
+            if let Some(p) = prev {
+                self.hrtick_restart(cpu, p);
+                self.arm_step(cpu);
+            }
+            return;
+        }
+        if let Some(p) = prev {
             self.rqs[cpu as usize].scx.next_idle = next.is_none();
             class_of(self.task(p).class).put_prev_task(self, cpu, p);
             self.rqs[cpu as usize].scx.next_idle = false;
@@ -416,19 +428,7 @@ impl Sim {
                 t.stats.voluntary_switches += 1;
             }
         }
-        // clear_tsk_need_resched(prev), after pick_next_task() (with its
-        // put_prev_task()) as in __schedule(): a reschedule asked for while
-        // prev was still current (its own update_curr() finding the slice
-        // used up, a bandwidth throttle as it is put away) is answered by
-        // this very switch, not by a second one at the end of it.
         self.rq_mut(cpu).need_resched = false;
-        if !switching {
-            if let Some(p) = prev {
-                self.hrtick_restart(cpu, p);
-                self.arm_step(cpu);
-            }
-            return;
-        }
         self.rq_mut(cpu).stats.switches += 1;
         self.engine.mix(((cpu as u64) << 32) | next.map_or(u32::MAX, |n| n) as u64);
         if self.scx.traces_switch {
