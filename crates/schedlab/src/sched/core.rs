@@ -399,13 +399,15 @@ impl Sim {
         if let Some(n) = next {
             self.scx_switch_class(cpu, n);
         }
-        // clear_tsk_need_resched(prev), after pick_next_task() (with its
-        // put_prev_task()) as in __schedule(): a reschedule asked for while
-        // prev was still current (its own update_curr() finding the slice
-        // used up, a bandwidth throttle as it is put away) is answered by
-        // this very switch, not by a second one at the end of it.
+        // clear_tsk_need_resched(prev), after the pick as in __schedule():
+        // a reschedule asked for while prev was still current (mostly its
+        // own update_curr() finding the slice used up) is answered by this
+        // very switch, not by a second one at the end of it. Here the pick
+        // does not put prev away: a request put_prev_task() makes below
+        // stays, as it must when sched_ext puts prev back into the local
+        // DSQ of a CPU that is going idle (SCX_ENQ_LAST).
+        self.rq_mut(cpu).need_resched = false;
         if next == prev {
-            self.rq_mut(cpu).need_resched = false;
             if let Some(p) = prev {
                 self.hrtick_restart(cpu, p);
                 self.arm_step(cpu);
@@ -428,7 +430,6 @@ impl Sim {
                 t.stats.voluntary_switches += 1;
             }
         }
-        self.rq_mut(cpu).need_resched = false;
         self.rq_mut(cpu).stats.switches += 1;
         self.engine.mix(((cpu as u64) << 32) | next.map_or(u32::MAX, |n| n) as u64);
         if self.scx.traces_switch {
